@@ -1,0 +1,34 @@
+# The README's two commands: `make run` and `make test`.  Both create .venv if
+# it is missing and install the project into it first.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test test-all bench lint clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(STAMP): $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install --quiet -e '.[test,plot]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/jaxmodel eval
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+test-all: $(STAMP)
+	$(BIN)/python -m pytest -q -m ''
+
+bench: $(STAMP)
+	$(BIN)/python bench/sweep_throughput.py
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+clean:
+	rm -rf $(VENV) out .pytest_cache

@@ -1,0 +1,25 @@
+"""jaxmodel: a GPU-accelerated sweep engine for a cost model of 3D-parallel LLM training."""
+
+from jaxmodel.api import evaluate
+from jaxmodel.errors import InputError, JaxmodelError, SpecError
+from jaxmodel.models import DEFAULT_MODEL, MODELS, Model, get_model
+from jaxmodel.models.seed import SeedInputs, SeedOutputs, seed_model
+from jaxmodel.verdicts import BOTTLENECKS, REGIMES
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BOTTLENECKS",
+    "DEFAULT_MODEL",
+    "MODELS",
+    "REGIMES",
+    "InputError",
+    "JaxmodelError",
+    "Model",
+    "SeedInputs",
+    "SeedOutputs",
+    "SpecError",
+    "evaluate",
+    "get_model",
+    "seed_model",
+]

@@ -1,0 +1,46 @@
+"""The ``jaxmodel`` command line: thin typer layers over the Python API."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from jaxmodel.cli.eval import eval_command
+
+app = typer.Typer(
+    name="jaxmodel",
+    help="Cost model of 3D-parallel LLM training: evaluate, sweep, search, explain.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback()
+def _root() -> None:
+    """Cost model of 3D-parallel LLM training: evaluate, sweep, search, explain."""
+
+
+app.command("eval")(eval_command)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: usage errors become one line on stderr, exit code 2."""
+    try:
+        code = app(args=argv, standalone_mode=False, prog_name="jaxmodel")
+    except (typer.Abort, KeyboardInterrupt):
+        print("error: interrupted", file=sys.stderr)
+        raise SystemExit(130) from None
+    except typer.Exit as e:
+        raise SystemExit(e.exit_code) from None
+    except Exception as e:
+        # Usage errors (an unknown option, a missing argument, a bad choice):
+        # typer's click-derived exceptions carry format_message and exit_code.
+        if not hasattr(e, "format_message"):
+            raise
+        ctx = getattr(e, "ctx", None)
+        hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+        print(f"error: {e.format_message()}{hint}", file=sys.stderr)
+        raise SystemExit(getattr(e, "exit_code", 2)) from None
+    raise SystemExit(code if isinstance(code, int) else 0)

@@ -1,0 +1,108 @@
+"""Pieces shared by CLI commands: input options, error reporting, precision."""
+
+
+import functools
+import inspect
+import sys
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import typer
+
+from jaxmodel.config import load_config
+from jaxmodel.errors import InputError, JaxmodelError
+from jaxmodel.fields import InputField
+from jaxmodel.models import DEFAULT_MODEL, MODELS, Model, get_model
+
+
+def all_input_fields() -> list[InputField]:
+    """Every model's inputs, once each, in registry order (one CLI option each)."""
+    seen: dict[str, InputField] = {}
+    for model in MODELS.values():
+        for f in model.inputs:
+            seen.setdefault(f.name, f)
+    return list(seen.values())
+
+
+def fail(message: str) -> typer.Exit:
+    """Print one line to stderr; the caller raises the returned ``Exit(2)``."""
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(2)
+
+
+def reports_errors(fn: Callable) -> Callable:
+    """Turn a ``JaxmodelError`` into one line on stderr and exit code 2."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except JaxmodelError as e:
+            raise fail(str(e)) from None
+
+    return wrapper
+
+
+def with_input_options(fn: Callable) -> Callable:
+    """Add one ``--dashed-name`` option per model input to a typer command.
+
+    The command receives them gathered as ``inputs: dict[str, str | None]``.
+    Values are taken as text and checked by the model's fields, so that every
+    malformed value gets the same one-line error.
+    """
+    fields = all_input_fields()
+    sig = inspect.signature(fn)
+    params = [p for p in sig.parameters.values() if p.name != "inputs"]
+    for f in fields:
+        help_text = f"{f.doc} [{f.unit or 'count'}; default {f.default:g}]"
+        option = typer.Option(f.option, help=help_text, metavar="NUMBER",
+                              rich_help_panel="Model inputs", show_default=False)
+        params.append(inspect.Parameter(
+            f.name, inspect.Parameter.KEYWORD_ONLY, default=None,
+            annotation=Annotated[str | None, option],
+        ))
+
+    @functools.wraps(fn)
+    def wrapper(**kwargs):
+        inputs = {f.name: kwargs.pop(f.name) for f in fields}
+        return fn(inputs=inputs, **kwargs)
+
+    wrapper.__signature__ = sig.replace(parameters=params)
+    wrapper.__annotations__ = {p.name: p.annotation for p in params}
+    return wrapper
+
+
+ModelOption = Annotated[str, typer.Option("--model", help="cost model: " + ", ".join(MODELS))]
+ConfigOption = Annotated[
+    str | None,
+    typer.Option("--config", help="JSON or TOML file of inputs (a seed-shaped file works)",
+                 metavar="FILE"),
+]
+X64Option = Annotated[bool, typer.Option("--x64", help="compute in float64 (default float32)")]
+
+
+def gather_inputs(model_name: str, config: str | None,
+                  options: dict[str, str | None]) -> tuple[Model, dict[str, float]]:
+    """The model and one configuration: defaults < config file < command line.
+
+    Raises:
+      InputError: an option that does not apply to the model, or a bad value.
+    """
+    model = get_model(model_name or DEFAULT_MODEL)
+    values: dict[str, Any] = dict(model.defaults)
+    if config:
+        values.update(load_config(config, model))
+    for name, text in options.items():
+        if text is None:
+            continue
+        if name not in model.input_names:
+            raise InputError("--" + name.replace("_", "-"), text,
+                             f"options of model {model.name!r} only")
+        values[name] = text
+    checked = {f.name: f.check_scalar(values[f.name]) for f in model.inputs}
+    return model, checked
+
+
+def echo_error_and_exit(message: str, code: int = 2) -> None:
+    print(f"error: {message}", file=sys.stderr)
+    raise SystemExit(code)

@@ -1,0 +1,45 @@
+"""Reading a configuration file (JSON or TOML) of input values."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from jaxmodel.errors import InputError, closest
+from jaxmodel.models import Model
+
+
+def load_config(path: str | Path, model: Model) -> dict[str, Any]:
+    """Input values from a JSON or TOML file.
+
+    A file shaped like ``seed_example.json`` (with an ``inputs`` object) is
+    accepted as is; otherwise the top-level keys are the inputs.  Other
+    top-level keys of a seed-shaped file (``outputs``, ``profile``, ...) are
+    ignored, since they are results, not inputs.
+
+    Raises:
+      InputError: unreadable file, bad syntax, or an unknown input name.
+    """
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise InputError("config", str(path), f"a readable file ({e.strerror})") from None
+    try:
+        data = tomllib.loads(text) if p.suffix.lower() == ".toml" else json.loads(text)
+    except (ValueError, tomllib.TOMLDecodeError) as e:
+        kind = "TOML" if p.suffix.lower() == ".toml" else "JSON"
+        first = str(e).splitlines()[0]
+        raise InputError("config", str(path), f"valid {kind} ({first})") from None
+    if not isinstance(data, dict):
+        raise InputError("config", str(path), "an object of input values")
+    inputs = data.get("inputs", data) if isinstance(data.get("inputs"), dict) else data
+    for key in inputs:
+        if key not in model.input_names:
+            raise InputError(
+                f"config {key}", inputs[key],
+                f"an input of model {model.name!r}{closest(key, model.input_names)}",
+            )
+    return dict(inputs)

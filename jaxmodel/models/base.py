@@ -1,0 +1,62 @@
+"""What every cost model offers the engine: fields, a pure function, a verdict."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from jaxmodel.fields import InputField, OutputField
+
+
+@dataclass(frozen=True)
+class Model:
+    """A cost model as the engine sees it.
+
+    Attributes:
+      name: the name users select it by (``--model seed``).
+      description: one line, printed as ``model`` in ``jaxmodel eval`` JSON.
+      inputs: input fields, in order; ``inputs_type(*values)`` builds the pytree.
+      outputs: output fields, in order; the fields of ``outputs_type``.
+      inputs_type: a ``NamedTuple`` of scalars (one configuration).
+      outputs_type: a ``NamedTuple`` of scalars.
+      apply: the pure model, ``apply(inputs) -> outputs`` for ONE configuration;
+        callers ``jax.vmap`` it.  Inputs are floating point (counts are relaxed
+        to floats so that they can be differentiated); integer outputs are int64.
+      verdict: host-side text for one configuration,
+        ``verdict(inputs: Mapping[str, float], outputs: Mapping[str, Any]) -> str``.
+      continuous: input names that may be differentiated (see sensitivities).
+    """
+
+    name: str
+    description: str
+    inputs: tuple[InputField, ...]
+    outputs: tuple[OutputField, ...]
+    inputs_type: type[NamedTuple]
+    outputs_type: type[NamedTuple]
+    apply: Callable[[Any], Any]
+    verdict: Callable[[Mapping[str, float], Mapping[str, Any]], str]
+
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.inputs)
+
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.outputs)
+
+    @property
+    def defaults(self) -> dict[str, float]:
+        return {f.name: f.default for f in self.inputs}
+
+    def input_field(self, name: str) -> InputField:
+        for f in self.inputs:
+            if f.name == name:
+                return f
+        raise KeyError(name)
+
+    def output_field(self, name: str) -> OutputField:
+        for f in self.outputs:
+            if f.name == name:
+                return f
+        raise KeyError(name)

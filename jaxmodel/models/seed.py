@@ -1,0 +1,244 @@
+"""The seed model: reduced-order 3D-parallel (TP x PP x DP) training cost.
+
+Formulas, rounding and conventions: ``shared/reference/SEED_MODEL.md``; this
+module reproduces ``seed_example.json`` exactly.  One link bandwidth for every
+collective, bf16 (2-byte) activations and gradients, ring collectives, no
+latency term.  Kept exactly as stated; refinements live in other models.
+
+Validity rule (``valid_layout``), all three must hold:
+
+* ``d = floor(num_gpus / (t p)) >= 1``: at least one full model replica fits.
+  GPUs left over (``idle_gpus``) are allowed and reported, not an error.
+* ``num_layers % p == 0``: every pipeline stage holds the same whole number of
+  layers.  The bubble term ``(p - 1) / m * compute`` assumes balanced stages;
+  with a remainder the slowest stage sets the pace and the model would be
+  optimistic.
+* ``hidden_dim % t == 0``: Megatron-style tensor parallelism splits the hidden
+  (and 4h feed-forward) dimension evenly over ``t`` ranks; the TP all-reduce
+  cost assumes equal shards.
+
+An invalid layout is not an error: ``valid_layout`` is false, every timing and
+rate is NaN, ``bottleneck`` and ``regime`` are ``invalid``, and the verdict
+says what is wrong and how to fix it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+import jax.numpy as jnp
+
+from jaxmodel.fields import InputField, OutputField
+from jaxmodel.models.base import Model
+from jaxmodel.numerics import positive_part, ring_allreduce_bytes
+from jaxmodel.verdicts import (
+    BOTTLENECKS,
+    REGIMES,
+    bottleneck_and_regime,
+    invalid_layout_reasons,
+    render_verdict,
+)
+
+DESCRIPTION = (
+    "reduced-order 3D-parallelism (TP x PP x DP) communication model -- compute roofline "
+    "+ TP/PP/DP collective costs, pipeline bubble, backward overlap (educational)"
+)
+
+# Counts are carried as floats (so they can be relaxed and differentiated);
+# 2**24 keeps every whole number exactly representable in float32.
+_MAX_COUNT = float(2**24)
+
+
+def _count(name, unit, doc, default, high=_MAX_COUNT):
+    return InputField(name, unit, doc, True, 1.0, True, float(default), high)
+
+
+def _positive(name, unit, doc, default):
+    return InputField(name, unit, doc, False, 0.0, False, float(default), None)
+
+
+INPUTS: tuple[InputField, ...] = (
+    _positive("model_params_b", "billions of parameters", "model size P / 1e9", 70),
+    _count("num_gpus", "GPUs", "GPUs available to the job (N)", 64),
+    _count("tensor_parallel", "ways", "tensor-parallel degree t", 8),
+    _count("pipeline_parallel", "stages", "pipeline-parallel stages p", 4),
+    _count("micro_batch", "sequences", "sequences per micro-batch b", 1),
+    _count("gradient_accum_steps", "micro-batches", "micro-batches per step m", 16),
+    _count("seq_length", "tokens", "sequence length s", 4096),
+    _count("hidden_dim", "", "hidden size h", 8192),
+    _count("num_layers", "", "transformer layers L", 80),
+    _positive(
+        "link_bandwidth_gb_s", "GB/s (1 GB = 1e9 bytes)", "bandwidth of every link (B)", 450
+    ),
+    _positive("compute_tflops", "TFLOP/s (1 T = 1e12)", "dense FLOP/s per GPU (F)", 500),
+)
+
+OUTPUTS: tuple[OutputField, ...] = (
+    OutputField("data_parallel", "replicas", "d = floor(num_gpus / (t p))", "int"),
+    OutputField("used_gpus", "GPUs", "d t p, GPUs doing work", "int"),
+    OutputField("idle_gpus", "GPUs", "num_gpus - used_gpus", "int"),
+    OutputField("valid_layout", "", "the layout satisfies the validity rule", "bool"),
+    OutputField("tokens_per_step", "tokens", "b m s d, tokens per optimizer step", "int"),
+    OutputField("compute_time_ms", "ms", "6 P tokens / (used_gpus F)", "float"),
+    OutputField("tp_comm_ms", "ms", "tensor-parallel all-reduces, all L layers", "float"),
+    OutputField("pp_comm_ms", "ms", "pipeline point-to-point sends", "float"),
+    OutputField("pipeline_bubble_ms", "ms", "(p - 1) / m of compute", "float"),
+    OutputField("dp_allreduce_ms", "ms", "exposed DP gradient all-reduce", "float"),
+    OutputField("dp_allreduce_raw_ms", "ms", "DP gradient all-reduce before overlap", "float"),
+    OutputField("step_time_ms", "ms", "time of one optimizer step", "float"),
+    OutputField("comm_fraction_percent", "%", "(tp + pp + exposed dp) / step", "float"),
+    OutputField("bubble_fraction_percent", "%", "pipeline bubble / step", "float"),
+    OutputField("scaling_efficiency_percent", "%", "compute / step (equals mfu)", "float"),
+    OutputField("mfu_percent", "%", "model-FLOPs utilisation, compute / step", "float"),
+    OutputField("achieved_tflops_per_gpu", "TFLOP/s", "compute_tflops * mfu", "float"),
+    OutputField("throughput_tokens_s", "tokens/s", "tokens_per_step / step time", "float"),
+    OutputField("per_gpu_tokens_s", "tokens/s", "throughput / used_gpus", "float"),
+    OutputField("bottleneck", "", "largest step-time term", "category", BOTTLENECKS),
+    OutputField("regime", "", "verdict regime", "category", REGIMES),
+)
+
+
+class SeedInputs(NamedTuple):
+    """One configuration (scalars; vmap for batches).  Units as in the names."""
+
+    model_params_b: Any
+    num_gpus: Any
+    tensor_parallel: Any
+    pipeline_parallel: Any
+    micro_batch: Any
+    gradient_accum_steps: Any
+    seq_length: Any
+    hidden_dim: Any
+    num_layers: Any
+    link_bandwidth_gb_s: Any
+    compute_tflops: Any
+
+
+class SeedOutputs(NamedTuple):
+    """Outputs of one configuration.  Integers int64, floats in the input dtype."""
+
+    data_parallel: Any
+    used_gpus: Any
+    idle_gpus: Any
+    valid_layout: Any
+    tokens_per_step: Any
+    compute_time_ms: Any
+    tp_comm_ms: Any
+    pp_comm_ms: Any
+    pipeline_bubble_ms: Any
+    dp_allreduce_ms: Any
+    dp_allreduce_raw_ms: Any
+    step_time_ms: Any
+    comm_fraction_percent: Any
+    bubble_fraction_percent: Any
+    scaling_efficiency_percent: Any
+    mfu_percent: Any
+    achieved_tflops_per_gpu: Any
+    throughput_tokens_s: Any
+    per_gpu_tokens_s: Any
+    bottleneck: Any
+    regime: Any
+
+
+def _whole(x):
+    """A relaxed count as an exact int64 (zero gradient: counts are steps)."""
+    return jnp.round(x).astype(jnp.int64)
+
+
+def seed_model(x: SeedInputs) -> SeedOutputs:
+    """Cost of one training step for one configuration (SEED_MODEL.md).
+
+    Args:
+      x: ``SeedInputs`` of floating-point scalars, all of one dtype.  Counts
+        are whole numbers; where one is used as a smooth factor (``m``, ``t``,
+        ``p``, ...) it is differentiable as a continuous relaxation, while
+        ``d = floor(N / (t p))`` is held fixed (it is a step function).
+
+    Returns:
+      ``SeedOutputs``.  Timings are NaN for an invalid layout.
+    """
+    n_i, t_i, p_i = _whole(x.num_gpus), _whole(x.tensor_parallel), _whole(x.pipeline_parallel)
+    d_i = n_i // (t_i * p_i)
+    used_i = d_i * t_i * p_i
+    tokens_i = _whole(x.micro_batch) * _whole(x.gradient_accum_steps) * _whole(x.seq_length) * d_i
+    valid = (
+        (d_i >= 1)
+        & (_whole(x.num_layers) % p_i == 0)
+        & (_whole(x.hidden_dim) % t_i == 0)
+    )
+
+    fdt = jnp.result_type(x.model_params_b)
+    # An invalid layout (d = 0) is computed with d = 1 and masked afterwards,
+    # so that neither values nor gradients see a division by zero.
+    d = jnp.maximum(d_i, 1).astype(fdt)
+    t, p, m = x.tensor_parallel, x.pipeline_parallel, x.gradient_accum_steps
+
+    # Terms are formed directly in milliseconds from the inputs' own units, so
+    # the 1e9 / 1e12 / 1e3 scale factors cancel instead of each rounding: the
+    # step time is printed to 7 significant digits, about all float32 holds.
+    #   FLOPs: 1e9 params x tokens / (1e12 FLOP/s) -> 1e-3 s = 1 ms.
+    #   bytes / (1e9 B/s) -> s, so ms = bytes / (bandwidth_gb_s x 1e6).
+    bytes_per_ms = x.link_bandwidth_gb_s * 1e6
+    tokens = x.micro_batch * m * x.seq_length * d
+    used = d * t * p
+    compute = 6.0 * x.model_params_b * tokens / (used * x.compute_tflops)
+    activation_bytes = x.micro_batch * x.seq_length * x.hidden_dim * 2.0
+    tp = x.num_layers * 4.0 * m * ring_allreduce_bytes(activation_bytes, t) / bytes_per_ms
+    pp = jnp.where(p_i > 1, 2.0 * m * activation_bytes / bytes_per_ms, jnp.zeros_like(compute))
+    bubble = (p - 1.0) / m * compute
+    # Gradients: 2 bytes x 1e9 params_b / (t p); in GB over GB/s, x 1e3 for ms.
+    dp_raw = ring_allreduce_bytes(2.0 * x.model_params_b / (t * p), d) / x.link_bandwidth_gb_s * 1e3
+    backward = 2.0 / 3.0 * compute
+    dp = positive_part(dp_raw - backward)
+    step = compute + tp + pp + bubble + dp
+
+    mfu = 100.0 * compute / step
+    throughput = tokens / step * 1e3
+    bottleneck, regime = bottleneck_and_regime(
+        jnp.stack([compute, tp, pp, bubble, dp]), mfu, valid
+    )
+
+    def masked(v):
+        return jnp.where(valid, v, jnp.nan).astype(fdt)
+
+    return SeedOutputs(
+        data_parallel=d_i,
+        used_gpus=used_i,
+        idle_gpus=n_i - used_i,
+        valid_layout=valid,
+        tokens_per_step=tokens_i,
+        compute_time_ms=masked(compute),
+        tp_comm_ms=masked(tp),
+        pp_comm_ms=masked(pp),
+        pipeline_bubble_ms=masked(bubble),
+        dp_allreduce_ms=masked(dp),
+        dp_allreduce_raw_ms=masked(dp_raw),
+        step_time_ms=masked(step),
+        comm_fraction_percent=masked(100.0 * (tp + pp + dp) / step),
+        bubble_fraction_percent=masked(100.0 * bubble / step),
+        scaling_efficiency_percent=masked(mfu),
+        mfu_percent=masked(mfu),
+        achieved_tflops_per_gpu=masked(x.compute_tflops * mfu / 100.0),
+        throughput_tokens_s=masked(throughput),
+        per_gpu_tokens_s=masked(throughput / used),
+        bottleneck=bottleneck,
+        regime=regime,
+    )
+
+
+def seed_verdict(inputs: Mapping[str, float], outputs: Mapping[str, Any]) -> str:
+    """The verdict sentence for one evaluated configuration."""
+    return render_verdict(inputs, outputs, invalid_layout_reasons(inputs))
+
+
+SEED = Model(
+    name="seed",
+    description=DESCRIPTION,
+    inputs=INPUTS,
+    outputs=OUTPUTS,
+    inputs_type=SeedInputs,
+    outputs_type=SeedOutputs,
+    apply=seed_model,
+    verdict=seed_verdict,
+)

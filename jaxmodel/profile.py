@@ -1,0 +1,45 @@
+"""The seed's two profile curves: efficiency against GPU count and link bandwidth."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from jaxmodel.api import evaluate
+from jaxmodel.models import Model
+
+PROFILE_POINTS = 48
+GPU_SPAN = 32  # the GPU curve runs from t p up to GPU_SPAN x num_gpus
+BW_LOW_GB_S = 20.0  # the bandwidth curve runs from 20 GB/s up to 2 x the input
+
+
+def profile_points(inputs: Mapping[str, float]) -> tuple[np.ndarray, np.ndarray]:
+    """The x values of both curves (SEED_MODEL.md, "Profile curves").
+
+    Returns:
+      ``(gpus, bandwidths)``: 48 GPU counts spaced geometrically from ``t p`` to
+      ``32 num_gpus``, each rounded down to a multiple of ``t p`` (duplicates
+      kept), and 48 bandwidths evenly spaced from 20 GB/s to twice the input.
+    """
+    tp = int(inputs["tensor_parallel"]) * int(inputs["pipeline_parallel"])
+    raw = np.geomspace(tp, GPU_SPAN * int(inputs["num_gpus"]), PROFILE_POINTS)
+    gpus = (np.floor(raw / tp + 1e-9) * tp).astype(np.int64)
+    bandwidths = np.linspace(BW_LOW_GB_S, 2.0 * float(inputs["link_bandwidth_gb_s"]),
+                             PROFILE_POINTS)
+    return gpus, bandwidths
+
+
+def profile_curves(model: Model, inputs: Mapping[str, float], *, x64: bool = False):
+    """Both curves as ``(x, mfu_percent)`` arrays, evaluated in one batch.
+
+    Returns:
+      ``{"eff_vs_gpus": (gpus, eff), "eff_vs_bw": (bandwidths, eff)}``.
+    """
+    gpus, bandwidths = profile_points(inputs)
+    n = PROFILE_POINTS
+    batch = {k: np.full(2 * n, v, dtype=np.float64) for k, v in inputs.items()}
+    batch["num_gpus"][:n] = gpus
+    batch["link_bandwidth_gb_s"][n:] = bandwidths
+    mfu = np.asarray(evaluate(model, x64=x64, **batch).mfu_percent, dtype=np.float64)
+    return {"eff_vs_gpus": (gpus, mfu[:n]), "eff_vs_bw": (bandwidths, mfu[n:])}

@@ -1,0 +1,136 @@
+"""One evaluation as the seed-format JSON document or a table for a person.
+
+Rounding follows ``SEED_MODEL.md``: ms to 3 decimals, percentages to 1,
+TFLOP/s and per-GPU tokens/s to 1, throughput to 0 (printed as a float),
+integers as integers, profile efficiencies to 2 and profile bandwidths to 1.
+NaN (an invalid layout) is written as JSON ``null``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from jaxmodel.models import Model
+
+_DECIMALS_BY_NAME = {"throughput_tokens_s": 0, "per_gpu_tokens_s": 1}
+_DECIMALS_BY_UNIT = {"ms": 3, "%": 1, "TFLOP/s": 1, "GB": 2}
+
+
+def _round(value: float, decimals: int) -> float | None:
+    return None if math.isnan(value) else round(value, decimals) + 0.0
+
+
+def printed_outputs(model: Model, outputs: Mapping[str, Any]) -> dict[str, Any]:
+    """Output values rounded as the seed file prints them (only the seed's keys
+    and the model's other printable outputs; ``regime`` is carried by the verdict)."""
+    row: dict[str, Any] = {}
+    for f in model.outputs:
+        if f.name == "regime":
+            continue
+        v = outputs[f.name]
+        if f.kind == "int":
+            row[f.name] = int(v)
+        elif f.kind == "bool":
+            row[f.name] = bool(v)
+        elif f.kind == "category":
+            row[f.name] = v if isinstance(v, str) else f.categories[int(v)]
+        else:
+            decimals = _DECIMALS_BY_NAME.get(f.name, _DECIMALS_BY_UNIT.get(f.unit, 3))
+            row[f.name] = _round(float(v), decimals)
+    return row
+
+
+def printed_inputs(model: Model, inputs: Mapping[str, float]) -> dict[str, Any]:
+    return {f.name: int(inputs[f.name]) if f.integer else float(inputs[f.name])
+            for f in model.inputs}
+
+
+def seed_document(
+    model: Model,
+    inputs: Mapping[str, float],
+    outputs: Mapping[str, Any],
+    verdict: str,
+    *,
+    curves: Mapping[str, tuple] | None,
+    node: str,
+    wall_ms: float,
+) -> dict[str, Any]:
+    """The seed-format document: model, inputs, outputs, profile, steps, node, compute_ms."""
+    out = printed_outputs(model, outputs)
+    out["verdict"] = verdict
+    doc: dict[str, Any] = {
+        "model": model.description,
+        "inputs": printed_inputs(model, inputs),
+        "outputs": out,
+    }
+    steps = 0
+    if curves is not None:
+        gpus, eff_g = curves["eff_vs_gpus"]
+        bws, eff_b = curves["eff_vs_bw"]
+        steps = len(gpus) + len(bws)
+        doc["profile"] = {
+            "eff_vs_gpus": [[int(g), _round(float(e), 2)] for g, e in zip(gpus, eff_g,
+                                                                          strict=True)],
+            "eff_vs_bw": [[_round(float(b), 1), _round(float(e), 2)]
+                          for b, e in zip(bws, eff_b, strict=True)],
+            "compute_ms": _round(float(outputs["compute_time_ms"]), 3),
+            "tp_ms": _round(float(outputs["tp_comm_ms"]), 3),
+            "pp_ms": _round(float(outputs["pp_comm_ms"]), 3),
+            "bubble_ms": _round(float(outputs["pipeline_bubble_ms"]), 3),
+            "dp_ms": _round(float(outputs["dp_allreduce_ms"]), 3),
+            "step_ms": _round(float(outputs["step_time_ms"]), 3),
+            "num_gpus": int(inputs["num_gpus"]),
+            "link_bandwidth_gb_s": float(inputs["link_bandwidth_gb_s"]),
+            "mfu_percent": _round(float(outputs["mfu_percent"]), 1),
+        }
+    doc["steps"] = steps
+    doc["node"] = node
+    doc["compute_ms"] = round(wall_ms, 1)
+    return doc
+
+
+def to_json(doc: Mapping[str, Any]) -> str:
+    """One line of JSON, as the seed file is written."""
+    return json.dumps(doc, allow_nan=False)
+
+
+_BREAKDOWN = (
+    ("compute", "compute_time_ms"),
+    ("tensor-parallel all-reduce", "tp_comm_ms"),
+    ("pipeline point-to-point", "pp_comm_ms"),
+    ("pipeline bubble", "pipeline_bubble_ms"),
+    ("exposed DP all-reduce", "dp_allreduce_ms"),
+)
+
+
+def table(doc: Mapping[str, Any]) -> str:
+    """The document for a person: step-time breakdown, headline rates, verdict."""
+    out = doc["outputs"]
+    lines = [doc["model"], ""]
+    inputs = "  ".join(f"{k}={v}" for k, v in doc["inputs"].items())
+    lines += [f"inputs: {inputs}", ""]
+    step = out["step_time_ms"]
+    width = max(len(label) for label, _ in _BREAKDOWN)
+    lines.append(f"{'step-time term':<{width}}  {'ms':>12}  {'share':>6}")
+    for label, key in _BREAKDOWN:
+        v = out[key]
+        if v is None:
+            lines.append(f"{label:<{width}}  {'-':>12}  {'-':>6}")
+        else:
+            lines.append(f"{label:<{width}}  {v:>12,.3f}  {100.0 * v / step:>5.1f}%")
+    total = "-" if step is None else f"{step:,.3f}"
+    lines.append(f"{'step time':<{width}}  {total:>12}  {'100.0%' if step else '-':>6}")
+    lines.append("")
+    lines.append(f"layout: t={doc['inputs']['tensor_parallel']} "
+                 f"p={doc['inputs']['pipeline_parallel']} d={out['data_parallel']} "
+                 f"({out['used_gpus']} GPUs used, {out['idle_gpus']} idle, "
+                 f"valid: {'yes' if out['valid_layout'] else 'no'})")
+    lines.append(f"bottleneck: {out['bottleneck']}")
+    if step is not None:
+        lines.append(f"MFU: {out['mfu_percent']}%   achieved: {out['achieved_tflops_per_gpu']} "
+                     f"TFLOP/s per GPU   throughput: {out['throughput_tokens_s']:,.0f} tokens/s")
+    lines += ["", f"verdict: {out['verdict']}"]
+    return "\n".join(lines)
