@@ -1,0 +1,325 @@
+"""On-device reductions of evaluated rows: top-k, best per group, Pareto front.
+
+A sweep or a layout search evaluates rows chunk by chunk; a reducer folds
+each chunk into a fixed-shape state on the device, so that what comes back
+to the host does not grow with the number of candidates.  Every reducer has
+the same four operations::
+
+    state = r.init(columns, num_groups)        # fixed-shape jax arrays (a pytree)
+    state = r.update(state, cols, mask, group_ids)   # pure, jit-able
+    state = r.merge(a, b)                      # pure; associative and commutative
+    rows  = r.rows(state)                      # host numpy columns, documented order
+
+``columns`` maps column names to dtypes; ``cols`` holds 1-D arrays of one
+chunk length ``C`` for every column, among them an int64 ``config_id`` (the
+global index of the configuration, unique within a sweep).  ``mask`` is True
+for rows that are real and kept (padding and filtered rows are False).  A
+row whose metric is NaN (an invalid layout) is never kept.  Every column of
+the winning rows is kept.
+
+Order and ties.  Rows are compared by the metric (best first: largest when
+maximizing, smallest when minimizing), then by ``config_id`` ascending; -0.0
+equals 0.0.  With unique config ids this is a total order, so a result is a
+function of the set of rows only: it does not depend on how they were cut
+into chunks, on the device count, or on the order in which states merge.
+
+``init`` and ``update`` must run where jax's 64-bit types are enabled
+(``jaxmodel.precision.computing()``), since ``config_id`` is int64.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from jaxmodel.errors import SpecError, closest
+from jaxmodel.precision import computing
+
+CONFIG_ID = "config_id"
+GROUP_ID = "group_id"
+
+State = dict[str, Any]
+
+
+def _check_columns(columns: Mapping[str, Any], *names: str) -> None:
+    for name in (CONFIG_ID, *names):
+        if name not in columns:
+            raise SpecError(f"reduce: no column {name!r}{closest(name, columns)}")
+
+
+def _empty_rows(columns: Mapping[str, Any], n: int) -> dict[str, jax.Array]:
+    with computing():
+        return {k: jnp.zeros((n,), dtype=np.dtype(v)) for k, v in columns.items()}
+
+
+def _sort_key(values: jax.Array, mask: jax.Array, best_is_max: bool):
+    """``(bad, key)``: rows to drop, and a key whose ascending order is best first.
+
+    NaN metrics count as bad; bad rows get key 0 so they never disturb a
+    comparison.  Adding 0.0 turns -0.0 into 0.0 (sorting in jax orders the
+    two, numpy's comparisons do not).
+    """
+    if values.dtype == jnp.bool_:
+        values = values.astype(jnp.int32)
+    bad = ~mask
+    if jnp.issubdtype(values.dtype, jnp.floating):
+        nan = jnp.isnan(values)
+        bad = bad | nan
+        values = jnp.where(nan, jnp.zeros_like(values), values) + 0.0
+    key = -values if best_is_max else values
+    return bad, key
+
+
+def _concat(a: Mapping[str, jax.Array], b: Mapping[str, jax.Array]) -> dict[str, jax.Array]:
+    return {k: jnp.concatenate([a[k], b[k].astype(a[k].dtype)]) for k in a}
+
+
+def _take(cols: Mapping[str, jax.Array], idx: jax.Array) -> dict[str, jax.Array]:
+    return {k: v[idx] for k, v in cols.items()}
+
+
+def _host(state: State) -> State:
+    return jax.tree_util.tree_map(np.asarray, jax.device_get(state))
+
+
+@dataclass(frozen=True)
+class TopK:
+    """The ``k`` best rows by column ``by``.
+
+    State: ``{"rows": {column: (k,)}, "empty": (k,) bool}``, kept sorted best
+    first; ``empty`` marks slots not yet filled.  ``rows`` returns up to ``k``
+    rows, best first (metric, then ``config_id`` ascending).
+    """
+
+    by: str
+    k: int
+    maximize: bool = True
+
+    def __post_init__(self):
+        if not 1 <= self.k <= 10_000_000:
+            raise SpecError(f"top_k: k must be a whole number >= 1, got {self.k!r}")
+
+    def init(self, columns: Mapping[str, Any], num_groups: int = 1) -> State:
+        _check_columns(columns, self.by)
+        return {"rows": _empty_rows(columns, self.k), "empty": jnp.ones((self.k,), bool)}
+
+    def _select(self, cols, bad):
+        _, key = _sort_key(cols[self.by], ~bad, self.maximize)
+        n = bad.shape[0]
+        _, _, _, perm = lax.sort(
+            (bad.astype(jnp.int32), key, cols[CONFIG_ID], jnp.arange(n, dtype=jnp.int32)),
+            num_keys=3,
+        )
+        idx = perm[: self.k]
+        return {"rows": _take(cols, idx), "empty": bad[idx]}
+
+    def update(self, state: State, cols: Mapping[str, jax.Array], mask: jax.Array,
+               group_ids: jax.Array | None = None) -> State:
+        chunk = {k: cols[k] for k in state["rows"]}
+        bad_chunk, _ = _sort_key(chunk[self.by], mask, self.maximize)
+        return self._select(_concat(state["rows"], chunk),
+                            jnp.concatenate([state["empty"], bad_chunk]))
+
+    def merge(self, a: State, b: State) -> State:
+        return self._select(_concat(a["rows"], b["rows"]),
+                            jnp.concatenate([a["empty"], b["empty"]]))
+
+    def rows(self, state: State) -> dict[str, np.ndarray]:
+        s = _host(state)
+        keep = ~s["empty"]
+        return {k: v[keep] for k, v in s["rows"].items()}
+
+
+@dataclass(frozen=True)
+class GroupBest:
+    """The best row by ``by`` in each group (e.g. each ``link_bandwidth_gb_s``).
+
+    Group ids, in ``[0, num_groups)``, come from the caller (rows with ids
+    outside are dropped); ``group_by`` names the columns they stand for.
+    Implemented with segment reductions: the lowest "bad" flag, then the best
+    metric, then the lowest ``config_id`` per group, then that row's index.
+
+    State: ``{"rows": {column: (G,)}, "empty": (G,) bool}``, one slot per
+    group.  ``rows`` returns one row per group that has a valid row, in
+    ascending group id, with the id in an extra int64 column ``group_id``.
+    """
+
+    by: str
+    group_by: tuple[str, ...]
+    maximize: bool = True
+
+    def init(self, columns: Mapping[str, Any], num_groups: int = 1) -> State:
+        _check_columns(columns, self.by, *self.group_by)
+        if num_groups < 1:
+            raise SpecError(f"group_by: need at least one group, got {num_groups}")
+        return {"rows": _empty_rows(columns, num_groups),
+                "empty": jnp.ones((num_groups,), bool)}
+
+    def _select(self, cols, bad, gid, num_groups):
+        _, key = _sort_key(cols[self.by], ~bad, self.maximize)
+        n = bad.shape[0]
+
+        def best(values):
+            g = jax.ops.segment_min(values, gid, num_segments=num_groups)
+            return g, values == jnp.take(g, gid, mode="clip")
+
+        bad_i = bad.astype(jnp.int32)
+        g_bad, cand = best(bad_i)
+        key_big = (jnp.inf if jnp.issubdtype(key.dtype, jnp.floating)
+                   else jnp.iinfo(key.dtype).max)
+        _, on_key = best(jnp.where(cand, key, key_big))
+        cand = cand & on_key
+        cid = cols[CONFIG_ID]
+        _, on_id = best(jnp.where(cand, cid, jnp.iinfo(cid.dtype).max))
+        cand = cand & on_id
+        row = jax.ops.segment_min(jnp.where(cand, jnp.arange(n), n), gid,
+                                  num_segments=num_groups)
+        row = jnp.minimum(row, n - 1)
+        return {"rows": _take(cols, row), "empty": g_bad != 0}
+
+    def update(self, state: State, cols: Mapping[str, jax.Array], mask: jax.Array,
+               group_ids: jax.Array | None = None) -> State:
+        if group_ids is None:
+            raise SpecError("group_by: update needs group_ids")
+        num_groups = state["empty"].shape[0]
+        chunk = {k: cols[k] for k in state["rows"]}
+        bad_chunk, _ = _sort_key(chunk[self.by], mask, self.maximize)
+        own = jnp.arange(num_groups, dtype=group_ids.dtype)
+        return self._select(_concat(state["rows"], chunk),
+                            jnp.concatenate([state["empty"], bad_chunk]),
+                            jnp.concatenate([own, group_ids]), num_groups)
+
+    def merge(self, a: State, b: State) -> State:
+        num_groups = a["empty"].shape[0]
+        own = jnp.arange(num_groups)
+        return self._select(_concat(a["rows"], b["rows"]),
+                            jnp.concatenate([a["empty"], b["empty"]]),
+                            jnp.concatenate([own, own]), num_groups)
+
+    def rows(self, state: State) -> dict[str, np.ndarray]:
+        s = _host(state)
+        keep = ~s["empty"]
+        out = {k: v[keep] for k, v in s["rows"].items()}
+        out[GROUP_ID] = np.flatnonzero(keep).astype(np.int64)
+        return out
+
+
+@dataclass(frozen=True)
+class Pareto:
+    """The Pareto front of two columns ``x`` and ``y``.
+
+    A row dominates another when it is at least as good in both and better
+    in one.  The front holds every row no other row dominates; of rows with
+    identical ``(x, y)`` only the lowest ``config_id`` is kept.  Per update the
+    buffer and the chunk are sorted by ``(x, y, config_id)`` (best first in
+    each direction) and a row is kept when its ``y`` beats the running best
+    ``y`` of all rows before it.
+
+    State: ``{"rows": {column: (capacity,)}, "empty": (capacity,) bool,
+    "overflow": () bool}``.  When the front outgrows ``capacity`` the rows
+    with the best ``x`` are kept and ``overflow`` is set for good: the result
+    is then truncated and may not be exact; raise ``capacity``.  ``rows``
+    returns the front ordered by ``x`` best first (so ``y`` worst first).
+    """
+
+    x: str
+    y: str
+    minimize_x: bool = True
+    minimize_y: bool = True
+    capacity: int = 4096
+
+    def __post_init__(self):
+        if self.capacity < 1:
+            raise SpecError(f"pareto: capacity must be >= 1, got {self.capacity!r}")
+
+    def init(self, columns: Mapping[str, Any], num_groups: int = 1) -> State:
+        _check_columns(columns, self.x, self.y)
+        return {"rows": _empty_rows(columns, self.capacity),
+                "empty": jnp.ones((self.capacity,), bool),
+                "overflow": jnp.zeros((), bool)}
+
+    def _select(self, cols, bad, overflow):
+        bad_x, kx = _sort_key(cols[self.x], ~bad, not self.minimize_x)
+        bad_y, ky = _sort_key(cols[self.y], ~bad, not self.minimize_y)
+        bad = bad_x | bad_y
+        n = bad.shape[0]
+        s_bad, _, s_y, _, perm = lax.sort(
+            (bad.astype(jnp.int32), kx, ky, cols[CONFIG_ID], jnp.arange(n, dtype=jnp.int32)),
+            num_keys=4,
+        )
+        # Bad rows sort last, so the running best y of the rows before a good
+        # row is taken over good rows only.
+        best_before = jnp.concatenate([s_y[:1], lax.cummin(s_y)[:-1]])
+        keep = (s_bad == 0) & ((jnp.arange(n) == 0) | (s_y < best_before))
+        count = jnp.sum(keep)
+        (slot,) = jnp.nonzero(keep, size=self.capacity, fill_value=0)
+        return {"rows": _take(cols, perm[slot]),
+                "empty": jnp.arange(self.capacity) >= count,
+                "overflow": overflow | (count > self.capacity)}
+
+    def update(self, state: State, cols: Mapping[str, jax.Array], mask: jax.Array,
+               group_ids: jax.Array | None = None) -> State:
+        chunk = {k: cols[k] for k in state["rows"]}
+        return self._select(_concat(state["rows"], chunk),
+                            jnp.concatenate([state["empty"], ~mask]), state["overflow"])
+
+    def merge(self, a: State, b: State) -> State:
+        return self._select(_concat(a["rows"], b["rows"]),
+                            jnp.concatenate([a["empty"], b["empty"]]),
+                            a["overflow"] | b["overflow"])
+
+    def overflowed(self, state: State) -> bool:
+        """Whether the front ever outgrew ``capacity`` (the result is truncated)."""
+        return bool(np.asarray(jax.device_get(state["overflow"])))
+
+    def rows(self, state: State) -> dict[str, np.ndarray]:
+        s = _host(state)
+        keep = ~s["empty"]
+        return {k: v[keep] for k, v in s["rows"].items()}
+
+
+Reducer = TopK | GroupBest | Pareto
+
+
+@functools.cache
+def jitted(reducer: Reducer, method: str):
+    """``jax.jit`` of one of the reducer's pure methods (cached per reducer)."""
+    return jax.jit(getattr(reducer, method))
+
+
+def merge_states(reducer: Reducer, states: Iterable[State]) -> State:
+    """Fold states (e.g. gathered from several processes, or as numpy) into one.
+
+    The fold order does not change the result (merge is associative and
+    commutative under the documented order).
+    """
+    states = list(states)
+    if not states:
+        raise SpecError("merge_states: no states to merge")
+    merge = jitted(reducer, "merge")
+    with computing():
+        out = jax.tree_util.tree_map(jnp.asarray, states[0])
+        for s in states[1:]:
+            out = merge(out, s)
+    return out
+
+
+def merge_stacked(reducer: Reducer, stacked: State) -> State:
+    """Merge states stacked along a leading axis (``process_allgather`` output)."""
+    leaves = jax.tree_util.tree_leaves(stacked)
+    count = np.shape(leaves[0])[0]
+    host = jax.tree_util.tree_map(np.asarray, jax.device_get(stacked))
+    return merge_states(
+        reducer, [jax.tree_util.tree_map(lambda v, i=i: v[i], host) for i in range(count)]
+    )
+
+
+__all__ = ["CONFIG_ID", "GROUP_ID", "GroupBest", "Pareto", "Reducer", "TopK",
+           "merge_stacked", "merge_states"]
