@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from jaxmodel.errors import InputError
@@ -22,7 +23,10 @@ def check_values(field: InputField, value: Any) -> np.ndarray:
       InputError: for a non-numeric value or the first element out of domain.
     """
     arr = np.asarray(value)
-    if arr.dtype == bool or arr.dtype.kind not in "iuf":
+    # jnp.issubdtype also knows jax's extra dtypes (bfloat16, float8, int4),
+    # which numpy reports as kind "V".
+    numeric = jnp.issubdtype(arr.dtype, jnp.integer) or jnp.issubdtype(arr.dtype, jnp.floating)
+    if arr.dtype == bool or not numeric:
         if arr.ndim == 0:
             field.check_scalar(value)  # raises with the offending value
         raise InputError(field.name, value, field.allowed() + " (numeric values)")

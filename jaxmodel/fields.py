@@ -66,14 +66,16 @@ class InputField:
             except (TypeError, ValueError):
                 raise InputError(self.name, value, self.allowed()) from None
         x = float(value)
+        # Whole numbers are shown as such ("got 0", not "got 0.0" for "--num-gpus 0").
+        shown = int(x) if math.isfinite(x) and x.is_integer() else x
         if not math.isfinite(x):
-            raise InputError(self.name, value, self.allowed())
+            raise InputError(self.name, shown, self.allowed())
         if self.integer and x != math.floor(x):
-            raise InputError(self.name, value, self.allowed())
+            raise InputError(self.name, shown, self.allowed())
         if x < self.low or (x == self.low and not self.low_inclusive):
-            raise InputError(self.name, value, self.allowed())
+            raise InputError(self.name, shown, self.allowed())
         if self.high is not None and x > self.high:
-            raise InputError(self.name, value, self.allowed())
+            raise InputError(self.name, shown, self.allowed())
         return x
 
 

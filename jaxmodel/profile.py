@@ -12,6 +12,7 @@ from jaxmodel.models import Model
 PROFILE_POINTS = 48
 GPU_SPAN = 32  # the GPU curve runs from t p up to GPU_SPAN x num_gpus
 BW_LOW_GB_S = 20.0  # the bandwidth curve runs from 20 GB/s up to 2 x the input
+MAX_PROFILE_GPUS = 2**24  # the largest num_gpus the seed inputs allow
 
 
 def profile_points(inputs: Mapping[str, float]) -> tuple[np.ndarray, np.ndarray]:
@@ -25,6 +26,13 @@ def profile_points(inputs: Mapping[str, float]) -> tuple[np.ndarray, np.ndarray]
     tp = int(inputs["tensor_parallel"]) * int(inputs["pipeline_parallel"])
     raw = np.geomspace(tp, GPU_SPAN * int(inputs["num_gpus"]), PROFILE_POINTS)
     gpus = (np.floor(raw / tp + 1e-9) * tp).astype(np.int64)
+    # Keep every point a legal ``num_gpus``: at least one replica (t p) even
+    # when t p exceeds 32 num_gpus (the curve then runs downward and would
+    # round to 0), and at most the field's bound (2**24), rounded down to a
+    # multiple of t p where one fits.  Such layouts evaluate (invalid, NaN)
+    # instead of raising on the profile of a valid command line.
+    top = MAX_PROFILE_GPUS if tp > MAX_PROFILE_GPUS else MAX_PROFILE_GPUS // tp * tp
+    gpus = np.minimum(np.maximum(gpus, tp), top)
     bandwidths = np.linspace(BW_LOW_GB_S, 2.0 * float(inputs["link_bandwidth_gb_s"]),
                              PROFILE_POINTS)
     return gpus, bandwidths
