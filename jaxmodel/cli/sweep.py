@@ -1,0 +1,128 @@
+"""``jaxmodel sweep SPEC.toml``: run a sweep specification into a Parquet dataset."""
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from jaxmodel.cli.common import X64Option, fail, reports_errors
+from jaxmodel.engine import DEFAULT_CHUNK, SweepInterrupted, run_sweep
+from jaxmodel.errors import SpecError
+from jaxmodel.sweep import build_plan, estimate, output_directory
+
+
+def _human_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1000.0
+    return f"{n:.1f} TB"
+
+
+def _processes(distributed: bool, coordinator: str | None, num_processes: int | None,
+               process_id: int | None, shard: str | None) -> tuple[int, int]:
+    """(this process, process count) from --shard or jax.distributed."""
+    if shard is not None:
+        if distributed or coordinator:
+            raise SpecError("--shard: use either --shard or --distributed/--coordinator")
+        m = re.fullmatch(r"(\d+)/(\d+)", shard)
+        if not m or not 0 <= int(m.group(1)) < int(m.group(2)):
+            raise SpecError(f"--shard: got {shard!r}; allowed: I/N with 0 <= I < N, e.g. 0/4")
+        return int(m.group(1)), int(m.group(2))
+    if distributed or coordinator:
+        import jax
+
+        kwargs = {}
+        if coordinator:
+            if num_processes is None or process_id is None:
+                raise SpecError("--coordinator: give --num-processes and --process-id too")
+            kwargs = dict(coordinator_address=coordinator, num_processes=num_processes,
+                          process_id=process_id)
+        try:
+            jax.distributed.initialize(**kwargs)
+        except Exception as e:  # the runtime's own message, on one line
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise SpecError(f"--distributed: could not start jax.distributed ({first})") from None
+        return jax.process_index(), jax.process_count()
+    return 0, 1
+
+
+@reports_errors
+def sweep_command(
+    spec_path: Annotated[Path, typer.Argument(metavar="SPEC.toml", help="sweep specification")],
+    output: Annotated[Path | None, typer.Option(
+        "-o", "--output", help="dataset directory (default: the spec's output.path, "
+        "else out/<spec name>)")] = None,
+    chunk_size: Annotated[int, typer.Option(
+        "--chunk-size", help="configurations per device chunk", min=1)] = DEFAULT_CHUNK,
+    resume: Annotated[bool, typer.Option(
+        "--resume", help="finish an interrupted sweep in the same directory")] = False,
+    overwrite: Annotated[bool, typer.Option(
+        "--overwrite", help="replace an existing dataset")] = False,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="print the size, expected rows, bytes and time; write nothing")] = False,
+    x64: X64Option = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress, no summary")] = False,
+    distributed: Annotated[bool, typer.Option(
+        "--distributed", help="initialise jax.distributed from the environment "
+        "(Slurm, ...) and split the chunks over its processes")] = False,
+    coordinator: Annotated[str | None, typer.Option(
+        "--coordinator", help="HOST:PORT of process 0 (explicit jax.distributed)")] = None,
+    num_processes: Annotated[int | None, typer.Option("--num-processes", min=1)] = None,
+    process_id: Annotated[int | None, typer.Option("--process-id", min=0)] = None,
+    shard: Annotated[str | None, typer.Option(
+        "--shard", metavar="I/N", help="take share I of N without a coordinator "
+        "(job arrays)")] = None,
+) -> None:
+    """Run a sweep specification (TOML) into a Parquet dataset."""
+    if resume and overwrite:
+        raise SpecError("--resume: use either --resume or --overwrite, not both")
+    plan = build_plan(spec_path, x64=x64, chunk_size=chunk_size)
+    directory = output_directory(plan.spec, output)
+    chunk_size_given = chunk_size != DEFAULT_CHUNK
+    if resume and not chunk_size_given and (directory / "_jaxmodel.json").exists():
+        stored = json.loads((directory / "_jaxmodel.json").read_text()).get("chunk_size")
+        if stored and stored != plan.chunk_size:
+            plan = build_plan(spec_path, x64=x64, chunk_size=stored)
+    if dry_run:
+        est = estimate(plan)
+        lines = [
+            f"configurations: {plan.size:,}",
+            f"chunks: {plan.num_chunks:,} of {plan.chunk_size:,}",
+            ("expected rows: " + (f"{plan.size:,}" if plan.filter is None else
+                                  f"~{est['rows']:,.0f} (filter keeps "
+                                  f"{100 * est['keep_fraction']:.3g}% of a probe of "
+                                  f"{est['probe']:,})")),
+            f"expected bytes: ~{_human_bytes(est['bytes'])}",
+            f"expected time: ~{est['seconds']:,.1f} s "
+            f"({est['rate']:,.0f} configurations/s measured on the probe)",
+            f"output: {directory}",
+        ]
+        typer.echo("\n".join(lines))
+        return
+    process, processes = _processes(distributed, coordinator, num_processes, process_id, shard)
+    try:
+        result = run_sweep(plan, directory, resume=resume, overwrite=overwrite,
+                           process=process, processes=processes, quiet=quiet)
+    except SweepInterrupted as e:
+        r = e.args[0]
+        raise fail(
+            f"interrupted after {r.chunks} chunks ({r.rows:,} rows written); resume with: "
+            f"jaxmodel sweep {spec_path} -o {directory} --resume"
+        ) from None
+    if quiet:
+        return
+    if result.chunks == 0 and result.skipped_chunks:
+        typer.echo(f"nothing to do: {directory} is complete ({result.skipped_chunks} chunks)")
+        return
+    share = f" (process {process} of {processes})" if processes > 1 else ""
+    typer.echo(
+        f"wrote {result.rows:,} rows ({result.valid_rows:,} valid) of "
+        f"{result.configurations_done:,} configurations{share} in {result.seconds:.2f} s "
+        f"({result.rate:,.0f} configurations/s, compile {result.compile_seconds:.2f} s), "
+        f"{_human_bytes(result.bytes)} in {result.parts} parts -> {directory}"
+        + (os.sep if not str(directory).endswith(os.sep) else "")
+    )

@@ -1,0 +1,475 @@
+"""The sweep engine: a spec -> device-decoded chunks -> the model -> Parquet.
+
+Data flows one way.  For chunk ``k`` (configurations ``[k C, (k + 1) C)``):
+
+1. the device turns ``k C + arange(C)`` into inputs (:mod:`jaxmodel.space`),
+2. evaluates the vmapped model and any extra per-row kernels (sensitivities,
+   solves), applies the filter and compacts the kept rows to the front,
+3. the host fetches only the kept rows (rounded up to a power of two so that
+   the slice compiles a bounded number of times) and hands them to a
+   background writer (:mod:`jaxmodel.sink`) through a bounded queue.
+
+Chunk ``k + 1`` is dispatched before chunk ``k`` is fetched, so device work
+overlaps the host's encoding and writing.  Every chunk has the same shape
+(the last is padded and masked), so a sweep compiles once.  Each chunk is
+sharded over a 1-D mesh of the local devices.  With several processes
+(``jax.distributed`` or ``--shard I/N``) the chunks are split into contiguous
+blocks, one per process, and every process writes its own parts.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pyarrow as pa
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from jaxmodel.errors import SpecError, closest
+from jaxmodel.expr import parse
+from jaxmodel.precision import computing, float_dtype
+from jaxmodel.sink import (
+    METADATA_FILE,
+    BackgroundWriter,
+    Column,
+    Manifest,
+    PartWriter,
+    clean_orphans,
+    done_chunks,
+    input_column,
+    output_column,
+    part_files,
+)
+from jaxmodel.space import IndexSpace
+from jaxmodel.spec import SweepSpec
+
+DEFAULT_CHUNK = 1 << 20
+CONFIG_ID = "config_id"
+
+
+class SweepInterrupted(Exception):
+    """Ctrl-C: the sweep stopped after a finished chunk; ``--resume`` continues."""
+
+
+class DatasetExists(SpecError):
+    """The output directory already holds a dataset (and no --resume/--overwrite)."""
+
+
+@dataclass(frozen=True)
+class Extra:
+    """Extra per-row columns computed on the device with the model.
+
+    ``kernel(inputs) -> dict[name, scalar]`` for one configuration (vmapped by
+    the engine); ``columns`` describes them.
+    """
+
+    kernel: Callable[[Any], dict[str, Any]]
+    columns: tuple[Column, ...]
+
+
+@dataclass
+class SweepResult:
+    path: Path | None
+    configurations: int
+    rows: int = 0
+    valid_rows: int = 0
+    seconds: float = 0.0
+    compile_seconds: float = 0.0
+    bytes: int = 0
+    parts: int = 0
+    chunks: int = 0
+    skipped_chunks: int = 0
+    interrupted: bool = False
+    reduced: dict[str, np.ndarray] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def rate(self) -> float:
+        done = self.configurations_done
+        return done / self.seconds if self.seconds > 0 else float("nan")
+
+    @property
+    def configurations_done(self) -> int:
+        return self.extra.get("configurations_done", self.configurations)
+
+
+def local_mesh(devices: Sequence | None = None) -> Mesh:
+    """A 1-D mesh (axis ``rows``) over this process's devices."""
+    devs = list(devices) if devices is not None else jax.local_devices()
+    return Mesh(np.array(devs), ("rows",))
+
+
+class Plan:
+    """Everything compiled for one spec: columns, the jitted step, the space.
+
+    Args:
+      spec: the validated spec.
+      x64: compute floats in float64.
+      chunk_size: configurations per chunk (the last chunk is padded).
+      devices: local devices to shard each chunk over (default: all local).
+      extras: extra per-row kernels (sensitivities, solves).
+    """
+
+    def __init__(self, spec: SweepSpec, *, x64: bool = False, chunk_size: int = DEFAULT_CHUNK,
+                 devices: Sequence | None = None, extras: Sequence[Extra] = ()):
+        if chunk_size < 1:
+            raise SpecError(f"--chunk-size: got {chunk_size}; allowed: a whole number >= 1")
+        self.spec = spec
+        self.model = spec.model
+        self.x64 = x64
+        self.dtype = float_dtype(x64)
+        self.space = IndexSpace(spec, self.dtype)
+        self.size = spec.size
+        self.chunk_size = int(min(chunk_size, max(self.size, 1)))
+        self.mesh = local_mesh(devices)
+        ndev = self.mesh.devices.size
+        self.padded = -(-self.chunk_size // ndev) * ndev
+        self.num_chunks = -(-self.size // self.chunk_size)
+        self.extras = tuple(extras)
+        float_type = pa.float64() if x64 else pa.float32()
+
+        all_columns = [Column(CONFIG_ID, pa.int64(), "", "index of the configuration in the sweep")]
+        all_columns += [input_column(f, float_type) for f in self.model.inputs]
+        all_columns += [output_column(f, float_type) for f in self.model.outputs]
+        for extra in self.extras:
+            all_columns += list(extra.columns)
+        self.all_columns = {c.name: c for c in all_columns}
+        self.categories = {c.name: c.categories for c in all_columns if c.categories}
+
+        self.filter = None
+        if spec.filter is not None:
+            self.filter = parse(spec.filter.text, set(self.all_columns))
+        out = spec.output
+        wanted = list(out.columns) if out.columns else list(self.all_columns)
+        for name in list(wanted) + list(out.partition_by):
+            if name not in self.all_columns:
+                raise SpecError(f"output: unknown column {name!r}"
+                                f"{closest(name, self.all_columns)}")
+        for name in out.partition_by:
+            if name not in wanted:
+                wanted.append(name)
+            c = self.all_columns[name]
+            if pa.types.is_floating(c.type) and name not in spec.varied:
+                raise SpecError(f"output.partition_by: {name!r} is a computed float; "
+                                "partition by inputs or categories")
+        if CONFIG_ID not in wanted:
+            wanted.insert(0, CONFIG_ID)
+        self.columns = [self.all_columns[n] for n in wanted]
+        self.traces = 0
+        self._step = jax.jit(self._step_fn)
+        self._slices: dict[int, Callable] = {}
+        with computing():
+            self.offsets = jax.device_put(
+                np.arange(self.padded, dtype=np.int64),
+                NamedSharding(self.mesh, PartitionSpec("rows")),
+            )
+            self.tables = jax.device_put(
+                self.space.tables, NamedSharding(self.mesh, PartitionSpec()))
+
+    # -- device side -------------------------------------------------------
+    def evaluate_rows(self, ids, tables) -> dict[str, jax.Array]:
+        """Every column for the configurations ``ids`` (on the device)."""
+        x = self.space.decode(ids, tables)
+        y = jax.vmap(self.model.apply)(x)
+        cols: dict[str, jax.Array] = {CONFIG_ID: ids}
+        for f, v in zip(self.model.inputs, x, strict=True):
+            cols[f.name] = jnp.round(v).astype(jnp.int64) if f.integer else v
+        cols.update(y._asdict())
+        for extra in self.extras:
+            cols.update(jax.vmap(extra.kernel)(x))
+        return cols
+
+    def _step_fn(self, start, offsets, tables):
+        self.traces += 1  # runs at trace time only: counts compilations
+        ids = start + offsets
+        real = (offsets < self.chunk_size) & (ids < self.size)
+        ids = jnp.where(real, ids, 0)
+        cols = self.evaluate_rows(ids, tables)
+        keep = real
+        if self.filter is not None:
+            keep = keep & self.filter.evaluate_jax(cols, self.categories)
+        count = jnp.sum(keep, dtype=jnp.int64)
+        valid = jnp.sum(keep & cols["valid_layout"], dtype=jnp.int64)
+        out = {c.name: cols[c.name] for c in self.columns}
+        if self.filter is not None:
+            (idx,) = jnp.nonzero(keep, size=keep.shape[0], fill_value=0)
+            out = {k: v[idx] for k, v in out.items()}
+        return out, count, valid
+
+    def step(self, chunk: int):
+        """Dispatch chunk ``chunk`` (asynchronously); returns device values."""
+        start = np.int64(chunk) * np.int64(self.chunk_size)
+        return self._step(start, self.offsets, self.tables)
+
+    def fetch(self, result) -> tuple[dict[str, np.ndarray], int, int]:
+        """Bring a dispatched chunk's kept rows to the host."""
+        out, count, valid = result
+        n = int(count)
+        if self.filter is None or n == 0:
+            host = jax.device_get(out) if n else {}
+        else:
+            bucket = min(self.padded, 1 << max(n - 1, 0).bit_length())
+            if bucket not in self._slices:
+                self._slices[bucket] = jax.jit(lambda o, b=bucket: {k: v[:b] for k, v in o.items()})
+            host = jax.device_get(self._slices[bucket](out))
+        host = {k: np.asarray(v)[:n] for k, v in host.items()}
+        return host, n, int(valid)
+
+    def rows_for(self, chunk: int) -> tuple[dict[str, np.ndarray], int, int]:
+        """Compute and fetch one chunk synchronously (tests, dry runs)."""
+        with computing():
+            return self.fetch(self.step(chunk))
+
+
+# -- the host loop -----------------------------------------------------------
+
+def my_chunks(num_chunks: int, process: int, processes: int) -> range:
+    """The contiguous block of chunks that ``process`` of ``processes`` owns."""
+    lo = num_chunks * process // processes
+    hi = num_chunks * (process + 1) // processes
+    return range(lo, hi)
+
+
+def _versions() -> dict[str, str]:
+    from jaxmodel import __version__
+
+    return {"jaxmodel_version": __version__, "jax_version": jax.__version__}
+
+
+def dataset_metadata(plan: Plan) -> dict[str, Any]:
+    spec = plan.spec
+    return {
+        "format": "jaxmodel-dataset/1",
+        "spec": spec.text,
+        "spec_name": spec.name,
+        "model": plan.model.name,
+        "model_description": plan.model.description,
+        **_versions(),
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "configurations": plan.size,
+        "chunk_size": plan.chunk_size,
+        "x64": plan.x64,
+        "filter": spec.filter.text if spec.filter else None,
+        "columns": [c.name for c in plan.columns],
+    }
+
+
+def file_metadata(meta: dict[str, Any]) -> dict[str, str]:
+    keys = ("spec", "model", "jaxmodel_version", "jax_version", "created", "filter")
+    return {f"jaxmodel.{k}": "" if meta[k] is None else str(meta[k]) for k in keys}
+
+
+def _is_ours(path: Path) -> bool:
+    name = path.name
+    return (
+        name == METADATA_FILE
+        or name.startswith("_manifest-p")
+        or (name.startswith("part-p") and name.endswith(".parquet"))
+        or (name.startswith(".part-p") and name.endswith(".tmp"))
+        or name.startswith("_reduce-")
+    )
+
+
+def remove_dataset(directory: Path) -> None:
+    """Delete a jaxmodel dataset's own files (and emptied partition dirs)."""
+    for path in sorted(directory.rglob("*"), key=lambda p: len(p.parts), reverse=True):
+        if path.is_file() and _is_ours(path):
+            path.unlink()
+        elif path.is_dir() and "=" in path.name and not any(path.iterdir()):
+            path.rmdir()
+
+
+def prepare_directory(directory: Path, meta: dict[str, Any], *, process: int, processes: int,
+                      resume: bool, overwrite: bool) -> None:
+    """Create, check, clean or adopt the output directory (see SweepSpec docs).
+
+    Raises:
+      DatasetExists: a dataset is there and neither resume nor overwrite was asked.
+      SpecError: the directory holds something else, or another sweep's dataset.
+    """
+    meta_path = directory / METADATA_FILE
+    if directory.exists() and not directory.is_dir():
+        raise SpecError(f"output: {str(directory)!r} exists and is not a directory")
+    if directory.exists():
+        foreign = [p for p in directory.rglob("*")
+                   if p.is_file() and not _is_ours(p)]
+        if foreign and not meta_path.exists():
+            raise SpecError(f"output: {str(directory)!r} holds other files "
+                            f"(e.g. {foreign[0].name}); choose an empty or new directory")
+        own_manifest = Manifest(directory, process).path
+        if overwrite and process == 0:
+            remove_dataset(directory)
+        elif overwrite:
+            own = [own_manifest, *directory.rglob(f"part-p{process:04d}-*.parquet")]
+            for p in own:
+                if p.exists():
+                    p.unlink()
+        elif meta_path.exists():
+            old = json.loads(meta_path.read_text())
+            same = (old.get("spec") == meta["spec"] and old.get("x64") == meta["x64"]
+                    and old.get("model") == meta["model"])
+            if not same:
+                raise SpecError(
+                    f"output: {str(directory)!r} holds a dataset of another sweep "
+                    "(different spec, model or precision); use --overwrite to replace it")
+            if not resume and (own_manifest.exists() or processes == 1):
+                raise DatasetExists(
+                    f"output: {str(directory)!r} already holds this sweep's dataset; "
+                    "use --resume to finish it or --overwrite to replace it")
+            if old.get("chunk_size") != meta["chunk_size"]:
+                raise SpecError(
+                    f"--chunk-size: got {meta['chunk_size']}; this dataset was started with "
+                    f"{old.get('chunk_size')} (resume with that, or omit --chunk-size)")
+    directory.mkdir(parents=True, exist_ok=True)
+    if not meta_path.exists():
+        tmp = directory / f".{METADATA_FILE}.p{process}.tmp"
+        tmp.write_text(json.dumps(meta, indent=1))
+        try:
+            os.link(tmp, meta_path)  # atomic, and the first process wins
+        except FileExistsError:
+            pass
+        finally:
+            tmp.unlink()
+
+
+class Progress:
+    """A one-line progress display on a terminal (rows, rows/s, ETA)."""
+
+    def __init__(self, total: int, enabled: bool, stream=None):
+        self.stream = stream or sys.stderr
+        self.total = total
+        self.enabled = enabled and getattr(self.stream, "isatty", lambda: False)()
+        self.start = time.perf_counter()
+        self.last = 0.0
+
+    def update(self, done: int, rows: int) -> None:
+        if not self.enabled:
+            return
+        now = time.perf_counter()
+        if now - self.last < 0.2 and done < self.total:
+            return
+        self.last = now
+        elapsed = max(now - self.start, 1e-9)
+        rate = done / elapsed
+        eta = (self.total - done) / rate if rate > 0 else float("inf")
+        pct = 100.0 * done / max(self.total, 1)
+        self.stream.write(f"\r{done:,}/{self.total:,} configurations ({pct:.1f}%)  "
+                          f"{rows:,} rows  {rate:,.0f}/s  ETA {_duration(eta)}   ")
+        self.stream.flush()
+
+    def finish(self) -> None:
+        if self.enabled:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _duration(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "?"
+    seconds = int(seconds)
+    h, rem = divmod(seconds, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+class _StopFlag:
+    """Ctrl-C sets the flag; the loop stops after the chunk in hand."""
+
+    def __init__(self):
+        self.set = False
+        self._old = None
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            self._old = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        if self.set:  # a second Ctrl-C: stop now
+            raise KeyboardInterrupt
+        self.set = True
+
+    def __exit__(self, *exc):
+        if self._old is not None:
+            signal.signal(signal.SIGINT, self._old)
+
+
+def run_sweep(plan: Plan, directory: Path, *, resume: bool = False, overwrite: bool = False,
+              process: int = 0, processes: int = 1, quiet: bool = True,
+              progress_stream=None) -> SweepResult:
+    """Run the sweep of ``plan`` into ``directory``; see the module docstring.
+
+    Raises:
+      DatasetExists / SpecError: directory problems, before any computation.
+      SweepInterrupted: Ctrl-C; finished chunks are on disk, ``--resume`` continues.
+    """
+    directory = Path(directory)
+    meta = dataset_metadata(plan)
+    prepare_directory(directory, meta, process=process, processes=processes,
+                      resume=resume, overwrite=overwrite)
+    stale = [process] + (list(range(processes, 10_000)) if process == 0 else [])
+    clean_orphans(directory, stale)
+    done = done_chunks(Manifest.read_all(directory))
+    todo = [k for k in my_chunks(plan.num_chunks, process, processes) if k not in done]
+    owned = len(my_chunks(plan.num_chunks, process, processes))
+    result = SweepResult(directory, plan.size, skipped_chunks=owned - len(todo))
+    on_disk = json.loads((directory / METADATA_FILE).read_text())
+    writer = PartWriter(
+        directory, process, plan.columns, file_metadata=file_metadata(on_disk),
+        rows_per_file=plan.spec.output.rows_per_file,
+        row_group_size=plan.spec.output.row_group_size,
+        compression=plan.spec.output.compression,
+        partition_by=plan.spec.output.partition_by,
+    )
+    configs_todo = sum(min(plan.chunk_size, plan.size - k * plan.chunk_size) for k in todo)
+    progress = Progress(configs_todo, not quiet, progress_stream)
+    background = BackgroundWriter(writer)
+    start = time.perf_counter()
+    configs_done = 0
+    with computing(), _StopFlag() as stop:
+        t0 = time.perf_counter()
+        pending = plan.step(todo[0]) if todo else None
+        if pending is not None:
+            jax.block_until_ready(pending)
+            result.compile_seconds = time.perf_counter() - t0
+        try:
+            for i, k in enumerate(todo):
+                nxt = plan.step(todo[i + 1]) if i + 1 < len(todo) and not stop.set else None
+                rows, n, valid = plan.fetch(pending)
+                background.put(k, rows, n)
+                result.rows += n
+                result.valid_rows += valid
+                result.chunks += 1
+                configs_done += min(plan.chunk_size, plan.size - k * plan.chunk_size)
+                progress.update(configs_done, result.rows)
+                pending = nxt
+                if stop.set:
+                    break
+        finally:
+            background.close()
+            progress.finish()
+    result.seconds = time.perf_counter() - start
+    result.bytes = writer.bytes_written
+    result.parts = writer.parts_written
+    result.extra["configurations_done"] = configs_done
+    if stop.set and result.chunks < len(todo):
+        result.interrupted = True
+        raise SweepInterrupted(result)
+    return result
+
+
+def dataset_bytes(directory: Path) -> int:
+    return sum(p.stat().st_size for p in part_files(directory))

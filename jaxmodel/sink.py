@@ -1,0 +1,325 @@
+"""The Parquet sink: a dataset directory of part files, written in the background.
+
+Layout of a dataset directory::
+
+    _jaxmodel.json                 what the sweep is (spec, model, versions, size)
+    _manifest-p0000.jsonl          one line per finished part of process 0
+    part-p0000-c000000000000.parquet
+    ...                            (under col=value/ directories with partition_by)
+
+Nothing is lost and nothing half-written looks complete:
+
+* A part is written under a hidden temporary name (``.part-...parquet.tmp``,
+  which pyarrow, DuckDB and Polars skip), flushed, fsynced and renamed; only
+  then is a manifest line appended (and fsynced) naming the part and the
+  chunks it holds.  A part covers whole chunks.
+* On ``--resume`` the chunks named in the manifests are done; temporary files
+  and parts missing from the manifests (a kill between rename and manifest
+  line) are deleted, and the remaining chunks are computed again.
+
+Schema: integers int64, floats float32 (float64 with x64), booleans,
+category columns (``bottleneck``, ``regime``) dictionary-encoded strings; each
+field carries its unit and meaning as field metadata, and every file carries
+the spec text, model, jaxmodel and jax versions and creation time.
+
+Writer settings: dictionary encoding only for the category columns (trying it
+on every float column, pyarrow's default, costs far more time than it saves on
+near-unique floats), zstd level 1 by default, statistics kept so that readers
+can skip row groups.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from jaxmodel.fields import InputField, OutputField
+
+METADATA_FILE = "_jaxmodel.json"
+_CATEGORY_INDEX = pa.int8()
+
+
+@dataclass(frozen=True)
+class Column:
+    """One dataset column: its name, Arrow type, unit, meaning and categories."""
+
+    name: str
+    type: pa.DataType
+    unit: str
+    doc: str
+    categories: tuple[str, ...] = ()
+
+    def field(self) -> pa.Field:
+        meta = {"unit": self.unit, "description": self.doc}
+        if self.categories:
+            meta["categories"] = ",".join(self.categories)
+        return pa.field(self.name, self.type, nullable=True, metadata=meta)
+
+
+def input_column(f: InputField, float_type: pa.DataType) -> Column:
+    return Column(f.name, pa.int64() if f.integer else float_type, f.unit, f.doc)
+
+
+def output_column(f: OutputField, float_type: pa.DataType) -> Column:
+    if f.kind == "int":
+        return Column(f.name, pa.int64(), f.unit, f.doc)
+    if f.kind == "bool":
+        return Column(f.name, pa.bool_(), f.unit, f.doc)
+    if f.kind == "category":
+        return Column(f.name, pa.dictionary(_CATEGORY_INDEX, pa.string()), f.unit, f.doc,
+                      f.categories)
+    return Column(f.name, float_type, f.unit, f.doc)
+
+
+def float_column(name: str, float_type: pa.DataType, unit: str, doc: str) -> Column:
+    return Column(name, float_type, unit, doc)
+
+
+def to_table(columns: Sequence[Column], data: Mapping[str, np.ndarray],
+             schema: pa.Schema) -> pa.Table:
+    """Host arrays -> an Arrow table (zero-copy for numeric columns)."""
+    arrays = []
+    for c in columns:
+        v = data[c.name]
+        if c.categories:
+            dictionary = pa.array(c.categories, type=pa.string())
+            arrays.append(pa.DictionaryArray.from_arrays(
+                pa.array(np.asarray(v, dtype=np.int8)), dictionary))
+        else:
+            arrays.append(pa.array(v, type=c.type))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class Manifest:
+    """The append-only record of one process's finished parts."""
+
+    def __init__(self, directory: Path, process: int):
+        self.path = directory / f"_manifest-p{process:04d}.jsonl"
+
+    def append(self, record: Mapping[str, Any]) -> None:
+        with open(self.path, "a") as fh:
+            fh.write(json.dumps(record) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    @staticmethod
+    def read_all(directory: Path) -> list[dict]:
+        """Every complete manifest line of every process (a torn last line,
+        from a kill mid-write, is ignored: its part is then an orphan)."""
+        records = []
+        for path in sorted(directory.glob("_manifest-p*.jsonl")):
+            for line in path.read_text().splitlines():
+                try:
+                    records.append(json.loads(line))
+                except json.JSONDecodeError:
+                    continue
+        return records
+
+
+def done_chunks(records: Sequence[Mapping[str, Any]]) -> set[int]:
+    done: set[int] = set()
+    for r in records:
+        for a, b in r["chunks"]:
+            done.update(range(a, b))
+    return done
+
+
+def recorded_parts(records: Sequence[Mapping[str, Any]]) -> set[str]:
+    return {p for r in records for p in r["parts"]}
+
+
+def part_files(directory: Path) -> list[Path]:
+    return sorted(p for p in directory.rglob("part-p*.parquet") if p.is_file())
+
+
+def clean_orphans(directory: Path, processes: Sequence[int]) -> int:
+    """Delete temporary files and unrecorded parts of ``processes``; the count."""
+    recorded = recorded_parts(Manifest.read_all(directory))
+    prefixes = tuple(f"part-p{p:04d}-" for p in processes)
+    removed = 0
+    for path in directory.rglob("*"):
+        if not path.is_file():
+            continue
+        name = path.name
+        rel = path.relative_to(directory).as_posix()
+        tmp = name.startswith(".part-p") and name.endswith(".tmp")
+        stale = name.startswith(prefixes) and name.endswith(".parquet") and rel not in recorded
+        if (tmp and name[1:].startswith(prefixes)) or stale:
+            path.unlink()
+            removed += 1
+    return removed
+
+
+def _ranges(chunks: Sequence[int]) -> list[list[int]]:
+    """Sorted chunk numbers as half-open ``[a, b)`` runs."""
+    runs: list[list[int]] = []
+    for c in sorted(chunks):
+        if runs and runs[-1][1] == c:
+            runs[-1][1] = c + 1
+        else:
+            runs.append([c, c + 1])
+    return runs
+
+
+class PartWriter:
+    """Accumulates whole chunks into part files of one process.
+
+    Call :meth:`add` per chunk (in any order), :meth:`close` at the end.  A
+    part is closed once it holds ``rows_per_file`` rows or more.
+    """
+
+    def __init__(self, directory: Path, process: int, columns: Sequence[Column],
+                 *, file_metadata: Mapping[str, str], rows_per_file: int,
+                 row_group_size: int, compression: str, partition_by: Sequence[str] = ()):
+        self.directory = directory
+        self.process = process
+        self.columns = list(columns)
+        self.partition_by = list(partition_by)
+        stored = [c for c in self.columns if c.name not in self.partition_by]
+        self.stored = stored
+        self.schema = pa.schema([c.field() for c in stored],
+                                metadata={k.encode(): v.encode() for k, v in file_metadata.items()})
+        self.full_schema = pa.schema([c.field() for c in self.columns])
+        self.rows_per_file = rows_per_file
+        self.row_group_size = row_group_size
+        self.compression = None if compression == "none" else compression
+        self.manifest = Manifest(directory, process)
+        self._chunks: list[int] = []
+        self._tables: list[pa.Table] = []
+        self._rows = 0
+        self.rows_written = 0
+        self.bytes_written = 0
+        self.parts_written = 0
+
+    def add(self, chunk: int, data: Mapping[str, np.ndarray], rows: int) -> None:
+        self._chunks.append(chunk)
+        if rows:
+            self._tables.append(to_table(self.columns, data, self.full_schema))
+            self._rows += rows
+        if self._rows >= self.rows_per_file:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write what is buffered as part file(s), then record it."""
+        if not self._chunks:
+            return
+        first = min(self._chunks)
+        parts: list[str] = []
+        if self._rows:
+            table = pa.concat_tables(self._tables)
+            groups = self._partitions(table)
+            tmp_final = []
+            for subdir, sub in groups:
+                name = f"part-p{self.process:04d}-c{first:012d}.parquet"
+                final = self.directory / subdir / name if subdir else self.directory / name
+                final.parent.mkdir(parents=True, exist_ok=True)
+                tmp = final.with_name("." + name + ".tmp")
+                self._write(tmp, sub)
+                tmp_final.append((tmp, final))
+            for tmp, final in tmp_final:
+                os.replace(tmp, final)
+                self.bytes_written += final.stat().st_size
+                parts.append(final.relative_to(self.directory).as_posix())
+            for parent in {f.parent for _, f in tmp_final}:
+                _fsync_dir(parent)
+        self.manifest.append({"parts": parts, "chunks": _ranges(self._chunks),
+                              "rows": self._rows})
+        self.rows_written += self._rows
+        self.parts_written += len(parts)
+        self._chunks, self._tables, self._rows = [], [], 0
+
+    def _partitions(self, table: pa.Table) -> list[tuple[str, pa.Table]]:
+        if not self.partition_by:
+            return [("", table)]
+        keys = table.select(self.partition_by)
+        uniq = keys.group_by(self.partition_by).aggregate([]).to_pylist()
+        out = []
+        for key in uniq:
+            mask = None
+            for col, value in key.items():
+                cond = pa.compute.equal(table[col], pa.scalar(value, type=table[col].type))
+                mask = cond if mask is None else pa.compute.and_(mask, cond)
+            sub = table.filter(mask).drop_columns(self.partition_by)
+            subdir = "/".join(f"{col}={_hive(value)}" for col, value in key.items())
+            out.append((subdir, sub))
+        return out
+
+    def _write(self, path: Path, table: pa.Table) -> None:
+        table = table.select(self.schema.names).cast(self.schema)
+        dictionary_cols = [c.name for c in self.stored if c.categories]
+        with pq.ParquetWriter(path, self.schema, compression=self.compression,
+                              compression_level=1 if self.compression == "zstd" else None,
+                              use_dictionary=dictionary_cols or False) as w:
+            w.write_table(table, row_group_size=self.row_group_size)
+        with open(path, "rb+") as fh:
+            os.fsync(fh.fileno())
+
+    def close(self) -> None:
+        self.flush()
+
+
+def _hive(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return repr(value)
+    return str(value)
+
+
+class BackgroundWriter:
+    """Runs a :class:`PartWriter` on a thread fed through a bounded queue.
+
+    ``put`` blocks when ``depth`` chunks are waiting, so host memory stays
+    bounded however large the sweep.  An exception on the writer thread is
+    re-raised on the next ``put`` or on ``close``.
+    """
+
+    _STOP = object()
+
+    def __init__(self, writer: PartWriter, depth: int = 2):
+        self.writer = writer
+        self._queue: queue.Queue = queue.Queue(maxsize=depth)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="jaxmodel-writer", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is self._STOP:
+                return
+            if self._error is not None:
+                continue
+            try:
+                self.writer.add(*item)
+            except BaseException as e:  # re-raised on the main thread
+                self._error = e
+
+    def put(self, chunk: int, data: Mapping[str, np.ndarray], rows: int) -> None:
+        if self._error is not None:
+            raise self._error
+        self._queue.put((chunk, data, rows))
+
+    def close(self) -> None:
+        """Drain the queue, close the last part, re-raise any writer error."""
+        self._queue.put(self._STOP)
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        self.writer.close()

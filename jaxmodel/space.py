@@ -1,0 +1,138 @@
+"""The index space of a sweep, decoded into input values on the device.
+
+The cartesian product is never built on the host.  A chunk of the sweep is a
+start index plus ``arange(C)``; each device turns its share of indices into
+mixed-radix digits (one digit per grid dimension, the last dimension fastest)
+and looks the digits up in small per-axis value tables.  Indices are int64, so
+sweeps far beyond 2**31 configurations decode exactly (float32 runs still use
+64-bit integers; see ``jaxmodel.precision``).
+
+In ``[sample]`` mode the index is a draw number: every configuration's random
+values come from ``fold_in(key(seed), index)``, so a row's inputs depend only
+on its index, never on the chunking, the device count or the process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxmodel.spec import SweepSpec
+
+
+class IndexSpace:
+    """Decodes configuration indices into model inputs (one spec, one dtype).
+
+    Attributes:
+      size: number of configurations.
+      tables: the per-axis value tables, a pytree of numpy arrays to pass to
+        :meth:`decode` as a jit argument (keeps them out of the compiled code).
+    """
+
+    def __init__(self, spec: SweepSpec, dtype):
+        self.spec = spec
+        self.model = spec.model
+        self.dtype = np.dtype(dtype)
+        self.size = spec.size
+        self.radices = tuple(d.size for d in spec.dims)
+        self.tables = {
+            name: np.asarray(values, dtype=self.dtype)
+            for d in spec.dims for name, values in zip(d.names, d.values, strict=True)
+        }
+        if spec.sample is not None:
+            self.tables = {
+                f"choice:{dist.name}": np.asarray(dist.values, dtype=self.dtype)
+                for dist in spec.sample.distributions if dist.kind == "choice"
+            }
+        self._dim_of = {name: i for i, d in enumerate(spec.dims) for name in d.names}
+
+    def digits(self, ids: jax.Array) -> list[jax.Array]:
+        """Mixed-radix digits of ``ids`` (int64), one array per grid dimension."""
+        out = []
+        rem = ids
+        for radix in reversed(self.radices):
+            out.append(rem % radix)
+            rem = rem // radix
+        return out[::-1]
+
+    def group_ids(self, ids: jax.Array, names: Sequence[str]) -> tuple[jax.Array, int]:
+        """Group index over the grid dimensions of ``names`` and the group count."""
+        digits = self.digits(ids)
+        dims = sorted({self._dim_of[n] for n in names})
+        gid = jnp.zeros_like(ids)
+        count = 1
+        for i in dims:
+            gid = gid * self.radices[i] + digits[i]
+            count *= self.radices[i]
+        return gid, count
+
+    def decode(self, ids: jax.Array, tables) -> tuple:
+        """Model inputs (``model.inputs_type`` of float arrays shaped like ``ids``)."""
+        if self.spec.sample is not None:
+            return self._sample(ids, tables)
+        digits = self.digits(ids)
+        values = []
+        for f in self.model.inputs:
+            if f.name in self._dim_of:
+                values.append(jnp.take(tables[f.name], digits[self._dim_of[f.name]]))
+            else:
+                values.append(jnp.full(ids.shape, self.spec.base[f.name], dtype=self.dtype))
+        return self.model.inputs_type(*values)
+
+    def _sample(self, ids: jax.Array, tables) -> tuple:
+        sample = self.spec.sample
+        base_key = jax.random.PRNGKey(sample.seed)
+
+        def draw_row(i):
+            lo = (i & 0xFFFFFFFF).astype(jnp.uint32)
+            hi = (i >> 32).astype(jnp.uint32)
+            key = jax.random.fold_in(jax.random.fold_in(base_key, hi), lo)
+            keys = jax.random.split(key, len(sample.distributions))
+            return jnp.stack([jax.random.uniform(k, dtype=self.dtype) for k in keys])
+
+        u = jax.vmap(draw_row)(ids)  # (C, n_dists), uniform in [0, 1)
+        drawn = {}
+        for j, dist in enumerate(sample.distributions):
+            uj = u[:, j]
+            if dist.kind == "choice":
+                table = tables[f"choice:{dist.name}"]
+                idx = jnp.minimum((uj * table.shape[0]).astype(jnp.int64), table.shape[0] - 1)
+                v = jnp.take(table, idx)
+            elif dist.kind == "uniform":
+                if dist.integer:
+                    span = dist.high - dist.low + 1.0
+                    v = jnp.minimum(jnp.floor(dist.low + uj * span), dist.high)
+                else:
+                    v = dist.low + uj * (dist.high - dist.low)
+            else:
+                log_lo, log_hi = np.log(dist.low), np.log(dist.high)
+                v = jnp.exp(log_lo + uj * (log_hi - log_lo))
+                if dist.integer:
+                    v = jnp.clip(jnp.round(v), dist.low, dist.high)
+                else:
+                    v = jnp.clip(v, dist.low, dist.high)
+            drawn[dist.name] = v.astype(self.dtype)
+        values = [
+            drawn[f.name] if f.name in drawn
+            else jnp.full(ids.shape, self.spec.base[f.name], dtype=self.dtype)
+            for f in self.model.inputs
+        ]
+        return self.model.inputs_type(*values)
+
+    def host_inputs(self, ids: np.ndarray) -> dict[str, np.ndarray]:
+        """Inputs of ``ids`` computed on the host with numpy (grid mode only):
+        an independent path used by tests and ``--dry-run`` previews."""
+        if self.spec.sample is not None:
+            raise ValueError("host_inputs decodes grid sweeps only")
+        ids = np.asarray(ids, dtype=np.int64)
+        digits = np.unravel_index(ids, self.radices) if self.radices else ()
+        out = {}
+        for f in self.model.inputs:
+            if f.name in self._dim_of:
+                out[f.name] = self.tables[f.name][digits[self._dim_of[f.name]]]
+            else:
+                out[f.name] = np.full(ids.shape, self.spec.base[f.name], dtype=self.dtype)
+        return out

@@ -1,0 +1,418 @@
+"""Sweep specifications: a TOML file -> a validated :class:`SweepSpec`.
+
+A spec names a model, fixes some inputs, varies others, and says what to keep
+and where to write it::
+
+    model = "seed"                       # optional; the default model
+    filter = "valid_layout and mfu_percent >= 40"    # optional, see jaxmodel.expr
+
+    [base]                               # fixed inputs (default: the seed inputs)
+    model_params_b = 70
+
+    [axes]                               # the grid: one dimension per input
+    link_bandwidth_gb_s = {geomspace = [50, 3200, 64]}
+    num_gpus = {powers_of_two = [64, 16384]}
+    tensor_parallel = [1, 2, 4, 8]       # an explicit list
+    micro_batch = {range = [1, 9, 1]}    # start, stop (exclusive), step
+    compute_tflops = {linspace = [200, 2000, 10]}
+
+    [[zip]]                              # inputs that vary together (equal lengths)
+    seq_length = [2048, 4096, 8192]
+    gradient_accum_steps = [32, 16, 8]
+
+    [output]
+    path = "out/my-sweep"                # default: out/<spec file stem>
+    columns = ["mfu_percent", "step_time_ms"]   # default: all inputs and outputs
+    partition_by = ["tensor_parallel"]   # hive partitioning (optional)
+    rows_per_file = 2_000_000
+    compression = "zstd"                 # zstd, snappy, lz4, gzip or none
+
+Instead of ``[axes]`` / ``[[zip]]``, a ``[sample]`` table draws ``n``
+configurations at random (Monte-Carlo studies)::
+
+    [sample]
+    n = 1_000_000
+    seed = 0
+    link_bandwidth_gb_s = {log_uniform = [25, 3200]}
+    compute_tflops = {uniform = [200, 2500]}
+    tensor_parallel = {choice = [1, 2, 4, 8]}
+
+Grid order: row-major over the dimensions in the order written, ``[axes]``
+first (the first axis varies slowest), then each ``[[zip]]`` group.  The
+configuration index ``config_id`` is the row's position in that order (for
+``[sample]``, the draw number).  Integer inputs given by ``linspace`` or
+``geomspace`` are rounded to the nearest whole number and deduplicated
+(ascending); explicit lists are kept as written but must hold whole numbers.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from jaxmodel.api import check_values
+from jaxmodel.errors import InputError, SpecError, closest
+from jaxmodel.expr import Expr, parse
+from jaxmodel.models import DEFAULT_MODEL, Model, get_model
+
+TOP_LEVEL = ("model", "description", "filter", "base", "axes", "zip", "sample", "output",
+             "sensitivity", "solve", "reduce")
+AXIS_KINDS = ("linspace", "geomspace", "range", "powers_of_two")
+SAMPLE_KINDS = ("uniform", "log_uniform", "choice")
+OUTPUT_KEYS = ("path", "columns", "partition_by", "rows_per_file", "compression",
+               "row_group_size")
+COMPRESSIONS = ("zstd", "snappy", "lz4", "gzip", "none")
+
+
+@dataclass(frozen=True)
+class Dimension:
+    """One dimension of the grid: one input, or a zip group of several.
+
+    Attributes:
+      names: the inputs this dimension sets.
+      values: one float64 array per name, all of length ``size``.
+    """
+
+    names: tuple[str, ...]
+    values: tuple[np.ndarray, ...]
+
+    @property
+    def size(self) -> int:
+        return len(self.values[0])
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """How ``[sample]`` draws one input: ``uniform``/``log_uniform`` over
+    ``[low, high]`` (integers: every whole number equally likely / rounded
+    log-uniform) or ``choice`` among ``values``."""
+
+    name: str
+    kind: str
+    low: float = 0.0
+    high: float = 0.0
+    values: np.ndarray | None = None
+    integer: bool = False
+
+
+@dataclass(frozen=True)
+class Sample:
+    n: int
+    seed: int
+    distributions: tuple[Distribution, ...]
+
+
+@dataclass(frozen=True)
+class OutputSettings:
+    path: str | None = None
+    columns: tuple[str, ...] | None = None
+    partition_by: tuple[str, ...] = ()
+    rows_per_file: int = 4_000_000
+    row_group_size: int = 1_048_576
+    compression: str = "zstd"
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """A validated sweep specification.
+
+    Attributes:
+      text: the TOML source, stored in the dataset's metadata.
+      name: the spec file's stem (default output directory name).
+      model: the cost model.
+      base: every input's fixed value (the grid or sample overrides some).
+      dims: grid dimensions, slowest first (empty in sample mode).
+      sample: random mode, or ``None``.
+      filter: rows to keep, or ``None`` for all.
+      output: Parquet settings.
+      tables: the raw ``sensitivity``, ``solve`` and ``reduce`` tables, parsed
+        by their own modules.
+    """
+
+    text: str
+    name: str
+    model: Model
+    base: dict[str, float]
+    dims: tuple[Dimension, ...] = ()
+    sample: Sample | None = None
+    filter: Expr | None = None
+    output: OutputSettings = field(default_factory=OutputSettings)
+    tables: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def size(self) -> int:
+        """Number of configurations (exact Python int, may exceed 2**63 only in theory)."""
+        if self.sample is not None:
+            return self.sample.n
+        size = 1
+        for d in self.dims:
+            size *= d.size
+        return size
+
+    @property
+    def varied(self) -> tuple[str, ...]:
+        if self.sample is not None:
+            return tuple(d.name for d in self.sample.distributions)
+        return tuple(n for d in self.dims for n in d.names)
+
+
+def _keys(table: dict, allowed, where: str) -> None:
+    for key in table:
+        if key not in allowed:
+            raise SpecError(f"{where}: unknown key {key!r}{closest(key, allowed)}; "
+                            f"allowed: {', '.join(allowed)}")
+
+
+def _number(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise SpecError(f"{where}: expected a number, got {value!r}")
+    return float(value)
+
+
+def _int(value: Any, where: str, low: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise SpecError(f"{where}: expected a whole number >= {low}, got {value!r}")
+    return value
+
+
+def _input(model: Model, name: str, where: str):
+    try:
+        return model.input_field(name)
+    except KeyError:
+        raise SpecError(f"{where}: unknown input {name!r}{closest(name, model.input_names)} "
+                        f"of model {model.name!r}") from None
+
+
+def axis_values(model: Model, name: str, value: Any, where: str) -> np.ndarray:
+    """The values of one axis, validated against the input's domain."""
+    f = _input(model, name, where)
+    where = f"{where}.{name}"
+    if isinstance(value, list):
+        if not value:
+            raise SpecError(f"{where}: empty axis")
+        arr = np.array([_number(v, where) for v in value], dtype=np.float64)
+    elif isinstance(value, dict):
+        if len(value) != 1:
+            raise SpecError(f"{where}: give exactly one of {', '.join(AXIS_KINDS)} "
+                            "or a list of values")
+        (kind, args), = value.items()
+        if kind not in AXIS_KINDS:
+            raise SpecError(f"{where}: unknown axis kind {kind!r}{closest(kind, AXIS_KINDS)}; "
+                            f"allowed: {', '.join(AXIS_KINDS)}")
+        arr = _generate(kind, args, f"{where}.{kind}", f.integer)
+    else:
+        raise SpecError(f"{where}: expected a list of values or a table such as "
+                        f"{{linspace = [lo, hi, n]}}, got {value!r}")
+    if arr.size == 0:
+        raise SpecError(f"{where}: empty axis")
+    try:
+        check_values(f, arr)
+    except InputError as e:
+        raise InputError(where, e.value, e.allowed) from None
+    return arr
+
+
+def _generate(kind: str, args: Any, where: str, integer: bool) -> np.ndarray:
+    arity = {"linspace": 3, "geomspace": 3, "range": 3, "powers_of_two": 2}[kind]
+    if not isinstance(args, list) or len(args) != arity:
+        shape = {"linspace": "[lo, hi, n]", "geomspace": "[lo, hi, n]",
+                 "range": "[start, stop, step]", "powers_of_two": "[lo, hi]"}[kind]
+        raise SpecError(f"{where}: expected {shape}, got {args!r}")
+    nums = [_number(a, where) for a in args]
+    if kind in ("linspace", "geomspace"):
+        lo, hi = nums[0], nums[1]
+        n = _int(args[2], f"{where} (count)")
+        if kind == "geomspace" and (lo <= 0 or hi <= 0):
+            raise SpecError(f"{where}: geomspace needs positive bounds, got {args!r}")
+        arr = (np.linspace if kind == "linspace" else np.geomspace)(lo, hi, n)
+        if integer:
+            arr = np.unique(np.round(arr))
+        return arr
+    if kind == "range":
+        start, stop, step = nums
+        if step == 0:
+            raise SpecError(f"{where}: step must not be 0")
+        count = int(np.ceil((stop - start) / step))
+        if count <= 0:
+            raise SpecError(f"{where}: empty axis (start {start:g}, stop {stop:g}, step {step:g})")
+        if count > 100_000_000:
+            raise SpecError(f"{where}: {count} values is more than one axis may hold (1e8)")
+        return start + step * np.arange(count, dtype=np.float64)
+    lo, hi = nums
+    if lo < 1 or hi < lo:
+        raise SpecError(f"{where}: expected 1 <= lo <= hi, got {args!r}")
+    k0, k1 = int(np.ceil(np.log2(lo) - 1e-12)), int(np.floor(np.log2(hi) + 1e-12))
+    arr = 2.0 ** np.arange(k0, k1 + 1)
+    if arr.size == 0:
+        raise SpecError(f"{where}: no power of two between {lo:g} and {hi:g}")
+    return arr
+
+
+def _sample(model: Model, table: dict) -> Sample:
+    where = "sample"
+    if "n" not in table:
+        raise SpecError("sample: missing 'n', the number of configurations to draw")
+    n = _int(table["n"], "sample.n")
+    seed = _int(table.get("seed", 0), "sample.seed", low=0)
+    dists = []
+    for name, value in table.items():
+        if name in ("n", "seed"):
+            continue
+        f = _input(model, name, where)
+        w = f"{where}.{name}"
+        if not isinstance(value, dict) or len(value) != 1:
+            raise SpecError(f"{w}: expected one of {{uniform = [lo, hi]}}, "
+                            f"{{log_uniform = [lo, hi]}}, {{choice = [values]}}")
+        (kind, args), = value.items()
+        if kind not in SAMPLE_KINDS:
+            raise SpecError(f"{w}: unknown distribution {kind!r}{closest(kind, SAMPLE_KINDS)}; "
+                            f"allowed: {', '.join(SAMPLE_KINDS)}")
+        if kind == "choice":
+            if not isinstance(args, list) or not args:
+                raise SpecError(f"{w}.choice: expected a non-empty list of values")
+            values = np.array([_number(v, w) for v in args])
+            check = values
+            dists.append(Distribution(name, kind, values=values, integer=f.integer))
+        else:
+            if not isinstance(args, list) or len(args) != 2:
+                raise SpecError(f"{w}.{kind}: expected [lo, hi], got {args!r}")
+            lo, hi = (_number(a, w) for a in args)
+            if hi < lo or (kind == "log_uniform" and lo <= 0):
+                raise SpecError(f"{w}.{kind}: expected {'0 < ' if kind == 'log_uniform' else ''}"
+                                f"lo <= hi, got {args!r}")
+            check = np.array([lo, hi])
+            dists.append(Distribution(name, kind, lo, hi, integer=f.integer))
+        try:
+            check_values(f, check)
+        except InputError as e:
+            raise InputError(w, e.value, e.allowed) from None
+    if not dists:
+        raise SpecError("sample: name at least one input to draw")
+    return Sample(n, seed, tuple(dists))
+
+
+def _output(table: dict, stem: str) -> OutputSettings:
+    _keys(table, OUTPUT_KEYS, "output")
+    kw: dict[str, Any] = {}
+    if "path" in table:
+        if not isinstance(table["path"], str) or not table["path"]:
+            raise SpecError(f"output.path: expected a directory path, got {table['path']!r}")
+        kw["path"] = table["path"]
+    for key in ("columns", "partition_by"):
+        if key in table:
+            v = table[key]
+            if not isinstance(v, list) or not all(isinstance(c, str) for c in v):
+                raise SpecError(f"output.{key}: expected a list of column names, got {v!r}")
+            if key == "columns" and not v:
+                raise SpecError("output.columns: empty list (omit it to keep every column)")
+            kw[key] = tuple(v)
+    for key in ("rows_per_file", "row_group_size"):
+        if key in table:
+            kw[key] = _int(table[key], f"output.{key}")
+    if "compression" in table:
+        c = table["compression"]
+        if c not in COMPRESSIONS:
+            raise SpecError(f"output.compression: got {c!r}; allowed: {', '.join(COMPRESSIONS)}")
+        kw["compression"] = c
+    return OutputSettings(**kw)
+
+
+def load_spec(path: str | Path) -> SweepSpec:
+    """Read and validate a spec file.
+
+    Raises:
+      SpecError / InputError: one line naming the key, the value and what is allowed.
+    """
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise SpecError(f"spec: cannot read {str(path)!r} ({e.strerror})") from None
+    return parse_spec(text, name=p.stem)
+
+
+def parse_spec(text: str, name: str = "sweep") -> SweepSpec:
+    """Validate a spec given as TOML text (see the module docstring)."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise SpecError(f"spec: invalid TOML ({e})") from None
+    _keys(data, TOP_LEVEL, "spec")
+    model_name = data.get("model", DEFAULT_MODEL)
+    if not isinstance(model_name, str):
+        raise SpecError(f"model: expected a model name, got {model_name!r}")
+    model = get_model(model_name)
+
+    base = dict(model.defaults)
+    base_table = data.get("base", {})
+    if not isinstance(base_table, dict):
+        raise SpecError("base: expected a table of input values")
+    for key, value in base_table.items():
+        f = _input(model, key, "base")
+        try:
+            base[key] = f.check_scalar(value) if not isinstance(value, bool) else \
+                f.check_scalar(value)
+        except InputError as e:
+            raise InputError(f"base.{key}", e.value, e.allowed) from None
+
+    dims: list[Dimension] = []
+    axes = data.get("axes", {})
+    if not isinstance(axes, dict):
+        raise SpecError("axes: expected a table of input = values")
+    seen: set[str] = set()
+    for key, value in axes.items():
+        dims.append(Dimension((key,), (axis_values(model, key, value, "axes"),)))
+        seen.add(key)
+    zips = data.get("zip", [])
+    if not isinstance(zips, list):
+        raise SpecError("zip: write each group as a [[zip]] table")
+    for i, group in enumerate(zips):
+        where = f"zip[{i}]"
+        if not isinstance(group, dict) or not group:
+            raise SpecError(f"{where}: expected a table of input = values")
+        names, values = [], []
+        for key, value in group.items():
+            if key in seen:
+                raise SpecError(f"{where}.{key}: {key!r} is already varied elsewhere")
+            if not isinstance(value, list):
+                raise SpecError(f"{where}.{key}: zipped inputs take explicit lists")
+            names.append(key)
+            values.append(axis_values(model, key, value, where))
+            seen.add(key)
+        lengths = {len(v) for v in values}
+        if len(lengths) != 1:
+            raise SpecError(f"{where}: zipped lists must have equal lengths, got "
+                            + ", ".join(f"{n}={len(v)}" for n, v in zip(names, values,
+                                                                       strict=True)))
+        dims.append(Dimension(tuple(names), tuple(values)))
+
+    sample = None
+    if "sample" in data:
+        if dims:
+            raise SpecError("sample: use either [sample] or [axes]/[[zip]], not both")
+        if not isinstance(data["sample"], dict):
+            raise SpecError("sample: expected a table")
+        sample = _sample(model, data["sample"])
+
+    out_table = data.get("output", {})
+    if not isinstance(out_table, dict):
+        raise SpecError("output: expected a table")
+    output = _output(out_table, name)
+
+    tables = {k: data[k] for k in ("sensitivity", "solve", "reduce") if k in data}
+    for k, v in tables.items():
+        if not isinstance(v, dict):
+            raise SpecError(f"{k}: expected a table")
+
+    filt = data.get("filter")
+    spec = SweepSpec(text=text, name=name, model=model, base=base, dims=tuple(dims),
+                     sample=sample, output=output, tables=tables)
+    if filt is not None:
+        # Columns are known only once the extra tables are parsed: the engine
+        # re-checks the filter against the full column set.
+        spec = SweepSpec(**{**spec.__dict__, "filter": parse(filt)})
+    return spec
