@@ -7,6 +7,7 @@ import sys
 import typer
 
 from jaxmodel.cli.eval import eval_command
+from jaxmodel.cli.sweep import sweep_command
 
 app = typer.Typer(
     name="jaxmodel",
@@ -23,6 +24,7 @@ def _root() -> None:
 
 
 app.command("eval")(eval_command)
+app.command("sweep")(sweep_command)
 
 
 def main(argv: list[str] | None = None) -> None:
