@@ -20,6 +20,7 @@ Ties between terms go to the earlier name in ``BOTTLENECKS`` (argmax order).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -74,11 +75,13 @@ _COLLECTIVES = {
         "the pipeline point-to-point transfer",
         "Use fewer pipeline stages (p = {p}) or widen the interconnect",
     ),
+    # The all-reduce (2 P / (t p) bytes) and the backward pass (4 P b m s / (t p F))
+    # shrink alike with more sharding, so t and p are no lever: it hides once
+    # b m s >= (d - 1) / d x F / B tokens per replica, i.e. more micro-batches.
     "dp_allreduce": (
         "the exposed data-parallel gradient all-reduce",
-        "Raise gradient-accumulation micro-batches or the micro-batch so the backward pass "
-        "hides it, shard the model further with more tensor or pipeline parallelism, "
-        "or widen the interconnect",
+        "Raise gradient-accumulation micro-batches to m >= {m_hide} (now {m}) so the backward "
+        "pass hides it, or widen the interconnect",
     ),
 }
 
@@ -96,6 +99,12 @@ def _divisors_near(n: int, k: int) -> str:
     divs = [q for q in range(1, n + 1) if n % q == 0] if n <= 10**6 else [1, n]
     near = sorted(sorted(divs, key=lambda q: (abs(q - k), q))[:4])
     return ", ".join(str(q) for q in near)
+
+
+def _multiples_near(n: int, k: int) -> str:
+    """The multiples of ``k`` just below and above ``n`` (the one below only if >= k)."""
+    below = n // k * k
+    return f"{below} or {below + k}" if below else f"{k}"
 
 
 def invalid_layout_reasons(inputs: Mapping[str, float]) -> list[tuple[str, str]]:
@@ -119,7 +128,8 @@ def invalid_layout_reasons(inputs: Mapping[str, float]) -> list[tuple[str, str]]
             (
                 f"{layers} layers do not split evenly into {p} pipeline stages",
                 f"Choose a pipeline depth that divides {layers} "
-                f"(nearest: {_divisors_near(layers, p)}).",
+                f"(nearest: {_divisors_near(layers, p)}), or a layer count that is a "
+                f"multiple of {p} ({_multiples_near(layers, p)}).",
             )
         )
     if hidden % t:
@@ -127,7 +137,8 @@ def invalid_layout_reasons(inputs: Mapping[str, float]) -> list[tuple[str, str]]
             (
                 f"hidden size {hidden} does not split evenly over {t} tensor-parallel ranks",
                 f"Choose a tensor-parallel degree that divides {hidden} "
-                f"(nearest: {_divisors_near(hidden, t)}).",
+                f"(nearest: {_divisors_near(hidden, t)}), or a hidden size that is a "
+                f"multiple of {t} ({_multiples_near(hidden, t)}).",
             )
         )
     return reasons
@@ -154,7 +165,8 @@ def render_verdict(
     if regime == "invalid":
         problems = "; ".join(r for r, _ in invalid_reasons) or "the layout is not valid"
         fixes = " ".join(f for _, f in invalid_reasons)
-        return f"invalid layout -- {problems}. {fixes}".rstrip()
+        # The seed's verdict ends without a full stop; so does this one.
+        return f"invalid layout -- {problems}. {fixes}".rstrip().rstrip(".")
 
     mfu = float(outputs["mfu_percent"])
     step = float(outputs["step_time_ms"])
@@ -168,8 +180,8 @@ def render_verdict(
         return (
             f"compute-bound -- compute is {_pct(compute, step)} of the step and "
             f"model-FLOPs utilisation is {mfu:.0f}%; communication and the pipeline bubble "
-            f"are small. Only faster GPUs (more TFLOP/s) or more data-parallel replicas "
-            f"will shorten the step"
+            f"are small. Only faster GPUs (more TFLOP/s) shorten the step; to train faster, "
+            f"add data-parallel replicas (tokens/s grows with d at about the same step time)"
         )
     if regime == "overhead-limited":
         if bubble > 0 and comm > 0:
@@ -190,7 +202,7 @@ def render_verdict(
         return (
             f"bubble-bound -- the pipeline bubble is the largest single term at {_ms(bubble)} "
             f"({_pct(bubble, step)} of the step): with p = {p} stages and m = {m} micro-batches "
-            f"the pipeline idles (p - 1) / m = {(p - 1) / m:.2g} of the compute time, dragging "
+            f"the pipeline idles (p - 1) / m = {(p - 1) / m:.2g} x the compute time, dragging "
             f"model-FLOPs utilisation to {mfu:.0f}%. Raise gradient-accumulation micro-batches "
             f"well above the {p} pipeline stages, or use fewer stages"
         )
@@ -198,8 +210,11 @@ def render_verdict(
     what, lever = _COLLECTIVES[term]
     value = float(outputs[{"tp_comm": "tp_comm_ms", "pp_comm": "pp_comm_ms"}.get(
         term, "dp_allreduce_ms")])
+    # Backward (2/3 compute) grows with m while the all-reduce does not.
+    dp_raw = float(outputs.get("dp_allreduce_raw_ms", 0.0))
+    m_hide = math.ceil(m * dp_raw / (2.0 / 3.0 * compute)) if compute > 0 else m
     return (
         f"communication-bound -- {what} is the largest single term at {_ms(value)} "
         f"({_pct(value, step)} of the step, against {_ms(compute)} of compute), dragging "
-        f"model-FLOPs utilisation to {mfu:.0f}%. {lever.format(t=t, p=p)}"
+        f"model-FLOPs utilisation to {mfu:.0f}%. {lever.format(t=t, p=p, m=m, m_hide=m_hide)}"
     )
