@@ -1,0 +1,391 @@
+"""Sensitivities of model outputs to inputs, by forward-mode autodiff (never finite differences).
+
+Two kinds, both per configuration and vmapped over batches:
+
+* ``gradient``: d(output) / d(input) in the user's units, e.g. ms of step time
+  per GB/s of link bandwidth, percentage points of MFU per TFLOP/s.  Column
+  ``d_<output>__d_<input>``.
+* ``elasticity``: d ln(output) / d ln(input), dimensionless: "1% more bandwidth
+  gives e% more output".  Column ``e_<output>__<input>``.
+
+Only float outputs are differentiated (counts, flags and categories are steps).
+Gradients are forward mode (``jax.jacfwd``: one tangent per input asked for,
+all outputs at once), which suits a handful of inputs against many rows.
+
+How each input of the seed model is treated:
+
+=====================  ==========================================================
+input                  treatment
+=====================  ==========================================================
+model_params_b         continuous
+link_bandwidth_gb_s    continuous
+compute_tflops         continuous
+micro_batch            continuous relaxation of a count (enters as a factor b)
+gradient_accum_steps   continuous relaxation (factor m in compute, TP, PP; 1/m in
+                       the bubble)
+seq_length             continuous relaxation (factor s)
+hidden_dim             continuous relaxation (factor h in the activation message)
+num_layers             continuous relaxation (factor L in the TP term)
+tensor_parallel        continuous relaxation of t as a factor, at fixed
+                       d = floor(N / (t p)); at t = 1 the ring factor
+                       2 (t - 1) / t is clamped with ``max(t, 1)``, whose
+                       derivative there is the mean of the two one-sided ones
+pipeline_parallel      continuous relaxation of p as a factor (bubble, DP shard),
+                       at fixed d; the PP send term is a switch on p > 1 and
+                       does not depend on p otherwise
+num_gpus               **stepped**: N acts only through d = floor(N / (t p)), so
+                       its derivative at fixed d is 0 and tells a user nothing.
+                       It is reported as the discrete difference to the next GPU
+                       count that adds a replica, N' = (d + 1) t p:
+                       gradient (f(N') - f(N)) / (N' - N), elasticity
+                       ((f(N') - f(N)) / f(N)) / ((N' - N) / N) (arc
+                       elasticity from the current point)
+=====================  ==========================================================
+
+Kinks and switches.  The exposed DP all-reduce is ``max(0, raw - backward)``
+written with ``numerics.positive_part``: at the tie the gradient is that of the
+hidden side (0), one-sided.  The bottleneck and regime are categories and are
+not differentiated; a change of bottleneck does not change any float output's
+formula, so the gradients are continuous across it.
+
+Invalid configurations (an invalid layout: NaN outputs) give NaN
+sensitivities; :class:`Sensitivities` carries a ``valid`` flag per row.  In the
+valid domain every gradient is finite.  The elasticity of an output that is
+exactly zero (the exposed DP all-reduce while hidden, the PP term at p = 1) is 0
+when its gradient is 0 too (it stays zero), else NaN (a relative change of a
+zero quantity is undefined).
+
+Other models: inputs are continuous unless stepped; an input is stepped when
+the model declares it (an optional ``steps`` attribute, ``{name: f(inputs) ->
+next value}``) or, by default, ``num_gpus`` with the rule above when the model
+has ``num_gpus``, ``tensor_parallel`` and ``pipeline_parallel``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxmodel.api import resolve_inputs
+from jaxmodel.errors import SpecError, closest
+from jaxmodel.models import DEFAULT_MODEL, Model, get_model
+from jaxmodel.precision import computing, float_dtype
+
+Kind = Literal["gradient", "elasticity", "both"]
+KINDS: tuple[str, ...] = ("gradient", "elasticity", "both")
+DEFAULT_OF: tuple[str, ...] = ("step_time_ms", "mfu_percent", "throughput_tokens_s")
+
+
+def _next_replica_count(x) -> Any:
+    """N' = (floor(N / (t p)) + 1) t p: the next GPU count that adds a replica."""
+    tp = jnp.round(x.tensor_parallel) * jnp.round(x.pipeline_parallel)
+    return (jnp.floor(jnp.round(x.num_gpus) / tp) + 1.0) * tp
+
+
+def stepped_inputs(model: Model) -> dict[str, Callable[[Any], Any]]:
+    """Inputs reported as a discrete difference: ``{name: next_value(inputs)}``."""
+    declared = getattr(model, "steps", None)
+    if declared is not None:
+        return dict(declared)
+    if {"num_gpus", "tensor_parallel", "pipeline_parallel"} <= set(model.input_names):
+        return {"num_gpus": _next_replica_count}
+    return {}
+
+
+def continuous_inputs(model: Model) -> tuple[str, ...]:
+    """Inputs differentiated by autodiff (every input that is not stepped)."""
+    steps = stepped_inputs(model)
+    return tuple(n for n in model.input_names if n not in steps)
+
+
+def differentiable_outputs(model: Model) -> tuple[str, ...]:
+    """Outputs that have derivatives: the float ones."""
+    return tuple(f.name for f in model.outputs if f.kind == "float")
+
+
+def default_of(model: Model) -> tuple[str, ...]:
+    """Step time, MFU and throughput where the model has them, else every float output."""
+    have = differentiable_outputs(model)
+    chosen = tuple(n for n in DEFAULT_OF if n in have)
+    return chosen or have
+
+
+def check_request(
+    model: Model, of: Sequence[str] | None, wrt: Sequence[str] | None, kind: str
+) -> tuple[tuple[str, ...], tuple[str, ...], str]:
+    """Names checked against the model; defaults filled in.
+
+    Raises:
+      SpecError: one line naming the bad output, input or kind.
+    """
+    of = default_of(model) if not of else tuple(of)
+    wrt = continuous_inputs(model) if not wrt else tuple(wrt)
+    floats = differentiable_outputs(model)
+    for name in of:
+        if name not in floats:
+            if name in model.output_names:
+                raise SpecError(f"sensitivity of: {name!r} is a {model.output_field(name).kind} "
+                                f"output and has no derivative; float outputs: "
+                                + ", ".join(floats))
+            raise SpecError(f"sensitivity of: unknown output {name!r} of model "
+                            f"{model.name!r}{closest(name, floats)}")
+    for name in wrt:
+        if name not in model.input_names:
+            raise SpecError(f"sensitivity wrt: unknown input {name!r} of model "
+                            f"{model.name!r}{closest(name, model.input_names)}")
+    for names, what in ((of, "of"), (wrt, "wrt")):
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise SpecError(f"sensitivity {what}: {dup[0]!r} is named twice")
+    if kind not in KINDS:
+        raise SpecError(f"sensitivity kind: got {kind!r}; allowed: " + ", ".join(KINDS))
+    return of, wrt, kind
+
+
+def gradient_column(output: str, input_name: str) -> str:
+    return f"d_{output}__d_{input_name}"
+
+
+def elasticity_column(output: str, input_name: str) -> str:
+    return f"e_{output}__{input_name}"
+
+
+def sensitivity_columns(
+    model: Model | str, of: Sequence[str] | None = None, wrt: Sequence[str] | None = None,
+    kind: Kind = "gradient",
+) -> list[str]:
+    """Column names the kernel returns, in order (outputs outer, inputs inner)."""
+    model = get_model(model)
+    of, wrt, kind = check_request(model, of, wrt, kind)
+    cols = []
+    for o in of:
+        for w in wrt:
+            if kind in ("gradient", "both"):
+                cols.append(gradient_column(o, w))
+            if kind in ("elasticity", "both"):
+                cols.append(elasticity_column(o, w))
+    return cols
+
+
+def _elasticity(grad, x, y):
+    """``grad x / y``; for ``y == 0``: 0 if ``grad == 0`` else NaN (double where)."""
+    zero = y == 0
+    safe_y = jnp.where(zero, jnp.ones_like(y), y)
+    return jnp.where(zero, jnp.where(grad == 0, 0.0, jnp.nan), grad * x / safe_y)
+
+
+def sensitivity_kernel(
+    model: Model | str, of: Sequence[str] | None = None, wrt: Sequence[str] | None = None,
+    kind: Kind = "gradient",
+) -> Callable[[Any], dict[str, Any]]:
+    """A per-configuration function for the sweep engine: ``jit(vmap(f))`` it.
+
+    Args:
+      model: a ``Model`` or its name.
+      of: float outputs (default: step time, MFU, throughput).
+      wrt: inputs (default: every continuous input).
+      kind: ``gradient``, ``elasticity`` or ``both``.
+
+    Returns:
+      ``f(inputs) -> {column: scalar}`` with ``inputs`` a ``model.inputs_type``
+      of float scalars; columns as :func:`sensitivity_columns`, in the input
+      dtype.  NaN where the configuration is invalid.
+
+    Raises:
+      SpecError: a bad name or kind.
+    """
+    model = get_model(model)
+    of, wrt, kind = check_request(model, of, wrt, kind)
+    steps = stepped_inputs(model)
+    smooth = [w for w in wrt if w not in steps]
+    stepped = [w for w in wrt if w in steps]
+
+    def values(x):
+        out = model.apply(x)
+        return jnp.stack([getattr(out, o) for o in of])
+
+    def kernel(x) -> dict[str, Any]:
+        grads: dict[str, Any] = {}
+        elast: dict[str, Any] = {}
+        if smooth:
+            v0 = jnp.stack([getattr(x, w) for w in smooth])
+
+            def at(v):
+                y = values(x._replace(**{w: v[i] for i, w in enumerate(smooth)}))
+                return y, y
+
+            jac, y = jax.jacfwd(at, has_aux=True)(v0)  # (len(of), len(smooth))
+            # The model masks invalid rows with where(valid, v, nan), whose
+            # tangent is 0, not NaN: mask the derivatives by the values.
+            jac = jnp.where(jnp.isfinite(y)[:, None], jac, jnp.nan)
+            for j, w in enumerate(smooth):
+                for i, o in enumerate(of):
+                    grads[o, w] = jac[i, j]
+                    elast[o, w] = _elasticity(jac[i, j], v0[j], y[i])
+        else:
+            y = values(x)
+        for w in stepped:
+            x0 = getattr(x, w)
+            x1 = steps[w](x).astype(x0.dtype)
+            y1 = values(x._replace(**{w: x1}))
+            for i, o in enumerate(of):
+                dy = y1[i] - y[i]
+                grads[o, w] = dy / (x1 - x0)
+                elast[o, w] = _elasticity(dy / (x1 - x0), x0, y[i])
+        cols: dict[str, Any] = {}
+        for o in of:
+            for w in wrt:
+                if kind in ("gradient", "both"):
+                    cols[gradient_column(o, w)] = grads[o, w]
+                if kind in ("elasticity", "both"):
+                    cols[elasticity_column(o, w)] = elast[o, w]
+        return cols
+
+    return kernel
+
+
+_TABLE_KEYS = ("of", "wrt", "kind")
+
+
+def parse_sensitivity_table(table: Mapping[str, Any], model: Model | str):
+    """Validate a spec's ``[sensitivity]`` table: ``of``, ``wrt`` (lists of names), ``kind``.
+
+    Returns:
+      ``(of, wrt, kind)`` with defaults filled in, ready for
+      :func:`sensitivity_kernel`.
+
+    Raises:
+      SpecError: one line for an unknown key, a malformed value or a bad name.
+    """
+    model = get_model(model)
+    if not isinstance(table, Mapping):
+        raise SpecError("[sensitivity] must be a table with keys of, wrt, kind")
+    for key in table:
+        if key not in _TABLE_KEYS:
+            raise SpecError(f"[sensitivity]: unknown key {key!r}{closest(key, _TABLE_KEYS)}; "
+                            "allowed: " + ", ".join(_TABLE_KEYS))
+    lists = {}
+    for key in ("of", "wrt"):
+        v = table.get(key)
+        if isinstance(v, str):
+            v = [v]
+        if v is not None and (not isinstance(v, list) or not all(isinstance(s, str) for s in v)):
+            raise SpecError(f"[sensitivity] {key}: got {v!r}; allowed: a list of names")
+        lists[key] = v
+    kind = table.get("kind", "gradient")
+    if not isinstance(kind, str):
+        raise SpecError(f"[sensitivity] kind: got {kind!r}; allowed: " + ", ".join(KINDS))
+    try:
+        return check_request(model, lists["of"], lists["wrt"], kind)
+    except SpecError as e:
+        raise SpecError(f"[sensitivity] {e}") from None
+
+
+@dataclass(frozen=True)
+class Sensitivities:
+    """Sensitivities of a batch (or one configuration) of the given shape.
+
+    Attributes:
+      kind: ``gradient``, ``elasticity`` or ``both``.
+      of: the outputs differentiated.
+      wrt: the inputs.
+      columns: column name -> array of the batch shape (see module doc).
+      values: each output in ``of`` at the configuration(s).
+      valid: bool array: every output in ``of`` is finite (a valid layout).
+      stepped_to: for each stepped input in ``wrt`` (``num_gpus``), the next
+        value the discrete difference was taken to.
+    """
+
+    kind: str
+    of: tuple[str, ...]
+    wrt: tuple[str, ...]
+    columns: dict[str, np.ndarray]
+    values: dict[str, np.ndarray]
+    valid: np.ndarray
+    stepped_to: dict[str, np.ndarray]
+
+    def gradient(self, output: str, input_name: str) -> np.ndarray:
+        return self.columns[gradient_column(output, input_name)]
+
+    def elasticity(self, output: str, input_name: str) -> np.ndarray:
+        return self.columns[elasticity_column(output, input_name)]
+
+    def __getitem__(self, key: tuple[str, str]) -> np.ndarray:
+        """``s[output, input]``: the elasticity for kind ``elasticity``, else the gradient."""
+        if self.kind == "elasticity":
+            return self.elasticity(*key)
+        return self.gradient(*key)
+
+
+def sensitivities(
+    inputs: Mapping[str, Any] | None = None,
+    of: Sequence[str] | None = None,
+    wrt: Sequence[str] | None = None,
+    kind: Kind = "gradient",
+    model: str | Model = DEFAULT_MODEL,
+    x64: bool = False,
+) -> Sensitivities:
+    """Sensitivities of outputs to inputs for one configuration or a batch.
+
+    Args:
+      inputs: input values by name, scalars or arrays broadcast together;
+        missing inputs take the model's defaults (as ``jaxmodel.evaluate``).
+      of: float outputs (default: ``step_time_ms``, ``mfu_percent``,
+        ``throughput_tokens_s``).
+      wrt: inputs (default: every continuous input; ``num_gpus`` is stepped).
+      kind: ``gradient`` (output units per input unit), ``elasticity``
+        (d ln out / d ln in) or ``both``.
+      model: model name or ``Model``.
+      x64: compute in float64.
+
+    Returns:
+      :class:`Sensitivities`, arrays of the broadcast shape.
+
+    Raises:
+      InputError: an unknown input or a value out of domain.
+      SpecError: a bad output / input name or kind.
+    """
+    model = get_model(model)
+    of, wrt, kind = check_request(model, of, wrt, kind)
+    arrays = resolve_inputs(model, inputs or {})
+    shape = next(iter(arrays.values())).shape
+    dtype = float_dtype(x64)
+    steps = {w: f for w, f in stepped_inputs(model).items() if w in wrt}
+    with computing():
+        flat = model.inputs_type(*(a.reshape(-1).astype(dtype) for a in arrays.values()))
+        cols, vals, nxt = _batched(model, of, wrt, kind, tuple(steps))(flat)
+        cols, vals, nxt = jax.device_get((cols, vals, nxt))
+    vals = {o: np.asarray(v).reshape(shape) for o, v in zip(of, vals, strict=True)}
+    valid = np.logical_and.reduce([np.isfinite(v) for v in vals.values()])
+    return Sensitivities(
+        kind=kind, of=of, wrt=wrt,
+        columns={k: np.asarray(v).reshape(shape) for k, v in cols.items()},
+        values=vals,
+        valid=np.asarray(valid).reshape(shape),
+        stepped_to={w: np.asarray(v).reshape(shape) for w, v in nxt.items()},
+    )
+
+
+_CACHE: dict[tuple, Callable] = {}
+
+
+def _batched(model: Model, of, wrt, kind, stepped):
+    """``jit(vmap(...))`` of the kernel plus the values and step targets (cached)."""
+    key = (model, of, wrt, kind)
+    if key not in _CACHE:
+        kernel = sensitivity_kernel(model, of, wrt, kind)
+        steps = stepped_inputs(model)
+
+        def row(x):
+            out = model.apply(x)
+            vals = tuple(getattr(out, o) for o in of)
+            nxt = {w: steps[w](x).astype(getattr(x, w).dtype) for w in stepped}
+            return kernel(x), vals, nxt
+
+        _CACHE[key] = jax.jit(jax.vmap(row))
+    return _CACHE[key]

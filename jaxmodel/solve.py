@@ -1,0 +1,408 @@
+"""Inverse questions: the input value at which an output reaches a target.
+
+"How much link bandwidth for 60% MFU?"  For one continuous input ``vary``
+(every other input fixed), find ``x`` with ``output(x) = target`` by a
+safeguarded Newton method on the autodiff derivative, vmappable and always
+terminating:
+
+1. **Bracket.**  The model is evaluated on a fixed grid expanding
+   geometrically from the current value ``x0`` on both sides, within the
+   input's domain: ``x0 + max(|x0|, 1) (4^k - 1)`` upwards (capped at the
+   field's upper bound) and ``low + (x0 - low) 4^-k`` downwards, k = 1..40, plus
+   the domain's ends (``low``, the upper bound or +inf).  The bracket is the
+   pair of neighbouring finite grid points, inside the domain, where
+   ``output - target`` changes sign, nearest to ``x0``.
+2. **Refine** (``rtsafe``, Numerical Recipes 3rd ed. section 9.4): Newton steps
+   with the ``jax.jvp`` derivative, falling back to bisection when a step would
+   leave the bracket or does not halve the step before last; at most
+   ``ITERATIONS`` steps (``jax.lax.while_loop`` with a cap).
+3. **Check.**  ``reached`` is true when a bracket was found and the output at
+   the solution is within ``sqrt(eps)`` (relative) of the target: an honest
+   test even where the model jumps (a relaxed count crossing a validity rule).
+
+When the target is out of reach, the **limit** is the best value the output
+takes on the grid in the target's direction, including the domain's ends.
+The ends are evaluated by the model's own closed form at the end value, e.g.
+at infinite bandwidth, where IEEE arithmetic makes every ``bytes / inf`` term
+exactly 0: for the seed model's MFU that is exactly the analytic limit
+``compute / (compute + bubble) = 1 / (1 + (p - 1) / m)``.  An end where the
+model is not finite (0 TFLOP/s) is skipped and the nearest grid point stands in.
+
+Columns per row (:func:`solve_kernel`): ``solved_<vary>`` (NaN when not
+reached), ``solve_reached`` (bool), ``solve_limit_<output>`` and
+``solve_limit_<vary>`` (where the limit is attained; +inf for "infinite") and
+``solve_blocked`` (bool: some grid values of ``vary`` make the configuration
+invalid, e.g. a relaxed layer count that no longer splits over the stages, so
+"not reached" may be the layout rules' doing rather than the output's range).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxmodel.api import resolve_inputs
+from jaxmodel.errors import SpecError, closest
+from jaxmodel.models import DEFAULT_MODEL, Model, get_model
+from jaxmodel.precision import computing, float_dtype
+from jaxmodel.sensitivity import continuous_inputs, differentiable_outputs
+
+GROWTH = 4.0
+EXPANSIONS = 40
+ITERATIONS = 100
+
+
+def check_solve(model: Model, output: str, value: Any, vary: str) -> tuple[str, float, str]:
+    """Names and the target value checked against the model.
+
+    Raises:
+      SpecError: one line naming the bad output, input or value.
+    """
+    floats = differentiable_outputs(model)
+    if output not in floats:
+        if output in model.output_names:
+            raise SpecError(f"solve target: {output!r} is a {model.output_field(output).kind} "
+                            "output; allowed: a float output: " + ", ".join(floats))
+        raise SpecError(f"solve target: unknown output {output!r} of model {model.name!r}"
+                        f"{closest(output, floats)}")
+    cont = continuous_inputs(model)
+    if vary not in cont:
+        if vary in model.input_names:
+            raise SpecError(f"solve vary: {vary!r} is stepped, not continuous; allowed: "
+                            + ", ".join(cont))
+        raise SpecError(f"solve vary: unknown input {vary!r} of model {model.name!r}"
+                        f"{closest(vary, cont)}")
+    try:
+        target = float(value)
+    except (TypeError, ValueError):
+        raise SpecError(f"solve target: value {value!r} of {output} is not a number") from None
+    if isinstance(value, bool) or not math.isfinite(target):
+        raise SpecError(f"solve target: value {value!r} of {output} is not a finite number")
+    return output, target, vary
+
+
+def parse_target(text: str, model: Model) -> tuple[str, float]:
+    """``"mfu_percent=60"`` -> ``("mfu_percent", 60.0)``.
+
+    Raises:
+      SpecError: not of the form NAME=NUMBER.
+    """
+    name, sep, number = str(text).partition("=")
+    if not sep:
+        raise SpecError(f"solve target: got {text!r}; allowed: OUTPUT=VALUE, "
+                        "e.g. mfu_percent=60")
+    return name.strip(), number.strip()
+
+
+def _rtsafe(fdf, a, b, ga, iterations):
+    """Safeguarded Newton on ``[a, b]`` with ``g(a)`` of sign ``ga``; a root of ``g``.
+
+    ``fdf(x) -> (g, dg)``.  Numerical Recipes' ``rtsafe``: Newton where the step
+    stays in the bracket and shrinks fast enough, bisection otherwise.
+    """
+    xl = jnp.where(ga < 0, a, b)  # g(xl) < 0 <= g(xh)
+    xh = jnp.where(ga < 0, b, a)
+    x = 0.5 * (a + b)
+    dx_old = jnp.abs(b - a)
+    dx = dx_old
+    g, dg = fdf(x)
+    eps = jnp.finfo(x.dtype).eps
+
+    def cond(s):
+        xl, xh, x, dx_old, dx, g, dg, i = s
+        return (i < iterations) & (g != 0) & (jnp.abs(dx) > 2 * eps * jnp.abs(x))
+
+    def body(s):
+        xl, xh, x, dx_old, dx, g, dg, i = s
+        finite = jnp.isfinite(g) & jnp.isfinite(dg) & (dg != 0)
+        leaves = ((x - xh) * dg - g) * ((x - xl) * dg - g) > 0
+        slow = jnp.abs(2.0 * g) > jnp.abs(dx_old * dg)
+        bisect = ~finite | leaves | slow
+        safe_dg = jnp.where(finite, dg, jnp.ones_like(dg))
+        step = jnp.where(bisect, x - (xl + 0.5 * (xh - xl)), g / safe_dg)
+        dx_old, dx = dx, step
+        x = x - step
+        g, dg = fdf(x)
+        # A NaN (a relaxed count crossing a validity rule) counts as above.
+        below = g < 0
+        xl = jnp.where(below, x, xl)
+        xh = jnp.where(below, xh, x)
+        return xl, xh, x, dx_old, dx, g, dg, i + 1
+
+    init = (xl, xh, x, dx_old, dx, g, dg, jnp.zeros((), jnp.int32))
+    return jax.lax.while_loop(cond, body, init)[2]
+
+
+def solve_columns(output: str, vary: str) -> list[str]:
+    """Column names :func:`solve_kernel` returns, in order."""
+    return [f"solved_{vary}", "solve_reached", f"solve_limit_{output}", f"solve_limit_{vary}",
+            "solve_blocked"]
+
+
+def solve_kernel(
+    model: Model | str, target_output: str, target_value: float, vary: str, *,
+    expansions: int = EXPANSIONS, iterations: int = ITERATIONS,
+) -> Callable[[Any], dict[str, Any]]:
+    """A per-configuration solver for the sweep engine: ``jit(vmap(f))`` it.
+
+    Args:
+      model: a ``Model`` or its name.
+      target_output: a float output.
+      target_value: the value it should reach, in its units.
+      vary: the continuous input to change (others stay as given).
+      expansions: grid points on each side of the current value.
+      iterations: cap on Newton / bisection steps.
+
+    Returns:
+      ``f(inputs) -> {column: scalar}`` (see :func:`solve_columns` and the
+      module doc), floats in the input dtype.
+
+    Raises:
+      SpecError: a bad name or value.
+    """
+    model = get_model(model)
+    output, target, vary = check_solve(model, target_output, target_value, vary)
+    field = model.input_field(vary)
+    k = np.arange(1, expansions + 1, dtype=np.float64)
+    up_factor = GROWTH**k - 1.0
+    down_factor = GROWTH ** -k[::-1]
+
+    def kernel(x) -> dict[str, Any]:
+        x0 = getattr(x, vary)
+        dtype = x0.dtype
+
+        def g(v):
+            return getattr(model.apply(x._replace(**{vary: v})), output) - target
+
+        def gdg(v):
+            return jax.jvp(g, (v,), (jnp.ones_like(v),))
+
+        low = jnp.asarray(field.low, dtype)
+        up = x0 + jnp.maximum(jnp.abs(x0), 1.0) * jnp.asarray(up_factor, dtype)
+        if field.high is not None:
+            up = jnp.minimum(up, field.high)
+        down = low + (x0 - low) * jnp.asarray(down_factor, dtype)
+        grid = [down, x0[None], up]
+        if field.low_inclusive:
+            grid.insert(0, low[None])
+        pts = jnp.concatenate(grid)
+        i0 = expansions + int(field.low_inclusive)
+        gv = jax.vmap(g)(pts)
+
+        finite = jnp.isfinite(gv)
+        change = finite[:-1] & finite[1:] & (jnp.sign(gv[:-1]) * jnp.sign(gv[1:]) <= 0)
+        centre = jnp.arange(pts.shape[0] - 1) + 0.5
+        dist = jnp.where(change, jnp.abs(centre - i0), jnp.inf)
+        j = jnp.argmin(dist)
+        found = jnp.any(change)
+        a, b, ga, gb = pts[j], pts[j + 1], gv[j], gv[j + 1]
+        # An end that is itself a root needs no refinement.
+        safe_a = jnp.where(found, a, x0)
+        safe_b = jnp.where(found, b, x0 + 1.0)
+        root = _rtsafe(gdg, safe_a, safe_b, jnp.where(found, ga, -1.0), iterations)
+        root = jnp.where(ga == 0, a, jnp.where(gb == 0, b, root))
+        residual = g(root)
+        scale = jnp.where(target != 0, abs(target), jnp.nanmax(jnp.abs(gv + target)))
+        reached = found & (jnp.abs(residual) <= jnp.sqrt(jnp.finfo(dtype).eps) * scale)
+
+        # The limit in the target's direction, over the grid and the domain's ends.
+        high_end = jnp.asarray(jnp.inf if field.high is None else field.high, dtype)
+        ends = [high_end[None]]
+        if not field.low_inclusive:
+            ends.insert(0, low[None])
+        end_pts = jnp.concatenate(ends)
+        # Ends first: where the grid's far points equal the end's value to
+        # rounding, the limit is attributed to the end ("infinite bandwidth").
+        all_pts = jnp.concatenate([end_pts, pts])
+        all_g = jnp.concatenate([jax.vmap(g)(end_pts), gv])
+        upward = gv[i0] < 0
+        score = jnp.where(jnp.isfinite(all_g), jnp.where(upward, all_g, -all_g), -jnp.inf)
+        best = jnp.argmax(score)
+        any_finite = jnp.any(jnp.isfinite(all_g))
+        return {
+            f"solved_{vary}": jnp.where(reached, root, jnp.nan).astype(dtype),
+            "solve_reached": reached,
+            f"solve_limit_{output}": jnp.where(any_finite, all_g[best] + target,
+                                               jnp.nan).astype(dtype),
+            f"solve_limit_{vary}": jnp.where(any_finite, all_pts[best], jnp.nan).astype(dtype),
+            "solve_blocked": jnp.isfinite(gv[i0]) & ~jnp.all(finite),
+        }
+
+    return kernel
+
+
+_TABLE_KEYS = ("target", "vary")
+
+
+def parse_solve_table(table: Mapping[str, Any], model: Model | str) -> tuple[str, float, str]:
+    """Validate a spec's ``[solve]`` table.
+
+    ``target = "mfu_percent=60"`` (or ``target = {mfu_percent = 60}``) and
+    ``vary = "link_bandwidth_gb_s"``.
+
+    Returns:
+      ``(target_output, target_value, vary)`` for :func:`solve_kernel`.
+
+    Raises:
+      SpecError: one line for an unknown or missing key or a bad name or value.
+    """
+    model = get_model(model)
+    if not isinstance(table, Mapping):
+        raise SpecError("[solve] must be a table with keys target and vary")
+    for key in table:
+        if key not in _TABLE_KEYS:
+            raise SpecError(f"[solve]: unknown key {key!r}{closest(key, _TABLE_KEYS)}; "
+                            "allowed: " + ", ".join(_TABLE_KEYS))
+    for key in _TABLE_KEYS:
+        if key not in table:
+            raise SpecError(f"[solve]: missing key {key!r} (e.g. target = \"mfu_percent=60\", "
+                            "vary = \"link_bandwidth_gb_s\")")
+    target, vary = table["target"], table["vary"]
+    try:
+        if isinstance(target, Mapping):
+            if len(target) != 1:
+                raise SpecError(f"solve target: got {dict(target)!r}; allowed: one OUTPUT = VALUE")
+            output, value = next(iter(target.items()))
+        elif isinstance(target, str):
+            output, value = parse_target(target, model)
+        else:
+            raise SpecError(f"solve target: got {target!r}; allowed: \"OUTPUT=VALUE\"")
+        if not isinstance(vary, str):
+            raise SpecError(f"solve vary: got {vary!r}; allowed: an input name")
+        return check_solve(model, output, value, vary)
+    except SpecError as e:
+        raise SpecError(f"[solve] {e}") from None
+
+
+@dataclass(frozen=True)
+class Solution:
+    """The answer for one configuration or a batch (arrays of the batch shape).
+
+    Attributes:
+      output, target, vary: the question.
+      start: ``vary``'s value as given; ``start_value``: the output there.
+      solved: the value of ``vary`` reaching the target (NaN where not reached).
+      reached: bool.
+      limit: best value of ``output`` reachable by varying ``vary``, in the
+        target's direction; ``limit_at``: where (+inf: "infinite ``vary``").
+      blocked: the search met invalid configurations (see module doc).
+    """
+
+    output: str
+    target: float
+    vary: str
+    start: np.ndarray
+    start_value: np.ndarray
+    solved: np.ndarray
+    reached: np.ndarray
+    limit: np.ndarray
+    limit_at: np.ndarray
+    blocked: np.ndarray
+
+
+def solve(
+    inputs: Mapping[str, Any] | None = None,
+    target: tuple[str, float] | str = ("mfu_percent", 60.0),
+    vary: str = "link_bandwidth_gb_s",
+    model: str | Model = DEFAULT_MODEL,
+    x64: bool = False,
+) -> Solution:
+    """Solve ``output(vary) = target`` for one configuration or a batch.
+
+    Args:
+      inputs: input values by name (scalars or arrays broadcast together);
+        missing inputs take the model's defaults.  ``vary``'s value is the start.
+      target: ``(output, value)`` or ``"output=value"``.
+      vary: a continuous input.
+      model: model name or ``Model``.
+      x64: compute in float64.
+
+    Raises:
+      InputError: an unknown input or a value out of domain.
+      SpecError: a bad output / input name or target.
+    """
+    model = get_model(model)
+    output, value = parse_target(target, model) if isinstance(target, str) else target
+    output, value, vary = check_solve(model, output, value, vary)
+    arrays = resolve_inputs(model, inputs or {})
+    shape = next(iter(arrays.values())).shape
+    dtype = float_dtype(x64)
+    with computing():
+        flat = model.inputs_type(*(a.reshape(-1).astype(dtype) for a in arrays.values()))
+        cols, start_value = jax.device_get(_batched(model, output, value, vary)(flat))
+
+    def arr(v):
+        return np.asarray(v).reshape(shape)
+
+    return Solution(
+        output=output, target=value, vary=vary,
+        start=arrays[vary].astype(dtype), start_value=arr(start_value),
+        solved=arr(cols[f"solved_{vary}"]), reached=arr(cols["solve_reached"]),
+        limit=arr(cols[f"solve_limit_{output}"]), limit_at=arr(cols[f"solve_limit_{vary}"]),
+        blocked=arr(cols["solve_blocked"]),
+    )
+
+
+_CACHE: dict[tuple, Callable] = {}
+
+
+def _batched(model: Model, output: str, value: float, vary: str):
+    key = (model, output, value, vary)
+    if key not in _CACHE:
+        kernel = solve_kernel(model, output, value, vary)
+
+        def row(x):
+            return kernel(x), getattr(model.apply(x), output)
+
+        _CACHE[key] = jax.jit(jax.vmap(row))
+    return _CACHE[key]
+
+
+def describe(solution: Solution, model: Model | str = DEFAULT_MODEL, index: int = 0) -> str:
+    """One sentence for a person about row ``index`` of a solution."""
+    model = get_model(model)
+    s = solution
+    unit_out = model.output_field(s.output).unit
+    unit_in = model.input_field(s.vary).unit.split(" (")[0]
+
+    def at(a):
+        return float(np.asarray(a).reshape(-1)[index])
+
+    def q(v, unit):
+        return f"{v:.6g} {unit}".rstrip() if unit not in ("%",) else f"{v:.4g}%"
+
+    start, start_value = at(s.start), at(s.start_value)
+    if not math.isfinite(start_value):
+        return (f"the configuration is invalid (its {s.output} is undefined), so no value of "
+                f"{s.vary} can reach {s.output} = {q(s.target, unit_out)}")
+    if at(s.reached):
+        return (f"{s.vary} = {q(at(s.solved), unit_in)} gives {s.output} = "
+                f"{q(s.target, unit_out)} (from {q(start_value, unit_out)} at "
+                f"{q(start, unit_in)})")
+    limit, where = at(s.limit), at(s.limit_at)
+    if at(s.blocked):
+        return (f"{s.output} = {q(s.target, unit_out)} was not reached by varying {s.vary}: "
+                f"other values of {s.vary} make the configuration invalid (layout rules); "
+                f"the best valid value found gives {q(limit, unit_out)} at {s.vary} = "
+                f"{q(where, unit_in)}")
+    if (limit - s.target) * (s.target - start_value) > 0:
+        return (f"no value of {s.vary} gives {s.output} = {q(s.target, unit_out)} exactly: "
+                f"between {q(start, unit_in)} and {q(where, unit_in)} the output jumps past the "
+                f"target (a relaxed count crossing a layout rule); it reaches "
+                f"{q(limit, unit_out)} at {s.vary} = {q(where, unit_in)}")
+    if math.isinf(where):
+        how = f"even infinite {s.vary}"
+    elif where <= model.input_field(s.vary).low or where < start:
+        how = f"even {s.vary} as low as {q(where, unit_in)}"
+    else:
+        how = f"even {s.vary} as high as {q(where, unit_in)}"
+    verb = "caps" if s.target > start_value else "leaves"
+    tail = "" if verb == "caps" else " at best"
+    return (f"{s.output} = {q(s.target, unit_out)} is out of reach by varying {s.vary}: "
+            f"{how} {verb} {s.output} at {q(limit, unit_out)}{tail}")
