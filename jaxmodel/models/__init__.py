@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from jaxmodel.errors import InputError
 from jaxmodel.models.base import Model
+from jaxmodel.models.refined import REFINED
 from jaxmodel.models.seed import SEED
 
-MODELS: dict[str, Model] = {SEED.name: SEED}
+MODELS: dict[str, Model] = {SEED.name: SEED, REFINED.name: REFINED}
 DEFAULT_MODEL = SEED.name
 
 
