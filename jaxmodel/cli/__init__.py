@@ -7,7 +7,9 @@ import sys
 import typer
 
 from jaxmodel.cli.eval import eval_command
+from jaxmodel.cli.presets import presets_command
 from jaxmodel.cli.sweep import sweep_command
+from jaxmodel.cli.validate import validate_command
 
 app = typer.Typer(
     name="jaxmodel",
@@ -24,7 +26,9 @@ def _root() -> None:
 
 
 app.command("eval")(eval_command)
+app.command("presets")(presets_command)
 app.command("sweep")(sweep_command)
+app.command("validate")(validate_command)
 
 
 def main(argv: list[str] | None = None) -> None:
