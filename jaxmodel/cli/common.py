@@ -13,6 +13,16 @@ from jaxmodel.config import load_config
 from jaxmodel.errors import InputError, JaxmodelError
 from jaxmodel.fields import InputField
 from jaxmodel.models import DEFAULT_MODEL, MODELS, Model, get_model
+from jaxmodel.presets import GPUS, LLMS, apply_presets
+
+# Preset options every command with model inputs gets; they arrive in ``inputs``
+# under these keys and ``gather_inputs`` applies them (defaults < presets < ...).
+PRESET_OPTIONS = {
+    "gpu": typer.Option("--gpu", metavar="NAME", rich_help_panel="Presets",
+                        help="hardware preset: " + ", ".join(GPUS)),
+    "llm": typer.Option("--llm", metavar="NAME", rich_help_panel="Presets",
+                        help="model preset (jaxmodel presets): " + ", ".join(LLMS)),
+}
 
 
 def all_input_fields() -> list[InputField]:
@@ -61,10 +71,14 @@ def with_input_options(fn: Callable) -> Callable:
             f.name, inspect.Parameter.KEYWORD_ONLY, default=None,
             annotation=Annotated[str | None, option],
         ))
+    for name, option in PRESET_OPTIONS.items():
+        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None,
+                                        annotation=Annotated[str | None, option]))
 
     @functools.wraps(fn)
     def wrapper(**kwargs):
         inputs = {f.name: kwargs.pop(f.name) for f in fields}
+        inputs.update({name: kwargs.pop(name) for name in PRESET_OPTIONS})
         return fn(inputs=inputs, **kwargs)
 
     wrapper.__signature__ = sig.replace(parameters=params)
@@ -83,17 +97,20 @@ X64Option = Annotated[bool, typer.Option("--x64", help="compute in float64 (defa
 
 def gather_inputs(model_name: str, config: str | None,
                   options: dict[str, str | None]) -> tuple[Model, dict[str, float]]:
-    """The model and one configuration: defaults < config file < command line.
+    """The model and one configuration: defaults < presets < config file < command line.
+
+    ``options`` may carry the ``PRESET_OPTIONS`` keys (``gpu``, ``llm``): preset names.
 
     Raises:
       InputError: an option that does not apply to the model, or a bad value.
     """
     model = get_model(model_name or DEFAULT_MODEL)
     values: dict[str, Any] = dict(model.defaults)
+    values.update(apply_presets(model, **{k: options.get(k) for k in PRESET_OPTIONS}))
     if config:
         values.update(load_config(config, model))
     for name, text in options.items():
-        if text is None:
+        if text is None or name in PRESET_OPTIONS:
             continue
         if name not in model.input_names:
             raise InputError("--" + name.replace("_", "-"), text,
