@@ -60,7 +60,9 @@ class InputField:
         Raises:
           InputError: naming the field, the value and what is allowed.
         """
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if isinstance(value, bool):  # JSON/TOML true is not the count 1
+            raise InputError(self.name, value, self.allowed())
+        if not isinstance(value, (int, float)):
             try:
                 value = float(value)  # numpy scalars, strings of numbers
             except (TypeError, ValueError):

@@ -47,6 +47,7 @@ def main(argv: list[str] | None = None) -> None:
             raise
         ctx = getattr(e, "ctx", None)
         hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
-        print(f"error: {e.format_message()}{hint}", file=sys.stderr)
+        if e.format_message():  # empty when no arguments asked for the help page
+            print(f"error: {e.format_message()}{hint}", file=sys.stderr)
         raise SystemExit(getattr(e, "exit_code", 2)) from None
     raise SystemExit(code if isinstance(code, int) else 0)
