@@ -185,9 +185,9 @@ INPUTS: tuple[InputField, ...] = (
     InputField("inter_node_efficiency", "fraction", "achieved fraction of network "
                "bandwidth in collectives", False, 0.0, False, 0.9, 1.0),
     InputField("intra_node_latency_us", "us", "latency per collective step in a node",
-               False, 0.0, True, 5.0, None),
+               False, 0.0, True, 1.0, None),
     InputField("inter_node_latency_us", "us", "latency per collective step across nodes",
-               False, 0.0, True, 10.0, None),
+               False, 0.0, True, 5.0, None),
 )
 
 OUTPUTS: tuple[OutputField, ...] = (
@@ -507,7 +507,10 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     # holds the whole model (otherwise on the last, emptier stage):
     # Korthikanti et al. sec. 4.3, 4 s b h / t (1 + V / h).
     logits_mem = (1.0 - pp_active) * 4.0 * s * b * h / t * (1.0 + x.vocab_size / h)
-    activations = layers * in_flight * interleave * stored + working + logits_mem
+    # The embedding's dropout mask (1 byte per element) for each micro-batch in flight.
+    embedding_mem = s * b * h / rep_split * in_flight * interleave
+    activations = (layers * in_flight * interleave * stored + working + logits_mem
+                   + embedding_mem)
     state = params_gpu * (_WEIGHT_GRAD_BYTES + _OPTIMIZER_BYTES / optimizer_shards)
     memory_gb = (activations + state) / 1e9
     fits = memory_gb <= x.gpu_memory_gb
