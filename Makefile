@@ -16,7 +16,7 @@ $(STAMP): $(BIN)/python pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/jaxmodel eval
+	$(BIN)/jaxmodel sweep sweeps/default.toml --overwrite
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import jax
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from jaxmodel.engine import DEFAULT_CHUNK, Plan, SweepResult, run_sweep
@@ -79,8 +80,6 @@ def estimate(plan: Plan) -> dict[str, float]:
         keep = np.asarray(plan.filter.evaluate_numpy(host, plan.categories), dtype=bool)
     kept = {c.name: host[c.name][keep] for c in plan.columns}
     fraction = float(keep.mean())
-    import pyarrow as pa
-
     schema = pa.schema([c.field() for c in plan.columns])
     table = to_table(plan.columns, kept, schema)
     buf = io.BytesIO()
@@ -90,7 +89,11 @@ def estimate(plan: Plan) -> dict[str, float]:
                    use_dictionary=[c.name for c in plan.columns if c.categories] or False)
     write_s = time.perf_counter() - t1
     rows = plan.size * fraction
-    bytes_per_row = buf.tell() / max(table.num_rows, 1)
+    if table.num_rows >= 4096:
+        bytes_per_row = buf.tell() / table.num_rows
+    else:  # too few rows for compression to show: count raw widths
+        bytes_per_row = sum(1 if c.categories or pa.types.is_boolean(c.type)
+                            else c.type.bit_width // 8 for c in plan.columns)
     rate = len(ids) / max(seconds, 1e-9)
     write_rate = max(table.num_rows, 1) / max(write_s, 1e-9)
     return {

@@ -11,6 +11,7 @@ import typer
 from jaxmodel.cli.common import X64Option, fail, reports_errors
 from jaxmodel.engine import DEFAULT_CHUNK, SweepInterrupted, run_sweep
 from jaxmodel.errors import SpecError
+from jaxmodel.spec import load_spec
 from jaxmodel.sweep import build_plan, estimate, output_directory
 
 
@@ -80,13 +81,17 @@ def sweep_command(
     """Run a sweep specification (TOML) into a Parquet dataset."""
     if resume and overwrite:
         raise SpecError("--resume: use either --resume or --overwrite, not both")
-    plan = build_plan(spec_path, x64=x64, chunk_size=chunk_size)
+    spec = load_spec(spec_path)
+    # jax.distributed must start before anything touches a device.
+    process, processes = (0, 1) if dry_run else _processes(
+        distributed, coordinator, num_processes, process_id, shard)
+    plan = build_plan(spec, x64=x64, chunk_size=chunk_size)
     directory = output_directory(plan.spec, output)
     chunk_size_given = chunk_size != DEFAULT_CHUNK
     if resume and not chunk_size_given and (directory / "_jaxmodel.json").exists():
         stored = json.loads((directory / "_jaxmodel.json").read_text()).get("chunk_size")
         if stored and stored != plan.chunk_size:
-            plan = build_plan(spec_path, x64=x64, chunk_size=stored)
+            plan = build_plan(spec, x64=x64, chunk_size=stored)
     if dry_run:
         est = estimate(plan)
         lines = [
@@ -103,7 +108,6 @@ def sweep_command(
         ]
         typer.echo("\n".join(lines))
         return
-    process, processes = _processes(distributed, coordinator, num_processes, process_id, shard)
     try:
         result = run_sweep(plan, directory, resume=resume, overwrite=overwrite,
                            process=process, processes=processes, quiet=quiet)
