@@ -84,7 +84,8 @@ def test_schema_metadata_and_types(tmp_path):
     assert str(schema.field("tokens_per_step").type) == "int64"
     assert str(schema.field("mfu_percent").type) == "float"
     assert str(schema.field("valid_layout").type) == "bool"
-    assert str(schema.field("bottleneck").type) == "dictionary<values=string, indices=int8, ordered=0>"
+    bottleneck = schema.field("bottleneck").type
+    assert str(bottleneck) == "dictionary<values=string, indices=int8, ordered=0>"
     assert schema.field("step_time_ms").metadata[b"unit"] == b"ms"
     assert schema.field("step_time_ms").metadata[b"description"]
     meta = schema.metadata
