@@ -4,6 +4,8 @@ from jaxmodel.api import evaluate
 from jaxmodel.errors import InputError, JaxmodelError, SpecError
 from jaxmodel.models import DEFAULT_MODEL, MODELS, Model, get_model
 from jaxmodel.models.seed import SeedInputs, SeedOutputs, seed_model
+from jaxmodel.sensitivity import Sensitivities, sensitivities
+from jaxmodel.solve import Solution, solve
 from jaxmodel.verdicts import BOTTLENECKS, REGIMES
 
 __version__ = "0.1.0"
@@ -18,8 +20,12 @@ __all__ = [
     "Model",
     "SeedInputs",
     "SeedOutputs",
+    "Sensitivities",
+    "Solution",
     "SpecError",
     "evaluate",
     "get_model",
     "seed_model",
+    "sensitivities",
+    "solve",
 ]

@@ -8,6 +8,8 @@ import typer
 
 from jaxmodel.cli.eval import eval_command
 from jaxmodel.cli.presets import presets_command
+from jaxmodel.cli.sensitivity import sensitivity_command
+from jaxmodel.cli.solve import solve_command
 from jaxmodel.cli.sweep import sweep_command
 from jaxmodel.cli.validate import validate_command
 
@@ -27,6 +29,8 @@ def _root() -> None:
 
 app.command("eval")(eval_command)
 app.command("presets")(presets_command)
+app.command("sensitivity")(sensitivity_command)
+app.command("solve")(solve_command)
 app.command("sweep")(sweep_command)
 app.command("validate")(validate_command)
 

@@ -1,0 +1,320 @@
+"""Sensitivities: autodiff against finite differences, hand derivations and the reference."""
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from reference import seed_reference
+from typer.testing import CliRunner
+
+import jaxmodel
+from jaxmodel.cli import app
+from jaxmodel.errors import SpecError
+from jaxmodel.precision import computing
+from jaxmodel.sensitivity import (
+    continuous_inputs,
+    differentiable_outputs,
+    parse_sensitivity_table,
+    sensitivity_columns,
+    sensitivity_kernel,
+)
+
+runner = CliRunner()
+SEED = jaxmodel.get_model("seed")
+
+
+def random_valid_configs(n: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """Valid layouts by construction: t | h, p | L, d >= 1, some idle GPUs."""
+    rng = np.random.default_rng(seed)
+    t = rng.choice([1, 2, 3, 4, 6, 8, 16], n)
+    p = rng.choice([1, 2, 3, 4, 5, 8], n)
+    d = rng.integers(1, 65, n)
+    return {
+        "model_params_b": np.exp(rng.uniform(np.log(1), np.log(1000), n)),
+        "num_gpus": (d * t * p + rng.integers(0, t * p)).astype(float),
+        "tensor_parallel": t.astype(float),
+        "pipeline_parallel": p.astype(float),
+        "micro_batch": rng.integers(1, 9, n).astype(float),
+        "gradient_accum_steps": rng.integers(1, 65, n).astype(float),
+        "seq_length": rng.integers(256, 32769, n).astype(float),
+        "hidden_dim": (t * rng.integers(64, 2049, n)).astype(float),
+        "num_layers": (p * rng.integers(1, 41, n)).astype(float),
+        "link_bandwidth_gb_s": np.exp(rng.uniform(np.log(10), np.log(3200), n)),
+        "compute_tflops": np.exp(rng.uniform(np.log(50), np.log(2500), n)),
+    }
+
+
+def row(configs, i):
+    return {k: float(v[i]) for k, v in configs.items()}
+
+
+@pytest.fixture(scope="module")
+def configs():
+    return random_valid_configs(1200)
+
+
+@pytest.fixture(scope="module")
+def autodiff(configs):
+    return jaxmodel.sensitivities(configs, of=differentiable_outputs(SEED),
+                                  wrt=SEED.input_names, kind="both", x64=True)
+
+
+def away_from_kinks(configs, margin=1e-2):
+    """Rows not within ``margin`` (relative) of the DP overlap kink or a bottleneck tie."""
+    out = jaxmodel.evaluate(x64=True, **configs)
+    raw, backward = out.dp_allreduce_raw_ms, 2.0 / 3.0 * out.compute_time_ms
+    ok = np.abs(raw - backward) > margin * (raw + backward)
+    terms = np.sort(np.stack([out.compute_time_ms, out.tp_comm_ms, out.pp_comm_ms,
+                              out.pipeline_bubble_ms, out.dp_allreduce_ms]), axis=0)
+    ok &= terms[-1] - terms[-2] > margin * terms[-1]
+    return ok
+
+
+def relaxed(batch):
+    """The model on non-whole counts (``evaluate`` rightly refuses them), float64."""
+    with computing():
+        x = SEED.inputs_type(*(jnp.asarray(batch[n], jnp.float64) for n in SEED.input_names))
+        return jax.device_get(_APPLY(x))
+
+
+_APPLY = jax.jit(jax.vmap(SEED.apply))
+
+
+def central_difference(configs, name):
+    """d(every float output)/d(name) by Richardson-extrapolated central differences (float64).
+
+    The step is relative to the input (1e-3) and below 0.25 for counts, so the
+    model's rounded copies of counts (d, validity) stay fixed.
+    """
+    x = configs[name]
+    h = np.minimum(1e-3 * x, 0.25) if SEED.input_field(name).integer else 1e-3 * x
+    batch = {k: np.tile(v, 4) for k, v in configs.items()}
+    batch[name] = np.concatenate([x + h, x - h, x + h / 2, x - h / 2])
+    out = relaxed(batch)
+    n = len(x)
+    fd = {}
+    for o in differentiable_outputs(SEED):
+        v = getattr(out, o).reshape(4, n)
+        coarse = (v[0] - v[1]) / (2 * h)
+        fine = (v[2] - v[3]) / h
+        fd[o] = (4 * fine - coarse) / 3
+    return fd, h
+
+
+def test_configurations_are_valid(configs):
+    assert jaxmodel.evaluate(**configs).valid_layout.all()
+    assert away_from_kinks(configs).sum() >= 1000
+
+
+@pytest.mark.parametrize("name", continuous_inputs(SEED))
+def test_gradient_equals_central_differences(configs, autodiff, name):
+    keep = away_from_kinks(configs)
+    if name == "tensor_parallel":
+        # The ring factor 2 (t - 1) / t is clamped with max(t, 1): a kink at t = 1.
+        keep &= configs[name] > 1
+    values = jaxmodel.evaluate(x64=True, **configs)
+    fd, h = central_difference(configs, name)
+    x = configs[name]
+    for o in differentiable_outputs(SEED):
+        g = autodiff.gradient(o, name)[keep]
+        # Cancellation bounds the difference's accuracy at about eps |f| / h:
+        # an absolute floor of 1000 times that (or an elasticity of 1e-10).
+        f = np.abs(getattr(values, o)[keep])
+        floor = np.maximum(1e-10 * f / x[keep], 1e3 * np.finfo(float).eps * f / h[keep])
+        err = np.abs(g - fd[o][keep])
+        assert np.all(err <= 1e-6 * np.abs(g) + floor), (o, name, np.max(err / np.abs(g)))
+
+
+def test_sensitivities_finite_everywhere_in_the_valid_domain(autodiff):
+    """Kinks included: every row is valid, so no NaN or inf anywhere."""
+    assert autodiff.valid.all()
+    for col, v in autodiff.columns.items():
+        if col.startswith("d_"):
+            assert np.isfinite(v).all(), col
+
+
+def test_num_gpus_is_the_difference_to_the_next_replica(configs, autodiff):
+    """Against the independent reference, at N and N' = (floor(N / tp) + 1) t p."""
+    for i in range(0, 1200, 40):
+        c = row(configs, i)
+        t, p = int(c["tensor_parallel"]), int(c["pipeline_parallel"])
+        n = int(c["num_gpus"])
+        nxt = (n // (t * p) + 1) * t * p
+        ints = {k: int(v) if SEED.input_field(k).integer else v for k, v in c.items()}
+        here = seed_reference(**ints)
+        there = seed_reference(**{**ints, "num_gpus": nxt})
+        assert autodiff.stepped_to["num_gpus"][i] == nxt
+        for o in ("step_time_ms", "mfu_percent", "throughput_tokens_s", "dp_allreduce_ms"):
+            # The reference works in SI units: compare in relative terms of the values.
+            scale = 1e-12 * (abs(here[o]) + abs(there[o]))
+            grad = (there[o] - here[o]) / (nxt - n)
+            assert autodiff.gradient(o, "num_gpus")[i] == pytest.approx(
+                grad, rel=1e-9, abs=scale / (nxt - n))
+            if here[o] != 0:
+                arc = (there[o] - here[o]) / here[o] / ((nxt - n) / n)
+                assert autodiff.elasticity(o, "num_gpus")[i] == pytest.approx(
+                    arc, rel=1e-9, abs=scale / abs(here[o]) * n / (nxt - n))
+
+
+def test_grad_of_batch_sum_equals_vmapped_grad(configs):
+    sub = {k: v[:256] for k, v in configs.items()}
+    s = jaxmodel.sensitivities(sub, of=["step_time_ms", "mfu_percent"], kind="gradient",
+                               x64=True)
+    with computing():
+        x = SEED.inputs_type(*(jnp.asarray(sub[n], jnp.float64) for n in SEED.input_names))
+        for o in ("step_time_ms", "mfu_percent"):
+            g = jax.grad(lambda x, o=o: jnp.sum(getattr(jax.vmap(SEED.apply)(x), o)))(x)
+            # Reverse and forward mode round differently: equal to 1e-12 relative
+            # to the output's scale |f| / |x|.
+            for w in continuous_inputs(SEED):
+                fwd, rev = s.gradient(o, w), np.asarray(getattr(g, w))
+                scale = np.abs(s.values[o]) / sub[w]
+                assert np.all(np.abs(fwd - rev) <= 1e-12 * (np.abs(rev) + scale)), (o, w)
+
+
+def test_seed_elasticities_by_hand(seed_example):
+    """From the published seed figures; the DP all-reduce is hidden there (dp = 0).
+
+    step = C + tp + pp + bubble with C ~ 1/F, bubble = (p-1)/m C, tp, pp ~ 1/B and
+    C, tp, pp ~ m (bubble independent of m):
+      e(mfu, B) = (tp + pp) / step,  e(step, F) = -(C + bubble) / step,
+      e(step, m) = (C + tp + pp) / step,  e(throughput, b) = 0.
+    """
+    o = seed_example["outputs"]
+    c, tp, pp = o["compute_time_ms"], o["tp_comm_ms"], o["pp_comm_ms"]
+    bubble, step = o["pipeline_bubble_ms"], o["step_time_ms"]
+    assert o["dp_allreduce_ms"] == 0
+    s = jaxmodel.sensitivities(kind="elasticity", x64=True,
+                               of=["mfu_percent", "step_time_ms", "throughput_tokens_s"])
+    assert s["mfu_percent", "link_bandwidth_gb_s"] == pytest.approx((tp + pp) / step, rel=1e-5)
+    assert s["step_time_ms", "compute_tflops"] == pytest.approx(-(c + bubble) / step, rel=1e-5)
+    assert s["step_time_ms", "gradient_accum_steps"] == pytest.approx((c + tp + pp) / step,
+                                                                       rel=1e-5)
+    assert s["throughput_tokens_s", "micro_batch"] == pytest.approx(0, abs=1e-12)
+
+
+def test_float32_agrees_with_float64():
+    s32 = jaxmodel.sensitivities(kind="elasticity")
+    s64 = jaxmodel.sensitivities(kind="elasticity", x64=True)
+    for col, v in s64.columns.items():
+        assert s32.columns[col].dtype == np.float32
+        if abs(v) > 1e-3:
+            assert s32.columns[col] == pytest.approx(v, rel=1e-4), col
+
+
+def test_invalid_layouts_give_nan_and_are_flagged():
+    s = jaxmodel.sensitivities({"tensor_parallel": [8, 3, 32], "pipeline_parallel": [4, 4, 4]},
+                               wrt=["link_bandwidth_gb_s", "num_gpus"], kind="both")
+    assert s.valid.tolist() == [True, False, False]
+    for v in s.columns.values():
+        assert np.isfinite(v[0]) and np.isnan(v[1:]).all()
+
+
+def test_elasticity_of_a_zero_output():
+    """p = 1: no PP term (0 with gradient 0) -> elasticity 0, not NaN."""
+    s = jaxmodel.sensitivities({"pipeline_parallel": 1, "num_layers": 80}, kind="both",
+                               of=["pp_comm_ms", "dp_allreduce_ms"], x64=True)
+    assert s.valid
+    for col, v in s.columns.items():
+        assert v == 0, col
+
+
+def test_kernel_columns_and_engine_use(configs):
+    """jit(vmap(kernel)) beside the model gives the API's numbers, columns in order."""
+    of, wrt = ["mfu_percent", "step_time_ms"], ["link_bandwidth_gb_s", "num_gpus", "micro_batch"]
+    cols = sensitivity_columns(SEED, of, wrt, "both")
+    assert cols[:2] == ["d_mfu_percent__d_link_bandwidth_gb_s",
+                        "e_mfu_percent__link_bandwidth_gb_s"]
+    assert len(cols) == 12
+    kernel = sensitivity_kernel(SEED, of, wrt, "both")
+    sub = {k: v[:64] for k, v in configs.items()}
+    with computing():
+        x = SEED.inputs_type(*(jnp.asarray(sub[n], jnp.float64) for n in SEED.input_names))
+        out, got = jax.jit(jax.vmap(lambda x: (SEED.apply(x), kernel(x))))(x)
+    # jax returns dicts in sorted key order: ``cols`` gives the column order.
+    assert sorted(got) == sorted(cols)
+    api = jaxmodel.sensitivities(sub, of=of, wrt=wrt, kind="both", x64=True)
+    for c in cols:
+        np.testing.assert_array_equal(np.asarray(got[c]), api.columns[c])
+
+
+def test_model_generic_defaults():
+    assert "num_gpus" not in continuous_inputs(SEED)
+    assert len(sensitivity_columns(SEED)) == 3 * (len(SEED.input_names) - 1)
+    for name in jaxmodel.MODELS:
+        s = jaxmodel.sensitivities(model=name, kind="both", x64=True)
+        assert s.valid, name
+        for col, v in s.columns.items():
+            assert np.isfinite(v), (name, col)
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ({"of": ["mfu_pct"]}, "did you mean 'mfu_percent'"),
+        ({"wrt": ["bandwidth"]}, "unknown input 'bandwidth'"),
+        ({"of": ["bottleneck"]}, "category output"),
+        ({"kind": "hessian"}, "allowed: gradient, elasticity, both"),
+        ({"off": ["mfu_percent"]}, "unknown key 'off'"),
+        ({"of": [1, 2]}, "a list of names"),
+        ({"wrt": ["micro_batch", "micro_batch"]}, "named twice"),
+    ],
+)
+def test_parse_sensitivity_table_errors(table, message):
+    with pytest.raises(SpecError, match=message) as e:
+        parse_sensitivity_table(table, SEED)
+    assert "\n" not in str(e.value)
+
+
+def test_parse_sensitivity_table_defaults():
+    of, wrt, kind = parse_sensitivity_table({"of": "mfu_percent", "kind": "elasticity"}, "seed")
+    assert of == ("mfu_percent",) and wrt == continuous_inputs(SEED) and kind == "elasticity"
+
+
+def test_cli_json(seed_example):
+    result = runner.invoke(app, ["sensitivity", "--x64", "--of", "mfu_percent",
+                                 "--wrt", "link_bandwidth_gb_s,num_gpus"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    o = seed_example["outputs"]
+    assert doc["elasticity"]["mfu_percent"]["link_bandwidth_gb_s"] == pytest.approx(
+        (o["tp_comm_ms"] + o["pp_comm_ms"]) / o["step_time_ms"], rel=1e-5)
+    assert doc["gradient_units"]["mfu_percent"]["link_bandwidth_gb_s"] == "% per GB/s"
+    assert doc["stepped"]["num_gpus"]["to"] == 96
+
+
+def test_cli_table_is_ranked():
+    result = runner.invoke(app, ["sensitivity", "--format", "table", "--of", "step_time_ms"])
+    assert result.exit_code == 0, result.output
+    lines = [ln for ln in result.output.splitlines() if "+1% ->" in ln]
+    assert len(lines) == len(continuous_inputs(SEED))
+    pcts = [abs(float(ln.split("->")[1].split("%")[0])) for ln in lines]
+    assert pcts == sorted(pcts, reverse=True)
+    bw = next(ln for ln in lines if ln.strip().startswith("link_bandwidth_gb_s"))
+    assert "-0.396%" in bw and "ms per GB/s" in bw
+
+
+def test_cli_invalid_layout_prints_nulls():
+    result = runner.invoke(app, ["sensitivity", "--tensor-parallel", "3"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert doc["valid"] is False
+    assert doc["gradient"]["mfu_percent"]["link_bandwidth_gb_s"] is None
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--of", "mfu_pct"], "did you mean 'mfu_percent'"),
+        (["--wrt", "bandwidth"], "unknown input 'bandwidth'"),
+        (["--of", "regime"], "category output"),
+        (["--num-gpus", "0"], "num_gpus"),
+    ],
+)
+def test_cli_bad_names_one_line_exit_2(args, message):
+    result = runner.invoke(app, ["sensitivity", *args])
+    assert result.exit_code == 2
+    err = result.stderr if hasattr(result, "stderr") else result.output
+    assert err.count("\n") == 1 and err.startswith("error: ") and message in err
