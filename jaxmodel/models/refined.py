@@ -160,7 +160,10 @@ INPUTS: tuple[InputField, ...] = (
            high=3.0, low=2.0),
     _count("vocab_size", "tokens", "vocabulary size V", 32000),
     _switch("tied_embeddings", "input and output embeddings shared (1) or not (0)", 0),
-    # Training software.
+    # Training software.  Defaults: current Megatron-LM practice for a model of
+    # this size (Korthikanti et al. 2022: selective recompute with sequence
+    # parallelism; FlashAttention; gradient reduction overlapped with the
+    # backward pass, as PyTorch DDP and Megatron-LM --overlap-grad-reduce do).
     _switch("recompute", "activation recompute: 0 none, 1 selective, 2 full", 1, high=2.0),
     _switch("sequence_parallel", "sequence parallelism with TP (1) or not (0)", 1),
     _switch("zero_stage", "optimizer-state sharding over data parallelism: 0 or ZeRO-1", 0),
@@ -168,6 +171,15 @@ INPUTS: tuple[InputField, ...] = (
     InputField("dp_overlap", "fraction", "share of the last micro-batch's backward pass that "
                "hides the gradient reduction (0 none, 1 all)", False, 0.0, True, 1.0, 1.0),
     # Hardware (defaults: H100 SXM, see jaxmodel.presets for sources).
+    # matmul_efficiency 0.7: a round value at the low end of what cuBLAS sustains
+    # on transformer-sized bf16 GEMMs on A100 and H100 (70-80% of dense peak);
+    # not fitted to the validation table (README: 0.65-0.72 all meet its target).
+    # hbm_efficiency 0.8: streaming kernels reach 80-90% of datasheet bandwidth.
+    # intra_node_efficiency 0.8: NCCL all-reduce bus bandwidth on DGX A100 is
+    # about 230-240 GB/s of NVLink's 300 (nccl-tests); inter_node_efficiency 0.9:
+    # large NCCL transfers over InfiniBand run at about 90% of line rate.
+    # Latencies: a small all-reduce on 8 NVLink GPUs takes 10-15 us over 14 ring
+    # steps (about 1 us a step); an InfiniBand hop with NCCL's proxy about 5 us.
     _positive("compute_tflops", "TFLOP/s (1 T = 1e12)", "peak dense bf16 FLOP/s per GPU", 989),
     InputField("matmul_efficiency", "fraction", "achievable fraction of peak for matrix "
                "work", False, 0.0, False, 0.7, 1.0),
