@@ -110,3 +110,17 @@ def test_presets_command_lists_everything():
     assert set(doc["gpu"]) == set(GPUS) and set(doc["llm"]) == set(LLMS)
     assert doc["gpu"]["h100-sxm"]["values"]["compute_tflops"] == 989
     assert doc["gpu"]["h100-sxm"]["source"].startswith("NVIDIA H100")
+
+
+def test_installed_console_script_lists_presets():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(sys.executable).with_name("jaxmodel")
+    if not script.exists():
+        pytest.skip("console script not installed beside this python")
+    done = subprocess.run([str(script), "presets", "--format", "json"], capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "llama3-405b" in json.loads(done.stdout)["llm"]

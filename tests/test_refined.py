@@ -371,3 +371,36 @@ def test_refined_option_on_seed_model_is_an_error():
     result = runner.invoke(app, ["eval", "--recompute", "2"])
     assert result.exit_code == 2
     assert "options of model 'seed' only" in result.output
+
+
+def test_invariants_on_random_configurations():
+    rng = np.random.default_rng(6)
+    n = 4000
+    grid = {
+        "num_gpus": 2 ** rng.integers(0, 13, n),
+        "tensor_parallel": 2 ** rng.integers(0, 4, n),
+        "pipeline_parallel": 2 ** rng.integers(0, 4, n),
+        "virtual_stages": rng.choice([1, 2, 5], n),
+        "micro_batch": 2 ** rng.integers(0, 3, n),
+        "gradient_accum_steps": 2 ** rng.integers(0, 7, n),
+        "recompute": rng.integers(0, 3, n),
+        "sequence_parallel": rng.integers(0, 2, n),
+        "zero_stage": rng.integers(0, 2, n),
+        "flash_attention": rng.integers(0, 2, n),
+        "dp_overlap": rng.uniform(0, 1, n),
+        "network_bandwidth_gb_s": rng.uniform(5, 100, n),
+        "gpu_memory_gb": rng.choice([40, 80, 192], n),
+    }
+    out = jaxmodel.evaluate(REFINED, x64=True, **grid)
+    ok = out.valid_layout
+    assert 0.05 < ok.mean() < 0.95  # both kinds are exercised
+    assert np.all(np.isnan(out.step_time_ms[~ok]))
+    step, compute = out.step_time_ms[ok], out.compute_time_ms[ok]
+    assert np.all(step >= compute)
+    assert np.all((out.mfu_percent[ok] > 0) & (out.mfu_percent[ok] <= 100))
+    assert np.all(out.hfu_percent[ok] >= out.mfu_percent[ok] - 1e-9)
+    np.testing.assert_allclose(out.comm_fraction_percent[ok] + out.bubble_fraction_percent[ok]
+                               + out.scaling_efficiency_percent[ok], 100.0, rtol=1e-9)
+    assert np.all(out.memory_gb_per_gpu[ok] <= grid["gpu_memory_gb"][ok])
+    assert np.all(out.dp_allreduce_ms[ok] <= out.dp_allreduce_raw_ms[ok] + 1e-9)
+    assert np.all(out.recompute_ms[ok] <= compute)
