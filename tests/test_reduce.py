@@ -11,9 +11,17 @@ import jax
 import numpy as np
 import pytest
 
+import jaxmodel.reduce
 from jaxmodel.errors import SpecError
 from jaxmodel.precision import computing
 from jaxmodel.reduce import GroupBest, Pareto, TopK, jitted, merge_stacked, merge_states
+
+
+@pytest.fixture(autouse=True)
+def short_sorts(monkeypatch):
+    """Take TopK's top_k pre-selection path for chunks longer than 16 rows too
+    (by default only chunks over 8,192 rows take it), so both paths are tested."""
+    monkeypatch.setattr(jaxmodel.reduce, "_SORT_BELOW", 16)
 
 
 def make_rows(n, seed, metric_dtype=np.float32):
