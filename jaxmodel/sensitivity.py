@@ -55,10 +55,15 @@ exactly zero (the exposed DP all-reduce while hidden, the PP term at p = 1) is 0
 when its gradient is 0 too (it stays zero), else NaN (a relative change of a
 zero quantity is undefined).
 
-Other models: inputs are continuous unless stepped; an input is stepped when
-the model declares it (an optional ``steps`` attribute, ``{name: f(inputs) ->
-next value}``) or, by default, ``num_gpus`` with the rule above when the model
-has ``num_gpus``, ``tensor_parallel`` and ``pipeline_parallel``.
+Other models: inputs are continuous unless stepped.  If the model declares an
+optional ``steps`` attribute (``{name: f(inputs) -> next value}``), that is the
+stepped set; otherwise it is ``num_gpus`` with the rule above (when the model
+has ``num_gpus``, ``tensor_parallel`` and ``pipeline_parallel``) and every
+switch: an integer input with at most ``SWITCH_VALUES`` allowed values (the
+refined model's flags ``zero_stage``, ``flash_attention``, ..., its
+``recompute`` mode and ``mlp_weight_matrices``), stepped to the next allowed
+value (the previous one at the top of the range).  Stepped inputs are left out
+of the default ``wrt`` but can be asked for by name.
 """
 
 from __future__ import annotations
@@ -87,14 +92,33 @@ def _next_replica_count(x) -> Any:
     return (jnp.floor(jnp.round(x.num_gpus) / tp) + 1.0) * tp
 
 
+# An integer input with at most this many allowed values is a switch (a flag,
+# a mode), not a count: it has no continuous relaxation.
+SWITCH_VALUES = 4
+
+
+def _next_switch_value(name: str, high: float) -> Callable[[Any], Any]:
+    """The next allowed value of a switch (the previous one at the top)."""
+
+    def next_value(x):
+        v = jnp.round(getattr(x, name))
+        return jnp.where(v + 1.0 <= high, v + 1.0, v - 1.0)
+
+    return next_value
+
+
 def stepped_inputs(model: Model) -> dict[str, Callable[[Any], Any]]:
     """Inputs reported as a discrete difference: ``{name: next_value(inputs)}``."""
     declared = getattr(model, "steps", None)
     if declared is not None:
         return dict(declared)
+    steps: dict[str, Callable[[Any], Any]] = {}
     if {"num_gpus", "tensor_parallel", "pipeline_parallel"} <= set(model.input_names):
-        return {"num_gpus": _next_replica_count}
-    return {}
+        steps["num_gpus"] = _next_replica_count
+    for f in model.inputs:
+        if f.integer and f.high is not None and f.high - f.low < SWITCH_VALUES:
+            steps[f.name] = _next_switch_value(f.name, f.high)
+    return steps
 
 
 def continuous_inputs(model: Model) -> tuple[str, ...]:

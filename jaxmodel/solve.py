@@ -125,9 +125,10 @@ def _rtsafe(fdf, a, b, ga, iterations):
         slow = jnp.abs(2.0 * g) > jnp.abs(dx_old * dg)
         bisect = ~finite | leaves | slow
         safe_dg = jnp.where(finite, dg, jnp.ones_like(dg))
-        step = jnp.where(bisect, x - (xl + 0.5 * (xh - xl)), g / safe_dg)
-        dx_old, dx = dx, step
-        x = x - step
+        # As in rtsafe, dx is the half-width after a bisection, the step after Newton.
+        half = 0.5 * (xh - xl)
+        dx_old, dx = dx, jnp.where(bisect, half, g / safe_dg)
+        x = jnp.where(bisect, xl + half, x - g / safe_dg)
         g, dg = fdf(x)
         # A NaN (a relaxed count crossing a validity rule) counts as above.
         below = g < 0
@@ -168,12 +169,22 @@ def solve_kernel(
     """
     model = get_model(model)
     output, target, vary = check_solve(model, target_output, target_value, vary)
+    solver = _solver(model, output, vary, expansions, iterations)
+
+    def kernel(x) -> dict[str, Any]:
+        return solver(x, target)
+
+    return kernel
+
+
+def _solver(model: Model, output: str, vary: str, expansions: int, iterations: int):
+    """``f(inputs, target) -> columns``: the kernel with the target as an argument."""
     field = model.input_field(vary)
     k = np.arange(1, expansions + 1, dtype=np.float64)
     up_factor = GROWTH**k - 1.0
     down_factor = GROWTH ** -k[::-1]
 
-    def kernel(x) -> dict[str, Any]:
+    def kernel(x, target) -> dict[str, Any]:
         x0 = getattr(x, vary)
         dtype = x0.dtype
 
@@ -335,7 +346,8 @@ def solve(
     dtype = float_dtype(x64)
     with computing():
         flat = model.inputs_type(*(a.reshape(-1).astype(dtype) for a in arrays.values()))
-        cols, start_value = jax.device_get(_batched(model, output, value, vary)(flat))
+        fn = _batched(model, output, vary)
+        cols, start_value = jax.device_get(fn(flat, jnp.asarray(value, dtype)))
 
     def arr(v):
         return np.asarray(v).reshape(shape)
@@ -352,15 +364,17 @@ def solve(
 _CACHE: dict[tuple, Callable] = {}
 
 
-def _batched(model: Model, output: str, value: float, vary: str):
-    key = (model, output, value, vary)
+def _batched(model: Model, output: str, vary: str):
+    """``jit(vmap(...))`` of the solver and the output at the start (cached; the
+    target is an argument, so new targets do not recompile)."""
+    key = (model, output, vary)
     if key not in _CACHE:
-        kernel = solve_kernel(model, output, value, vary)
+        solver = _solver(model, output, vary, EXPANSIONS, ITERATIONS)
 
-        def row(x):
-            return kernel(x), getattr(model.apply(x), output)
+        def row(x, target):
+            return solver(x, target), getattr(model.apply(x), output)
 
-        _CACHE[key] = jax.jit(jax.vmap(row))
+        _CACHE[key] = jax.jit(jax.vmap(row, in_axes=(0, None)))
     return _CACHE[key]
 
 

@@ -90,9 +90,9 @@ def ranked_table(model: Model, values: dict[str, float], s: Sensitivities) -> st
             grad = "" if not math.isfinite(g) else f"({g:+.4g} {gradient_unit(model, o, w)})"
             if w in s.stepped_to:
                 x0, x1 = values[w], float(s.stepped_to[w])
-                effect = "n/a" if not math.isfinite(e) else _pct(e * (x1 - x0) / x0 * 100.0)
-                lines.append(f"  {w:<{width}}{x0:g} -> {x1:g} (next replica, "
-                             f"{(x1 - x0) / x0 * 100.0:+.3g}%) -> {effect}  {grad}".rstrip())
+                change = g * (x1 - x0) / value * 100.0 if value else math.nan
+                lines.append(f"  {w:<{width}}{x0:g} -> {x1:g} (next step) -> "
+                             f"{_pct(change)}  {grad}".rstrip())
             else:
                 lines.append(f"  {w:<{width}}+1% -> {_pct(e):<10} {grad}".rstrip())
         lines.append("")
@@ -101,7 +101,7 @@ def ranked_table(model: Model, values: dict[str, float], s: Sensitivities) -> st
     unasked = [w for w in stepped_inputs(model) if w not in s.wrt]
     if unasked:
         lines.append(f"({', '.join(unasked)}: stepped, not shown; ask with --wrt "
-                     f"{unasked[0]} for the effect of the next replica)")
+                     f"{unasked[0]} for the effect of its next value)")
     return "\n".join(lines).rstrip()
 
 
