@@ -57,6 +57,7 @@ from jaxmodel.space import IndexSpace
 from jaxmodel.spec import SweepSpec
 
 DEFAULT_CHUNK = 1 << 20
+MAX_CHUNK = 1 << 30  # offsets are int32 (see IndexSpace.chunk_digits)
 CONFIG_ID = "config_id"
 
 
@@ -125,8 +126,9 @@ class Plan:
 
     def __init__(self, spec: SweepSpec, *, x64: bool = False, chunk_size: int = DEFAULT_CHUNK,
                  devices: Sequence | None = None, extras: Sequence[Extra] = ()):
-        if chunk_size < 1:
-            raise SpecError(f"--chunk-size: got {chunk_size}; allowed: a whole number >= 1")
+        if not 1 <= chunk_size <= MAX_CHUNK:
+            raise SpecError(f"--chunk-size: got {chunk_size}; allowed: a whole number "
+                            f"from 1 to {MAX_CHUNK} (2**30)")
         self.spec = spec
         self.model = spec.model
         self.x64 = x64
@@ -173,16 +175,16 @@ class Plan:
         self._slices: dict[int, Callable] = {}
         with computing():
             self.offsets = jax.device_put(
-                np.arange(self.padded, dtype=np.int64),
+                np.arange(self.padded, dtype=np.int32),
                 NamedSharding(self.mesh, PartitionSpec("rows")),
             )
             self.tables = jax.device_put(
                 self.space.tables, NamedSharding(self.mesh, PartitionSpec()))
 
     # -- device side -------------------------------------------------------
-    def evaluate_rows(self, ids, tables) -> dict[str, jax.Array]:
+    def evaluate_rows(self, ids, tables, digits=None) -> dict[str, jax.Array]:
         """Every column for the configurations ``ids`` (on the device)."""
-        x = self.space.decode(ids, tables)
+        x = self.space.decode(ids, tables, digits)
         y = jax.vmap(self.model.apply)(x)
         cols: dict[str, jax.Array] = {CONFIG_ID: ids}
         for f, v in zip(self.model.inputs, x, strict=True):
@@ -192,12 +194,12 @@ class Plan:
             cols.update(jax.vmap(extra.kernel)(x))
         return cols
 
-    def _step_fn(self, start, offsets, tables):
+    def _step_fn(self, start, start_digits, offsets, tables):
         self.traces += 1  # runs at trace time only: counts compilations
         ids = start + offsets
         real = (offsets < self.chunk_size) & (ids < self.size)
-        ids = jnp.where(real, ids, 0)
-        cols = self.evaluate_rows(ids, tables)
+        digits = self.space.chunk_digits(start_digits, offsets) if self.space.radices else None
+        cols = self.evaluate_rows(ids, tables, digits)
         keep = real
         if self.filter is not None:
             keep = keep & self.filter.evaluate_jax(cols, self.categories)
@@ -211,8 +213,9 @@ class Plan:
 
     def step(self, chunk: int):
         """Dispatch chunk ``chunk`` (asynchronously); returns device values."""
-        start = np.int64(chunk) * np.int64(self.chunk_size)
-        return self._step(start, self.offsets, self.tables)
+        start = chunk * self.chunk_size
+        return self._step(np.int64(start), self.space.start_digits(start), self.offsets,
+                          self.tables)
 
     def fetch(self, result) -> tuple[dict[str, np.ndarray], int, int]:
         """Bring a dispatched chunk's kept rows to the host."""

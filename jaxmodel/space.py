@@ -50,7 +50,7 @@ class IndexSpace:
         self._dim_of = {name: i for i, d in enumerate(spec.dims) for name in d.names}
 
     def digits(self, ids: jax.Array) -> list[jax.Array]:
-        """Mixed-radix digits of ``ids`` (int64), one array per grid dimension."""
+        """Mixed-radix digits of any int64 ``ids``, one array per grid dimension."""
         out = []
         rem = ids
         for radix in reversed(self.radices):
@@ -58,22 +58,46 @@ class IndexSpace:
             rem = rem // radix
         return out[::-1]
 
-    def group_ids(self, ids: jax.Array, names: Sequence[str]) -> tuple[jax.Array, int]:
+    def start_digits(self, start: int) -> np.ndarray:
+        """Digits of a chunk's first index, on the host (exact Python ints)."""
+        out = []
+        for radix in reversed(self.radices):
+            start, digit = divmod(int(start), radix)
+            out.append(digit)
+        return np.array(out[::-1], dtype=np.int32)
+
+    def chunk_digits(self, start_digits: jax.Array, offsets: jax.Array) -> list[jax.Array]:
+        """Digits of ``start + offsets`` by carry-adding int32 ``offsets`` to the
+        start's digits: 32-bit arithmetic only (64-bit division is slow on
+        CPUs and emulated on GPUs), exact for any sweep size because each
+        digit stays below its radix (< 2**27) and offsets below 2**30."""
+        out = []
+        carry = offsets
+        for i in reversed(range(len(self.radices))):
+            v = start_digits[i] + carry
+            out.append(v % self.radices[i])
+            carry = v // self.radices[i]
+        return out[::-1]
+
+    def group_ids(self, digits: Sequence[jax.Array], names: Sequence[str]) -> tuple[jax.Array, int]:
         """Group index over the grid dimensions of ``names`` and the group count."""
-        digits = self.digits(ids)
         dims = sorted({self._dim_of[n] for n in names})
-        gid = jnp.zeros_like(ids)
+        gid = jnp.zeros(digits[0].shape, dtype=jnp.int64)
         count = 1
         for i in dims:
             gid = gid * self.radices[i] + digits[i]
             count *= self.radices[i]
         return gid, count
 
-    def decode(self, ids: jax.Array, tables) -> tuple:
-        """Model inputs (``model.inputs_type`` of float arrays shaped like ``ids``)."""
+    def decode(self, ids: jax.Array, tables, digits: Sequence[jax.Array] | None = None) -> tuple:
+        """Model inputs (``model.inputs_type`` of float arrays shaped like ``ids``).
+
+        ``digits`` (from :meth:`chunk_digits`) saves recomputing them from ids.
+        """
         if self.spec.sample is not None:
             return self._sample(ids, tables)
-        digits = self.digits(ids)
+        if digits is None:
+            digits = self.digits(ids)
         values = []
         for f in self.model.inputs:
             if f.name in self._dim_of:

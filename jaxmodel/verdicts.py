@@ -55,7 +55,14 @@ def bottleneck_and_regime(terms, mfu_percent, valid):
       mfu_percent: scalar.
       valid: scalar bool.
     """
-    top = jnp.argmax(terms).astype(jnp.int32)
+    # An unrolled argmax (first index wins ties): cheaper than jnp.argmax
+    # over a stacked axis once vmapped, on every backend.
+    best = terms[0]
+    top = jnp.zeros((), dtype=jnp.int32)
+    for i in range(1, terms.shape[0]):
+        better = terms[i] > best
+        top = jnp.where(better, jnp.int32(i), top)
+        best = jnp.where(better, terms[i], best)
     bottleneck = jnp.where(valid, top, _INVALID_TERM).astype(jnp.int32)
     regime = jnp.where(
         top == _COMPUTE,

@@ -146,6 +146,25 @@ def _whole(x):
     return jnp.round(x).astype(jnp.int64)
 
 
+def _floor_div(a, b):
+    """``floor(a / b)`` of counts as an exact int64, computed in floating point.
+
+    Integer division is slow on CPUs and emulated on GPUs; the float quotient
+    is exact here: for whole ``a <= 2**24`` (the counts' domain) and ``b``, a
+    quotient ``k - r / b`` (``r >= 1``) lies at least ``1 / b`` below ``k`` while
+    float32's rounding error is at most ``k 2**-24 <= 1 / b``, so the floor is
+    never pushed up to ``k``.
+    """
+    a, b = jnp.round(a), jnp.round(b)
+    return jnp.floor(a / b).astype(jnp.int64)
+
+
+def _divides(b, a):
+    """Whether count ``b`` divides count ``a`` exactly (see ``_floor_div``)."""
+    a, b = jnp.round(a), jnp.round(b)
+    return jnp.floor(a / b) * b == a
+
+
 def seed_model(x: SeedInputs) -> SeedOutputs:
     """Cost of one training step for one configuration (SEED_MODEL.md).
 
@@ -159,13 +178,16 @@ def seed_model(x: SeedInputs) -> SeedOutputs:
       ``SeedOutputs``.  Timings are NaN for an invalid layout.
     """
     n_i, t_i, p_i = _whole(x.num_gpus), _whole(x.tensor_parallel), _whole(x.pipeline_parallel)
-    d_i = n_i // (t_i * p_i)
+    d_i = _floor_div(x.num_gpus, x.tensor_parallel * x.pipeline_parallel)
+    used_i = d_i * t_i * p_i
+    # t p beyond 2**24 is inexact as a float: one integer correction step.
+    d_i = d_i - (used_i > n_i)
     used_i = d_i * t_i * p_i
     tokens_i = _whole(x.micro_batch) * _whole(x.gradient_accum_steps) * _whole(x.seq_length) * d_i
     valid = (
         (d_i >= 1)
-        & (_whole(x.num_layers) % p_i == 0)
-        & (_whole(x.hidden_dim) % t_i == 0)
+        & (_divides(x.pipeline_parallel, x.num_layers))
+        & (_divides(x.tensor_parallel, x.hidden_dim))
     )
 
     fdt = jnp.result_type(x.model_params_b)
