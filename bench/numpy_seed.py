@@ -2,7 +2,8 @@
 engine's in-memory rate is compared with (bench/sweep_throughput.py).
 
 Same formulas and dtype as ``jaxmodel.models.seed`` (SEED_MODEL.md), written
-the way a careful numpy user would: whole-array operations, no Python loop.
+the way a careful numpy user would: whole-array operations, no Python loop,
+every output the engine produces.
 """
 
 from __future__ import annotations
@@ -35,12 +36,27 @@ def seed_numpy(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     step = compute + tp + pp + bubble + dp
     mfu = f(100) * compute / step
     terms = np.stack([compute, tp, pp, bubble, dp])
+    top = np.argmax(terms, axis=0)
     nan = f(np.nan)
+    regime = np.where(top == 0, np.where(mfu >= 75, 0, 1), np.where(top == 3, 3, 2))
+    throughput = tokens / step * f(1e3)
+
+    def masked(v):
+        return np.where(valid, v, nan)
+
     return {
-        "data_parallel": d_i, "used_gpus": d_i * t_i * p_i, "valid_layout": valid,
+        "data_parallel": d_i, "used_gpus": d_i * t_i * p_i, "idle_gpus": n - d_i * t_i * p_i,
+        "valid_layout": valid,
         "tokens_per_step": np.round(b).astype(np.int64) * np.round(m).astype(np.int64)
         * np.round(s).astype(np.int64) * d_i,
-        "step_time_ms": np.where(valid, step, nan), "mfu_percent": np.where(valid, mfu, nan),
-        "throughput_tokens_s": np.where(valid, tokens / step * f(1e3), nan),
-        "bottleneck": np.where(valid, np.argmax(terms, axis=0), 5),
+        "compute_time_ms": masked(compute), "tp_comm_ms": masked(tp), "pp_comm_ms": masked(pp),
+        "pipeline_bubble_ms": masked(bubble), "dp_allreduce_ms": masked(dp),
+        "dp_allreduce_raw_ms": masked(dp_raw), "step_time_ms": masked(step),
+        "comm_fraction_percent": masked(f(100) * (tp + pp + dp) / step),
+        "bubble_fraction_percent": masked(f(100) * bubble / step),
+        "scaling_efficiency_percent": masked(mfu), "mfu_percent": masked(mfu),
+        "achieved_tflops_per_gpu": masked(x["compute_tflops"] * mfu / f(100)),
+        "throughput_tokens_s": masked(throughput),
+        "per_gpu_tokens_s": masked(throughput / used),
+        "bottleneck": np.where(valid, top, 5), "regime": np.where(valid, regime, 4),
     }
