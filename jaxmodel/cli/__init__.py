@@ -6,6 +6,7 @@ import sys
 
 import typer
 
+from jaxmodel.cli.best import best_command
 from jaxmodel.cli.eval import eval_command
 from jaxmodel.cli.presets import presets_command
 from jaxmodel.cli.sensitivity import sensitivity_command
@@ -28,6 +29,7 @@ def _root() -> None:
 
 
 app.command("eval")(eval_command)
+app.command("best")(best_command)
 app.command("presets")(presets_command)
 app.command("sensitivity")(sensitivity_command)
 app.command("solve")(solve_command)

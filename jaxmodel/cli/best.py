@@ -1,0 +1,147 @@
+"""``jaxmodel best``: the best layouts of a model on a cluster, for a global batch."""
+
+
+import json
+from typing import Annotated, Any, Literal
+
+import typer
+
+from jaxmodel.cli.common import (
+    ConfigOption,
+    ModelOption,
+    X64Option,
+    gather_inputs,
+    reports_errors,
+    with_input_options,
+)
+from jaxmodel.errors import SpecError
+from jaxmodel.models import Model
+from jaxmodel.search import LAYOUT_AXES, SearchResult, global_batch_of, row_dicts, search
+
+# Short headers of the layout columns, in table order.
+_LAYOUT_HEADERS = (("tensor_parallel", "t"), ("pipeline_parallel", "p"),
+                   ("data_parallel", "d"), ("micro_batch", "b"),
+                   ("gradient_accum_steps", "m"), ("idle_gpus", "idle"))
+_HEADLINE = ("step_time_ms", "mfu_percent", "throughput_tokens_s", "bottleneck")
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool) or isinstance(value, str):
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    return f"{value:,.0f}" if abs(value) >= 1e4 else f"{value:,.3f}"
+
+
+def _table(model: Model, rows: list[dict[str, Any]], by: str, title: str) -> list[str]:
+    cols = [(name, head) for name, head in _LAYOUT_HEADERS
+            if name in rows[0] and (name != "idle_gpus" or any(r[name] for r in rows))]
+    extra = [by] + [n for n in _HEADLINE if n in model.output_names and n != by]
+    cols += [(n, n) for n in extra if n not in dict(cols)]
+    cells = [[str(i + 1)] + [_cell(r[name]) for name, _ in cols] for i, r in enumerate(rows)]
+    heads = ["rank"] + [head for _, head in cols]
+    widths = [max(len(h), *(len(c[j]) for c in cells)) for j, h in enumerate(heads)]
+    lines = [title, "  ".join(h.rjust(w) for h, w in zip(heads, widths, strict=True))]
+    lines += ["  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in cells]
+    return lines
+
+
+def _summary(r: SearchResult) -> str:
+    return (f"{r.candidates:,} candidates evaluated, {r.valid:,} valid, in {r.total_s:.3f} s "
+            f"(compile {r.compile_s:.3f} s, run {r.run_s:.3f} s, enumerate "
+            f"{r.enumerate_s:.3f} s; {r.chunks} chunk(s) of {r.chunk:,})")
+
+
+def _document(model: Model, values: dict[str, float], r: SearchResult,
+              allow_idle: bool) -> dict[str, Any]:
+    fixed = {f.name: (int(values[f.name]) if f.integer else values[f.name])
+             for f in model.inputs if f.name not in LAYOUT_AXES}
+    doc: dict[str, Any] = {
+        "model": model.name,
+        "question": {**fixed, "global_batch": r.global_batch,
+                     "global_batch_tokens": r.global_batch * int(values["seq_length"]),
+                     "allow_idle": allow_idle},
+        "by": r.by,
+        "maximize": r.maximize,
+        "candidates": r.candidates,
+        "valid": r.valid,
+        "seconds": {"total": r.total_s, "enumerate": r.enumerate_s,
+                    "compile": r.compile_s, "run": r.run_s},
+        "chunk": r.chunk,
+        "chunks": r.chunks,
+        "top": row_dicts(model, r.top),
+    }
+    if r.per_group is not None:
+        doc["group_by"] = list(r.group_by)
+        doc["per_group"] = row_dicts(model, r.per_group)
+    return doc
+
+
+@with_input_options
+@reports_errors
+def best_command(
+    inputs: dict,
+    global_batch: Annotated[int | None, typer.Option(
+        "--global-batch", help="sequences per optimizer step, b m d "
+        "[default: the configuration's own b m d]")] = None,
+    global_batch_tokens: Annotated[int | None, typer.Option(
+        "--global-batch-tokens", help="tokens per optimizer step (a multiple of seq_length)")
+    ] = None,
+    by: Annotated[str | None, typer.Option(
+        "--by", help="column to maximize [default: throughput_tokens_s]")] = None,
+    minimize: Annotated[str | None, typer.Option(
+        "--minimize", help="column to minimize instead (e.g. step_time_ms)")] = None,
+    top: Annotated[int, typer.Option("--top", help="layouts to show (1 to 10,000)")] = 10,
+    allow_idle: Annotated[bool, typer.Option(
+        "--allow-idle", help="allow t p not dividing num_gpus (idle GPUs)")] = False,
+    group_by: Annotated[str | None, typer.Option(
+        "--group-by", help="also the best layout per value of these comma-separated layout "
+        "columns (tensor_parallel, pipeline_parallel, micro_batch, gradient_accum_steps, "
+        "data_parallel)")] = None,
+    output_format: Annotated[
+        Literal["table", "json"], typer.Option("--format", help="table or json")
+    ] = "table",
+    chunk: Annotated[int | None, typer.Option(
+        "--chunk", help="rows per compiled step [default: 65,536 or fewer]")] = None,
+    model: ModelOption = "seed",
+    config: ConfigOption = None,
+    x64: X64Option = False,
+) -> None:
+    """Search every TP x PP x DP x micro-batch x accumulation layout; show the best.
+
+    t divides hidden_dim, p divides num_layers, d = num_gpus / (t p), and
+    b m d = the global batch.  Layout options given on the command line
+    (--tensor-parallel, --pipeline-parallel, --micro-batch,
+    --gradient-accum-steps) pin that axis; the rest of the inputs are as for
+    ``eval``.
+    """
+    if by is not None and minimize is not None:
+        raise SpecError("give --by (maximize) or --minimize, not both")
+    if chunk is not None and chunk < 1:
+        raise SpecError(f"--chunk: got {chunk}; allowed: a whole number >= 1")
+    m, values = gather_inputs(model, config, inputs)
+    pinned = {k: int(values[k]) for k in LAYOUT_AXES if inputs.get(k) is not None}
+    batch = global_batch_of(values, global_batch, global_batch_tokens)
+    groups = tuple(g.strip() for g in group_by.split(",") if g.strip()) if group_by else ()
+    result = search(m, values, global_batch=batch, by=minimize or by or "throughput_tokens_s",
+                    maximize=minimize is None, top=top, allow_idle=allow_idle, pinned=pinned,
+                    group_by=groups, x64=x64, chunk=chunk)
+    doc = _document(m, values, result, allow_idle)
+    if output_format == "json":
+        typer.echo(json.dumps(doc, allow_nan=False))
+        return
+    q = doc["question"]
+    direction = "max" if result.maximize else "min"
+    lines = [f"model {m.name}: {q['num_gpus']:,} GPUs, global batch {batch:,} sequences "
+             f"({q['global_batch_tokens']:,} tokens); ranked by {result.by} ({direction})"]
+    if doc["top"]:
+        lines += [""] + _table(m, doc["top"], result.by, f"best {len(doc['top'])} layouts:")
+    else:
+        lines += ["", "no valid layout"]
+    if doc.get("per_group"):
+        lines += [""] + _table(m, doc["per_group"], result.by,
+                               f"best per {', '.join(result.group_by)}:")
+    lines += ["", _summary(result)]
+    typer.echo("\n".join(lines))

@@ -1,0 +1,331 @@
+"""Layout search: every TP x PP x DP x micro-batch x accumulation layout, ranked.
+
+Given a model, a cluster of ``N`` GPUs and a global batch of ``G`` sequences,
+the candidates are every
+
+* ``t`` dividing ``hidden_dim`` and ``p`` dividing ``num_layers`` (the seed
+  model's validity rule) with ``t p <= N``;
+* ``d = N / (t p)``, which must be whole (with ``allow_idle``: ``floor``, the
+  model's own rule, leaving ``N - d t p`` GPUs idle);
+* ``b`` dividing ``G / d`` and ``m = G / (d b)``, so that ``b m d = G``.
+
+Their global index ``config_id`` follows that order: ``t`` ascending, then
+``p``, then ``b``.  The enumeration runs on the host in numpy: it is a ragged
+product of divisor lists (a few int64 operations per candidate, about 1 s
+per 10^8), and the candidate table (4 integers a row) is tiny next to what
+the model computes per row.  The model runs on the device: ``vmap(apply)``
+over fixed-shape chunks (the last one padded and masked, so one compile
+serves every chunk), folded into a top-k (and optionally a best-per-group)
+state by ``jaxmodel.reduce`` inside the same jitted step, so only ``k`` rows
+come back.  The model's ``valid_layout`` output, where it has one, masks
+rows out; rows whose metric is NaN never win.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxmodel.errors import InputError, SpecError, closest
+from jaxmodel.models import Model, get_model
+from jaxmodel.precision import computing, float_dtype
+from jaxmodel.reduce import CONFIG_ID, GroupBest, TopK
+
+LAYOUT_AXES = ("tensor_parallel", "pipeline_parallel", "micro_batch", "gradient_accum_steps")
+REQUIRED_INPUTS = LAYOUT_AXES + ("num_gpus", "hidden_dim", "num_layers", "seq_length")
+# Candidate columns known before evaluation (usable for ``group_by``).
+CANDIDATE_COLUMNS = LAYOUT_AXES + ("data_parallel",)
+MAX_TOP = 10_000
+DEFAULT_CHUNK = 1 << 16
+
+
+def divisors(n: int) -> np.ndarray:
+    """Every positive divisor of ``n``, ascending, as int64."""
+    if n < 1:
+        return np.zeros(0, np.int64)
+    small = np.arange(1, math.isqrt(n) + 1, dtype=np.int64)
+    small = small[n % small == 0]
+    return np.unique(np.concatenate([small, n // small]))
+
+
+def enumerate_layouts(num_gpus: int, hidden_dim: int, num_layers: int, global_batch: int,
+                      *, allow_idle: bool = False,
+                      pinned: Mapping[str, int] | None = None) -> dict[str, np.ndarray]:
+    """The candidate layouts, in ``config_id`` order (module docstring).
+
+    Args:
+      pinned: layout axes held at one value (e.g. ``{"tensor_parallel": 8}``).
+
+    Returns:
+      int64 columns ``tensor_parallel``, ``pipeline_parallel``,
+      ``micro_batch``, ``gradient_accum_steps`` and ``data_parallel``.
+    """
+    pinned = dict(pinned or {})
+    ts = divisors(hidden_dim)
+    ps = divisors(num_layers)
+    t, p = (a.ravel() for a in np.meshgrid(ts, ps, indexing="ij"))
+    tp = t * p
+    keep = tp <= num_gpus
+    if not allow_idle:
+        keep &= num_gpus % tp == 0
+    d = num_gpus // np.where(keep, tp, 1)
+    keep &= global_batch % d == 0
+    for name, col in (("tensor_parallel", t), ("pipeline_parallel", p)):
+        if name in pinned:
+            keep &= col == pinned[name]
+    t, p, d = t[keep], p[keep], d[keep]
+    # b runs over the divisors of G that divide G / d: one boolean matrix of
+    # (layout, divisor), read row by row, keeps the order t, p, b.
+    bs = divisors(global_batch)
+    fits = (global_batch // d)[:, None] % bs[None, :] == 0
+    if "micro_batch" in pinned:
+        fits &= bs[None, :] == pinned["micro_batch"]
+    row, col = np.nonzero(fits)
+    b = bs[col]
+    m = global_batch // (d[row] * b)
+    out = {"tensor_parallel": t[row], "pipeline_parallel": p[row], "micro_batch": b,
+           "gradient_accum_steps": m, "data_parallel": d[row]}
+    if "gradient_accum_steps" in pinned:
+        sel = m == pinned["gradient_accum_steps"]
+        out = {k: v[sel] for k, v in out.items()}
+    return out
+
+
+def _layout_error(num_gpus: int, global_batch: int, allow_idle: bool,
+                  pinned: Mapping[str, int]) -> SpecError:
+    what = f"a global batch of {global_batch} sequences on {num_gpus} GPUs"
+    if pinned:
+        what += " with " + ", ".join(f"{k}={v}" for k, v in pinned.items())
+    rule = ("d = floor(N / (t p)) must divide the global batch" if allow_idle
+            else "d = N / (t p) must be whole and divide the global batch (or --allow-idle)")
+    return SpecError(f"no layout fits {what}: t | hidden_dim, p | num_layers, {rule}")
+
+
+@dataclass
+class SearchResult:
+    """What a search found and what it cost.
+
+    Attributes:
+      top: the best rows, best first (metric, then ``config_id`` ascending):
+        ``config_id`` and every input and output column, numpy arrays.
+      per_group: the best row per group (``group_by``), ascending group, or None.
+      candidates: layouts evaluated; valid: of those, the valid ones.
+      enumerate_s, compile_s, run_s: wall seconds of each phase; ``run_s``
+        covers the transfers, every chunk and the reduction.
+      chunk: rows per compiled step; chunks: steps run.
+    """
+
+    top: dict[str, np.ndarray]
+    per_group: dict[str, np.ndarray] | None
+    candidates: int
+    valid: int
+    enumerate_s: float
+    compile_s: float
+    run_s: float
+    chunk: int
+    chunks: int
+    global_batch: int
+    by: str
+    maximize: bool
+    group_by: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def total_s(self) -> float:
+        return self.enumerate_s + self.compile_s + self.run_s
+
+
+def global_batch_of(values: Mapping[str, float], global_batch: int | None,
+                    global_batch_tokens: int | None) -> int:
+    """Global batch in sequences: given, from tokens, or the configuration's own b m d.
+
+    Raises:
+      SpecError: both given, or tokens not a multiple of ``seq_length``.
+    """
+    if global_batch is not None and global_batch_tokens is not None:
+        raise SpecError("give --global-batch or --global-batch-tokens, not both")
+    if global_batch_tokens is not None:
+        s = int(values["seq_length"])
+        if global_batch_tokens < 1 or global_batch_tokens % s:
+            raise InputError("global_batch_tokens", global_batch_tokens,
+                             f"a positive multiple of seq_length ({s})")
+        return global_batch_tokens // s
+    if global_batch is not None:
+        if global_batch < 1:
+            raise InputError("global_batch", global_batch, "a whole number >= 1")
+        return global_batch
+    d = int(values["num_gpus"]) // int(values["tensor_parallel"] * values["pipeline_parallel"])
+    return max(d, 1) * int(values["micro_batch"] * values["gradient_accum_steps"])
+
+
+def _check_model(model: Model) -> None:
+    missing = [n for n in REQUIRED_INPUTS if n not in model.input_names]
+    if missing:
+        raise SpecError(f"model {model.name!r} has no input {missing[0]!r}: layout search "
+                        "needs " + ", ".join(REQUIRED_INPUTS))
+
+
+def _check_column(model: Model, name: str, what: str) -> None:
+    names = (CONFIG_ID, *model.input_names, *model.output_names)
+    if name not in names:
+        raise SpecError(f"{what}: no column {name!r}{closest(name, names)}; "
+                        f"columns of model {model.name!r}: inputs and outputs")
+
+
+def _step_function(model: Model, reducers: tuple, dtype: np.dtype):
+    """``step(carry, cand, config_id, mask, fixed, group_ids) -> carry``, jit-able.
+
+    ``carry`` is ``(states, valid_count)``; ``cand`` maps the layout axes to
+    int64 chunk columns, ``fixed`` the other inputs to float scalars.
+    """
+    has_valid = "valid_layout" in model.output_names
+
+    def step(carry, cand, config_id, mask, fixed, group_ids):
+        states, valid_count = carry
+        n = config_id.shape[0]
+        inputs = model.inputs_type(*(
+            cand[name].astype(dtype) if name in cand
+            else jnp.broadcast_to(fixed[name].astype(dtype), (n,))
+            for name in model.input_names
+        ))
+        outputs = jax.vmap(model.apply)(inputs)
+        cols = {CONFIG_ID: config_id, **inputs._asdict(), **outputs._asdict()}
+        kept = mask & outputs.valid_layout if has_valid else mask
+        states = tuple(r.update(s, cols, kept, group_ids) for r, s in zip(reducers, states,
+                                                                          strict=True))
+        return states, valid_count + jnp.sum(kept, dtype=jnp.int64)
+
+    return step
+
+
+def _columns(model: Model, dtype: np.dtype) -> dict[str, np.dtype]:
+    """Dtypes of every column a step produces (config_id, inputs, outputs)."""
+    x = model.inputs_type(*(jax.ShapeDtypeStruct((), dtype) for _ in model.inputs))
+    out = jax.eval_shape(model.apply, x)
+    return {CONFIG_ID: np.dtype(np.int64), **{n: np.dtype(dtype) for n in model.input_names},
+            **{n: np.dtype(v.dtype) for n, v in zip(model.output_names, out, strict=True)}}
+
+
+def search(model: str | Model, values: Mapping[str, float], *, global_batch: int,
+           by: str = "throughput_tokens_s", maximize: bool = True, top: int = 10,
+           allow_idle: bool = False, pinned: Mapping[str, int] | None = None,
+           group_by: Sequence[str] = (), x64: bool = False,
+           chunk: int | None = None) -> SearchResult:
+    """Evaluate every layout of ``values``' model and cluster; keep the best.
+
+    Args:
+      values: one configuration of every input (``gather_inputs``); the layout
+        axes in it are ignored unless ``pinned``.
+      global_batch: sequences per optimizer step, ``b m d``.
+      by, maximize: the ranking column (any input or output) and direction.
+      top: rows kept, 1 to 10,000.
+      allow_idle: allow ``t p`` not dividing ``num_gpus`` (idle GPUs).
+      pinned: layout axes held at one value.
+      group_by: candidate columns (``CANDIDATE_COLUMNS``); if given, also the
+        best row per distinct value of them.
+      chunk: rows per compiled step (default: 65,536, or less for small searches).
+
+    Raises:
+      SpecError: unknown column, or no layout fits the global batch.
+    """
+    model = get_model(model)
+    _check_model(model)
+    _check_column(model, by, "--by")
+    if not 1 <= top <= MAX_TOP:
+        raise InputError("top", top, f"a whole number from 1 to {MAX_TOP}")
+    group_by = tuple(group_by)
+    for g in group_by:
+        if g not in CANDIDATE_COLUMNS:
+            raise SpecError(f"--group-by: {g!r} is not a layout column"
+                            f"{closest(g, CANDIDATE_COLUMNS)}; one of "
+                            + ", ".join(CANDIDATE_COLUMNS))
+    pinned = dict(pinned or {})
+    n_gpus = int(values["num_gpus"])
+
+    start = time.perf_counter()
+    cand = enumerate_layouts(n_gpus, int(values["hidden_dim"]), int(values["num_layers"]),
+                             global_batch, allow_idle=allow_idle, pinned=pinned)
+    n = len(cand["tensor_parallel"])
+    if n == 0:
+        raise _layout_error(n_gpus, global_batch, allow_idle, pinned)
+    group_ids, group_keys = None, None
+    if group_by:
+        stacked = np.stack([cand[g] for g in group_by], axis=1)
+        group_keys, group_ids = np.unique(stacked, axis=0, return_inverse=True)
+        group_ids = group_ids.reshape(-1).astype(np.int64)
+    enumerate_s = time.perf_counter() - start
+
+    chunk = chunk or min(DEFAULT_CHUNK, max(256, 1 << (n - 1).bit_length()))
+    dtype = float_dtype(x64)
+    layout = {k: cand[k] for k in LAYOUT_AXES}
+    fixed = {k: np.asarray(v, dtype) for k, v in values.items() if k not in layout}
+    reducers: tuple = (TopK(by, top, maximize),)
+    if group_by:
+        reducers += (GroupBest(by, group_by, maximize),)
+    num_groups = 1 if group_keys is None else len(group_keys)
+
+    start = time.perf_counter()
+    with computing():
+        columns = _columns(model, dtype)
+        states = tuple(r.init(columns, num_groups) for r in reducers)
+        carry = (states, jnp.zeros((), jnp.int64))
+        step = jax.jit(_step_function(model, reducers, dtype))
+
+        def chunk_args(lo: int):
+            hi = min(lo + chunk, n)
+            pad = chunk - (hi - lo)
+            cols = {k: np.pad(v[lo:hi], (0, pad), mode="edge") for k, v in layout.items()}
+            ids = np.arange(lo, lo + chunk, dtype=np.int64)
+            mask = np.arange(chunk) < hi - lo
+            g = None if group_ids is None else np.pad(group_ids[lo:hi], (0, pad))
+            return cols, ids, mask, fixed, g
+
+        compiled = step.lower(carry, *chunk_args(0)).compile()
+        compile_s = time.perf_counter() - start
+
+        start = time.perf_counter()
+        for lo in range(0, n, chunk):
+            carry = compiled(carry, *chunk_args(lo))
+        states, valid = jax.block_until_ready(carry)
+        top_rows = reducers[0].rows(states[0])
+        per_group = reducers[1].rows(states[1]) if group_by else None
+        run_s = time.perf_counter() - start
+
+    return SearchResult(
+        top=top_rows, per_group=per_group, candidates=n, valid=int(valid),
+        enumerate_s=enumerate_s, compile_s=compile_s, run_s=run_s, chunk=chunk,
+        chunks=-(-n // chunk), global_batch=global_batch, by=by, maximize=maximize,
+        group_by=group_by,
+    )
+
+
+def row_dicts(model: Model, rows: Mapping[str, np.ndarray]) -> list[dict[str, Any]]:
+    """Result rows as plain Python values: integers as int, categories as names."""
+    out = []
+    for i in range(len(rows[CONFIG_ID])):
+        row: dict[str, Any] = {CONFIG_ID: int(rows[CONFIG_ID][i])}
+        for f in model.inputs:
+            v = float(rows[f.name][i])
+            row[f.name] = int(v) if f.integer else v
+        for f in model.outputs:
+            v = rows[f.name][i]
+            if f.kind == "category":
+                row[f.name] = f.categories[int(v)]
+            elif f.kind == "bool":
+                row[f.name] = bool(v)
+            elif f.kind == "int":
+                row[f.name] = int(v)
+            else:
+                row[f.name] = None if np.isnan(v) else float(v)
+        out.append(row)
+    return out
+
+
+__all__ = ["CANDIDATE_COLUMNS", "LAYOUT_AXES", "SearchResult", "divisors",
+           "enumerate_layouts", "global_batch_of", "row_dicts", "search"]
