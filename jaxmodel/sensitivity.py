@@ -196,6 +196,40 @@ def sensitivity_columns(
     return cols
 
 
+def _unit(text: str, fallback: str) -> str:
+    """A field's unit without its parenthetical note (``GB/s (1 GB = ...)`` -> ``GB/s``)."""
+    return text.split(" (")[0].strip() or fallback
+
+
+def gradient_unit(model: Model, output: str, input_name: str) -> str:
+    """``"ms per GB/s"``: the unit of d(output) / d(input)."""
+    out = _unit(model.output_field(output).unit, "")
+    per = _unit(model.input_field(input_name).unit, input_name)
+    return f"{out} per {per}".strip() if out else f"per {per}"
+
+
+def sensitivity_column_info(
+    model: Model | str, of: Sequence[str] | None = None, wrt: Sequence[str] | None = None,
+    kind: Kind = "gradient",
+) -> list[tuple[str, str, str]]:
+    """``(name, unit, meaning)`` of each column, in :func:`sensitivity_columns` order
+    (for Parquet field metadata)."""
+    model = get_model(model)
+    of, wrt, kind = check_request(model, of, wrt, kind)
+    steps = stepped_inputs(model)
+    info = []
+    for o in of:
+        for w in wrt:
+            how = (f" (discrete difference to the next {w})" if w in steps else "")
+            if kind in ("gradient", "both"):
+                info.append((gradient_column(o, w), gradient_unit(model, o, w),
+                             f"d {o} / d {w}{how}"))
+            if kind in ("elasticity", "both"):
+                info.append((elasticity_column(o, w), "",
+                             f"elasticity d ln {o} / d ln {w}{how}"))
+    return info
+
+
 def _elasticity(grad, x, y):
     """``grad x / y``; for ``y == 0``: 0 if ``grad == 0`` else NaN (double where)."""
     zero = y == 0

@@ -17,8 +17,11 @@ terminating:
    leave the bracket or does not halve the step before last; at most
    ``ITERATIONS`` steps (``jax.lax.while_loop`` with a cap).
 3. **Check.**  ``reached`` is true when a bracket was found and the output at
-   the solution is within ``sqrt(eps)`` (relative) of the target: an honest
-   test even where the model jumps (a relaxed count crossing a validity rule).
+   the solution is within ``eps^(3/4)`` (relative: 2e-12 in float64, 7e-6 in
+   float32) of the target: an honest test even where the model jumps (a
+   relaxed count crossing a validity rule).
+   An output that is flat and already at the target to that tolerance (no
+   sign change to bracket) is reached at the grid point nearest the start.
 
 When the target is out of reach, the **limit** is the best value the output
 takes on the grid in the target's direction, including the domain's ends.
@@ -38,6 +41,7 @@ invalid, e.g. a relaxed layer count that no longer splits over the stages, so
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -146,6 +150,21 @@ def solve_columns(output: str, vary: str) -> list[str]:
             "solve_blocked"]
 
 
+def solve_column_info(model: Model | str, output: str, vary: str) -> list[tuple[str, str, str]]:
+    """``(name, unit, meaning)`` of each :func:`solve_columns` column (Parquet metadata);
+    the reached and blocked flags are booleans, the rest floats."""
+    model = get_model(model)
+    out_unit = model.output_field(output).unit
+    in_unit = model.input_field(vary).unit
+    return [
+        (f"solved_{vary}", in_unit, f"{vary} at which {output} reaches the target (NaN: not)"),
+        ("solve_reached", "", f"the {output} target is reached by varying {vary}"),
+        (f"solve_limit_{output}", out_unit, f"best {output} reachable by varying {vary}"),
+        (f"solve_limit_{vary}", in_unit, f"{vary} where that limit is reached (inf: infinite)"),
+        ("solve_blocked", "", f"some values of {vary} gave invalid configurations"),
+    ]
+
+
 def solve_kernel(
     model: Model | str, target_output: str, target_value: float, vary: str, *,
     expansions: int = EXPANSIONS, iterations: int = ITERATIONS,
@@ -220,7 +239,15 @@ def _solver(model: Model, output: str, vary: str, expansions: int, iterations: i
         root = jnp.where(ga == 0, a, jnp.where(gb == 0, b, root))
         residual = g(root)
         scale = jnp.where(target != 0, abs(target), jnp.nanmax(jnp.abs(gv + target)))
-        reached = found & (jnp.abs(residual) <= jnp.sqrt(jnp.finfo(dtype).eps) * scale)
+        tol = jnp.finfo(dtype).eps ** 0.75 * scale
+        refined = found & (jnp.abs(residual) <= tol)
+        # A flat output already at the target to rounding, with no sign change
+        # (throughput against accumulation steps when the step scales with m):
+        # the grid point nearest the start that is within tolerance.
+        close = finite & (jnp.abs(gv) <= tol)
+        nearest = jnp.argmin(jnp.where(close, jnp.abs(jnp.arange(pts.shape[0]) - i0), jnp.inf))
+        root = jnp.where(refined, root, pts[nearest])
+        reached = refined | jnp.any(close)
 
         # The limit in the target's direction, over the grid and the domain's ends.
         high_end = jnp.asarray(jnp.inf if field.high is None else field.high, dtype)
@@ -296,7 +323,8 @@ class Solution:
     """The answer for one configuration or a batch (arrays of the batch shape).
 
     Attributes:
-      output, target, vary: the question.
+      output, target, vary: the question (``target`` a float, or an array of
+        one target per configuration).
       start: ``vary``'s value as given; ``start_value``: the output there.
       solved: the value of ``vary`` reaching the target (NaN where not reached).
       reached: bool.
@@ -329,7 +357,8 @@ def solve(
     Args:
       inputs: input values by name (scalars or arrays broadcast together);
         missing inputs take the model's defaults.  ``vary``'s value is the start.
-      target: ``(output, value)`` or ``"output=value"``.
+      target: ``(output, value)`` or ``"output=value"``; ``value`` may be an
+        array broadcast with the inputs (one target per configuration).
       vary: a continuous input.
       model: model name or ``Model``.
       x64: compute in float64.
@@ -340,21 +369,35 @@ def solve(
     """
     model = get_model(model)
     output, value = parse_target(target, model) if isinstance(target, str) else target
-    output, value, vary = check_solve(model, output, value, vary)
+    values = np.asarray(value)
+    if values.ndim == 0:
+        output, value, vary = check_solve(model, output, value, vary)
+        values = np.asarray(value)
+    else:
+        for v in values.ravel()[:1]:
+            check_solve(model, output, float(v), vary)
+        if values.dtype.kind not in "iuf" or not np.isfinite(values).all():
+            raise SpecError(f"solve target: values of {output} must be finite numbers")
+        value = values
     arrays = resolve_inputs(model, inputs or {})
-    shape = next(iter(arrays.values())).shape
+    try:
+        shape = np.broadcast_shapes(next(iter(arrays.values())).shape, values.shape)
+    except ValueError:
+        raise SpecError(f"solve target: shape {values.shape} does not broadcast with the "
+                        "inputs") from None
     dtype = float_dtype(x64)
     with computing():
-        flat = model.inputs_type(*(a.reshape(-1).astype(dtype) for a in arrays.values()))
-        fn = _batched(model, output, vary)
-        cols, start_value = jax.device_get(fn(flat, jnp.asarray(value, dtype)))
+        flat = model.inputs_type(*(np.broadcast_to(a, shape).reshape(-1).astype(dtype)
+                                   for a in arrays.values()))
+        targets = np.broadcast_to(values, shape).reshape(-1).astype(dtype)
+        cols, start_value = jax.device_get(_batched(model, output, vary)(flat, targets))
 
     def arr(v):
         return np.asarray(v).reshape(shape)
 
     return Solution(
         output=output, target=value, vary=vary,
-        start=arrays[vary].astype(dtype), start_value=arr(start_value),
+        start=np.broadcast_to(arrays[vary], shape).astype(dtype), start_value=arr(start_value),
         solved=arr(cols[f"solved_{vary}"]), reached=arr(cols["solve_reached"]),
         limit=arr(cols[f"solve_limit_{output}"]), limit_at=arr(cols[f"solve_limit_{vary}"]),
         blocked=arr(cols["solve_blocked"]),
@@ -366,7 +409,7 @@ _CACHE: dict[tuple, Callable] = {}
 
 def _batched(model: Model, output: str, vary: str):
     """``jit(vmap(...))`` of the solver and the output at the start (cached; the
-    target is an argument, so new targets do not recompile)."""
+    targets are an argument, one per row, so new targets do not recompile)."""
     key = (model, output, vary)
     if key not in _CACHE:
         solver = _solver(model, output, vary, EXPANSIONS, ITERATIONS)
@@ -374,7 +417,7 @@ def _batched(model: Model, output: str, vary: str):
         def row(x, target):
             return solver(x, target), getattr(model.apply(x), output)
 
-        _CACHE[key] = jax.jit(jax.vmap(row, in_axes=(0, None)))
+        _CACHE[key] = jax.jit(jax.vmap(row))
     return _CACHE[key]
 
 
@@ -392,6 +435,8 @@ def describe(solution: Solution, model: Model | str = DEFAULT_MODEL, index: int 
         return f"{v:.6g} {unit}".rstrip() if unit not in ("%",) else f"{v:.4g}%"
 
     start, start_value = at(s.start), at(s.start_value)
+    target = float(np.broadcast_to(s.target, np.shape(s.start)).reshape(-1)[index])
+    s = dataclasses.replace(s, target=target)
     if not math.isfinite(start_value):
         return (f"the configuration is invalid (its {s.output} is undefined), so no value of "
                 f"{s.vary} can reach {s.output} = {q(s.target, unit_out)}")

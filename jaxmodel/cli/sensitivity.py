@@ -17,7 +17,12 @@ from jaxmodel.cli.common import (
 )
 from jaxmodel.models import Model
 from jaxmodel.report import printed_inputs
-from jaxmodel.sensitivity import Sensitivities, sensitivities, stepped_inputs
+from jaxmodel.sensitivity import (
+    Sensitivities,
+    gradient_unit,
+    sensitivities,
+    stepped_inputs,
+)
 
 
 def _names(values: list[str] | None) -> list[str] | None:
@@ -30,18 +35,6 @@ def _names(values: list[str] | None) -> list[str] | None:
 def _num(v: Any) -> float | None:
     v = float(v)
     return v if math.isfinite(v) else None
-
-
-def _unit(text: str, fallback: str) -> str:
-    """A field's unit without its parenthetical note (``GB/s (1 GB = ...)`` -> ``GB/s``)."""
-    return text.split(" (")[0].strip() or fallback
-
-
-def gradient_unit(model: Model, output: str, input_name: str) -> str:
-    """``"ms per GB/s"``: the unit of d(output) / d(input)."""
-    out = _unit(model.output_field(output).unit, "")
-    per = _unit(model.input_field(input_name).unit, input_name)
-    return f"{out} per {per}".strip() if out else f"per {per}"
 
 
 def document(model: Model, values: dict[str, float], s: Sensitivities) -> dict[str, Any]:
