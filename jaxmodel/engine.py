@@ -52,6 +52,7 @@ from jaxmodel.sink import (
     input_column,
     output_column,
     part_files,
+    to_table,
 )
 from jaxmodel.space import IndexSpace
 from jaxmodel.spec import SweepSpec
@@ -125,7 +126,8 @@ class Plan:
     """
 
     def __init__(self, spec: SweepSpec, *, x64: bool = False, chunk_size: int = DEFAULT_CHUNK,
-                 devices: Sequence | None = None, extras: Sequence[Extra] = ()):
+                 devices: Sequence | None = None, extras: Sequence[Extra] = (),
+                 reducer=None):
         if not 1 <= chunk_size <= MAX_CHUNK:
             raise SpecError(f"--chunk-size: got {chunk_size}; allowed: a whole number "
                             f"from 1 to {MAX_CHUNK} (2**30)")
@@ -167,10 +169,25 @@ class Plan:
             if pa.types.is_floating(c.type) and name not in spec.varied:
                 raise SpecError(f"output.partition_by: {name!r} is a computed float; "
                                 "partition by inputs or categories")
+        self.reducer = reducer
+        self.num_groups = 1
+        if reducer is not None:
+            if out.partition_by:
+                raise SpecError("output.partition_by: not with [reduce] (one reduced table)")
+            needed = [getattr(reducer, a) for a in ("by", "x", "y") if hasattr(reducer, a)]
+            needed += list(getattr(reducer, "group_by", ()))
+            for name in needed:
+                if name not in self.all_columns:
+                    raise SpecError(f"reduce: unknown column {name!r}"
+                                    f"{closest(name, self.all_columns)}")
+                if name not in wanted:
+                    wanted.append(name)
+            self._check_groups(getattr(reducer, "group_by", ()))
         if CONFIG_ID not in wanted:
             wanted.insert(0, CONFIG_ID)
         self.columns = [self.all_columns[n] for n in wanted]
         self.traces = 0
+        self._reduce_step = jax.jit(self._reduce_fn, donate_argnums=0)
         self._step = jax.jit(self._step_fn)
         self._slices: dict[int, Callable] = {}
         with computing():
@@ -180,6 +197,47 @@ class Plan:
             )
             self.tables = jax.device_put(
                 self.space.tables, NamedSharding(self.mesh, PartitionSpec()))
+
+    def _check_groups(self, group_by: Sequence[str]) -> None:
+        """Group columns must be grid inputs or category outputs (known group counts)."""
+        grid = {n for d in self.spec.dims for n in d.names}
+        for name in group_by:
+            if name not in grid and name not in self.categories:
+                raise SpecError(
+                    f"reduce.group_by: {name!r} is neither an input varied in [axes]/[[zip]] "
+                    f"nor a category ({', '.join(self.categories)})")
+        in_grid = [n for n in group_by if n in grid]
+        count = 1
+        for d in self.spec.dims:
+            if any(n in d.names for n in in_grid):
+                count *= d.size
+        for name in group_by:
+            if name in self.categories:
+                count *= len(self.categories[name])
+        self.num_groups = count
+
+    def group_ids(self, cols, digits):
+        """Group index of each row: grid digits, then category codes (mixed radix)."""
+        group_by = getattr(self.reducer, "group_by", ())
+        in_grid = [n for n in group_by if n not in self.categories]
+        if in_grid:
+            gid, _ = self.space.group_ids(digits, in_grid)
+        else:
+            gid = jnp.zeros(cols[CONFIG_ID].shape, dtype=jnp.int64)
+        for name in group_by:
+            if name in self.categories:
+                gid = gid * len(self.categories[name]) + cols[name].astype(jnp.int64)
+        return gid
+
+    def state_dtypes(self) -> dict[str, np.dtype]:
+        """Device dtypes of the kept columns (categories are int32 codes there)."""
+        out = {}
+        for c in self.columns:
+            if c.categories:
+                out[c.name] = np.dtype(np.int32)
+            else:
+                out[c.name] = np.dtype(c.type.to_pandas_dtype())
+        return out
 
     # -- device side -------------------------------------------------------
     def evaluate_rows(self, ids, tables, digits=None) -> dict[str, jax.Array]:
@@ -210,6 +268,37 @@ class Plan:
             (idx,) = jnp.nonzero(keep, size=keep.shape[0], fill_value=0)
             out = {k: v[idx] for k, v in out.items()}
         return out, count, valid
+
+    def _reduce_fn(self, state, start, start_digits, offsets, tables):
+        self.traces += 1
+        ids = start + offsets
+        real = (offsets < self.chunk_size) & (ids < self.size)
+        digits = self.space.chunk_digits(start_digits, offsets) if self.space.radices else None
+        cols = self.evaluate_rows(ids, tables, digits)
+        keep = real
+        if self.filter is not None:
+            keep = keep & self.filter.evaluate_jax(cols, self.categories)
+        count = jnp.sum(keep, dtype=jnp.int64)
+        valid = jnp.sum(keep & cols["valid_layout"], dtype=jnp.int64)
+        gid = self.group_ids(cols, digits) if hasattr(self.reducer, "group_by") else None
+        out = {c.name: cols[c.name] for c in self.columns}
+        return self.reducer.update(state, out, keep, gid), count, valid
+
+    def reduce_step(self, state, chunk: int):
+        """Fold chunk ``chunk`` into the reducer state (asynchronously)."""
+        start = chunk * self.chunk_size
+        return self._reduce_step(state, np.int64(start), self.space.start_digits(start),
+                                 self.offsets, self.tables)
+
+    def init_state(self, loaded=None):
+        """A fresh reducer state (or ``loaded``, a checkpoint's), replicated on the mesh
+        exactly as the step returns it, so that the step compiles once."""
+        with computing():
+            state = self.reducer.init(self.state_dtypes(), self.num_groups)
+            if loaded is not None:
+                state = jax.tree_util.tree_map(
+                    lambda ref, v: np.asarray(v, dtype=ref.dtype), state, loaded)
+            return jax.device_put(state, NamedSharding(self.mesh, PartitionSpec()))
 
     def step(self, chunk: int):
         """Dispatch chunk ``chunk`` (asynchronously); returns device values."""
@@ -419,6 +508,9 @@ def run_sweep(plan: Plan, directory: Path, *, resume: bool = False, overwrite: b
       DatasetExists / SpecError: directory problems, before any computation.
       SweepInterrupted: Ctrl-C; finished chunks are on disk, ``--resume`` continues.
     """
+    if plan.reducer is not None:
+        return run_reduce(plan, directory, resume=resume, overwrite=overwrite, process=process,
+                          processes=processes, quiet=quiet, progress_stream=progress_stream)
     directory = Path(directory)
     meta = dataset_metadata(plan)
     prepare_directory(directory, meta, process=process, processes=processes,
@@ -476,3 +568,179 @@ def run_sweep(plan: Plan, directory: Path, *, resume: bool = False, overwrite: b
 
 def dataset_bytes(directory: Path) -> int:
     return sum(p.stat().st_size for p in part_files(directory))
+
+
+# -- reductions ---------------------------------------------------------------
+
+CHECKPOINT_SECONDS = 10.0
+
+
+def _flatten(state, prefix="") -> dict[str, np.ndarray]:
+    out = {}
+    for key, value in state.items():
+        if isinstance(value, dict):
+            out.update(_flatten(value, f"{prefix}{key}/"))
+        else:
+            out[prefix + key] = np.asarray(value)
+    return out
+
+
+def _unflatten(flat: dict[str, np.ndarray]) -> dict:
+    out: dict = {}
+    for key, value in flat.items():
+        node = out
+        *parents, leaf = key.split("/")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
+    return out
+
+
+def save_checkpoint(path: Path, state, info: dict[str, Any]) -> None:
+    """A reducer state and what it covers, written atomically (tmp + rename)."""
+    flat = _flatten(jax.device_get(state))
+    tmp = path.with_name("." + path.name + ".tmp")
+    with open(tmp, "wb") as fh:
+        np.savez(fh, __info__=np.array(json.dumps(info)), **flat)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def load_checkpoint(path: Path) -> tuple[dict, dict[str, Any]]:
+    with np.load(path) as data:
+        flat = {k: data[k] for k in data.files if k != "__info__"}
+        info = json.loads(str(data["__info__"]))
+    return _unflatten(flat), info
+
+
+def _checkpoint_path(directory: Path, process: int) -> Path:
+    return directory / f"_reduce-p{process:04d}.npz"
+
+
+def run_reduce(plan: Plan, directory: Path, *, resume: bool, overwrite: bool, process: int,
+               processes: int, quiet: bool, progress_stream=None) -> SweepResult:
+    """A sweep whose rows are folded on the device by ``plan.reducer``.
+
+    Each process checkpoints its state (``_reduce-pNNNN.npz``, atomically)
+    every ``CHECKPOINT_SECONDS`` and at the end, so ``--resume`` continues
+    from the last checkpoint.  The process that finds every process's final
+    state on disk merges them (the reducers' merge is order-free) and writes
+    the reduced rows as the dataset's one part.
+    """
+    directory = Path(directory)
+    meta = dataset_metadata(plan)
+    prepare_directory(directory, meta, process=process, processes=processes,
+                      resume=resume, overwrite=overwrite)
+    ckpt = _checkpoint_path(directory, process)
+    done: set[int] = set()
+    counts = {"rows": 0, "valid": 0}
+    state = plan.init_state()
+    if ckpt.exists() and resume:
+        loaded, info = load_checkpoint(ckpt)
+        state = plan.init_state(loaded)
+        done = {c for a, b in info["chunks"] for c in range(a, b)}
+        counts = info["counts"]
+    owned = my_chunks(plan.num_chunks, process, processes)
+    todo = [k for k in owned if k not in done]
+    result = SweepResult(directory, plan.size, skipped_chunks=len(owned) - len(todo))
+    configs_todo = sum(min(plan.chunk_size, plan.size - k * plan.chunk_size) for k in todo)
+    progress = Progress(configs_todo, not quiet, progress_stream)
+    start = time.perf_counter()
+    last_save = start
+    configs_done = 0
+    pending_counts = []
+
+    def checkpoint(complete: bool) -> None:
+        for c, v in pending_counts:
+            counts["rows"] += int(c)
+            counts["valid"] += int(v)
+        pending_counts.clear()
+        save_checkpoint(ckpt, state, {"chunks": _runs(done), "counts": counts,
+                                      "complete": complete, "processes": processes})
+
+    with computing(), _StopFlag() as stop:
+        for i, k in enumerate(todo):
+            t0 = time.perf_counter()
+            state, count, valid = plan.reduce_step(state, k)
+            if i == 0:
+                jax.block_until_ready(state)
+                result.compile_seconds = time.perf_counter() - t0
+            pending_counts.append((count, valid))
+            done.add(k)
+            result.chunks += 1
+            configs_done += min(plan.chunk_size, plan.size - k * plan.chunk_size)
+            progress.update(configs_done, 0)
+            if time.perf_counter() - last_save > CHECKPOINT_SECONDS:
+                checkpoint(False)
+                last_save = time.perf_counter()
+            if stop.set:
+                break
+        progress.finish()
+        interrupted = stop.set and result.chunks < len(todo)
+        checkpoint(not interrupted)
+    result.seconds = time.perf_counter() - start
+    result.extra["configurations_done"] = configs_done
+    if interrupted:
+        result.interrupted = True
+        raise SweepInterrupted(result)
+    result.extra["merged"] = _merge_if_last(plan, directory, meta)
+    result.valid_rows = counts["valid"]
+    result.extra["kept_rows"] = counts["rows"]
+    if result.extra["merged"] is not None:
+        result.reduced = result.extra["merged"]
+        result.rows = len(result.reduced[CONFIG_ID])
+        result.parts = 1
+    result.bytes = dataset_bytes(directory)
+    return result
+
+
+def _runs(chunks) -> list[list[int]]:
+    runs: list[list[int]] = []
+    for c in sorted(chunks):
+        if runs and runs[-1][1] == c:
+            runs[-1][1] = c + 1
+        else:
+            runs.append([c, c + 1])
+    return runs
+
+
+def _merge_if_last(plan: Plan, directory: Path, meta: dict[str, Any]):
+    """Merge every process's final state into the reduced part, once.
+
+    Returns the reduced rows if this process wrote them, else ``None`` (another
+    process will, when it finishes: each writes its final state before
+    looking, so the last one to finish always sees all of them).
+    """
+    from jaxmodel.reduce import merge_states
+
+    paths = sorted(directory.glob("_reduce-p*.npz"))
+    states, covered = [], set()
+    for path in paths:
+        state, info = load_checkpoint(path)
+        if not info["complete"]:
+            return None
+        states.append(state)
+        covered |= {c for a, b in info["chunks"] for c in range(a, b)}
+    if covered != set(range(plan.num_chunks)):
+        return None
+    lock = directory / "_reduce-merge.lock"
+    try:
+        fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return None
+    os.close(fd)
+    merged = merge_states(plan.reducer, states)
+    rows = plan.reducer.rows(merged)
+    writer = PartWriter(directory, 0, plan.columns, file_metadata=file_metadata(meta),
+                        rows_per_file=1 << 62, row_group_size=plan.spec.output.row_group_size,
+                        compression=plan.spec.output.compression)
+    n = len(rows[CONFIG_ID])
+    writer._chunks = list(range(plan.num_chunks))
+    if n:
+        writer._tables = [to_table(plan.columns, rows, writer.full_schema)]
+    writer._rows = n
+    writer.flush()
+    if getattr(plan.reducer, "overflowed", None) and plan.reducer.overflowed(merged):
+        rows["__overflow__"] = np.array([True])
+    return rows

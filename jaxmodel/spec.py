@@ -6,8 +6,9 @@ and where to write it::
     model = "seed"                       # optional; the default model
     filter = "valid_layout and mfu_percent >= 40"    # optional, see jaxmodel.expr
 
-    [base]                               # fixed inputs (default: the seed inputs)
-    model_params_b = 70
+    [base]                               # fixed inputs (default: the model's defaults)
+    gpu = "h100-sxm"                     # optional presets (jaxmodel presets), then
+    model_params_b = 70                  # explicit values, which win
 
     [axes]                               # the grid: one dimension per input
     link_bandwidth_gb_s = {geomspace = [50, 3200, 64]}
@@ -351,11 +352,24 @@ def parse_spec(text: str, name: str = "sweep") -> SweepSpec:
     base_table = data.get("base", {})
     if not isinstance(base_table, dict):
         raise SpecError("base: expected a table of input values")
+    presets = {k: base_table[k] for k in ("gpu", "llm") if k in base_table}
+    if presets:
+        from jaxmodel.presets import apply_presets
+
+        for key, name in presets.items():
+            if not isinstance(name, str):
+                raise SpecError(f"base.{key}: expected a preset name, got {name!r} "
+                                "(see 'jaxmodel presets')")
+        try:
+            base.update(apply_presets(model, **presets))
+        except InputError as e:
+            raise InputError(f"base.{e.field}", e.value, e.allowed) from None
     for key, value in base_table.items():
+        if key in presets:
+            continue
         f = _input(model, key, "base")
         try:
-            base[key] = f.check_scalar(value) if not isinstance(value, bool) else \
-                f.check_scalar(value)
+            base[key] = f.check_scalar(value)
         except InputError as e:
             raise InputError(f"base.{key}", e.value, e.allowed) from None
 

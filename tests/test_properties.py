@@ -64,12 +64,6 @@ def test_mfu_in_zero_to_hundred(config):
     assert out.scaling_efficiency_percent == out.mfu_percent
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="models/seed.py forms mfu as (100 compute) / step, which rounds to one ulp "
-    "above 100 when step == compute; 100 (compute / step) cannot exceed 100 "
-    "(correctly rounded division is monotone).  Found by the property above.",
-)
 def test_mfu_is_exactly_at_most_100():
     # t = p = 1 (no tp, pp, bubble), d = 8 and b m s >= F / B: step == compute.
     out = evaluate({"model_params_b": 1.0, "num_gpus": 8, "tensor_parallel": 1,

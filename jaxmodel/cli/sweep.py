@@ -123,6 +123,15 @@ def sweep_command(
         typer.echo(f"nothing to do: {directory} is complete ({result.skipped_chunks} chunks)")
         return
     share = f" (process {process} of {processes})" if processes > 1 else ""
+    if plan.reducer is not None:
+        kept = result.extra["kept_rows"]
+        head = (f"reduced {result.configurations_done:,} configurations{share} "
+                f"({kept:,} kept by the filter, {result.valid_rows:,} valid) ")
+        tail = (f"to {result.rows:,} rows -> {directory}" if result.reduced is not None else
+                "; the reduced rows are written by the last process to finish")
+        typer.echo(head + f"in {result.seconds:.2f} s ({result.rate:,.0f} configurations/s, "
+                   f"compile {result.compile_seconds:.2f} s) " + tail)
+        return
     typer.echo(
         f"wrote {result.rows:,} rows ({result.valid_rows:,} valid) of "
         f"{result.configurations_done:,} configurations{share} in {result.seconds:.2f} s "

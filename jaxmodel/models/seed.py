@@ -215,7 +215,9 @@ def seed_model(x: SeedInputs) -> SeedOutputs:
     dp = positive_part(dp_raw - backward)
     step = compute + tp + pp + bubble + dp
 
-    mfu = 100.0 * compute / step
+    # 100 (compute / step), not (100 compute) / step: a correctly rounded
+    # quotient of compute <= step is <= 1, so MFU never rounds above 100.
+    mfu = 100.0 * (compute / step)
     throughput = tokens / step * 1e3
     bottleneck, regime = bottleneck_and_regime(
         jnp.stack([compute, tp, pp, bubble, dp]), mfu, valid
