@@ -6,7 +6,6 @@ filtered, so hypothesis never discards examples.
 """
 
 import numpy as np
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
