@@ -94,14 +94,21 @@ def sweep_command(
             plan = build_plan(spec, x64=x64, chunk_size=stored)
     if dry_run:
         est = estimate(plan)
+        rows = ("expected rows: " + (f"{plan.size:,}" if plan.filter is None else
+                                     f"~{est['rows']:,.0f} (filter keeps "
+                                     f"{100 * est['keep_fraction']:.3g}% of a probe of "
+                                     f"{est['probe']:,})"))
+        size = f"expected bytes: ~{_human_bytes(est['bytes'])}"
+        if plan.reducer is not None:
+            r = plan.reducer
+            most = getattr(r, "k", None) or getattr(r, "capacity", None) or plan.num_groups
+            rows = rows.replace("expected rows", "rows reaching the reduction")
+            size = f"reduced rows: at most {most:,} (a few KB)"
         lines = [
             f"configurations: {plan.size:,}",
             f"chunks: {plan.num_chunks:,} of {plan.chunk_size:,}",
-            ("expected rows: " + (f"{plan.size:,}" if plan.filter is None else
-                                  f"~{est['rows']:,.0f} (filter keeps "
-                                  f"{100 * est['keep_fraction']:.3g}% of a probe of "
-                                  f"{est['probe']:,})")),
-            f"expected bytes: ~{_human_bytes(est['bytes'])}",
+            rows,
+            size,
             f"expected time: ~{est['seconds']:,.1f} s "
             f"({est['rate']:,.0f} configurations/s measured on the probe)",
             f"output: {directory}",
