@@ -132,11 +132,15 @@ class TopK:
         """``2k`` rows of a long chunk that surely hold its ``k`` best.
 
         A multi-key sort of the whole chunk is slow; ``lax.top_k`` on float32
-        is fast (but breaks no ties).  So: ``thr``, the ``k``-th best metric
-        rounded to float32 (rounding is monotone, so every one of the ``k``
-        best rows has a rounded metric ``>= thr``); if at most ``2k`` valid
-        rows reach ``thr`` they are the candidates, else (many ties) the
-        chunk is sorted exactly after all.  Either way the result is exact.
+        is fast but breaks no ties.  So: ``thr``, the ``k``-th best metric
+        rounded to float32 (rounding is monotone, so each of the ``k`` best
+        rows has a rounded metric ``>= thr``).  Fewer than ``k`` valid rows
+        are above ``thr``; all of them are candidates.  Of the rows at ``thr``
+        (often many: layouts that differ only in how b m is split tie
+        exactly), all are candidates if few, else -- when their exact metrics
+        are equal and their config ids span less than 2**24 (exact in
+        float32) -- the ``k`` lowest config ids, by a second ``top_k``.  Only
+        if that still leaves more than ``2k`` rows is the chunk sorted whole.
         """
         n = bad.shape[0]
         size = 2 * self.k
@@ -147,7 +151,18 @@ class TopK:
         # min of the k values, not [k - 1]: XLA:CPU turns top_k + slice into
         # a slow sort (measured: 5 against 600 M rows/s).
         thr = jnp.min(lax.top_k(score, self.k)[0])
-        pick = ~bad & (score >= thr)
+        above = ~bad & (score > thr)
+        tie = ~bad & (score == thr)
+
+        cid = chunk[CONFIG_ID]
+        lo = jnp.min(jnp.where(tie, cid, jnp.iinfo(cid.dtype).max))
+        hi = jnp.max(jnp.where(tie, cid, jnp.iinfo(cid.dtype).min))
+        key_lo = jnp.min(jnp.where(tie, key, jnp.max(key)))
+        key_hi = jnp.max(jnp.where(tie, key, jnp.min(key)))
+        rank = jnp.where(tie, -(cid - lo).astype(jnp.float32), -jnp.inf)
+        rank_thr = jnp.min(lax.top_k(rank, self.k)[0])
+        by_id = (key_lo == key_hi) & (hi - lo < (1 << 24))
+        pick = above | (tie & (~by_id | (rank >= rank_thr)))
         count = jnp.sum(pick)
 
         def few():

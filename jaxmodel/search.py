@@ -261,14 +261,48 @@ def search(model: str | Model, values: Mapping[str, float], *, global_batch: int
         group_ids = group_ids.reshape(-1).astype(np.int64)
     enumerate_s = time.perf_counter() - start
 
-    chunk = chunk or min(DEFAULT_CHUNK, max(256, 1 << (n - 1).bit_length()))
-    dtype = float_dtype(x64)
     layout = {k: cand[k] for k in LAYOUT_AXES}
-    fixed = {k: np.asarray(v, dtype) for k, v in values.items() if k not in layout}
     reducers: tuple = (TopK(by, top, maximize),)
     if group_by:
         reducers += (GroupBest(by, group_by, maximize),)
-    num_groups = 1 if group_keys is None else len(group_keys)
+    run = evaluate_and_reduce(model, values, layout, reducers, x64=x64, chunk=chunk,
+                              group_ids=group_ids,
+                              num_groups=1 if group_keys is None else len(group_keys))
+    return SearchResult(
+        top=reducers[0].rows(run.states[0]),
+        per_group=reducers[1].rows(run.states[1]) if group_by else None,
+        candidates=n, valid=run.valid, enumerate_s=enumerate_s, compile_s=run.compile_s,
+        run_s=run.run_s, chunk=run.chunk, chunks=run.chunks, global_batch=global_batch,
+        by=by, maximize=maximize, group_by=group_by,
+    )
+
+
+@dataclass
+class EngineRun:
+    """Final reducer states and the cost of getting them (see ``evaluate_and_reduce``)."""
+
+    states: tuple
+    valid: int
+    compile_s: float
+    run_s: float
+    chunk: int
+    chunks: int
+
+
+def evaluate_and_reduce(model: Model, values: Mapping[str, float],
+                        layout: Mapping[str, np.ndarray], reducers: tuple, *,
+                        x64: bool = False, chunk: int | None = None,
+                        group_ids: np.ndarray | None = None,
+                        num_groups: int = 1) -> EngineRun:
+    """The engine of ``search``: rows ``layout`` (equal-length columns of some
+    inputs) with every other input from ``values``, evaluated in fixed-shape
+    chunks and folded into ``reducers`` on the device; ``config_id`` is the
+    row index.  ``compile_s`` is the one compile; ``run_s`` the transfers,
+    every chunk and the wait for the result."""
+    n = len(next(iter(layout.values())))
+    chunk = chunk or min(DEFAULT_CHUNK, max(256, 1 << (n - 1).bit_length()))
+    dtype = float_dtype(x64)
+    fixed = {k: np.asarray(v, dtype) for k, v in values.items() if k not in layout}
 
     start = time.perf_counter()
     with computing():
@@ -293,16 +327,9 @@ def search(model: str | Model, values: Mapping[str, float], *, global_batch: int
         for lo in range(0, n, chunk):
             carry = compiled(carry, *chunk_args(lo))
         states, valid = jax.block_until_ready(carry)
-        top_rows = reducers[0].rows(states[0])
-        per_group = reducers[1].rows(states[1]) if group_by else None
         run_s = time.perf_counter() - start
-
-    return SearchResult(
-        top=top_rows, per_group=per_group, candidates=n, valid=int(valid),
-        enumerate_s=enumerate_s, compile_s=compile_s, run_s=run_s, chunk=chunk,
-        chunks=-(-n // chunk), global_batch=global_batch, by=by, maximize=maximize,
-        group_by=group_by,
-    )
+    return EngineRun(states=states, valid=int(valid), compile_s=compile_s, run_s=run_s,
+                     chunk=chunk, chunks=-(-n // chunk))
 
 
 def row_dicts(model: Model, rows: Mapping[str, np.ndarray]) -> list[dict[str, Any]]:
@@ -327,5 +354,5 @@ def row_dicts(model: Model, rows: Mapping[str, np.ndarray]) -> list[dict[str, An
     return out
 
 
-__all__ = ["CANDIDATE_COLUMNS", "LAYOUT_AXES", "SearchResult", "divisors",
-           "enumerate_layouts", "global_batch_of", "row_dicts", "search"]
+__all__ = ["CANDIDATE_COLUMNS", "LAYOUT_AXES", "EngineRun", "SearchResult", "divisors",
+           "enumerate_layouts", "evaluate_and_reduce", "global_batch_of", "row_dicts", "search"]

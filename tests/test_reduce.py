@@ -162,6 +162,24 @@ def test_top_k_continuous_metric(dtype):
         assert_rows_equal(r.rows(run(r, rows, mask, 1024)), rows, expected)
 
 
+@pytest.mark.parametrize("case", ["sub_float32_differences", "sparse_config_ids"])
+def test_top_k_falls_back_to_the_exact_sort(case):
+    # Many rows tie once rounded to float32 but differ in float64, or tie
+    # exactly with config ids too far apart for float32: TopK sorts the chunk.
+    rng = np.random.default_rng(4)
+    n = 500
+    rows = {"config_id": rng.permutation(n).astype(np.int64),
+            "a": 1.0 + rng.integers(0, 50, n) * 1e-12}
+    if case == "sparse_config_ids":
+        rows["config_id"] = rows["config_id"] * (1 << 30) + 5
+        rows["a"] = np.round(rows["a"])
+    mask = rng.random(n) < 0.9
+    for k, maximize in [(3, True), (20, False)]:
+        r = TopK("a", k, maximize)
+        expected = ref_top_k(rows, mask, "a", k, maximize)
+        assert_rows_equal(r.rows(run(r, rows, mask, 128)), rows, expected)
+
+
 def test_top_k_by_bool_column():
     rows, mask = make_rows(100, seed=3)
     r = TopK("flag", 10, True)
