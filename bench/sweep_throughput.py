@@ -10,6 +10,8 @@ the same configurations (the bundled default sweep, ~2.9M configurations):
   (d) the engine end to end to Parquet (jaxmodel sweep),
   (e) a raw pyarrow write of the same rows with the same writer settings,
 
+  (f) the engine in memory on the refined model, same axes (vs (a): its cost),
+
 then the peak RSS of a 100M-configuration sweep in a fresh process.
 Targets: (a) >= 20x (b); (d) >= 0.8x (e); peak RSS < 2 GiB.
 
@@ -45,7 +47,7 @@ from reference import seed_reference  # noqa: E402
 
 from jaxmodel.engine import run_sweep  # noqa: E402
 from jaxmodel.precision import computing  # noqa: E402
-from jaxmodel.spec import load_spec  # noqa: E402
+from jaxmodel.spec import load_spec, parse_spec  # noqa: E402
 from jaxmodel.sweep import build_plan  # noqa: E402
 
 SPEC = ROOT / "sweeps" / "default.toml"
@@ -109,6 +111,12 @@ def main() -> None:
     compile_s, engine_s = engine_in_memory(plan)
     rate_a = n / engine_s
 
+    # The refined model on the same axes (its own defaults: Llama-2-70B on H100s).
+    axes = SPEC.read_text().split("[axes]")[1].split("[output]")[0]
+    refined = build_plan(parse_spec('model = "refined"\n[axes]' + axes, "refined"))
+    refined_compile_s, refined_s = engine_in_memory(refined)
+    rate_f = refined.size / refined_s
+
     ids = np.arange(n)
     inputs = plan.space.host_inputs(ids)
     # numpy decodes the grid (np.unravel_index + gathers) and evaluates, like the engine.
@@ -169,10 +177,12 @@ def main() -> None:
         "configurations": n,
         "rates_configs_per_s": {"a_engine_in_memory": rate_a, "b_numpy": rate_b,
                                 "c_python_loop": rate_c, "d_engine_to_parquet": rate_d,
-                                "e_raw_pyarrow_write": rate_e},
-        "compile_seconds": {"in_memory": compile_s, "end_to_end": d_compile},
+                                "e_raw_pyarrow_write": rate_e,
+                                "f_engine_in_memory_refined_model": rate_f},
+        "compile_seconds": {"in_memory": compile_s, "end_to_end": d_compile,
+                            "refined_in_memory": refined_compile_s},
         "ratios": {"a_over_b": rate_a / rate_b, "a_over_c": rate_a / rate_c,
-                   "d_over_e": rate_d / rate_e},
+                   "d_over_e": rate_d / rate_e, "f_over_a": rate_f / rate_a},
         "targets": {"a_over_b": 20.0, "d_over_e": 0.8, "peak_rss_mib": 2048},
         "rss": rss,
         "self_peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
