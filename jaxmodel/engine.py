@@ -47,6 +47,7 @@ from jaxmodel.sink import (
     Column,
     Manifest,
     PartWriter,
+    chunk_runs,
     clean_orphans,
     done_chunks,
     input_column,
@@ -252,7 +253,8 @@ class Plan:
             cols.update(jax.vmap(extra.kernel)(x))
         return cols
 
-    def _step_fn(self, start, start_digits, offsets, tables):
+    def _chunk(self, start, start_digits, offsets, tables):
+        """Every column of one chunk, the kept-row mask, its counts and the digits."""
         self.traces += 1  # runs at trace time only: counts compilations
         ids = start + offsets
         real = (offsets < self.chunk_size) & (ids < self.size)
@@ -263,6 +265,10 @@ class Plan:
             keep = keep & self.filter.evaluate_jax(cols, self.categories)
         count = jnp.sum(keep, dtype=jnp.int64)
         valid = jnp.sum(keep & cols["valid_layout"], dtype=jnp.int64)
+        return cols, keep, count, valid, digits
+
+    def _step_fn(self, start, start_digits, offsets, tables):
+        cols, keep, count, valid, _ = self._chunk(start, start_digits, offsets, tables)
         out = {c.name: cols[c.name] for c in self.columns}
         if self.filter is not None:
             (idx,) = jnp.nonzero(keep, size=keep.shape[0], fill_value=0)
@@ -270,16 +276,7 @@ class Plan:
         return out, count, valid
 
     def _reduce_fn(self, state, start, start_digits, offsets, tables):
-        self.traces += 1
-        ids = start + offsets
-        real = (offsets < self.chunk_size) & (ids < self.size)
-        digits = self.space.chunk_digits(start_digits, offsets) if self.space.radices else None
-        cols = self.evaluate_rows(ids, tables, digits)
-        keep = real
-        if self.filter is not None:
-            keep = keep & self.filter.evaluate_jax(cols, self.categories)
-        count = jnp.sum(keep, dtype=jnp.int64)
-        valid = jnp.sum(keep & cols["valid_layout"], dtype=jnp.int64)
+        cols, keep, count, valid, digits = self._chunk(start, start_digits, offsets, tables)
         gid = self.group_ids(cols, digits) if hasattr(self.reducer, "group_by") else None
         out = {c.name: cols[c.name] for c in self.columns}
         return self.reducer.update(state, out, keep, gid), count, valid
@@ -656,7 +653,7 @@ def run_reduce(plan: Plan, directory: Path, *, resume: bool, overwrite: bool, pr
             counts["rows"] += int(c)
             counts["valid"] += int(v)
         pending_counts.clear()
-        save_checkpoint(ckpt, state, {"chunks": _runs(done), "counts": counts,
+        save_checkpoint(ckpt, state, {"chunks": chunk_runs(done), "counts": counts,
                                       "complete": complete, "processes": processes})
 
     with computing(), _StopFlag() as stop:
@@ -693,16 +690,6 @@ def run_reduce(plan: Plan, directory: Path, *, resume: bool, overwrite: bool, pr
         result.parts = 1
     result.bytes = dataset_bytes(directory)
     return result
-
-
-def _runs(chunks) -> list[list[int]]:
-    runs: list[list[int]] = []
-    for c in sorted(chunks):
-        if runs and runs[-1][1] == c:
-            runs[-1][1] = c + 1
-        else:
-            runs.append([c, c + 1])
-    return runs
 
 
 def _merge_if_last(plan: Plan, directory: Path, meta: dict[str, Any]):

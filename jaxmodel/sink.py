@@ -36,7 +36,7 @@ import json
 import os
 import queue
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -170,7 +170,7 @@ def clean_orphans(directory: Path, processes: Sequence[int]) -> int:
     return removed
 
 
-def _ranges(chunks: Sequence[int]) -> list[list[int]]:
+def chunk_runs(chunks: Iterable[int]) -> list[list[int]]:
     """Sorted chunk numbers as half-open ``[a, b)`` runs."""
     runs: list[list[int]] = []
     for c in sorted(chunks):
@@ -242,7 +242,7 @@ class PartWriter:
                 parts.append(final.relative_to(self.directory).as_posix())
             for parent in {f.parent for _, f in tmp_final}:
                 _fsync_dir(parent)
-        self.manifest.append({"parts": parts, "chunks": _ranges(self._chunks),
+        self.manifest.append({"parts": parts, "chunks": chunk_runs(self._chunks),
                               "rows": self._rows})
         self.rows_written += self._rows
         self.parts_written += len(parts)
