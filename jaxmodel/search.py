@@ -36,7 +36,7 @@ import numpy as np
 from jaxmodel.errors import InputError, SpecError, closest
 from jaxmodel.models import Model, get_model
 from jaxmodel.precision import computing, float_dtype
-from jaxmodel.reduce import CONFIG_ID, GroupBest, TopK
+from jaxmodel.reduce import CONFIG_ID, GroupBest, Pareto, TopK
 
 LAYOUT_AXES = ("tensor_parallel", "pipeline_parallel", "micro_batch", "gradient_accum_steps")
 REQUIRED_INPUTS = LAYOUT_AXES + ("num_gpus", "hidden_dim", "num_layers", "seq_length")
@@ -116,6 +116,8 @@ class SearchResult:
       top: the best rows, best first (metric, then ``config_id`` ascending):
         ``config_id`` and every input and output column, numpy arrays.
       per_group: the best row per group (``group_by``), ascending group, or None.
+      pareto: the Pareto front of ``pareto_of`` (x best first), or None;
+        pareto_overflow: the front outgrew the buffer (then truncated).
       candidates: layouts evaluated; valid: of those, the valid ones.
       enumerate_s, compile_s, run_s: wall seconds of each phase; ``run_s``
         covers the transfers, every chunk and the reduction.
@@ -135,6 +137,9 @@ class SearchResult:
     by: str
     maximize: bool
     group_by: tuple[str, ...] = field(default_factory=tuple)
+    pareto: dict[str, np.ndarray] | None = None
+    pareto_of: tuple | None = None
+    pareto_overflow: bool = False
 
     @property
     def total_s(self) -> float:
@@ -215,7 +220,7 @@ def _columns(model: Model, dtype: np.dtype) -> dict[str, np.dtype]:
 def search(model: str | Model, values: Mapping[str, float], *, global_batch: int,
            by: str = "throughput_tokens_s", maximize: bool = True, top: int = 10,
            allow_idle: bool = False, pinned: Mapping[str, int] | None = None,
-           group_by: Sequence[str] = (), x64: bool = False,
+           group_by: Sequence[str] = (), pareto: tuple | None = None, x64: bool = False,
            chunk: int | None = None) -> SearchResult:
     """Evaluate every layout of ``values``' model and cluster; keep the best.
 
@@ -229,6 +234,8 @@ def search(model: str | Model, values: Mapping[str, float], *, global_batch: int
       pinned: layout axes held at one value.
       group_by: candidate columns (``CANDIDATE_COLUMNS``); if given, also the
         best row per distinct value of them.
+      pareto: ``(x, y, minimize_x, minimize_y)``: also the Pareto front of
+        columns x and y (4,096 points at most).
       chunk: rows per compiled step (default: 65,536, or less for small searches).
 
     Raises:
@@ -245,6 +252,9 @@ def search(model: str | Model, values: Mapping[str, float], *, global_batch: int
             raise SpecError(f"--group-by: {g!r} is not a layout column"
                             f"{closest(g, CANDIDATE_COLUMNS)}; one of "
                             + ", ".join(CANDIDATE_COLUMNS))
+    if pareto is not None:
+        for name in pareto[:2]:
+            _check_column(model, name, "--pareto")
     pinned = dict(pinned or {})
     n_gpus = int(values["num_gpus"])
 
@@ -265,12 +275,20 @@ def search(model: str | Model, values: Mapping[str, float], *, global_batch: int
     reducers: tuple = (TopK(by, top, maximize),)
     if group_by:
         reducers += (GroupBest(by, group_by, maximize),)
+    if pareto is not None:
+        reducers += (Pareto(*pareto),)
     run = evaluate_and_reduce(model, values, layout, reducers, x64=x64, chunk=chunk,
                               group_ids=group_ids,
                               num_groups=1 if group_keys is None else len(group_keys))
+    front = None
+    if pareto is not None:
+        front = reducers[-1].rows(run.states[-1])
+        overflow = reducers[-1].overflowed(run.states[-1])
     return SearchResult(
         top=reducers[0].rows(run.states[0]),
         per_group=reducers[1].rows(run.states[1]) if group_by else None,
+        pareto=front, pareto_of=tuple(pareto) if pareto else None,
+        pareto_overflow=bool(pareto) and overflow,
         candidates=n, valid=run.valid, enumerate_s=enumerate_s, compile_s=run.compile_s,
         run_s=run.run_s, chunk=run.chunk, chunks=run.chunks, global_batch=global_batch,
         by=by, maximize=maximize, group_by=group_by,

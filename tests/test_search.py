@@ -156,6 +156,28 @@ def test_best_per_group_equals_brute_force():
                                [expected[t][1] for t in sorted(expected)], rtol=1e-5)
 
 
+def test_pareto_front_equals_brute_force():
+    # GPUs used (min) against throughput (max), idle GPUs allowed: the front
+    # from jaxmodel.evaluate over every candidate by pairwise dominance.
+    values = {**QUESTION, "num_gpus": 46.0}
+    result = search(SEED, values, global_batch=96, allow_idle=True, chunk=32,
+                    pareto=("used_gpus", "throughput_tokens_s", True, False))
+    cand = enumerate_layouts(46, 5120, 40, 96, allow_idle=True)
+    out = jaxmodel.evaluate(SEED, **{**values, **{k: cand[k] for k in AXES}})
+    x = out.used_gpus.astype(float)
+    y = np.where(out.valid_layout, out.throughput_tokens_s, np.nan).astype(float)
+    front = []
+    for i in np.flatnonzero(~np.isnan(y)):
+        dominated = np.any((x <= x[i]) & (y >= y[i]) & ((x < x[i]) | (y > y[i])))
+        first_of_equal = not np.any((x == x[i]) & (y == y[i]) & (np.arange(len(x)) < i))
+        if not dominated and first_of_equal:
+            front.append(i)
+    front.sort(key=lambda i: (x[i], -y[i]))
+    assert len(front) >= 3
+    assert result.pareto["config_id"].tolist() == front
+    assert not result.pareto_overflow
+
+
 def test_global_batch_options():
     from jaxmodel.search import global_batch_of
 
@@ -218,6 +240,21 @@ def test_best_group_by_table():
     assert [int(r.split()[2]) for r in part] == [1, 2, 4, 8, 16, 32]
 
 
+def test_best_pareto_json():
+    on_500 = [a if a != "512" else "500" for a in ARGS_175B]
+    doc = json.loads(best(*on_500, "--allow-idle", "--pareto",
+                          "min:used_gpus,max:throughput_tokens_s", "--format", "json"))
+    assert doc["pareto_of"] == {"x": "used_gpus", "y": "throughput_tokens_s",
+                                "minimize_x": True, "minimize_y": False, "overflow": False}
+    front = doc["pareto"]
+    used = [r["used_gpus"] for r in front]
+    thr = [r["throughput_tokens_s"] for r in front]
+    assert len(front) >= 2
+    assert used == sorted(used) and thr == sorted(thr)  # more GPUs buy more throughput
+    assert len(set(used)) == len(used)
+    assert max(thr) == doc["top"][0]["throughput_tokens_s"]  # the front ends at the best
+
+
 def test_console_script_end_to_end():
     assert CONSOLE_SCRIPT.exists(), "install the project first (make test does)"
     done = subprocess.run([str(CONSOLE_SCRIPT), "best", *ARGS_175B, "--format", "json",
@@ -247,7 +284,11 @@ def assert_one_line_error(result, *names):
     (["--top", "10001"], ["top"]),
     (["--group-by", "tp"], ["--group-by", "tensor_parallel"]),
     (["--num-gpus", "-4"], ["num_gpus"]),
+    (["--pareto", "used_gpus"], ["--pareto", "two columns"]),
+    (["--pareto", "up:used_gpus,step_time_ms"], ["--pareto", "min:COLUMN"]),
+    (["--pareto", "used_gpus,step_ms"], ["--pareto", "did you mean"]),
+    (["--chunk", "0"], ["--chunk"]),
 ], ids=["indivisible", "pinned", "by", "minimize", "both", "tokens", "zero", "top0", "top-big",
-        "group", "gpus"])
+        "group", "gpus", "pareto-one", "pareto-direction", "pareto-column", "chunk"])
 def test_bad_input_is_one_line(args, names):
     assert_one_line_error(runner.invoke(app, ["best", *args]), *names)

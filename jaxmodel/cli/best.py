@@ -35,10 +35,12 @@ def _cell(value: Any) -> str:
     return f"{value:,.0f}" if abs(value) >= 1e4 else f"{value:,.3f}"
 
 
-def _table(model: Model, rows: list[dict[str, Any]], by: str, title: str) -> list[str]:
+def _table(model: Model, rows: list[dict[str, Any]], first: list[str],
+           title: str) -> list[str]:
+    """Rank, the layout, the ``first`` columns, then the headline outputs."""
     cols = [(name, head) for name, head in _LAYOUT_HEADERS
             if name in rows[0] and (name != "idle_gpus" or any(r[name] for r in rows))]
-    extra = [by] + [n for n in _HEADLINE if n in model.output_names and n != by]
+    extra = first + [n for n in _HEADLINE if n in model.output_names and n not in first]
     cols += [(n, n) for n in extra if n not in dict(cols)]
     cells = [[str(i + 1)] + [_cell(r[name]) for name, _ in cols] for i, r in enumerate(rows)]
     heads = ["rank"] + [head for _, head in cols]
@@ -76,7 +78,30 @@ def _document(model: Model, values: dict[str, float], r: SearchResult,
     if r.per_group is not None:
         doc["group_by"] = list(r.group_by)
         doc["per_group"] = row_dicts(model, r.per_group)
+    if r.pareto is not None:
+        x, y, min_x, min_y = r.pareto_of
+        doc["pareto_of"] = {"x": x, "y": y, "minimize_x": min_x, "minimize_y": min_y,
+                            "overflow": r.pareto_overflow}
+        doc["pareto"] = row_dicts(model, r.pareto)
     return doc
+
+
+def _pareto_option(text: str | None) -> tuple | None:
+    """``"min:a,max:b"`` (``min:`` is the default) -> ``(a, b, True, False)``."""
+    if text is None:
+        return None
+    parts = [p.strip() for p in text.split(",")]
+    if len(parts) != 2 or not all(parts):
+        raise SpecError(f"--pareto: got {text!r}; allowed: two columns X,Y "
+                        "(each optionally prefixed min: or max:)")
+    names, mins = [], []
+    for p in parts:
+        direction, _, name = p.rpartition(":")
+        if direction not in ("", "min", "max"):
+            raise SpecError(f"--pareto: got {p!r}; allowed: a column, min:COLUMN or max:COLUMN")
+        names.append(name)
+        mins.append(direction != "max")
+    return (names[0], names[1], mins[0], mins[1])
 
 
 @with_input_options
@@ -100,6 +125,10 @@ def best_command(
         "--group-by", help="also the best layout per value of these comma-separated layout "
         "columns (tensor_parallel, pipeline_parallel, micro_batch, gradient_accum_steps, "
         "data_parallel)")] = None,
+    pareto: Annotated[str | None, typer.Option(
+        "--pareto", metavar="X,Y", help="also the Pareto front of two columns, each "
+        "minimized, or maximized with a max: prefix (e.g. min:used_gpus,max:throughput_tokens_s"
+        " with --allow-idle)")] = None,
     output_format: Annotated[
         Literal["table", "json"], typer.Option("--format", help="table or json")
     ] = "table",
@@ -127,7 +156,7 @@ def best_command(
     groups = tuple(g.strip() for g in group_by.split(",") if g.strip()) if group_by else ()
     result = search(m, values, global_batch=batch, by=minimize or by or "throughput_tokens_s",
                     maximize=minimize is None, top=top, allow_idle=allow_idle, pinned=pinned,
-                    group_by=groups, x64=x64, chunk=chunk)
+                    group_by=groups, pareto=_pareto_option(pareto), x64=x64, chunk=chunk)
     doc = _document(m, values, result, allow_idle)
     if output_format == "json":
         typer.echo(json.dumps(doc, allow_nan=False))
@@ -137,11 +166,18 @@ def best_command(
     lines = [f"model {m.name}: {q['num_gpus']:,} GPUs, global batch {batch:,} sequences "
              f"({q['global_batch_tokens']:,} tokens); ranked by {result.by} ({direction})"]
     if doc["top"]:
-        lines += [""] + _table(m, doc["top"], result.by, f"best {len(doc['top'])} layouts:")
+        lines += [""] + _table(m, doc["top"], [result.by], f"best {len(doc['top'])} layouts:")
     else:
         lines += ["", "no valid layout"]
     if doc.get("per_group"):
-        lines += [""] + _table(m, doc["per_group"], result.by,
+        lines += [""] + _table(m, doc["per_group"], [result.by],
                                f"best per {', '.join(result.group_by)}:")
+    if result.pareto is not None:
+        x, y, min_x, min_y = result.pareto_of
+        title = (f"Pareto front of {x} ({'min' if min_x else 'max'}) and {y} "
+                 f"({'min' if min_y else 'max'}): {len(doc['pareto'])} layouts"
+                 + (" (truncated: the front outgrew its buffer)" if result.pareto_overflow
+                    else ""))
+        lines += [""] + (_table(m, doc["pareto"], [x, y], title) if doc["pareto"] else [title])
     lines += ["", _summary(result)]
     typer.echo("\n".join(lines))
