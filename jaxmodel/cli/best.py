@@ -110,12 +110,12 @@ def best_command(
     inputs: dict,
     global_batch: Annotated[int | None, typer.Option(
         "--global-batch", help="sequences per optimizer step, b m d "
-        "[default: the configuration's own b m d]")] = None,
+        "(default: the configuration's own b m d)")] = None,
     global_batch_tokens: Annotated[int | None, typer.Option(
         "--global-batch-tokens", help="tokens per optimizer step (a multiple of seq_length)")
     ] = None,
     by: Annotated[str | None, typer.Option(
-        "--by", help="column to maximize [default: throughput_tokens_s]")] = None,
+        "--by", help="column to maximize (default: throughput_tokens_s)")] = None,
     minimize: Annotated[str | None, typer.Option(
         "--minimize", help="column to minimize instead (e.g. step_time_ms)")] = None,
     top: Annotated[int, typer.Option("--top", help="layouts to show (1 to 10,000)")] = 10,
@@ -133,7 +133,7 @@ def best_command(
         Literal["table", "json"], typer.Option("--format", help="table or json")
     ] = "table",
     chunk: Annotated[int | None, typer.Option(
-        "--chunk", help="rows per compiled step [default: 65,536 or fewer]")] = None,
+        "--chunk", help="rows per compiled step (default: 65,536 or fewer)")] = None,
     model: ModelOption = "seed",
     config: ConfigOption = None,
     x64: X64Option = False,
