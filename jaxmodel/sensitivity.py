@@ -9,8 +9,8 @@ Two kinds, both per configuration and vmapped over batches:
   gives e% more output".  Column ``e_<output>__<input>``.
 
 Only float outputs are differentiated (counts, flags and categories are steps).
-Gradients are forward mode (``jax.jacfwd``: one tangent per input asked for,
-all outputs at once), which suits a handful of inputs against many rows.
+Gradients are forward mode (one ``jax.jvp`` per input asked for, all outputs at
+once), which suits a handful of inputs against many rows.
 
 How each input of the seed model is treated:
 
@@ -270,23 +270,22 @@ def sensitivity_kernel(
     def kernel(x) -> dict[str, Any]:
         grads: dict[str, Any] = {}
         elast: dict[str, Any] = {}
-        if smooth:
-            v0 = jnp.stack([getattr(x, w) for w in smooth])
+        y = values(x)
+        for w in smooth:
+            # One jvp per input, the others closed over: their tangents are
+            # symbolic zeros, which XLA drops (about 2.5x faster than jacfwd's
+            # batched tangents on CPU); the primal is shared by CSE.
+            def along(v, w=w):
+                return values(x._replace(**{w: v}))
 
-            def at(v):
-                y = values(x._replace(**{w: v[i] for i, w in enumerate(smooth)}))
-                return y, y
-
-            jac, y = jax.jacfwd(at, has_aux=True)(v0)  # (len(of), len(smooth))
+            v0 = getattr(x, w)
+            _, dy = jax.jvp(along, (v0,), (jnp.ones_like(v0),))
             # The model masks invalid rows with where(valid, v, nan), whose
             # tangent is 0, not NaN: mask the derivatives by the values.
-            jac = jnp.where(jnp.isfinite(y)[:, None], jac, jnp.nan)
-            for j, w in enumerate(smooth):
-                for i, o in enumerate(of):
-                    grads[o, w] = jac[i, j]
-                    elast[o, w] = _elasticity(jac[i, j], v0[j], y[i])
-        else:
-            y = values(x)
+            dy = jnp.where(jnp.isfinite(y), dy, jnp.nan)
+            for i, o in enumerate(of):
+                grads[o, w] = dy[i]
+                elast[o, w] = _elasticity(dy[i], v0, y[i])
         for w in stepped:
             x0 = getattr(x, w)
             x1 = steps[w](x).astype(x0.dtype)
