@@ -8,6 +8,7 @@ import typer
 
 from jaxmodel.cli.best import best_command
 from jaxmodel.cli.eval import eval_command
+from jaxmodel.cli.plot import plot_app
 from jaxmodel.cli.presets import presets_command
 from jaxmodel.cli.sensitivity import sensitivity_command
 from jaxmodel.cli.solve import solve_command
@@ -35,6 +36,7 @@ app.command("sensitivity")(sensitivity_command)
 app.command("solve")(solve_command)
 app.command("sweep")(sweep_command)
 app.command("validate")(validate_command)
+app.add_typer(plot_app, name="plot")
 
 
 def main(argv: list[str] | None = None) -> None:
