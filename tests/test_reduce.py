@@ -180,6 +180,17 @@ def test_top_k_falls_back_to_the_exact_sort(case):
         assert_rows_equal(r.rows(run(r, rows, mask, 128)), rows, expected)
 
 
+def test_top_k_of_ten_thousand():
+    # k at the bound, chunks long enough for the top_k pre-selection
+    rows, mask = make_rows(50_000, seed=12)
+    rng = np.random.default_rng(13)
+    values = np.round(rng.normal(size=50_000), 2).astype(np.float32)  # ~600 distinct values
+    rows["a"] = np.where(np.isnan(rows["a"]), np.nan, values)
+    r = TopK("a", 10_000)
+    expected = ref_top_k(rows, mask, "a", 10_000, True)
+    assert_rows_equal(r.rows(run(r, rows, mask, 25_000)), rows, expected)
+
+
 def test_top_k_by_bool_column():
     rows, mask = make_rows(100, seed=3)
     r = TopK("flag", 10, True)
