@@ -17,6 +17,9 @@ $(STAMP): $(BIN)/python pyproject.toml
 
 run: $(STAMP)
 	$(BIN)/jaxmodel sweep sweeps/default.toml --overwrite
+	$(BIN)/jaxmodel plot heatmap out/default --x link_bandwidth_gb_s --y compute_tflops \
+		--value mfu_percent --where "tensor_parallel * pipeline_parallel >= 16" \
+		-o out/default-mfu.png
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

@@ -20,7 +20,9 @@ Choices:
   Ties go to the earlier category in the column's order; a cell with no valid
   row shows ``invalid``.
 * An axis is drawn on a log scale when its values are positive, span a factor
-  of 8 or more and are closer to evenly spaced in log than in linear terms.
+  of 8 or more and are closer to evenly spaced in log than in linear terms; a
+  few (<= 12) irregular values, or names, are drawn as equal cells labelled
+  with the values; anything else on a linear scale.
 """
 
 from __future__ import annotations
@@ -325,8 +327,11 @@ def plot_breakdown(model: Model, configs: Sequence[Mapping[str, float]], output:
                   ha="right" if len(x) > 4 else "center")
     ax.set_ylabel("step time (ms)")
     ax.set_ylim(0, top * 1.12)
+    ax.yaxis.set_major_formatter(_formatter())
     ax.grid(True, axis="y", alpha=0.3)
-    ax.legend(loc="upper left", fontsize="small", ncols=2)
+    handles, names = ax.get_legend_handles_labels()
+    ax.legend(handles[::-1], names[::-1], title="step-time term", loc="upper left",
+              bbox_to_anchor=(1.01, 1.0), fontsize="small", borderaxespad=0.0)
     ax.set_title(title or f"Step-time breakdown ({model.name} model)")
     _save(fig, output)
     return data
@@ -587,6 +592,11 @@ def regime_data(dataset, x: str, y: str, column: str = "bottleneck", rule: str =
 # ------------------------------------------------------------- grid drawing
 
 
+def _spread(d: np.ndarray) -> float:
+    """How uneven a set of steps is (coefficient of variation; 0: even)."""
+    return float(np.std(d) / np.mean(d)) if len(d) and np.mean(d) > 0 else math.inf
+
+
 def is_geometric(values: np.ndarray) -> bool:
     """Positive, spanning 8x or more, and closer to even in log than in linear spacing."""
     v = np.asarray(values)
@@ -595,11 +605,21 @@ def is_geometric(values: np.ndarray) -> bool:
     v = np.sort(v.astype(np.float64))
     if v[0] <= 0 or v[-1] / v[0] < 8:
         return False
+    return _spread(np.diff(np.log(v))) <= _spread(np.diff(v))
 
-    def spread(d):
-        return float(np.std(d) / np.mean(d)) if np.mean(d) > 0 else math.inf
 
-    return spread(np.diff(np.log(v))) <= spread(np.diff(v))
+def axis_scale(values: np.ndarray) -> str:
+    """``log`` (geometric values), ``linear`` (evenly spaced, or many), or ``index``:
+    a few irregular values (e.g. 312, 500, 989, 2250 TFLOP/s) or names, drawn as
+    equal cells labelled with the values."""
+    v = np.asarray(values)
+    if v.dtype.kind not in "iuf":
+        return "index"
+    if is_geometric(v):
+        return "log"
+    if len(v) <= 2 or _spread(np.diff(np.sort(v.astype(np.float64)))) < 0.05 or len(v) > 12:
+        return "linear"
+    return "index"
 
 
 def _edges(values: np.ndarray, log: bool) -> np.ndarray:
@@ -615,36 +635,38 @@ def _edges(values: np.ndarray, log: bool) -> np.ndarray:
     return np.exp(e) if log else e
 
 
-def _set_axis(ax, which: str, values: np.ndarray, label: str) -> np.ndarray:
-    """Scale, ticks at (up to ~10 of) the grid's own values; returns cell edges or positions."""
-    axis = ax.xaxis if which == "x" else ax.yaxis
-    set_label = ax.set_xlabel if which == "x" else ax.set_ylabel
-    set_scale = ax.set_xscale if which == "x" else ax.set_yscale
-    set_lim = ax.set_xlim if which == "x" else ax.set_ylim
-    set_label(label)
-    numeric = np.asarray(values).dtype.kind in "iuf"
-    if numeric:
-        log = is_geometric(values)
-        edges = _edges(values, log)
-        if log:
-            set_scale("log")
-        set_lim(edges[0], edges[-1])
-        from matplotlib.ticker import FixedLocator, LogLocator, MaxNLocator, NullLocator
+def _set_axis(ax, which: str, values: np.ndarray, label: str) -> tuple[np.ndarray, np.ndarray]:
+    """Scale, label and ticks of one axis; returns the cell edges and centres to draw at."""
+    from matplotlib.ticker import FixedLocator, LogLocator, MaxNLocator, NullLocator
 
-        if len(values) <= 12:  # a tick at every value of the grid
-            axis.set_major_locator(FixedLocator(np.asarray(values, dtype=np.float64)))
-        elif log:  # round values: 10, 20, 50, 100, ...
-            axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-        else:
-            axis.set_major_locator(MaxNLocator(10))
+    axis = ax.xaxis if which == "x" else ax.yaxis
+    (ax.set_xlabel if which == "x" else ax.set_ylabel)(label)
+    set_lim = ax.set_xlim if which == "x" else ax.set_ylim
+    scale = axis_scale(values)
+    if scale == "index":
+        centres = np.arange(len(values), dtype=np.float64)
+        edges = np.arange(len(values) + 1) - 0.5
+        set_lim(edges[0], edges[-1])
+        axis.set_major_locator(FixedLocator(centres))
         axis.set_minor_locator(NullLocator())
-        axis.set_major_formatter(_formatter())
-        return edges
-    edges = np.arange(len(values) + 1) - 0.5
+        shown = [_fmt(v) if np.asarray(values).dtype.kind in "iuf" else str(v) for v in values]
+        axis.set_major_formatter(lambda _v, pos: shown[pos] if pos is not None
+                                 and pos < len(shown) else "")
+        return edges, centres
+    log = scale == "log"
+    edges = _edges(values, log)
+    if log:
+        (ax.set_xscale if which == "x" else ax.set_yscale)("log")
     set_lim(edges[0], edges[-1])
-    (ax.set_xticks if which == "x" else ax.set_yticks)(np.arange(len(values)),
-                                                       [str(v) for v in values])
-    return edges
+    if len(values) <= 12:  # a tick at every value of the grid
+        axis.set_major_locator(FixedLocator(np.asarray(values, dtype=np.float64)))
+    elif log:  # round values: 10, 20, 50, 100, ...
+        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    else:
+        axis.set_major_locator(MaxNLocator(10))
+    axis.set_minor_locator(NullLocator())
+    axis.set_major_formatter(_formatter())
+    return edges, np.asarray(values, dtype=np.float64)
 
 
 def _axis_label(dataset, name: str) -> str:
@@ -662,14 +684,14 @@ def plot_heatmap(dataset, x: str, y: str, value: str, output: str | Path, *,
     data = heatmap_data(dataset, x, y, value, agg, where, batch_size=batch_size)
     fig = _figure(size)
     ax = fig.subplots()
-    xe = _set_axis(ax, "x", data.x_values, _axis_label(dataset, x))
-    ye = _set_axis(ax, "y", data.y_values, _axis_label(dataset, y))
+    xe, xc = _set_axis(ax, "x", data.x_values, _axis_label(dataset, x))
+    ye, yc = _set_axis(ax, "y", data.y_values, _axis_label(dataset, y))
     grid = np.ma.masked_invalid(data.cells)
     mesh = ax.pcolormesh(xe, ye, grid, cmap="viridis", shading="flat")
     cbar = fig.colorbar(mesh, ax=ax)
     cbar.set_label(f"{agg} {_axis_label(dataset, value)}")
     if data.cells.size <= 120:
-        _annotate(ax, data, xe, ye)
+        _annotate(ax, data, xc, yc)
     ax.set_facecolor("#EEEEEE")
     _title(ax, f"{agg} of {value} by {x} and {y}", where, size)
     if np.isnan(data.cells).any():
@@ -690,13 +712,7 @@ def _title(ax, text: str, where: str | None, size: tuple[int, int]) -> None:
     ax.set_title("\n".join(lines), fontsize="medium")
 
 
-def _centers(edges: np.ndarray, values: np.ndarray) -> np.ndarray:
-    v = np.asarray(values)
-    return v.astype(np.float64) if v.dtype.kind in "iuf" else (edges[1:] + edges[:-1]) / 2
-
-
-def _annotate(ax, data: GridData, xe, ye) -> None:
-    xc, yc = _centers(xe, data.x_values), _centers(ye, data.y_values)
+def _annotate(ax, data: GridData, xc: np.ndarray, yc: np.ndarray) -> None:
     finite = data.cells[np.isfinite(data.cells)]
     mid = (finite.min() + finite.max()) / 2 if finite.size else 0.0
     for i, yy in enumerate(yc):
@@ -722,8 +738,8 @@ def plot_regimes(dataset, x: str, y: str, output: str | Path, *, column: str = "
 
     fig = _figure(size)
     ax = fig.subplots()
-    xe = _set_axis(ax, "x", data.x_values, _axis_label(dataset, x))
-    ye = _set_axis(ax, "y", data.y_values, _axis_label(dataset, y))
+    xe, _ = _set_axis(ax, "x", data.x_values, _axis_label(dataset, x))
+    ye, _ = _set_axis(ax, "y", data.y_values, _axis_label(dataset, y))
     palette = [_CATEGORY_COLORS.get(c, f"C{i}") for i, c in enumerate(data.categories)]
     cmap = ListedColormap(palette)
     norm = BoundaryNorm(np.arange(len(palette) + 1) - 0.5, len(palette))
