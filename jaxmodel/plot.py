@@ -13,7 +13,7 @@ aggregates merged, so memory is bounded by the grid, not the dataset.
 Choices:
 
 * Heatmaps aggregate the finite values of a cell (NaN marks an invalid layout;
-  it is skipped).  A cell with no finite value is left blank.
+  it is skipped).  A cell with no finite value is left blank (grey).
 * Regime maps show, per cell, by default the category (``bottleneck``) of the
   row with the highest ``mfu_percent``: what limits the best layout there.
   ``rule="most"`` shows the most frequent category among valid rows instead.
@@ -439,7 +439,7 @@ def heatmap_data(dataset, x: str, y: str, value: str, agg: str = "max",
         partial = part
     if partial is None:
         raise PlotError(f"no rows to plot{' where ' + where if where else ''}")
-    xs, ys, xi, yi = _grid_index(partial)
+    xs, ys, xi, yi = _grid_index(partial, dataset, x, y)
     cells = np.full((len(ys), len(xs)), np.nan)
     counts = np.zeros((len(ys), len(xs)), dtype=np.int64)
     a = partial["a"].to_numpy(zero_copy_only=False).astype(np.float64)
@@ -460,17 +460,30 @@ def _decoded(arr):
     return arr.dictionary_decode() if pa.types.is_dictionary(arr.type) else arr
 
 
-def _grid_index(table) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    xs_all = table["x"].to_numpy(zero_copy_only=False)
-    ys_all = table["y"].to_numpy(zero_copy_only=False)
-    xs, xi = np.unique(xs_all, return_inverse=True)
-    ys, yi = np.unique(ys_all, return_inverse=True)
-    return xs, ys, xi.ravel(), yi.ravel()
+def _axis_values(raw: np.ndarray, dataset, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct values of an axis, ascending (a category column in its categories'
+    order), and each raw value's position among them."""
+    values, inverse = np.unique(raw, return_inverse=True)
+    meta = dataset.schema.field(name).metadata or {}
+    if b"categories" in meta:
+        cats = meta[b"categories"].decode().split(",")
+        rank = [cats.index(v) if v in cats else len(cats) for v in values]
+        order = np.argsort(rank, kind="stable")
+        values = values[order]
+        inverse = np.argsort(order)[inverse]
+    return values, inverse.ravel()
+
+
+def _grid_index(table, dataset, x: str, y: str):
+    xs, xi = _axis_values(table["x"].to_numpy(zero_copy_only=False), dataset, x)
+    ys, yi = _axis_values(table["y"].to_numpy(zero_copy_only=False), dataset, y)
+    return xs, ys, xi, yi
 
 
 @dataclass(frozen=True)
 class RegimeData:
-    """Per cell the code of the category shown (``categories[code]``)."""
+    """Per cell the code of the category shown (``categories[code]``); -1 where the
+    dataset has no row with that ``(x, y)``."""
 
     x: str
     y: str
@@ -485,8 +498,9 @@ class RegimeData:
     rows_read: int
 
     def names(self) -> np.ndarray:
-        """The grid as category names."""
-        return np.asarray(self.categories, dtype=object)[self.codes]
+        """The grid as category names (``""`` where there is no row)."""
+        names = np.asarray((*self.categories, ""), dtype=object)
+        return names[np.where(self.codes >= 0, self.codes, len(self.categories))]
 
 
 def _categories(dataset, column: str) -> tuple[str, ...]:
@@ -511,8 +525,9 @@ def regime_data(dataset, x: str, y: str, column: str = "bottleneck", rule: str =
 
     Rule ``best``: the category of the row with the largest finite ``by``
     (ties: the earlier category).  Rule ``most``: the most frequent category
-    among rows with a finite ``by`` (ties: the earlier category).  A cell with
-    no such row shows ``invalid`` when that is a category, else stays -1.
+    among rows with a finite ``by`` (ties: the earlier category).  A cell whose
+    rows all have a NaN ``by`` (invalid layouts) shows ``invalid`` when that is
+    a category; a cell without any row stays -1 (blank).
     """
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -570,13 +585,15 @@ def regime_data(dataset, x: str, y: str, column: str = "bottleneck", rule: str =
                 counts.setdefault(cell, np.zeros(len(cats), np.int64))[cd] += c
     if not cells:
         raise PlotError(f"no rows to plot{' where ' + where if where else ''}")
-    xs = np.unique(np.array([c[0] for c in cells]))
-    ys = np.unique(np.array([c[1] for c in cells]))
+    xs, _ = _axis_values(np.array([c[0] for c in cells]), dataset, x)
+    ys, _ = _axis_values(np.array([c[1] for c in cells]), dataset, y)
     none = cats.index("invalid") if "invalid" in cats else -1
-    codes = np.full((len(ys), len(xs)), none, dtype=np.int64)
+    codes = np.full((len(ys), len(xs)), -1, dtype=np.int64)
     value = np.full((len(ys), len(xs)), np.nan)
     xpos = {v: j for j, v in enumerate(xs)}
     ypos = {v: i for i, v in enumerate(ys)}
+    for cx, cy in cells:
+        codes[ypos[cy], xpos[cx]] = none
     if rule == "best":
         for (cx, cy), (v, neg_code) in best.items():
             codes[ypos[cy], xpos[cx]] = -neg_code
@@ -695,7 +712,7 @@ def plot_heatmap(dataset, x: str, y: str, value: str, output: str | Path, *,
     ax.set_facecolor("#EEEEEE")
     _title(ax, f"{agg} of {value} by {x} and {y}", where, size)
     if np.isnan(data.cells).any():
-        ax.text(1.0, -0.1, "grey: no valid row", transform=ax.transAxes, ha="right",
+        ax.text(1.0, -0.1, "grey: no row with a value", transform=ax.transAxes, ha="right",
                 va="top", fontsize="x-small")
     _save(fig, output)
     return data

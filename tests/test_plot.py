@@ -343,8 +343,11 @@ def brute_force_regimes(dataset: Path, x: str, y: str, column: str, rule: str, b
     grid = {}
     for xv in np.unique(xs):
         for yv in np.unique(ys):
-            cell = (xs == xv) & (ys == yv) & np.isfinite(values)
-            if not cell.any():
+            rows = (xs == xv) & (ys == yv)
+            cell = rows & np.isfinite(values)
+            if not rows.any():
+                grid[xv, yv] = ""
+            elif not cell.any():
                 grid[xv, yv] = "invalid"
             elif rule == "best":
                 top = values[cell].max()
@@ -373,6 +376,69 @@ def test_regime_cells_equal_a_brute_force_numpy_map(dataset, column, rule, x, y)
     for (xv, yv), name in expected.items():
         assert names[data.y_values.tolist().index(yv), data.x_values.tolist().index(xv)] == name
     assert len(set(names.ravel())) > 1  # the map is not one colour
+
+
+def test_category_axes_keep_their_order_and_missing_cells_stay_blank(dataset):
+    data = plot.regime_data(dataset, "bottleneck", "tensor_parallel", "regime", "most")
+    expected = brute_force_regimes(dataset, "bottleneck", "tensor_parallel", "regime", "most",
+                                   "mfu_percent", None)
+    order = list(jaxmodel.BOTTLENECKS)
+    present = data.x_values.tolist()
+    assert present == sorted(present, key=order.index)  # BOTTLENECKS order, not alphabetical
+    names = data.names()
+    for (xv, yv), name in expected.items():
+        assert names[data.y_values.tolist().index(yv), present.index(xv)] == name
+    # No row is TP-bound at t = 1: that cell has no row at all and is blank.
+    assert names[data.y_values.tolist().index(1), present.index("tp_comm")] == ""
+    grid = plot.heatmap_data(dataset, "bottleneck", "tensor_parallel", "mfu_percent")
+    assert grid.x_values.tolist() == present
+
+
+class Spy:
+    """A dataset whose scans are recorded."""
+
+    def __init__(self, dataset):
+        self.dataset = dataset
+        self.schema = dataset.schema
+        self.scans: list[dict] = []
+        self.batches = 0
+
+    def scanner(self, **kwargs):
+        self.scans.append(kwargs)
+        scanner = self.dataset.scanner(**kwargs)
+        spy = self
+
+        class Counting:
+            def to_batches(self):
+                for batch in scanner.to_batches():
+                    spy.batches += 1
+                    yield batch
+
+        return Counting()
+
+
+def test_scans_read_only_the_needed_columns_with_the_filter_pushed_down(dataset):
+    spy = Spy(ds.dataset(dataset, format="parquet", partitioning="hive"))
+    where = "micro_batch == 2 and pipeline_parallel != 5"
+    data = plot.heatmap_data(spy, "link_bandwidth_gb_s", "num_gpus", "step_time_ms", "min",
+                             where, batch_size=32)
+    (scan,) = spy.scans
+    assert scan["columns"] == ["link_bandwidth_gb_s", "num_gpus", "step_time_ms"]
+    assert scan["filter"] is not None
+    assert data.rows_read == 2304 // 2 * 3 // 4
+    assert spy.batches >= data.rows_read // 32  # merged from many partial aggregates
+    rows = duck(dataset, "SELECT link_bandwidth_gb_s, num_gpus, min(step_time_ms) FILTER "
+                         f"(valid_layout) FROM DATA WHERE {where.replace('==', '=')} "
+                         "GROUP BY ALL")
+    for bw, n, v in rows:
+        i = data.y_values.tolist().index(n)
+        j = data.x_values.tolist().index(np.float32(bw))
+        assert data.cells[i, j] == v
+    spy = Spy(ds.dataset(dataset, format="parquet", partitioning="hive"))
+    plot.regime_data(spy, "link_bandwidth_gb_s", "num_gpus", "bottleneck", where=where)
+    (scan,) = spy.scans
+    assert scan["columns"] == ["link_bandwidth_gb_s", "num_gpus", "bottleneck", "mfu_percent"]
+    assert scan["filter"] is not None
 
 
 def test_regimes_of_the_seed_layout_match_the_reference(dataset, tmp_path):
