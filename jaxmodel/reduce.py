@@ -321,11 +321,52 @@ class Pareto:
                 "empty": jnp.arange(self.capacity) >= count,
                 "overflow": overflow | (count > self.capacity)}
 
+    def _undominated(self, state, chunk, bad):
+        """Valid chunk rows that no point of the buffer dominates.
+
+        Only these can reach the front (domination is transitive).  The
+        buffer is sorted by x with y strictly improving, so of the buffer
+        points with x at least as good as a row's, the last one has the best
+        y: one ``searchsorted`` per row decides.
+        """
+        bad_x, kx = _sort_key(chunk[self.x], ~bad, not self.minimize_x)
+        bad_y, ky = _sort_key(chunk[self.y], ~bad, not self.minimize_y)
+        empty = state["empty"]
+        _, bx = _sort_key(state["rows"][self.x], ~empty, not self.minimize_x)
+        _, by = _sort_key(state["rows"][self.y], ~empty, not self.minimize_y)
+        last = (jnp.inf if jnp.issubdtype(bx.dtype, jnp.floating)
+                else jnp.iinfo(bx.dtype).max)
+        bx = jnp.where(empty, last, bx)  # empty slots are at the end already
+        j = jnp.searchsorted(bx, kx, side="right")
+        p = jnp.maximum(j - 1, 0)
+        dominated = ((j > 0) & ~empty[p] & (by[p] <= ky)
+                     & ((bx[p] < kx) | (by[p] < ky)))
+        return ~(bad_x | bad_y | dominated)
+
     def update(self, state: State, cols: Mapping[str, jax.Array], mask: jax.Array,
                group_ids: jax.Array | None = None) -> State:
-        chunk = {k: cols[k] for k in state["rows"]}
-        return self._select(_concat(state["rows"], chunk),
-                            jnp.concatenate([state["empty"], ~mask]), state["overflow"])
+        chunk = {k: cols[k].astype(v.dtype) for k, v in state["rows"].items()}
+        n = mask.shape[0]
+        if n <= max(self.capacity, _SORT_BELOW):
+            return self._select(_concat(state["rows"], chunk),
+                                jnp.concatenate([state["empty"], ~mask]), state["overflow"])
+        # Long chunk: drop the rows the buffer already dominates, then sort
+        # only the survivors (if they fit in ``capacity`` rows, as they do once
+        # the front has formed) with the buffer.
+        keep = self._undominated(state, chunk, ~mask)
+        count = jnp.sum(keep)
+
+        def survivors():
+            (idx,) = jnp.nonzero(keep, size=self.capacity, fill_value=0)
+            drop = jnp.arange(self.capacity) >= count
+            return self._select(_concat(state["rows"], _take(chunk, idx)),
+                                jnp.concatenate([state["empty"], drop]), state["overflow"])
+
+        def whole():
+            return self._select(_concat(state["rows"], chunk),
+                                jnp.concatenate([state["empty"], ~keep]), state["overflow"])
+
+        return lax.cond(count <= self.capacity, survivors, whole)
 
     def merge(self, a: State, b: State) -> State:
         return self._select(_concat(a["rows"], b["rows"]),

@@ -218,7 +218,7 @@ def test_pareto_equals_brute_force(minimize_x, minimize_y):
     r = Pareto("a", "b", minimize_x, minimize_y, capacity=64)
     expected = ref_pareto(rows, mask, "a", "b", minimize_x, minimize_y)
     assert 2 <= len(expected) < 64
-    for chunk in (300, 41):
+    for chunk in (300, 100, 41):
         state = run(r, rows, mask, chunk)
         assert not r.overflowed(state)
         assert_rows_equal(r.rows(state), rows, expected)
