@@ -318,3 +318,71 @@ def test_cli_bad_names_one_line_exit_2(args, message):
     assert result.exit_code == 2
     err = result.stderr if hasattr(result, "stderr") else result.output
     assert err.count("\n") == 1 and err.startswith("error: ") and message in err
+
+
+def random_refined_configs(n: int, seed: int = 3) -> dict[str, np.ndarray]:
+    """The refined model's default layout; every float input and the batch counts drawn."""
+    model = jaxmodel.get_model("refined")
+    rng = np.random.default_rng(seed)
+    out = {f.name: np.full(n, f.default) for f in model.inputs}
+    for f in model.inputs:
+        if f.integer:
+            continue
+        if f.high is not None:  # fractions in (0, 1]
+            out[f.name] = rng.uniform(0.3, 1.0, n)
+        else:
+            out[f.name] = f.default * np.exp(rng.uniform(-1.5, 1.5, n))
+    out["gpu_memory_gb"] = rng.uniform(80.0, 200.0, n)  # most layouts fit
+    out["micro_batch"] = rng.integers(1, 3, n).astype(float)
+    out["gradient_accum_steps"] = rng.integers(4, 65, n).astype(float)
+    out["seq_length"] = rng.choice([1024.0, 2048.0, 4096.0, 8192.0], n)
+    out["num_gpus"] = 32.0 * rng.integers(1, 17, n)
+    # t = 8: node sizes away from the kink at t = gpus_per_node.
+    out["gpus_per_node"] = rng.choice([4.0, 16.0], n)
+    return out
+
+
+def test_refined_model_gradients_equal_central_differences():
+    """Model-generic: the refined model, headline outputs against every continuous input.
+
+    The refined model has kinks of its own (max() of compute and memory time,
+    TP groups at the node size), so a pair at a row is compared only where the
+    gap between the one-sided differences halves with the step (smooth), not
+    where it stays put (a kink within the step).
+    """
+    model = jaxmodel.get_model("refined")
+    configs = random_refined_configs(300)
+    of = ["step_time_ms", "mfu_percent", "throughput_tokens_s", "tp_comm_ms",
+          "dp_allreduce_ms", "pipeline_bubble_ms", "memory_gb_per_gpu"]
+    s = jaxmodel.sensitivities(configs, of=of, kind="gradient", model=model, x64=True)
+    keep = s.valid  # valid layouts that fit in memory
+    assert keep.sum() >= 200
+    compared = total = 0
+    with computing():
+        apply = jax.jit(jax.vmap(model.apply))
+        for name in continuous_inputs(model):
+            x = configs[name]
+            h = np.minimum(1e-3 * x, 0.25) if model.input_field(name).integer else 1e-3 * x
+            batch = {k: np.tile(v, 5) for k, v in configs.items()}
+            batch[name] = np.concatenate([x + h, x - h, x + h / 2, x - h / 2, x])
+            xs = model.inputs_type(*(jnp.asarray(batch[f.name], jnp.float64)
+                                     for f in model.inputs))
+            out = jax.device_get(apply(xs))
+            for o in of:
+                v = getattr(out, o).reshape(5, -1)
+                fd = (4 * (v[2] - v[3]) / h - (v[0] - v[1]) / (2 * h)) / 3
+                f = np.abs(v[4])
+                floor = np.maximum(1e-10 * f / x, 1e3 * np.finfo(float).eps * f / h)
+                # One-sided differences differ by h f'' where f is smooth (halving
+                # with h, to O(h^3)) plus the jump in slope at a kink (constant).
+                gap = (v[0] - 2 * v[4] + v[1]) / h
+                gap_half = (v[2] - 2 * v[4] + v[3]) / (h / 2)
+                smooth = keep & (np.abs(gap_half - gap / 2) <= 1e-3 * np.abs(gap) + 2 * floor)
+                g = s.gradient(o, name)
+                assert np.isfinite(g[keep]).all(), (o, name)
+                err = np.abs(g - fd)
+                bad = smooth & (err > 1e-6 * np.abs(g) + floor)
+                assert not bad.any(), (o, name, np.flatnonzero(bad)[:3])
+                compared += smooth.sum()
+                total += keep.sum()
+    assert compared >= 0.9 * total
