@@ -20,7 +20,7 @@ from jaxmodel.errors import InputError, closest
 plot_app = typer.Typer(
     help="Pictures (PNG or SVG, by the output's extension): profile curves, step-time "
     "breakdowns, sweep heatmaps and regime maps, sensitivity tornado charts. "
-    "Needs the plot extra: pip install 'jaxmodel[plot]'.",
+    "Needs the plot extra: pip install 'jaxmodel\\[plot]'.",
     no_args_is_help=True,
 )
 
