@@ -51,7 +51,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxmodel.api import resolve_inputs
+from jaxmodel.api import evaluate, resolve_inputs
 from jaxmodel.errors import SpecError, closest
 from jaxmodel.models import DEFAULT_MODEL, Model, get_model
 from jaxmodel.precision import computing, float_dtype
@@ -421,8 +421,38 @@ def _batched(model: Model, output: str, vary: str):
     return _CACHE[key]
 
 
-def describe(solution: Solution, model: Model | str = DEFAULT_MODEL, index: int = 0) -> str:
-    """One sentence for a person about row ``index`` of a solution."""
+def whole_number_answer(solution: Solution, model: Model, inputs: Mapping[str, float]):
+    """For a count: the whole value next to the relaxed answer that reaches the target.
+
+    Of ``floor`` and ``ceil`` of the answer, the one nearest the start whose
+    output is at or past the target (coming from the start value), with that
+    output; ``None`` where neither is valid and past the target.
+    """
+    s = solution
+    x = float(np.asarray(s.solved).reshape(-1)[0])
+    field = model.input_field(s.vary)
+    target = float(np.asarray(s.target).reshape(-1)[0])
+    start_value = float(np.asarray(s.start_value).reshape(-1)[0])
+    up = target > start_value
+    lo, hi = max(math.floor(x), field.low), math.ceil(x)
+    if field.high is not None:
+        hi = min(hi, field.high)
+    cands = sorted({lo, hi}, key=lambda c: abs(c - float(np.asarray(s.start).reshape(-1)[0])))
+    x64 = np.asarray(s.solved).dtype == np.float64
+    values = getattr(evaluate(model, x64=x64, **{**inputs, s.vary: np.array(cands)}), s.output)
+    for c, v in zip(cands, values, strict=True):
+        if math.isfinite(v) and ((v >= target) if up else (v <= target)):
+            return c, float(v)
+    return None
+
+
+def describe(solution: Solution, model: Model | str = DEFAULT_MODEL, index: int = 0,
+             inputs: Mapping[str, float] | None = None) -> str:
+    """One sentence for a person about row ``index`` of a solution.
+
+    With the configuration's ``inputs`` (one row), a count's relaxed answer is
+    followed by the whole number that reaches the target.
+    """
     model = get_model(model)
     s = solution
     unit_out = model.output_field(s.output).unit
@@ -441,9 +471,15 @@ def describe(solution: Solution, model: Model | str = DEFAULT_MODEL, index: int 
         return (f"the configuration is invalid (its {s.output} is undefined), so no value of "
                 f"{s.vary} can reach {s.output} = {q(s.target, unit_out)}")
     if at(s.reached):
-        return (f"{s.vary} = {q(at(s.solved), unit_in)} gives {s.output} = "
+        text = (f"{s.vary} = {q(at(s.solved), unit_in)} gives {s.output} = "
                 f"{q(s.target, unit_out)} (from {q(start_value, unit_out)} at "
                 f"{q(start, unit_in)})")
+        if inputs is not None and model.input_field(s.vary).integer and np.size(s.solved) == 1:
+            whole = whole_number_answer(solution, model, inputs)
+            if whole is not None:
+                text += (f"; as a whole number, {s.vary} = {whole[0]:g} gives "
+                         f"{s.output} = {q(whole[1], unit_out)}")
+        return text
     limit, where = at(s.limit), at(s.limit_at)
     if at(s.blocked):
         return (f"{s.output} = {q(s.target, unit_out)} was not reached by varying {s.vary}: "

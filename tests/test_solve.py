@@ -1,6 +1,10 @@
 """Inverse questions: solutions reach their targets; "unreachable" matches the analytic limit."""
 
 import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -213,3 +217,31 @@ def test_cli_bad_names_one_line_exit_2(args, message):
     assert result.exit_code == 2
     err = result.stderr if hasattr(result, "stderr") else result.output
     assert err.count("\n") == 1 and err.startswith("error: ") and message in err
+
+
+def test_accumulation_steps_by_hand(seed_example):
+    """MFU against m: C, tp, pp grow with m, the bubble (p - 1) C / m does not, so
+    with per-micro-batch c, a, q:  M = c m / ((c + a + q) m + (p - 1) c)  ->
+    m = M (p - 1) c / (c (1 - M) - M (a + q)).  The whole answer is the ceiling."""
+    o = seed_example["outputs"]
+    c, a, q = (o["compute_time_ms"] / 16, o["tp_comm_ms"] / 16, o["pp_comm_ms"] / 16)
+    mfu = 0.55
+    expected = mfu * 3 * c / (c * (1 - mfu) - mfu * (a + q))
+    sol = jaxmodel.solve({}, ("mfu_percent", 55.0), "gradient_accum_steps", x64=True)
+    assert sol.solved == pytest.approx(expected, rel=1e-5)
+    sentence = describe(sol, SEED, inputs=SEED.defaults)
+    assert f"as a whole number, gradient_accum_steps = {np.ceil(expected):g} gives" in sentence
+
+
+def test_console_script_runs():
+    """The installed entry point, as a user runs it."""
+    exe = shutil.which("jaxmodel") or str(Path(sys.executable).parent / "jaxmodel")
+    done = subprocess.run([exe, "solve", "--target", "mfu_percent=90", "--vary",
+                           "link_bandwidth_gb_s", "--format", "text"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "even infinite link_bandwidth_gb_s caps mfu_percent at 84.21%" in done.stdout
+    bad = subprocess.run([exe, "sensitivity", "--wrt", "bandwith"], capture_output=True,
+                         text=True, timeout=120)
+    assert bad.returncode == 2
+    assert bad.stderr.startswith("error: ") and bad.stderr.count("\n") == 1

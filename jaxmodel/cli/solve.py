@@ -51,7 +51,7 @@ def solve_command(
     m, values = gather_inputs(model, config, inputs)
     output, value = parse_target(target, m)
     s = solve(values, (output, value), vary, model=m, x64=x64)
-    answer = describe(s, m)
+    answer = describe(s, m, inputs=values)
     if output_format == "text":
         typer.echo(answer)
         return
