@@ -386,3 +386,20 @@ def test_refined_model_gradients_equal_central_differences():
                 compared += smooth.sum()
                 total += keep.sum()
     assert compared >= 0.9 * total
+
+
+def test_elasticity_identities(configs, autodiff):
+    """mfu = 100 C / step and throughput = tokens / step, so for every input
+    e(mfu) = e(C) - e(step) and e(throughput) = e(tokens) - e(step), with
+    e(tokens) = 1 for b, m, s (tokens = b m s d) and 0 otherwise; more
+    bandwidth or faster GPUs never lengthen the step."""
+    for w in continuous_inputs(SEED):
+        e_step = autodiff.elasticity("step_time_ms", w)
+        np.testing.assert_allclose(
+            autodiff.elasticity("mfu_percent", w),
+            autodiff.elasticity("compute_time_ms", w) - e_step, rtol=1e-9, atol=1e-12)
+        e_tokens = 1.0 if w in ("micro_batch", "gradient_accum_steps", "seq_length") else 0.0
+        np.testing.assert_allclose(autodiff.elasticity("throughput_tokens_s", w),
+                                   e_tokens - e_step, rtol=1e-9, atol=1e-12)
+    assert (autodiff.gradient("step_time_ms", "link_bandwidth_gb_s") <= 0).all()
+    assert (autodiff.gradient("step_time_ms", "compute_tflops") <= 0).all()
