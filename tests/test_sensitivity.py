@@ -133,6 +133,13 @@ def test_sensitivities_finite_everywhere_in_the_valid_domain(autodiff):
     for col, v in autodiff.columns.items():
         if col.startswith("d_"):
             assert np.isfinite(v).all(), col
+    # Elasticities are undefined (NaN) only for an output that is exactly 0
+    # while its gradient is not (the bubble at p = 1, TP traffic at t = 1).
+    for o in autodiff.of:
+        for w in autodiff.wrt:
+            e = autodiff.elasticity(o, w)
+            assert not np.isinf(e).any(), (o, w)
+            assert (autodiff.values[o][np.isnan(e)] == 0).all(), (o, w)
 
 
 def test_num_gpus_is_the_difference_to_the_next_replica(configs, autodiff):
