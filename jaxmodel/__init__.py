@@ -1,4 +1,15 @@
-"""jaxmodel: a GPU-accelerated sweep engine for a cost model of 3D-parallel LLM training."""
+"""jaxmodel: a GPU-accelerated sweep engine for a cost model of 3D-parallel LLM training.
+
+The public API, one entry per step of the flow (spec -> device -> Parquet):
+
+* ``evaluate`` -- a model on scalars or broadcast arrays;
+* ``parse_spec`` / ``load_spec`` and ``sweep`` -- a TOML sweep to a Parquet dataset;
+* ``sensitivities`` and ``solve`` -- derivatives by autodiff, inverse questions;
+* ``search`` and the reducers ``TopK``, ``GroupBest``, ``Pareto`` -- layout search.
+
+(``jaxmodel.sweep``, ``jaxmodel.search`` and ``jaxmodel.solve`` are these
+functions; import names from their modules with ``from jaxmodel.sweep import ...``.)
+"""
 
 from jaxmodel.api import evaluate
 from jaxmodel.errors import InputError, JaxmodelError, SpecError
@@ -8,27 +19,37 @@ from jaxmodel.reduce import GroupBest, Pareto, TopK
 from jaxmodel.search import SearchResult, search
 from jaxmodel.sensitivity import Sensitivities, sensitivities
 from jaxmodel.solve import Solution, solve
+from jaxmodel.spec import SweepSpec, load_spec, parse_spec
+from jaxmodel.sweep import sweep
 from jaxmodel.verdicts import BOTTLENECKS, REGIMES
 
 __version__ = "0.1.0"
 
 __all__ = [
     "BOTTLENECKS",
-    "GroupBest", "Pareto", "SearchResult", "TopK", "search",
     "DEFAULT_MODEL",
     "MODELS",
     "REGIMES",
+    "GroupBest",
     "InputError",
     "JaxmodelError",
     "Model",
+    "Pareto",
+    "SearchResult",
     "SeedInputs",
     "SeedOutputs",
     "Sensitivities",
     "Solution",
     "SpecError",
+    "SweepSpec",
+    "TopK",
     "evaluate",
     "get_model",
+    "load_spec",
+    "parse_spec",
+    "search",
     "seed_model",
     "sensitivities",
     "solve",
+    "sweep",
 ]
