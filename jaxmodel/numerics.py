@@ -27,7 +27,9 @@ def ring_allreduce_bytes(message_bytes, ways):
     clamped to >= 1 so that an invalid layout (d = 0) stays finite; the caller
     masks it.
     """
-    n = jnp.maximum(ways, 1.0)
+    # where, not maximum: at ways == 1 the derivative is the right-hand one
+    # (2 bytes per unit of ways), as for positive_part; maximum would halve it.
+    n = jnp.where(ways >= 1.0, ways, jnp.ones_like(ways))
     return 2.0 * (n - 1.0) / n * message_bytes
 
 

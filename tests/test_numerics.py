@@ -73,3 +73,10 @@ def test_ring_allreduce_bytes():
     assert np.isfinite(grad(ring_allreduce_bytes, 100.0, 0.0, argnums=1))
     # d/dn of 2 (n - 1) / n x bytes = 2 bytes / n^2
     assert grad(ring_allreduce_bytes, 100.0, 4.0, argnums=1) == pytest.approx(200.0 / 16)
+
+
+def test_ring_allreduce_bytes_right_hand_derivative_at_one_way():
+    # 2 (n - 1) / n x bytes has derivative 2 bytes / n^2 = 200 at n = 1 from the
+    # right; the clamp below 1 must not halve it (as maximum's tie rule would).
+    assert grad(ring_allreduce_bytes, 100.0, 1.0, argnums=1) == pytest.approx(200.0)
+    assert grad(ring_allreduce_bytes, 100.0, 0.5, argnums=1) == 0.0
