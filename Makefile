@@ -29,6 +29,8 @@ test-all: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/sweep_throughput.py
+	$(BIN)/python bench/search.py
+	$(BIN)/python bench/sensitivity.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
