@@ -85,8 +85,26 @@ class Extra:
 
 @dataclass
 class SweepResult:
+    """What a sweep (or this process's share of it) did.
+
+    Attributes:
+      path: the dataset directory.
+      configurations: the sweep's size; ``configurations_done`` those this
+        run evaluated (its share, less chunks already on disk).
+      rows: rows written (reduced rows for a ``[reduce]`` sweep).
+      valid_rows: kept rows with a valid layout.
+      seconds: wall time of the loop, ``compile_seconds`` of it the first
+        chunk's compile and run.
+      bytes, parts: Parquet bytes and part files written.
+      chunks, skipped_chunks: chunks evaluated; chunks found done (resume).
+      interrupted: stopped by Ctrl-C.
+      reduced: the reduced rows, when this process merged them.
+      extra: further figures (``kept_rows`` of a reduction).
+    """
+
     path: Path | None
     configurations: int
+    configurations_done: int = 0
     rows: int = 0
     valid_rows: int = 0
     seconds: float = 0.0
@@ -101,12 +119,9 @@ class SweepResult:
 
     @property
     def rate(self) -> float:
+        """Configurations per second over the whole loop (compile included)."""
         done = self.configurations_done
         return done / self.seconds if self.seconds > 0 else float("nan")
-
-    @property
-    def configurations_done(self) -> int:
-        return self.extra.get("configurations_done", self.configurations)
 
 
 def local_mesh(devices: Sequence | None = None) -> Mesh:
@@ -556,7 +571,7 @@ def run_sweep(plan: Plan, directory: Path, *, resume: bool = False, overwrite: b
     result.seconds = time.perf_counter() - start
     result.bytes = writer.bytes_written
     result.parts = writer.parts_written
-    result.extra["configurations_done"] = configs_done
+    result.configurations_done = configs_done
     if stop.set and result.chunks < len(todo):
         result.interrupted = True
         raise SweepInterrupted(result)
@@ -677,7 +692,7 @@ def run_reduce(plan: Plan, directory: Path, *, resume: bool, overwrite: bool, pr
         interrupted = stop.set and result.chunks < len(todo)
         checkpoint(not interrupted)
     result.seconds = time.perf_counter() - start
-    result.extra["configurations_done"] = configs_done
+    result.configurations_done = configs_done
     if interrupted:
         result.interrupted = True
         raise SweepInterrupted(result)
