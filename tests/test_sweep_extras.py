@@ -235,3 +235,31 @@ def test_refined_model_sweeps(tmp_path):
     np.testing.assert_allclose(got["step_time_ms"], out.step_time_ms, rtol=3e-7)
     np.testing.assert_array_equal(got["fits_in_memory"], out.fits_in_memory)
     assert Path(tmp_path / "ds" / "_jaxmodel.json").exists()
+
+
+def test_reductions_are_the_same_on_four_devices(tmp_path):
+    import subprocess
+    import sys
+
+    for name, table in [("topk", '[reduce]\ntop_k = 9\nby = "throughput_tokens_s"\n'),
+                        ("group", '[reduce]\nby = "mfu_percent"\ngroup_by = ["num_gpus"]\n'),
+                        ("pareto", '[reduce]\npareto = ["used_gpus", "step_time_ms"]\n')]:
+        spec_path = tmp_path / f"{name}.toml"
+        spec_path.write_text(GRID + table)
+        script = (
+            "import sys; from jaxmodel.sweep import build_plan; "
+            "from jaxmodel.engine import run_sweep; "
+            "p = build_plan(sys.argv[1], chunk_size=100); "
+            "assert p.mesh.devices.size == 4; run_sweep(p, sys.argv[2])"
+        )
+        env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+        env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
+        proc = subprocess.run([sys.executable, "-c", script, str(spec_path),
+                               str(tmp_path / f"{name}-four")], env=env, capture_output=True,
+                              text=True)
+        assert proc.returncode == 0, proc.stderr
+        run_sweep(build_plan(spec_path, chunk_size=100), tmp_path / f"{name}-one")
+        a, b = read(tmp_path / f"{name}-four"), read(tmp_path / f"{name}-one")
+        assert len(b["config_id"]) > 0
+        for col in b:
+            np.testing.assert_array_equal(a[col], b[col], err_msg=f"{name}: {col}")
