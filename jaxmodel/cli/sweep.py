@@ -109,7 +109,7 @@ def sweep_command(
             f"chunks: {plan.num_chunks:,} of {plan.chunk_size:,}",
             rows,
             size,
-            f"expected time: ~{est['seconds']:,.1f} s "
+            f"expected time: ~{est['seconds']:,.1f} s + ~{est['compile_seconds']:.1f} s compile "
             f"({est['rate']:,.0f} configurations/s measured on the probe)",
             f"output: {directory}",
         ]
