@@ -100,3 +100,37 @@ def test_dataset_metadata_file(tmp_path, capsys):
     meta = json.loads((tmp_path / "ds" / "_jaxmodel.json").read_text())
     assert meta["spec"] == SMALL.read_text()
     assert meta["configurations"] == 1152 and meta["model"] == "seed"
+
+
+def test_ctrl_c_prints_the_resume_command_and_resume_finishes(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    spec = tmp_path / "long.toml"
+    spec.write_text(SMALL.read_text().replace("geomspace = [25, 3200, 6]",
+                                              "geomspace = [25, 3200, 60]"))
+    exe = str(Path(sys.executable).with_name("jaxmodel"))
+    out = tmp_path / "ds"
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    proc = subprocess.Popen([exe, "sweep", str(spec), "-o", str(out), "--chunk-size", "32"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.time() + 60
+    while time.time() < deadline and not (out / "_manifest-p0000.jsonl").exists():
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert err.count("\n") == 1
+    command = err.split("resume with: ")[1].split()
+    assert command[:2] == ["jaxmodel", "sweep"] and command[-1] == "--resume"
+    done = subprocess.run([exe, *command[1:]], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    clean = subprocess.run([exe, "sweep", str(spec), "-o", str(tmp_path / "clean"), "-q",
+                            "--chunk-size", "32"], env=env)
+    assert clean.returncode == 0
+    a = ds.dataset(out).to_table().sort_by("config_id")
+    b = ds.dataset(tmp_path / "clean").to_table().sort_by("config_id")
+    assert a.equals(b)

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from jaxmodel.cli.common import X64Option, fail, reports_errors
+from jaxmodel.cli.common import X64Option, reports_errors
 from jaxmodel.engine import DEFAULT_CHUNK, SweepInterrupted, run_sweep
 from jaxmodel.errors import SpecError
 from jaxmodel.spec import load_spec
@@ -120,10 +120,9 @@ def sweep_command(
                            process=process, processes=processes, quiet=quiet)
     except SweepInterrupted as e:
         r = e.args[0]
-        raise fail(
-            f"interrupted after {r.chunks} chunks ({r.rows:,} rows written); resume with: "
-            f"jaxmodel sweep {spec_path} -o {directory} --resume"
-        ) from None
+        typer.echo(f"interrupted after {r.chunks} chunks ({r.rows:,} rows written); resume "
+                   f"with: jaxmodel sweep {spec_path} -o {directory} --resume", err=True)
+        raise typer.Exit(130) from None
     if quiet:
         return
     if result.chunks == 0 and result.skipped_chunks:
