@@ -742,7 +742,7 @@ def _merge_if_last(plan: Plan, directory: Path, meta: dict[str, Any]):
     if n:
         writer._tables = [to_table(plan.columns, rows, writer.full_schema)]
     writer._rows = n
-    writer.flush()
+    writer.flush(keep_schema=True)
     if getattr(plan.reducer, "overflowed", None) and plan.reducer.overflowed(merged):
         rows["__overflow__"] = np.array([True])
     return rows

@@ -219,14 +219,21 @@ class PartWriter:
         if self._rows >= self.rows_per_file:
             self.flush()
 
-    def flush(self) -> None:
-        """Write what is buffered as part file(s), then record it."""
+    def flush(self, keep_schema: bool = False) -> None:
+        """Write what is buffered as part file(s), then record it.
+
+        With ``keep_schema`` (the last flush), a writer that has written no
+        part writes an empty one, so that a dataset whose filter kept nothing
+        still opens with its schema in pyarrow, DuckDB and Polars.
+        """
         if not self._chunks:
             return
         first = min(self._chunks)
         parts: list[str] = []
-        if self._rows:
-            table = pa.concat_tables(self._tables)
+        empty = keep_schema and self.parts_written == 0 and not self.partition_by
+        if self._rows or empty:
+            table = (pa.concat_tables(self._tables) if self._tables
+                     else self.full_schema.empty_table())
             groups = self._partitions(table)
             tmp_final = []
             for subdir, sub in groups:
@@ -275,7 +282,7 @@ class PartWriter:
             os.fsync(fh.fileno())
 
     def close(self) -> None:
-        self.flush()
+        self.flush(keep_schema=True)
 
 
 def _hive(value: Any) -> str:

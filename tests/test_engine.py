@@ -338,3 +338,14 @@ def test_two_processes_split_the_sweep(tmp_path, mode):
               for line in m.read_text().splitlines()]
     assert sorted(c for runs in chunks for a_, b_ in runs for c in range(a_, b_)) == list(
         range(Plan(load_spec(SMALL), chunk_size=100).num_chunks))
+
+
+def test_a_filter_that_keeps_nothing_still_leaves_a_readable_dataset(tmp_path):
+    duckdb = pytest.importorskip("duckdb")
+    spec = parse_spec(SMALL.read_text().replace("mfu_percent >= 20", "mfu_percent > 100"))
+    result = run_sweep(Plan(spec, chunk_size=500), tmp_path / "ds")
+    assert result.rows == 0
+    table = ds.dataset(tmp_path / "ds", format="parquet").to_table()
+    assert table.num_rows == 0 and "mfu_percent" in table.column_names
+    glob = str(tmp_path / "ds" / "*.parquet")
+    assert duckdb.connect().execute(f"select count(*) from '{glob}'").fetchall() == [(0,)]
