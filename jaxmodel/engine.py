@@ -27,7 +27,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,8 +49,10 @@ from jaxmodel.sink import (
     PartWriter,
     chunk_runs,
     clean_orphans,
+    dataset_files,
     done_chunks,
     input_column,
+    is_dataset_file,
     output_column,
     part_files,
     to_table,
@@ -376,29 +378,56 @@ def file_metadata(meta: dict[str, Any]) -> dict[str, str]:
     return {f"jaxmodel.{k}": "" if meta[k] is None else str(meta[k]) for k in keys}
 
 
-def _is_ours(path: Path) -> bool:
-    name = path.name
-    return (
-        name == METADATA_FILE
-        or name.startswith("_manifest-p")
-        or (name.startswith("part-p") and name.endswith(".parquet"))
-        or (name.startswith(".part-p") and name.endswith(".tmp"))
-        or name.startswith("_reduce-")
-    )
+def _process_of(path: Path) -> int | None:
+    """The process number in a part, manifest or checkpoint name, else None."""
+    name = path.name.lstrip(".")
+    for prefix in ("part-p", "_manifest-p", "_reduce-p"):
+        if name.startswith(prefix) and name[len(prefix):len(prefix) + 4].isdigit():
+            return int(name[len(prefix):len(prefix) + 4])
+    return None
 
 
-def remove_dataset(directory: Path) -> None:
-    """Delete a jaxmodel dataset's own files (and emptied partition dirs)."""
-    for path in sorted(directory.rglob("*"), key=lambda p: len(p.parts), reverse=True):
-        if path.is_file() and _is_ours(path):
+def remove_dataset(directory: Path, processes: Iterable[int] | None = None) -> None:
+    """Delete a dataset's own files: all of them, or only those of ``processes``
+    (and emptied partition directories).  Only the dataset's area is touched
+    (see :func:`~jaxmodel.sink.dataset_files`)."""
+    keep = None if processes is None else set(processes)
+    for path in list(dataset_files(directory)):
+        if not is_dataset_file(path):
+            continue
+        owner = _process_of(path)
+        if keep is None or owner in keep:
             path.unlink()
-        elif path.is_dir() and "=" in path.name and not any(path.iterdir()):
+    for path in sorted(directory.rglob("*=*"), key=lambda p: len(p.parts), reverse=True):
+        if path.is_dir() and path.relative_to(directory).parts[0].count("=") and not any(
+                path.iterdir()):
             path.rmdir()
+
+
+def _write_metadata(meta_path: Path, meta: dict[str, Any], process: int, *,
+                    replace: bool) -> None:
+    tmp = meta_path.with_name(f".{METADATA_FILE}.p{process}.tmp")
+    tmp.write_text(json.dumps(meta, indent=1))
+    try:
+        if replace:
+            os.replace(tmp, meta_path)
+        else:
+            os.link(tmp, meta_path)  # atomic, and the first process wins
+    except FileExistsError:
+        pass
+    finally:
+        if tmp.exists():
+            tmp.unlink()
 
 
 def prepare_directory(directory: Path, meta: dict[str, Any], *, process: int, processes: int,
                       resume: bool, overwrite: bool) -> None:
-    """Create, check, clean or adopt the output directory (see SweepSpec docs).
+    """Create, check, clean or adopt the output directory.
+
+    ``--overwrite`` deletes the dataset's own files: all of them in a single
+    process run; in a run of several processes each deletes only its own
+    (process 0 also those of process numbers the run does not have), so no
+    process deletes another's finished work.
 
     Raises:
       DatasetExists: a dataset is there and neither resume nor overwrite was asked.
@@ -408,24 +437,23 @@ def prepare_directory(directory: Path, meta: dict[str, Any], *, process: int, pr
     if directory.exists() and not directory.is_dir():
         raise SpecError(f"output: {str(directory)!r} exists and is not a directory")
     if directory.exists():
-        foreign = [p for p in directory.rglob("*")
-                   if p.is_file() and not _is_ours(p)]
+        foreign = [p for p in directory.iterdir()
+                   if not (p.is_dir() and "=" in p.name) and not is_dataset_file(p)]
         if foreign and not meta_path.exists():
             raise SpecError(f"output: {str(directory)!r} holds other files "
                             f"(e.g. {foreign[0].name}); choose an empty or new directory")
         own_manifest = Manifest(directory, process).path
-        if overwrite and process == 0:
-            remove_dataset(directory)
-        elif overwrite:
-            own = [own_manifest, *directory.rglob(f"part-p{process:04d}-*.parquet")]
-            for p in own:
-                if p.exists():
-                    p.unlink()
+        if overwrite:
+            if processes == 1:
+                remove_dataset(directory)
+            else:
+                others = range(processes, 10_000) if process == 0 else ()
+                remove_dataset(directory, [process, *others])
+                if process == 0 and (directory / "_reduce-merge.lock").exists():
+                    (directory / "_reduce-merge.lock").unlink()
         elif meta_path.exists():
             old = json.loads(meta_path.read_text())
-            same = (old.get("spec") == meta["spec"] and old.get("x64") == meta["x64"]
-                    and old.get("model") == meta["model"])
-            if not same:
+            if not same_sweep(old, meta):
                 raise SpecError(
                     f"output: {str(directory)!r} holds a dataset of another sweep "
                     "(different spec, model or precision); use --overwrite to replace it")
@@ -437,16 +465,19 @@ def prepare_directory(directory: Path, meta: dict[str, Any], *, process: int, pr
                 raise SpecError(
                     f"--chunk-size: got {meta['chunk_size']}; this dataset was started with "
                     f"{old.get('chunk_size')} (resume with that, or omit --chunk-size)")
-    directory.mkdir(parents=True, exist_ok=True)
-    if not meta_path.exists():
-        tmp = directory / f".{METADATA_FILE}.p{process}.tmp"
-        tmp.write_text(json.dumps(meta, indent=1))
-        try:
-            os.link(tmp, meta_path)  # atomic, and the first process wins
-        except FileExistsError:
-            pass
-        finally:
-            tmp.unlink()
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        replace = overwrite and meta_path.exists() and not same_sweep(
+            json.loads(meta_path.read_text()), meta)
+        if replace or not meta_path.exists():
+            _write_metadata(meta_path, meta, process, replace=replace)
+    except OSError as e:
+        raise SpecError(f"output: cannot write to {str(directory)!r} ({e.strerror})") from None
+
+
+def same_sweep(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether two dataset metadata describe the same computation."""
+    return all(a.get(k) == b.get(k) for k in ("spec", "x64", "model"))
 
 
 class Progress:
@@ -626,6 +657,18 @@ def load_checkpoint(path: Path) -> tuple[dict, dict[str, Any]]:
     return _unflatten(flat), info
 
 
+def _sweep_key(meta: dict[str, Any]) -> str:
+    """Identity of the computation a reducer state belongs to."""
+    import hashlib
+
+    text = json.dumps([meta["spec"], meta["model"], meta["x64"], meta["chunk_size"]])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _chunks_of(info: dict[str, Any]) -> set[int]:
+    return {c for a, b in info["chunks"] for c in range(a, b)}
+
+
 def _checkpoint_path(directory: Path, process: int) -> Path:
     return directory / f"_reduce-p{process:04d}.npz"
 
@@ -645,16 +688,26 @@ def run_reduce(plan: Plan, directory: Path, *, resume: bool, overwrite: bool, pr
     prepare_directory(directory, meta, process=process, processes=processes,
                       resume=resume, overwrite=overwrite)
     ckpt = _checkpoint_path(directory, process)
-    done: set[int] = set()
+    sweep_key = _sweep_key(meta)
+    done: set[int] = set()  # chunks folded into this process's state
     counts = {"rows": 0, "valid": 0}
     state = plan.init_state()
     if ckpt.exists() and resume:
         loaded, info = load_checkpoint(ckpt)
-        state = plan.init_state(loaded)
-        done = {c for a, b in info["chunks"] for c in range(a, b)}
-        counts = info["counts"]
+        if info.get("sweep") == sweep_key:
+            state = plan.init_state(loaded)
+            done = _chunks_of(info)
+            counts = info["counts"]
+    # Chunks folded by other processes' states (an earlier split) are skipped,
+    # so that no chunk is ever folded twice.
+    others = set()
+    for path in directory.glob("_reduce-p*.npz"):
+        if path != ckpt:
+            _, info = load_checkpoint(path)
+            if info.get("sweep") == sweep_key:
+                others |= _chunks_of(info)
     owned = my_chunks(plan.num_chunks, process, processes)
-    todo = [k for k in owned if k not in done]
+    todo = [k for k in owned if k not in done and k not in others]
     result = SweepResult(directory, plan.size, skipped_chunks=len(owned) - len(todo))
     configs_todo = sum(min(plan.chunk_size, plan.size - k * plan.chunk_size) for k in todo)
     progress = Progress(configs_todo, not quiet, progress_stream)
@@ -669,7 +722,8 @@ def run_reduce(plan: Plan, directory: Path, *, resume: bool, overwrite: bool, pr
             counts["valid"] += int(v)
         pending_counts.clear()
         save_checkpoint(ckpt, state, {"chunks": chunk_runs(done), "counts": counts,
-                                      "complete": complete, "processes": processes})
+                                      "complete": complete, "processes": processes,
+                                      "sweep": sweep_key})
 
     with computing(), _StopFlag() as stop:
         for i, k in enumerate(todo):
@@ -718,12 +772,20 @@ def _merge_if_last(plan: Plan, directory: Path, meta: dict[str, Any]):
 
     paths = sorted(directory.glob("_reduce-p*.npz"))
     states, covered = [], set()
+    key = _sweep_key(meta)
     for path in paths:
         state, info = load_checkpoint(path)
+        if info.get("sweep") != key:
+            continue  # another sweep's leftover: never merged
         if not info["complete"]:
             return None
+        chunks = _chunks_of(info)
+        if chunks & covered:
+            raise SpecError(
+                f"reduce: the states in {str(directory)!r} overlap (chunks folded twice by "
+                "runs with different splits at once); rerun with --overwrite")
         states.append(state)
-        covered |= {c for a, b in info["chunks"] for c in range(a, b)}
+        covered |= chunks
     if covered != set(range(plan.num_chunks)):
         return None
     lock = directory / "_reduce-merge.lock"

@@ -36,7 +36,7 @@ import json
 import os
 import queue
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -148,8 +148,34 @@ def recorded_parts(records: Sequence[Mapping[str, Any]]) -> set[str]:
     return {p for r in records for p in r["parts"]}
 
 
+def dataset_files(directory: Path) -> Iterator[Path]:
+    """The files of a dataset's own area: its top level and its hive partition
+    directories (``col=value``, recursively).  Nothing else below it, such as
+    another dataset in a subdirectory, is ever read, cleaned or deleted."""
+    for path in directory.iterdir():
+        if path.is_dir():
+            if "=" in path.name:
+                yield from dataset_files(path)
+        elif path.is_file():
+            yield path
+
+
+def is_dataset_file(path: Path) -> bool:
+    """A file a jaxmodel dataset writes (by its name)."""
+    name = path.name
+    return (
+        name == METADATA_FILE
+        or name.startswith("_manifest-p")
+        or (name.startswith("part-p") and name.endswith(".parquet"))
+        or (name.startswith(".part-p") and name.endswith(".tmp"))
+        or name.startswith("_reduce-")
+        or (name.startswith(f".{METADATA_FILE}") and name.endswith(".tmp"))
+    )
+
+
 def part_files(directory: Path) -> list[Path]:
-    return sorted(p for p in directory.rglob("part-p*.parquet") if p.is_file())
+    return sorted(p for p in dataset_files(directory)
+                  if p.name.startswith("part-p") and p.name.endswith(".parquet"))
 
 
 def clean_orphans(directory: Path, processes: Sequence[int]) -> int:
@@ -157,9 +183,7 @@ def clean_orphans(directory: Path, processes: Sequence[int]) -> int:
     recorded = recorded_parts(Manifest.read_all(directory))
     prefixes = tuple(f"part-p{p:04d}-" for p in processes)
     removed = 0
-    for path in directory.rglob("*"):
-        if not path.is_file():
-            continue
+    for path in list(dataset_files(directory)):
         name = path.name
         rel = path.relative_to(directory).as_posix()
         tmp = name.startswith(".part-p") and name.endswith(".tmp")

@@ -349,3 +349,32 @@ def test_a_filter_that_keeps_nothing_still_leaves_a_readable_dataset(tmp_path):
     assert table.num_rows == 0 and "mfu_percent" in table.column_names
     glob = str(tmp_path / "ds" / "*.parquet")
     assert duckdb.connect().execute(f"select count(*) from '{glob}'").fetchall() == [(0,)]
+
+
+def test_datasets_nested_in_the_output_are_never_touched(tmp_path):
+    spec = load_spec(SMALL)
+    run_sweep(Plan(spec, chunk_size=500), tmp_path / "parent" / "inner")
+    inner = read(tmp_path / "parent" / "inner")
+    # the parent holds another dataset's directory: refused, nothing deleted
+    with pytest.raises(SpecError, match="holds other files"):
+        run_sweep(Plan(spec, chunk_size=500), tmp_path / "parent")
+    # a dataset with a dataset nested inside it: --overwrite and --resume leave it alone
+    run_sweep(Plan(spec, chunk_size=500), tmp_path / "outer")
+    run_sweep(Plan(spec, chunk_size=500), tmp_path / "outer" / "nested")
+    run_sweep(Plan(spec, chunk_size=500), tmp_path / "outer", overwrite=True)
+    run_sweep(Plan(spec, chunk_size=500), tmp_path / "outer", resume=True)
+    for path in (tmp_path / "parent" / "inner", tmp_path / "outer" / "nested"):
+        got = read(path)
+        for name in inner:
+            np.testing.assert_array_equal(got[name], inner[name], err_msg=name)
+
+
+def test_overwrite_by_one_shard_keeps_the_other_shards_work(tmp_path):
+    spec = load_spec(SMALL)
+    out = tmp_path / "ds"
+    run_sweep(Plan(spec, chunk_size=100), out, process=1, processes=2, overwrite=True)
+    run_sweep(Plan(spec, chunk_size=100), out, process=0, processes=2, overwrite=True)
+    run_sweep(Plan(spec, chunk_size=100), tmp_path / "one")
+    a, b = read(out), read(tmp_path / "one")
+    for name in b:
+        np.testing.assert_array_equal(a[name], b[name], err_msg=name)

@@ -263,3 +263,15 @@ def test_reductions_are_the_same_on_four_devices(tmp_path):
         assert len(b["config_id"]) > 0
         for col in b:
             np.testing.assert_array_equal(a[col], b[col], err_msg=f"{name}: {col}")
+
+
+def test_reduce_resumed_with_another_split_folds_each_chunk_once(tmp_path):
+    spec = parse_spec(GRID + "\n[reduce]\ntop_k = 40\nby = \"mfu_percent\"\n", "split")
+    run_sweep(build_plan(spec, chunk_size=64), tmp_path / "ds", process=1, processes=2)
+    result = run_sweep(build_plan(spec, chunk_size=64), tmp_path / "ds", resume=True)
+    assert result.reduced is not None
+    run_sweep(build_plan(spec, chunk_size=64), tmp_path / "clean")
+    a, b = read(tmp_path / "ds"), read(tmp_path / "clean")
+    assert len(np.unique(a["config_id"])) == len(a["config_id"]) == 40
+    for name in b:
+        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
