@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxmodel.errors import InputError
-from jaxmodel.fields import InputField
+from jaxmodel.fields import FLOAT32_NOTE, InputField, in_float32_range
 from jaxmodel.models import DEFAULT_MODEL, Model, get_model
 from jaxmodel.precision import computing, float_dtype
 
@@ -38,10 +38,14 @@ def check_values(field: InputField, value: Any) -> np.ndarray:
         bad |= arr < field.low if field.low_inclusive else arr <= field.low
         if field.high is not None:
             bad |= arr > field.high
+    allowed = field.allowed()
+    if not bad.any() and not np.all(in_float32_range(arr)):
+        bad = ~in_float32_range(arr)
+        allowed += FLOAT32_NOTE
     if bad.any():
         first = arr.flat[int(np.argmax(bad.ravel()))]
         shown = int(first) if field.integer and float(first).is_integer() else float(first)
-        raise InputError(field.name, shown, field.allowed())
+        raise InputError(field.name, shown, allowed)
     return arr
 
 

@@ -54,22 +54,27 @@ class InputField:
             text += f" and <= {_fmt(self.high)}"
         return text
 
-    def check_scalar(self, value: object) -> float:
+    def check_scalar(self, value: object, *, text: bool = False) -> float:
         """Validate one host value; return it as a Python float.
+
+        ``text``: the value comes from the command line, so a string of a
+        number is read as that number (in files and specs, text is an error).
 
         Raises:
           InputError: naming the field, the value and what is allowed.
         """
         if isinstance(value, bool):  # JSON/TOML true is not the count 1
             raise InputError(self.name, value, self.allowed())
+        if isinstance(value, str) and not text:
+            raise InputError(self.name, value, self.allowed() + " (a number, not text)")
         if not isinstance(value, (int, float)):
             try:
-                value = float(value)  # numpy scalars, strings of numbers
+                value = float(value)  # numpy scalars; command-line text
             except (TypeError, ValueError):
                 raise InputError(self.name, value, self.allowed()) from None
         x = float(value)
         # Whole numbers are shown as such ("got 0", not "got 0.0" for "--num-gpus 0").
-        shown = int(x) if math.isfinite(x) and x.is_integer() else x
+        shown = int(x) if math.isfinite(x) and x.is_integer() and abs(x) < 1e16 else x
         if not math.isfinite(x):
             raise InputError(self.name, shown, self.allowed())
         if self.integer and x != math.floor(x):
@@ -78,6 +83,8 @@ class InputField:
             raise InputError(self.name, shown, self.allowed())
         if self.high is not None and x > self.high:
             raise InputError(self.name, shown, self.allowed())
+        if not in_float32_range(x):
+            raise InputError(self.name, shown, self.allowed() + FLOAT32_NOTE)
         return x
 
 
@@ -99,6 +106,21 @@ class OutputField:
     doc: str
     kind: OutputKind
     categories: tuple[str, ...] = ()
+
+
+# Inputs are computed in float32 unless x64 is asked for: a value outside
+# float32's normal range would silently become inf or 0 there.
+FLOAT32_MAX = 3.4028234663852886e38
+FLOAT32_TINY = 1.1754943508222875e-38
+FLOAT32_NOTE = " and within float32's range (1.2e-38 to 3.4e38)"
+
+
+def in_float32_range(x):
+    """Whether ``|x|`` is 0 or a normal float32 magnitude (numpy arrays too)."""
+    import numpy as np
+
+    a = np.abs(x)
+    return (a == 0) | ((a >= FLOAT32_TINY) & (a <= FLOAT32_MAX))
 
 
 def _fmt(x: float) -> str:

@@ -20,7 +20,7 @@ _DECIMALS_BY_UNIT = {"ms": 3, "%": 1, "TFLOP/s": 1, "GB": 2}
 
 
 def _round(value: float, decimals: int) -> float | None:
-    return None if math.isnan(value) else round(value, decimals) + 0.0
+    return None if not math.isfinite(value) else round(value, decimals) + 0.0
 
 
 def printed_outputs(model: Model, outputs: Mapping[str, Any]) -> dict[str, Any]:
@@ -92,9 +92,21 @@ def seed_document(
     return doc
 
 
+def json_safe(obj: Any) -> Any:
+    """``obj`` with every NaN or infinite float replaced by ``None`` (JSON null):
+    an invalid layout, or a value past float32's range."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, Mapping):
+        return {k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    return obj
+
+
 def to_json(doc: Mapping[str, Any]) -> str:
-    """One line of JSON, as the seed file is written."""
-    return json.dumps(doc, allow_nan=False)
+    """One line of JSON, as the seed file is written (non-finite values as null)."""
+    return json.dumps(json_safe(doc), allow_nan=False)
 
 
 _BREAKDOWN = (

@@ -260,3 +260,26 @@ def test_main_runs_eval(capsys, seed_example):
         main(["eval", "--no-profile"])
     assert e.value.code == 0
     assert json.loads(capsys.readouterr().out)["outputs"] == seed_example["outputs"]
+
+
+def test_values_past_float32_and_text_in_files_are_one_line_errors(tmp_path, capsys):
+    from jaxmodel.cli import main
+
+    def run(args):
+        with pytest.raises(SystemExit) as info:
+            main(args)
+        return info.value.code, capsys.readouterr().err
+
+    code, err = run(["eval", "--link-bandwidth-gb-s", "1e300"])
+    assert code == 2 and "float32's range" in err and err.count("\n") == 1
+    code, err = run(["eval", "--compute-tflops", "1e-300"])
+    assert code == 2 and "compute_tflops: got 1e-300" in err
+    config = tmp_path / "c.json"
+    config.write_text('{"num_gpus": "64"}')
+    code, err = run(["eval", "--config", str(config)])
+    assert code == 2 and "num_gpus: got '64'" in err and "not text" in err
+    # an overflowing result (not an input) prints as null, never a traceback
+    with pytest.raises(SystemExit) as info:
+        main(["eval", "--compute-tflops", "1.2e-38", "--no-profile"])
+    assert info.value.code == 0
+    assert '"compute_time_ms": null' in capsys.readouterr().out

@@ -1,7 +1,6 @@
 """``jaxmodel best``: the best layouts of a model on a cluster, for a global batch."""
 
 
-import json
 from typing import Annotated, Any, Literal
 
 import typer
@@ -16,6 +15,7 @@ from jaxmodel.cli.common import (
 )
 from jaxmodel.errors import SpecError
 from jaxmodel.models import Model
+from jaxmodel.report import to_json
 from jaxmodel.search import LAYOUT_AXES, SearchResult, global_batch_of, row_dicts, search
 
 # Short headers of the layout columns, in table order.
@@ -159,7 +159,7 @@ def best_command(
                     group_by=groups, pareto=_pareto_option(pareto), x64=x64, chunk=chunk)
     doc = _document(m, values, result, allow_idle)
     if output_format == "json":
-        typer.echo(json.dumps(doc, allow_nan=False))
+        typer.echo(to_json(doc))
         return
     q = doc["question"]
     direction = "max" if result.maximize else "min"

@@ -109,6 +109,7 @@ def gather_inputs(model_name: str, config: str | None,
     values.update(apply_presets(model, **{k: options.get(k) for k in PRESET_OPTIONS}))
     if config:
         values.update(load_config(config, model))
+    typed: set[str] = set()
     for name, text in options.items():
         if text is None or name in PRESET_OPTIONS:
             continue
@@ -116,7 +117,9 @@ def gather_inputs(model_name: str, config: str | None,
             raise InputError("--" + name.replace("_", "-"), text,
                              f"options of model {model.name!r} only")
         values[name] = text
-    checked = {f.name: f.check_scalar(values[f.name]) for f in model.inputs}
+        typed.add(name)
+    checked = {f.name: f.check_scalar(values[f.name], text=f.name in typed)
+               for f in model.inputs}
     return model, checked
 
 

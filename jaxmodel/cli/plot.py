@@ -124,7 +124,7 @@ def breakdown_command(
         asked = _compare(compare, m.input_names)
         for name, vs in asked.items():
             for v in vs:
-                m.input_field(name).check_scalar(v)
+                m.input_field(name).check_scalar(v, text=True)
         configs, labels = plots.compare_configs(values, asked)
         title = None
     else:

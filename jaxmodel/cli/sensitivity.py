@@ -1,7 +1,6 @@
 """``jaxmodel sensitivity``: which knob matters most, as JSON or a ranked table."""
 
 
-import json
 import math
 from typing import Annotated, Any, Literal
 
@@ -16,7 +15,7 @@ from jaxmodel.cli.common import (
     with_input_options,
 )
 from jaxmodel.models import Model
-from jaxmodel.report import printed_inputs
+from jaxmodel.report import printed_inputs, to_json
 from jaxmodel.sensitivity import (
     Sensitivities,
     gradient_unit,
@@ -133,4 +132,4 @@ def sensitivity_command(
     if table:
         typer.echo(ranked_table(m, values, s))
     else:
-        typer.echo(json.dumps(document(m, values, s), allow_nan=False))
+        typer.echo(to_json(document(m, values, s)))

@@ -1,7 +1,6 @@
 """``jaxmodel solve``: the input value at which an output reaches a target."""
 
 
-import json
 import math
 from typing import Annotated, Any, Literal
 
@@ -16,7 +15,7 @@ from jaxmodel.cli.common import (
     reports_errors,
     with_input_options,
 )
-from jaxmodel.report import printed_inputs
+from jaxmodel.report import printed_inputs, to_json
 from jaxmodel.solve import describe, parse_target, solve
 
 
@@ -70,4 +69,4 @@ def solve_command(
         check = as_dicts(m, evaluate(m, x64=x64, **{**values, s.vary: float(s.solved)}))
         doc["solved"][s.output] = _num(check[s.output])
     doc["answer"] = answer
-    typer.echo(json.dumps(doc, allow_nan=False))
+    typer.echo(to_json(doc))
