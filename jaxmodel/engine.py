@@ -174,6 +174,12 @@ class Plan:
         self.filter = None
         if spec.filter is not None:
             self.filter = parse(spec.filter.text, set(self.all_columns))
+            booleans = {c.name for c in all_columns if pa.types.is_boolean(c.type)}
+            self.filter.check_condition(booleans, self.categories)
+            # Evaluate once on the host, so that every error (an unknown
+            # category name, ...) shows before anything is written.
+            self.filter.evaluate_numpy({c.name: np.zeros(1) for c in all_columns},
+                                       self.categories)
         out = spec.output
         wanted = list(out.columns) if out.columns else list(self.all_columns)
         for name in list(wanted) + list(out.partition_by):

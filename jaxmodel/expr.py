@@ -83,6 +83,23 @@ class Expr:
 
         return _eval(self.root, cols, categories, _JAX_OPS(np))
 
+    def check_condition(self, booleans: set[str], categories: Mapping[str, Any]) -> None:
+        """Check that the expression is a condition and every operand has the
+        right kind: ``and``/``or``/``not`` take conditions; arithmetic and
+        ordering take numbers; a category column compares only with ``==`` or
+        ``!=`` against one of its quoted names.
+
+        Args:
+          booleans: the boolean columns; categories: the category columns.
+
+        Raises:
+          SpecError: one line saying what is wrong.
+        """
+        if _kind(self.root, booleans, categories, self.text) != "bool":
+            raise SpecError(f"filter: {self.text!r} is not a condition (compare a value, "
+                            "e.g. mfu_percent >= 40, or name a boolean column such as "
+                            "valid_layout)")
+
     def to_arrow(self):
         """A ``pyarrow.compute.Expression`` for dataset filters (category columns
         are dictionary-encoded strings there, so they compare with names)."""
@@ -99,6 +116,40 @@ def _JAX_OPS(xp) -> dict[str, Callable]:
         "+": xp.add, "-": xp.subtract, "*": xp.multiply, "/": xp.divide, "neg": xp.negative,
         "abs": xp.abs, "min": xp.minimum, "max": xp.maximum, "log": xp.log, "sqrt": xp.sqrt,
     }
+
+
+def _kind(node: Node, booleans, categories, text: str) -> str:
+    """``bool``, ``num``, ``str`` or ``cat``: the kind of value a node gives."""
+    op = node.op
+    if op == "bool":
+        return "bool"
+    if op == "num":
+        return "num"
+    if op == "str":
+        return "str"
+    if op == "col":
+        name = node.args[0]
+        return "bool" if name in booleans else "cat" if name in categories else "num"
+    kinds = [_kind(a, booleans, categories, text) for a in node.args]
+    if op in ("and", "or", "not"):
+        if any(k != "bool" for k in kinds):
+            raise SpecError(f"filter: '{op}' joins conditions, in {text!r}")
+        return "bool"
+    if op in _COMPARISONS:
+        if "cat" in kinds or "str" in kinds:
+            a, b = node.args
+            pair = {kinds[0], kinds[1]}
+            if op not in ("==", "!=") or pair != {"cat", "str"}:
+                raise SpecError(
+                    f"filter: a category column compares with == or != to one of its "
+                    f"quoted names (e.g. bottleneck == \"tp_comm\"), in {text!r}")
+            return "bool"
+        if "bool" in kinds and set(kinds) != {"bool"}:
+            raise SpecError(f"filter: a condition compared with a number, in {text!r}")
+        return "bool"
+    if any(k != "num" for k in kinds):
+        raise SpecError(f"filter: '{op}' takes numbers, in {text!r}")
+    return "num"
 
 
 def _category_code(node: Node, other: Node, categories) -> int | None:

@@ -369,9 +369,17 @@ def check_column(dataset, name: str, what: str) -> None:
 def _filter(dataset, where: str | None):
     if not where:
         return None
+    import pyarrow as pa
+
     from jaxmodel.expr import parse
 
-    return parse(where, set(dataset.schema.names)).to_arrow()
+    expr = parse(where, set(dataset.schema.names))
+    schema = dataset.schema
+    booleans = {f.name for f in schema if pa.types.is_boolean(f.type)}
+    categories = {f.name: () for f in schema
+                  if pa.types.is_dictionary(f.type) or pa.types.is_string(f.type)}
+    expr.check_condition(booleans, categories)
+    return expr.to_arrow()
 
 
 def column_unit(dataset, name: str) -> str:

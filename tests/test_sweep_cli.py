@@ -134,3 +134,23 @@ def test_ctrl_c_prints_the_resume_command_and_resume_finishes(tmp_path):
     a = ds.dataset(out).to_table().sort_by("config_id")
     b = ds.dataset(tmp_path / "clean").to_table().sort_by("config_id")
     assert a.equals(b)
+
+
+@pytest.mark.parametrize(
+    "filt, message",
+    [
+        ("mfu_percent", "is not a condition"),
+        ("1 + 2", "is not a condition"),
+        ("config_id", "is not a condition"),
+        ("bottleneck > 1", "compares with == or !="),
+        ("bottleneck == regime", "compares with == or !="),
+        ('bottleneck == "nope"', "'nope' is not a value of bottleneck"),
+        ("valid_layout and 3", "joins conditions"),
+    ],
+)
+def test_filters_that_are_not_conditions_fail_before_writing(tmp_path, capsys, filt, message):
+    path = tmp_path / "f.toml"
+    path.write_text(f"filter = '{filt}'\n[axes]\nnum_gpus = [64]\n")
+    code, _, err = run(["sweep", str(path), "-o", str(tmp_path / "ds")], capsys)
+    assert code == 2 and message in err and err.count("\n") == 1
+    assert not (tmp_path / "ds").exists()
