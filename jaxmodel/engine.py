@@ -320,6 +320,10 @@ class Plan:
                     lambda ref, v: np.asarray(v, dtype=ref.dtype), state, loaded)
             return jax.device_put(state, NamedSharding(self.mesh, PartitionSpec()))
 
+    def chunk_length(self, chunk: int) -> int:
+        """Configurations in chunk ``chunk`` (the last one may be short)."""
+        return min(self.chunk_size, self.size - chunk * self.chunk_size)
+
     def step(self, chunk: int):
         """Dispatch chunk ``chunk`` (asynchronously); returns device values."""
         start = chunk * self.chunk_size
@@ -567,9 +571,8 @@ def run_sweep(plan: Plan, directory: Path, *, resume: bool = False, overwrite: b
     stale = [process] + (list(range(processes, 10_000)) if process == 0 else [])
     clean_orphans(directory, stale)
     done = done_chunks(Manifest.read_all(directory))
-    todo = [k for k in my_chunks(plan.num_chunks, process, processes) if k not in done]
-    owned = len(my_chunks(plan.num_chunks, process, processes))
-    result = SweepResult(directory, plan.size, skipped_chunks=owned - len(todo))
+    todo = Todo(plan, my_chunks(plan.num_chunks, process, processes), done)
+    result = SweepResult(directory, plan.size, skipped_chunks=todo.skipped)
     on_disk = json.loads((directory / METADATA_FILE).read_text())
     writer = PartWriter(
         directory, process, plan.columns, file_metadata=file_metadata(on_disk),
@@ -578,28 +581,31 @@ def run_sweep(plan: Plan, directory: Path, *, resume: bool = False, overwrite: b
         compression=plan.spec.output.compression,
         partition_by=plan.spec.output.partition_by,
     )
-    configs_todo = sum(min(plan.chunk_size, plan.size - k * plan.chunk_size) for k in todo)
-    progress = Progress(configs_todo, not quiet, progress_stream)
+    progress = Progress(todo.configurations, not quiet, progress_stream)
     background = BackgroundWriter(writer)
     start = time.perf_counter()
     configs_done = 0
+    chunks = iter(todo)
     with computing(), _StopFlag() as stop:
         t0 = time.perf_counter()
-        pending = plan.step(todo[0]) if todo else None
+        k = next(chunks, None)
+        pending = plan.step(k) if k is not None else None
         if pending is not None:
             jax.block_until_ready(pending)
             result.compile_seconds = time.perf_counter() - t0
         try:
-            for i, k in enumerate(todo):
-                nxt = plan.step(todo[i + 1]) if i + 1 < len(todo) and not stop.set else None
+            while k is not None:
+                # Dispatch the next chunk before fetching this one (overlap).
+                k_next = next(chunks, None) if not stop.set else None
+                nxt = plan.step(k_next) if k_next is not None else None
                 rows, n, valid = plan.fetch(pending)
                 background.put(k, rows, n)
                 result.rows += n
                 result.valid_rows += valid
                 result.chunks += 1
-                configs_done += min(plan.chunk_size, plan.size - k * plan.chunk_size)
+                configs_done += plan.chunk_length(k)
                 progress.update(configs_done, result.rows)
-                pending = nxt
+                k, pending = k_next, nxt
                 if stop.set:
                     break
         finally:
@@ -609,10 +615,28 @@ def run_sweep(plan: Plan, directory: Path, *, resume: bool = False, overwrite: b
     result.bytes = writer.bytes_written
     result.parts = writer.parts_written
     result.configurations_done = configs_done
-    if stop.set and result.chunks < len(todo):
+    if stop.set and result.chunks < todo.count:
         result.interrupted = True
         raise SweepInterrupted(result)
     return result
+
+
+class Todo:
+    """The chunks a process still has to do, without listing them (a sweep
+    may have billions of chunks): its block of chunks less those done."""
+
+    def __init__(self, plan: Plan, owned: range, done: set[int]):
+        self.owned = owned
+        self.done = done
+        done_here = [k for k in done if k in owned]
+        self.count = len(owned) - len(done_here)
+        self.skipped = len(done_here)
+        first, last = owned.start * plan.chunk_size, min(owned.stop * plan.chunk_size, plan.size)
+        self.configurations = max(last - first, 0) - sum(plan.chunk_length(k)
+                                                         for k in done_here)
+
+    def __iter__(self):
+        return (k for k in self.owned if k not in self.done)
 
 
 def dataset_bytes(directory: Path) -> int:
@@ -712,11 +736,9 @@ def run_reduce(plan: Plan, directory: Path, *, resume: bool, overwrite: bool, pr
             _, info = load_checkpoint(path)
             if info.get("sweep") == sweep_key:
                 others |= _chunks_of(info)
-    owned = my_chunks(plan.num_chunks, process, processes)
-    todo = [k for k in owned if k not in done and k not in others]
-    result = SweepResult(directory, plan.size, skipped_chunks=len(owned) - len(todo))
-    configs_todo = sum(min(plan.chunk_size, plan.size - k * plan.chunk_size) for k in todo)
-    progress = Progress(configs_todo, not quiet, progress_stream)
+    todo = Todo(plan, my_chunks(plan.num_chunks, process, processes), done | others)
+    result = SweepResult(directory, plan.size, skipped_chunks=todo.skipped)
+    progress = Progress(todo.configurations, not quiet, progress_stream)
     start = time.perf_counter()
     last_save = start
     configs_done = 0
@@ -741,7 +763,7 @@ def run_reduce(plan: Plan, directory: Path, *, resume: bool, overwrite: bool, pr
             pending_counts.append((count, valid))
             done.add(k)
             result.chunks += 1
-            configs_done += min(plan.chunk_size, plan.size - k * plan.chunk_size)
+            configs_done += plan.chunk_length(k)
             progress.update(configs_done, 0)
             if time.perf_counter() - last_save > CHECKPOINT_SECONDS:
                 checkpoint(False)
@@ -749,7 +771,7 @@ def run_reduce(plan: Plan, directory: Path, *, resume: bool, overwrite: bool, pr
             if stop.set:
                 break
         progress.finish()
-        interrupted = stop.set and result.chunks < len(todo)
+        interrupted = stop.set and result.chunks < todo.count
         checkpoint(not interrupted)
     result.seconds = time.perf_counter() - start
     result.configurations_done = configs_done

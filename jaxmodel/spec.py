@@ -48,6 +48,7 @@ configuration index ``config_id`` is the row's position in that order (for
 
 from __future__ import annotations
 
+import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +60,8 @@ from jaxmodel.api import check_values
 from jaxmodel.errors import InputError, SpecError, closest
 from jaxmodel.expr import Expr, parse
 from jaxmodel.models import DEFAULT_MODEL, Model, get_model
+
+MAX_CONFIGURATIONS = 2**62  # config_id is int64; chunk counts stay exact
 
 TOP_LEVEL = ("model", "description", "filter", "base", "axes", "zip", "sample", "output",
              "sensitivity", "solve", "reduce")
@@ -171,12 +174,14 @@ def _keys(table: dict, allowed, where: str) -> None:
 def _number(value: Any, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise SpecError(f"{where}: expected a number, got {value!r}")
+    if not math.isfinite(value):
+        raise SpecError(f"{where}: expected a finite number, got {value!r}")
     return float(value)
 
 
-def _int(value: Any, where: str, low: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise SpecError(f"{where}: expected a whole number >= {low}, got {value!r}")
+def _int(value: Any, where: str, low: int = 1, high: int = 2**31 - 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise SpecError(f"{where}: expected a whole number from {low} to {high}, got {value!r}")
     return value
 
 
@@ -257,8 +262,8 @@ def _sample(model: Model, table: dict) -> Sample:
     where = "sample"
     if "n" not in table:
         raise SpecError("sample: missing 'n', the number of configurations to draw")
-    n = _int(table["n"], "sample.n")
-    seed = _int(table.get("seed", 0), "sample.seed", low=0)
+    n = _int(table["n"], "sample.n", high=MAX_CONFIGURATIONS)
+    seed = _int(table.get("seed", 0), "sample.seed", low=0, high=2**32 - 1)
     dists = []
     for name, value in table.items():
         if name in ("n", "seed"):
@@ -310,6 +315,9 @@ def _output(table: dict, stem: str) -> OutputSettings:
                 raise SpecError(f"output.{key}: expected a list of column names, got {v!r}")
             if key == "columns" and not v:
                 raise SpecError("output.columns: empty list (omit it to keep every column)")
+            twice = sorted({c for c in v if v.count(c) > 1})
+            if twice:
+                raise SpecError(f"output.{key}: {twice[0]!r} is listed twice")
             kw[key] = tuple(v)
     for key in ("rows_per_file", "row_group_size"):
         if key in table:
@@ -422,9 +430,14 @@ def parse_spec(text: str, name: str = "sweep") -> SweepSpec:
         if not isinstance(v, dict):
             raise SpecError(f"{k}: expected a table")
 
+    if not isinstance(data.get("description", ""), str):
+        raise SpecError(f"description: expected text, got {data['description']!r}")
     filt = data.get("filter")
     spec = SweepSpec(text=text, name=name, model=model, base=base, dims=tuple(dims),
                      sample=sample, output=output, tables=tables)
+    if spec.size > MAX_CONFIGURATIONS:
+        raise SpecError(f"spec: {spec.size:.3e} configurations is more than a sweep may hold "
+                        f"(2**62 = {MAX_CONFIGURATIONS:.3e}); split it into several specs")
     if filt is not None:
         # Columns are known only once the extra tables are parsed: the engine
         # re-checks the filter against the full column set.

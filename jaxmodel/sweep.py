@@ -92,8 +92,10 @@ def reducer_for(spec: SweepSpec):
                                                                   for m in mins)):
             raise SpecError(f"reduce.minimize: with pareto, expected [bool, bool], got {mins!r}")
         capacity = table.get("capacity", 4096)
-        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
-            raise SpecError(f"reduce.capacity: expected a whole number >= 1, got {capacity!r}")
+        if (isinstance(capacity, bool) or not isinstance(capacity, int)
+                or not 1 <= capacity <= 1_000_000):
+            raise SpecError(f"reduce.capacity: expected a whole number from 1 to 1000000, "
+                            f"got {capacity!r}")
         return Pareto(pair[0], pair[1], mins[0], mins[1], capacity)
     if not isinstance(minimize, bool):
         raise SpecError(f"reduce.minimize: expected true or false, got {minimize!r}")

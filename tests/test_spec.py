@@ -100,3 +100,41 @@ def test_values_outside_domain_name_field_and_value(text, field, value):
         parse_spec(text)
     assert info.value.field == field
     assert info.value.value == value
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("[axes]\nnum_gpus = {range = [1, inf, 1]}", "expected a finite number"),
+        ("[axes]\nnum_gpus = {powers_of_two = [1, inf]}", "expected a finite number"),
+        ('[output]\ncolumns = ["mfu_percent", "mfu_percent"]', "listed twice"),
+        ("[sample]\nn = 5\nseed = 4294967296\nnum_gpus = {uniform = [1, 8]}", "sample.seed"),
+        ("[output]\nrow_group_size = 9223372036854775807", "output.row_group_size"),
+        ("description = 5", "description: expected text"),
+        ("[axes]\nnum_gpus = {range = [1, 1000001, 1]}\n"
+         "link_bandwidth_gb_s = {range = [1, 1000001, 1]}\n"
+         "compute_tflops = {range = [1, 1000001, 1]}\nmicro_batch = {range = [1, 10001, 1]}",
+         "more than a sweep may hold"),
+    ],
+)
+def test_values_that_would_break_later_are_refused_up_front(text, message):
+    with pytest.raises(SpecError) as info:
+        parse_spec(text)
+    assert message in str(info.value)
+
+
+def test_a_sweep_of_2_to_the_61_configurations_runs_its_last_chunk():
+    from jaxmodel.engine import Plan, Todo
+
+    spec = parse_spec("[axes]\nnum_gpus = {range = [1, 2049, 1]}\n"
+                      "link_bandwidth_gb_s = {range = [1, 1048577, 1]}\n"
+                      "compute_tflops = {range = [1, 65537, 1]}\n"
+                      "micro_batch = {range = [1, 16385, 1]}\n")
+    assert spec.size == 2**61
+    plan = Plan(spec, chunk_size=1024)
+    todo = Todo(plan, range(plan.num_chunks - 3, plan.num_chunks), {plan.num_chunks - 2})
+    assert list(todo) == [plan.num_chunks - 3, plan.num_chunks - 1]
+    assert todo.configurations == 2048 and todo.skipped == 1
+    rows, n, _ = plan.rows_for(plan.num_chunks - 1)
+    assert n == 1024 and rows["config_id"][-1] == 2**61 - 1
+    assert rows["num_gpus"][-1] == 2048 and rows["micro_batch"][-1] == 2**14

@@ -55,7 +55,7 @@ def test_resume_on_complete_dataset_does_nothing(tmp_path, capsys):
     [
         ('[axes]\nnum_gpu = [8]', "axes: unknown input 'num_gpu' (did you mean 'num_gpus'?)"),
         ('filter = "mfu_percnt > 3"', "filter: unknown column 'mfu_percnt' (did you mean"),
-        ("[axes]\nnum_gpus = {linspace = [8, 64, 0]}", "expected a whole number >= 1"),
+        ("[axes]\nnum_gpus = {linspace = [8, 64, 0]}", "expected a whole number from 1"),
         ('[axes]\nseq_length = [1024, 0]', "axes.seq_length: got 0"),
         ('[output]\ncolumns = ["mfu"]', "output: unknown column 'mfu'"),
     ],
