@@ -115,7 +115,8 @@ def test_ctrl_c_prints_the_resume_command_and_resume_finishes(tmp_path):
     exe = str(Path(sys.executable).with_name("jaxmodel"))
     out = tmp_path / "ds"
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-    proc = subprocess.Popen([exe, "sweep", str(spec), "-o", str(out), "--chunk-size", "32"],
+    proc = subprocess.Popen([exe, "sweep", str(spec), "-o", str(out), "--chunk-size", "32",
+                             "--x64"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     deadline = time.time() + 60
     while time.time() < deadline and not (out / "_manifest-p0000.jsonl").exists():
@@ -125,11 +126,12 @@ def test_ctrl_c_prints_the_resume_command_and_resume_finishes(tmp_path):
     assert proc.returncode == 130, err
     assert err.count("\n") == 1
     command = err.split("resume with: ")[1].split()
-    assert command[:2] == ["jaxmodel", "sweep"] and command[-1] == "--resume"
+    assert command[:2] == ["jaxmodel", "sweep"] and "--resume" in command
+    assert "--x64" in command and command[command.index("--chunk-size") + 1] == "32"
     done = subprocess.run([exe, *command[1:]], capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr
     clean = subprocess.run([exe, "sweep", str(spec), "-o", str(tmp_path / "clean"), "-q",
-                            "--chunk-size", "32"], env=env)
+                            "--chunk-size", "32", "--x64"], env=env)
     assert clean.returncode == 0
     a = ds.dataset(out).to_table().sort_by("config_id")
     b = ds.dataset(tmp_path / "clean").to_table().sort_by("config_id")

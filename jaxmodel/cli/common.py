@@ -64,7 +64,7 @@ def with_input_options(fn: Callable) -> Callable:
     sig = inspect.signature(fn)
     params = [p for p in sig.parameters.values() if p.name != "inputs"]
     for f in fields:
-        help_text = f"{f.doc} [{f.unit or 'count'}; default {f.default:g}]"
+        help_text = f"{f.doc} ({f.unit or 'count'}; default {f.default:g})"
         option = typer.Option(f.option, help=help_text, metavar="NUMBER",
                               rich_help_panel="Model inputs", show_default=False)
         params.append(inspect.Parameter(

@@ -3,6 +3,7 @@
 import json
 import os
 import re
+import shlex
 from pathlib import Path
 from typing import Annotated
 
@@ -72,8 +73,10 @@ def sweep_command(
         "(Slurm, ...) and split the chunks over its processes")] = False,
     coordinator: Annotated[str | None, typer.Option(
         "--coordinator", help="HOST:PORT of process 0 (explicit jax.distributed)")] = None,
-    num_processes: Annotated[int | None, typer.Option("--num-processes", min=1)] = None,
-    process_id: Annotated[int | None, typer.Option("--process-id", min=0)] = None,
+    num_processes: Annotated[int | None, typer.Option(
+        "--num-processes", min=1, help="processes in the run (with --coordinator)")] = None,
+    process_id: Annotated[int | None, typer.Option(
+        "--process-id", min=0, help="this process, 0 to N-1 (with --coordinator)")] = None,
     shard: Annotated[str | None, typer.Option(
         "--shard", metavar="I/N", help="take share I of N without a coordinator "
         "(job arrays)")] = None,
@@ -120,8 +123,16 @@ def sweep_command(
                            process=process, processes=processes, quiet=quiet)
     except SweepInterrupted as e:
         r = e.args[0]
+        again = [str(spec_path), "-o", str(directory), "--resume"]
+        if plan.chunk_size != DEFAULT_CHUNK and plan.chunk_size != plan.size:
+            again += ["--chunk-size", str(plan.chunk_size)]
+        again += ["--x64"] * x64 + (["--shard", shard] if shard else [])
+        again += ["--distributed"] * distributed
+        if coordinator:
+            again += ["--coordinator", coordinator, "--num-processes", str(num_processes),
+                      "--process-id", str(process_id)]
         typer.echo(f"interrupted after {r.chunks} chunks ({r.rows:,} rows written); resume "
-                   f"with: jaxmodel sweep {spec_path} -o {directory} --resume", err=True)
+                   f"with: jaxmodel sweep {shlex.join(again)}", err=True)
         raise typer.Exit(130) from None
     if quiet:
         return
