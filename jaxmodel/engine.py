@@ -198,12 +198,17 @@ class Plan:
         if reducer is not None:
             if out.partition_by:
                 raise SpecError("output.partition_by: not with [reduce] (one reduced table)")
-            needed = [getattr(reducer, a) for a in ("by", "x", "y") if hasattr(reducer, a)]
-            needed += list(getattr(reducer, "group_by", ()))
+            metrics = [getattr(reducer, a) for a in ("by", "x", "y") if hasattr(reducer, a)]
+            needed = metrics + list(getattr(reducer, "group_by", ()))
             for name in needed:
                 if name not in self.all_columns:
                     raise SpecError(f"reduce: unknown column {name!r}"
                                     f"{closest(name, self.all_columns)}")
+            for name in metrics:
+                kind = self.all_columns[name].type
+                if not (pa.types.is_integer(kind) or pa.types.is_floating(kind)):
+                    raise SpecError(f"reduce: {name!r} is not a number to rank by; allowed: "
+                                    "an integer or float column such as mfu_percent")
                 if name not in wanted:
                     wanted.append(name)
             self._check_groups(getattr(reducer, "group_by", ()))

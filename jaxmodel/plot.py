@@ -110,8 +110,11 @@ def _figure(size: tuple[int, int]):
 
 
 def _save(fig, output: Path) -> None:
-    output.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(output, dpi=DPI, format=output.suffix.lower()[1:])
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(output, dpi=DPI, format=output.suffix.lower()[1:])
+    except OSError as e:
+        raise PlotError(f"output {str(output)!r}: cannot write ({e.strerror})") from None
 
 
 def _unit(text: str) -> str:
@@ -515,6 +518,11 @@ def _categories(dataset, column: str) -> tuple[str, ...]:
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    kind = dataset.schema.field(column).type
+    if not (pa.types.is_dictionary(kind) or pa.types.is_string(kind)
+            or pa.types.is_large_string(kind) or pa.types.is_boolean(kind)):
+        raise PlotError(f"column: {column!r} is a number, not a category; allowed: "
+                        "a category column such as bottleneck or regime")
     meta = dataset.schema.field(column).metadata or {}
     if b"categories" in meta:
         return tuple(meta[b"categories"].decode().split(","))

@@ -254,11 +254,12 @@ class PartWriter:
             return
         first = min(self._chunks)
         parts: list[str] = []
-        empty = keep_schema and self.parts_written == 0 and not self.partition_by
+        empty = keep_schema and self.parts_written == 0
         if self._rows or empty:
             table = (pa.concat_tables(self._tables) if self._tables
                      else self.full_schema.empty_table())
-            groups = self._partitions(table)
+            # An empty dataset gets one empty part at its top level.
+            groups = self._partitions(table) if self._rows else [("", table)]
             tmp_final = []
             for subdir, sub in groups:
                 name = f"part-p{self.process:04d}-c{first:012d}.parquet"

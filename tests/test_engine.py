@@ -378,3 +378,14 @@ def test_overwrite_by_one_shard_keeps_the_other_shards_work(tmp_path):
     a, b = read(out), read(tmp_path / "one")
     for name in b:
         np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+
+
+def test_an_empty_partitioned_dataset_still_opens(tmp_path):
+    duckdb = pytest.importorskip("duckdb")
+    text = SMALL.read_text().replace("mfu_percent >= 20", "mfu_percent > 100").replace(
+        "rows_per_file = 200", 'rows_per_file = 200\npartition_by = ["tensor_parallel"]')
+    result = run_sweep(Plan(parse_spec(text), chunk_size=500), tmp_path / "ds")
+    assert result.rows == 0
+    glob = str(tmp_path / "ds" / "**" / "*.parquet")
+    query = f"select count(*) from read_parquet('{glob}', hive_partitioning=true)"
+    assert duckdb.connect().execute(query).fetchall() == [(0,)]

@@ -203,6 +203,8 @@ def test_reduce_resumes_from_its_checkpoint(tmp_path, monkeypatch):
         ("[reduce]\ntopk = 3", "did you mean 'top_k'"),
         ("[sensitivity]\nof = [\"mfu\"]", "mfu"),
         ("[solve]\ntarget = \"mfu_percent=60\"", "vary"),
+        ("[reduce]\ntop_k = 3\nby = \"bottleneck\"", "not a number to rank by"),
+        ("[reduce]\npareto = [\"valid_layout\", \"step_time_ms\"]", "not a number"),
     ],
 )
 def test_bad_extra_tables(table, message):
