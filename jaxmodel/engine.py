@@ -190,9 +190,11 @@ class Plan:
             if name not in wanted:
                 wanted.append(name)
             c = self.all_columns[name]
-            if pa.types.is_floating(c.type) and name not in spec.varied:
-                raise SpecError(f"output.partition_by: {name!r} is a computed float; "
-                                "partition by inputs or categories")
+            drawn = {d.name for d in spec.sample.distributions} if spec.sample else set()
+            constant_or_grid = name in self.model.input_names and name not in drawn
+            if pa.types.is_floating(c.type) and not constant_or_grid:
+                raise SpecError(f"output.partition_by: {name!r} takes a different float value "
+                                "on every row; partition by grid inputs or categories")
         self.reducer = reducer
         self.num_groups = 1
         if reducer is not None:
