@@ -84,10 +84,9 @@ import jax.numpy as jnp
 
 from jaxmodel.fields import InputField, OutputField
 from jaxmodel.models.base import Model
+from jaxmodel.models.outputs import SHARED_OUTPUTS
 from jaxmodel.numerics import positive_part
 from jaxmodel.verdicts import (
-    BOTTLENECKS,
-    REGIMES,
     bottleneck_and_regime,
     invalid_layout_reasons,
     render_verdict,
@@ -203,12 +202,12 @@ INPUTS: tuple[InputField, ...] = (
 )
 
 OUTPUTS: tuple[OutputField, ...] = (
-    OutputField("data_parallel", "replicas", "d = floor(num_gpus / (t p))", "int"),
-    OutputField("used_gpus", "GPUs", "d t p, GPUs doing work", "int"),
-    OutputField("idle_gpus", "GPUs", "num_gpus - used_gpus", "int"),
+    SHARED_OUTPUTS["data_parallel"],
+    SHARED_OUTPUTS["used_gpus"],
+    SHARED_OUTPUTS["idle_gpus"],
     OutputField("valid_layout", "", "well-formed layout that fits in memory", "bool"),
     OutputField("fits_in_memory", "", "memory_gb_per_gpu <= gpu_memory_gb", "bool"),
-    OutputField("tokens_per_step", "tokens", "b m s d, tokens per optimizer step", "int"),
+    SHARED_OUTPUTS["tokens_per_step"],
     OutputField("model_params_b", "billions of parameters", "parameters from the "
                 "architecture", "float"),
     OutputField("compute_time_ms", "ms", "kernels of the slowest stage: matrix work, "
@@ -223,9 +222,9 @@ OUTPUTS: tuple[OutputField, ...] = (
     OutputField("dp_allreduce_ms", "ms", "exposed DP gradient reduction (+ ZeRO gather)",
                 "float"),
     OutputField("dp_allreduce_raw_ms", "ms", "DP gradient reduction before overlap", "float"),
-    OutputField("step_time_ms", "ms", "time of one optimizer step", "float"),
-    OutputField("comm_fraction_percent", "%", "(tp + pp + exposed dp) / step", "float"),
-    OutputField("bubble_fraction_percent", "%", "pipeline bubble / step", "float"),
+    SHARED_OUTPUTS["step_time_ms"],
+    SHARED_OUTPUTS["comm_fraction_percent"],
+    SHARED_OUTPUTS["bubble_fraction_percent"],
     OutputField("scaling_efficiency_percent", "%", "compute / step", "float"),
     OutputField("mfu_percent", "%", "model FLOPs (no recompute) / (step x peak)", "float"),
     OutputField("hfu_percent", "%", "hardware FLOPs (with recompute) / (step x peak)",
@@ -233,15 +232,15 @@ OUTPUTS: tuple[OutputField, ...] = (
     OutputField("achieved_tflops_per_gpu", "TFLOP/s", "model FLOP/s per GPU", "float"),
     OutputField("hardware_tflops_per_gpu", "TFLOP/s", "hardware FLOP/s per GPU (with "
                 "recompute; what Narayanan et al. 2021 report)", "float"),
-    OutputField("throughput_tokens_s", "tokens/s", "tokens_per_step / step time", "float"),
-    OutputField("per_gpu_tokens_s", "tokens/s", "throughput / used_gpus", "float"),
+    SHARED_OUTPUTS["throughput_tokens_s"],
+    SHARED_OUTPUTS["per_gpu_tokens_s"],
     OutputField("memory_gb_per_gpu", "GB", "weights, gradients, optimizer and "
                 "activations of the first stage", "float"),
     OutputField("model_state_gb_per_gpu", "GB", "weights, gradients and optimizer states",
                 "float"),
     OutputField("activation_gb_per_gpu", "GB", "stored activations", "float"),
-    OutputField("bottleneck", "", "largest step-time term", "category", BOTTLENECKS),
-    OutputField("regime", "", "verdict regime", "category", REGIMES),
+    SHARED_OUTPUTS["bottleneck"],
+    SHARED_OUTPUTS["regime"],
 )
 
 

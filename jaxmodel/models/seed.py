@@ -31,10 +31,9 @@ import jax.numpy as jnp
 
 from jaxmodel.fields import InputField, OutputField
 from jaxmodel.models.base import Model
+from jaxmodel.models.outputs import SHARED_OUTPUTS
 from jaxmodel.numerics import positive_part, ring_allreduce_bytes
 from jaxmodel.verdicts import (
-    BOTTLENECKS,
-    REGIMES,
     bottleneck_and_regime,
     invalid_layout_reasons,
     render_verdict,
@@ -75,27 +74,27 @@ INPUTS: tuple[InputField, ...] = (
 )
 
 OUTPUTS: tuple[OutputField, ...] = (
-    OutputField("data_parallel", "replicas", "d = floor(num_gpus / (t p))", "int"),
-    OutputField("used_gpus", "GPUs", "d t p, GPUs doing work", "int"),
-    OutputField("idle_gpus", "GPUs", "num_gpus - used_gpus", "int"),
+    SHARED_OUTPUTS["data_parallel"],
+    SHARED_OUTPUTS["used_gpus"],
+    SHARED_OUTPUTS["idle_gpus"],
     OutputField("valid_layout", "", "the layout satisfies the validity rule", "bool"),
-    OutputField("tokens_per_step", "tokens", "b m s d, tokens per optimizer step", "int"),
+    SHARED_OUTPUTS["tokens_per_step"],
     OutputField("compute_time_ms", "ms", "6 P tokens / (used_gpus F)", "float"),
     OutputField("tp_comm_ms", "ms", "tensor-parallel all-reduces, all L layers", "float"),
     OutputField("pp_comm_ms", "ms", "pipeline point-to-point sends", "float"),
     OutputField("pipeline_bubble_ms", "ms", "(p - 1) / m of compute", "float"),
     OutputField("dp_allreduce_ms", "ms", "exposed DP gradient all-reduce", "float"),
     OutputField("dp_allreduce_raw_ms", "ms", "DP gradient all-reduce before overlap", "float"),
-    OutputField("step_time_ms", "ms", "time of one optimizer step", "float"),
-    OutputField("comm_fraction_percent", "%", "(tp + pp + exposed dp) / step", "float"),
-    OutputField("bubble_fraction_percent", "%", "pipeline bubble / step", "float"),
+    SHARED_OUTPUTS["step_time_ms"],
+    SHARED_OUTPUTS["comm_fraction_percent"],
+    SHARED_OUTPUTS["bubble_fraction_percent"],
     OutputField("scaling_efficiency_percent", "%", "compute / step (equals mfu)", "float"),
     OutputField("mfu_percent", "%", "model-FLOPs utilisation, compute / step", "float"),
     OutputField("achieved_tflops_per_gpu", "TFLOP/s", "compute_tflops * mfu", "float"),
-    OutputField("throughput_tokens_s", "tokens/s", "tokens_per_step / step time", "float"),
-    OutputField("per_gpu_tokens_s", "tokens/s", "throughput / used_gpus", "float"),
-    OutputField("bottleneck", "", "largest step-time term", "category", BOTTLENECKS),
-    OutputField("regime", "", "verdict regime", "category", REGIMES),
+    SHARED_OUTPUTS["throughput_tokens_s"],
+    SHARED_OUTPUTS["per_gpu_tokens_s"],
+    SHARED_OUTPUTS["bottleneck"],
+    SHARED_OUTPUTS["regime"],
 )
 
 
