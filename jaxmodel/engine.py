@@ -43,10 +43,10 @@ from jaxmodel.expr import parse
 from jaxmodel.precision import computing, float_dtype
 from jaxmodel.sink import (
     METADATA_FILE,
-    BackgroundWriter,
     Column,
     Manifest,
     PartWriter,
+    WriterPool,
     chunk_runs,
     clean_orphans,
     dataset_files,
@@ -217,6 +217,17 @@ class Plan:
         if CONFIG_ID not in wanted:
             wanted.insert(0, CONFIG_ID)
         self.columns = [self.all_columns[n] for n in wanted]
+        # Inputs fixed for the whole sweep ([base] or a model default) are
+        # still columns (dashboards group by them), but the device neither
+        # computes nor sends them: the host fills them in (see fetch), and the
+        # writer dictionary-encodes them.
+        drawn = {d.name for d in spec.sample.distributions} if spec.sample else set()
+        varied = {n for d in spec.dims for n in d.names} | drawn
+        dtypes = self.state_dtypes()
+        self.constant = {
+            f.name: dtypes[f.name].type(round(spec.base[f.name]) if f.integer
+                                        else spec.base[f.name])
+            for f in self.model.inputs if f.name in wanted and f.name not in varied}
         self.traces = 0
         self._reduce_step = jax.jit(self._reduce_fn, donate_argnums=0)
         self._step = jax.jit(self._step_fn)
@@ -299,7 +310,7 @@ class Plan:
 
     def _step_fn(self, start, start_digits, offsets, tables):
         cols, keep, count, valid, _ = self._chunk(start, start_digits, offsets, tables)
-        out = {c.name: cols[c.name] for c in self.columns}
+        out = {c.name: cols[c.name] for c in self.columns if c.name not in self.constant}
         if self.filter is not None:
             (idx,) = jnp.nonzero(keep, size=keep.shape[0], fill_value=0)
             out = {k: v[idx] for k, v in out.items()}
@@ -349,6 +360,8 @@ class Plan:
                 self._slices[bucket] = jax.jit(lambda o, b=bucket: {k: v[:b] for k, v in o.items()})
             host = jax.device_get(self._slices[bucket](out))
         host = {k: np.asarray(v)[:n] for k, v in host.items()}
+        for name, value in self.constant.items():
+            host[name] = np.full(n, value)
         return host, n, int(valid)
 
     def rows_for(self, chunk: int) -> tuple[dict[str, np.ndarray], int, int]:
@@ -358,6 +371,37 @@ class Plan:
 
 
 # -- the host loop -----------------------------------------------------------
+
+def usable_cores() -> int:
+    """The CPU cores this process may run on (its affinity mask, as in jax)."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(len(os.sched_getaffinity(0)), 1)
+    return os.cpu_count() or 1
+
+
+def default_writers(plan: Plan) -> int:
+    """Writer threads for ``plan``: the cores not busy feeding the device, within
+    a quarter of the machine's memory.
+
+    On an accelerator one core dispatches chunks and fetches rows, and every
+    other core writes.  On a CPU host the device *is* those cores, but the
+    model costs a few percent of what encoding its rows does
+    (bench/sweep_throughput.py), so every core writes and the model's threads
+    share them.  Each writer holds a part of ``rows_per_file`` rows (about
+    twice its width in memory while encoding), hence the memory cap.
+    """
+    cores = usable_cores()
+    on_cpu = all(d.platform == "cpu" for d in plan.mesh.devices.flat)
+    wanted = cores if on_cpu else cores - 1
+    row_bytes = sum(max(c.type.bit_width // 8, 1) if pa.types.is_primitive(c.type) else 1
+                    for c in plan.columns)
+    part_bytes = 2 * row_bytes * min(plan.spec.output.rows_per_file, plan.size)
+    try:
+        budget = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 4
+    except (ValueError, OSError):
+        budget = 1 << 32
+    return max(1, min(wanted, budget // max(part_bytes, 1) - 1))
+
 
 def my_chunks(num_chunks: int, process: int, processes: int) -> range:
     """The contiguous block of chunks that ``process`` of ``processes`` owns."""
@@ -561,8 +605,11 @@ class _StopFlag:
 
 def run_sweep(plan: Plan, directory: Path, *, resume: bool = False, overwrite: bool = False,
               process: int = 0, processes: int = 1, quiet: bool = True,
-              progress_stream=None) -> SweepResult:
+              progress_stream=None, writers: int | None = None) -> SweepResult:
     """Run the sweep of ``plan`` into ``directory``; see the module docstring.
+
+    ``writers`` threads encode and write parts at once (default:
+    :func:`default_writers`); the dataset does not depend on their number.
 
     Raises:
       DatasetExists / SpecError: directory problems, before any computation.
@@ -587,9 +634,11 @@ def run_sweep(plan: Plan, directory: Path, *, resume: bool = False, overwrite: b
         row_group_size=plan.spec.output.row_group_size,
         compression=plan.spec.output.compression,
         partition_by=plan.spec.output.partition_by,
+        constant=plan.constant,
     )
     progress = Progress(todo.configurations, not quiet, progress_stream)
-    background = BackgroundWriter(writer)
+    writers = writers or default_writers(plan)
+    background = WriterPool(writer, writers)
     start = time.perf_counter()
     configs_done = 0
     chunks = iter(todo)
@@ -622,6 +671,7 @@ def run_sweep(plan: Plan, directory: Path, *, resume: bool = False, overwrite: b
     result.bytes = writer.bytes_written
     result.parts = writer.parts_written
     result.configurations_done = configs_done
+    result.extra["writers"] = writers
     if stop.set and result.chunks < todo.count:
         result.interrupted = True
         raise SweepInterrupted(result)

@@ -36,7 +36,7 @@ import json
 import os
 import queue
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -100,6 +100,20 @@ def to_table(columns: Sequence[Column], data: Mapping[str, np.ndarray],
         else:
             arrays.append(pa.array(v, type=c.type))
     return pa.Table.from_arrays(arrays, schema=schema)
+
+
+@dataclass
+class Batch:
+    """Whole chunks taken from a :class:`PartWriter`, to be written as one part.
+
+    ``tables`` hold the kept rows (``rows`` in all); ``empty`` asks for an
+    empty part (the schema only) when there are none.
+    """
+
+    chunks: list[int]
+    tables: list[pa.Table]
+    rows: int
+    empty: bool = False
 
 
 def _fsync_dir(path: Path) -> None:
@@ -209,12 +223,19 @@ class PartWriter:
     """Accumulates whole chunks into part files of one process.
 
     Call :meth:`add` per chunk (in any order), :meth:`close` at the end.  A
-    part is closed once it holds ``rows_per_file`` rows or more.
+    part is closed once it holds ``rows_per_file`` rows or more.  (A
+    :class:`WriterPool` instead takes whole parts with :meth:`buffer` and
+    :meth:`take` and writes them on its threads with :meth:`write`.)
+
+    ``constant`` names columns that hold one value for the whole sweep (inputs
+    fixed by ``[base]`` or a model default): they are dictionary-encoded, so
+    each costs a few bytes per row group instead of a value per row.
     """
 
     def __init__(self, directory: Path, process: int, columns: Sequence[Column],
                  *, file_metadata: Mapping[str, str], rows_per_file: int,
-                 row_group_size: int, compression: str, partition_by: Sequence[str] = ()):
+                 row_group_size: int, compression: str, partition_by: Sequence[str] = (),
+                 constant: Collection[str] = ()):
         self.directory = directory
         self.process = process
         self.columns = list(columns)
@@ -228,38 +249,66 @@ class PartWriter:
         self.row_group_size = row_group_size
         self.compression = None if compression == "none" else compression
         self.manifest = Manifest(directory, process)
+        self.dictionary = [c.name for c in stored if c.categories or c.name in constant]
         self._chunks: list[int] = []
         self._tables: list[pa.Table] = []
         self._rows = 0
+        self._parts_taken = 0
+        self._lock = threading.Lock()
         self.rows_written = 0
         self.bytes_written = 0
         self.parts_written = 0
 
     def add(self, chunk: int, data: Mapping[str, np.ndarray], rows: int) -> None:
+        if self.buffer(chunk, data, rows):
+            self.flush()
+
+    def buffer(self, chunk: int, data: Mapping[str, np.ndarray], rows: int) -> bool:
+        """Buffer one chunk's rows; whether the buffered part is now full."""
         self._chunks.append(chunk)
         if rows:
             self._tables.append(to_table(self.columns, data, self.full_schema))
             self._rows += rows
-        if self._rows >= self.rows_per_file:
-            self.flush()
+        return self._rows >= self.rows_per_file
 
-    def flush(self, keep_schema: bool = False) -> None:
-        """Write what is buffered as part file(s), then record it.
+    def take(self, keep_schema: bool = False) -> Batch | None:
+        """What is buffered, as one part to write (``None`` if nothing), and an
+        empty buffer.  Which chunks make a part depends only on the order of
+        the chunks, never on how many threads write the parts.
 
-        With ``keep_schema`` (the last flush), a writer that has written no
-        part writes an empty one, so that a dataset whose filter kept nothing
-        still opens with its schema in pyarrow, DuckDB and Polars.
+        With ``keep_schema`` (the last part), a writer that has taken no part
+        with rows takes an empty one, so that a dataset whose filter kept
+        nothing still opens with its schema in pyarrow, DuckDB and Polars.
         """
         if not self._chunks:
-            return
-        first = min(self._chunks)
-        parts: list[str] = []
-        empty = keep_schema and self.parts_written == 0
+            return None
+        empty = keep_schema and self._parts_taken == 0
+        batch = Batch(self._chunks, self._tables, self._rows, empty)
         if self._rows or empty:
-            table = (pa.concat_tables(self._tables) if self._tables
+            self._parts_taken += 1
+        self._chunks, self._tables, self._rows = [], [], 0
+        return batch
+
+    def flush(self, keep_schema: bool = False) -> None:
+        """Write what is buffered as part file(s), then record it."""
+        batch = self.take(keep_schema)
+        if batch is not None:
+            self.write(batch)
+
+    def write(self, batch: Batch) -> None:
+        """Write one part (several files with ``partition_by``), then record it.
+
+        Safe to call from several threads at once: each part has its own
+        files, and the manifest line and the counters are updated under a lock.
+        """
+        first = min(batch.chunks)
+        parts: list[str] = []
+        nbytes = 0
+        if batch.rows or batch.empty:
+            table = (pa.concat_tables(batch.tables) if batch.tables
                      else self.full_schema.empty_table())
             # An empty dataset gets one empty part at its top level.
-            groups = self._partitions(table) if self._rows else [("", table)]
+            groups = self._partitions(table) if batch.rows else [("", table)]
             tmp_final = []
             for subdir, sub in groups:
                 name = f"part-p{self.process:04d}-c{first:012d}.parquet"
@@ -270,15 +319,16 @@ class PartWriter:
                 tmp_final.append((tmp, final))
             for tmp, final in tmp_final:
                 os.replace(tmp, final)
-                self.bytes_written += final.stat().st_size
+                nbytes += final.stat().st_size
                 parts.append(final.relative_to(self.directory).as_posix())
             for parent in {f.parent for _, f in tmp_final}:
                 _fsync_dir(parent)
-        self.manifest.append({"parts": parts, "chunks": chunk_runs(self._chunks),
-                              "rows": self._rows})
-        self.rows_written += self._rows
-        self.parts_written += len(parts)
-        self._chunks, self._tables, self._rows = [], [], 0
+        with self._lock:
+            self.manifest.append({"parts": parts, "chunks": chunk_runs(batch.chunks),
+                                  "rows": batch.rows})
+            self.rows_written += batch.rows
+            self.bytes_written += nbytes
+            self.parts_written += len(parts)
 
     def _partitions(self, table: pa.Table) -> list[tuple[str, pa.Table]]:
         if not self.partition_by:
@@ -298,10 +348,9 @@ class PartWriter:
 
     def _write(self, path: Path, table: pa.Table) -> None:
         table = table.select(self.schema.names).cast(self.schema)
-        dictionary_cols = [c.name for c in self.stored if c.categories]
         with pq.ParquetWriter(path, self.schema, compression=self.compression,
                               compression_level=1 if self.compression == "zstd" else None,
-                              use_dictionary=dictionary_cols or False) as w:
+                              use_dictionary=self.dictionary or False) as w:
             w.write_table(table, row_group_size=self.row_group_size)
         with open(path, "rb+") as fh:
             os.fsync(fh.fileno())
@@ -316,44 +365,70 @@ def _hive(value: Any) -> str:
     return str(value)
 
 
-class BackgroundWriter:
-    """Runs a :class:`PartWriter` on a thread fed through a bounded queue.
+class WriterPool:
+    """Writes a :class:`PartWriter`'s parts on ``threads`` threads at once.
 
-    ``put`` blocks when ``depth`` chunks are waiting, so host memory stays
-    bounded however large the sweep.  An exception on the writer thread is
-    re-raised on the next ``put`` or on ``close``.
+    The caller's thread buffers chunks (:meth:`put`, in chunk order) into
+    parts exactly as one writer would, and hands each full part to the pool;
+    a free thread encodes, writes and records it (pyarrow releases the GIL
+    while encoding and compressing, so the threads run on separate cores).
+    So the parts, their rows and their manifest lines do not depend on the
+    number of threads; only the order of the manifest lines does.
+
+    ``put`` blocks while every thread is busy with a part, so at most
+    ``threads + 1`` parts are in memory however large the sweep.  An exception
+    on a writer thread is re-raised on the next ``put`` or on ``close``; the
+    parts already recorded stay valid, and ``--resume`` redoes the others.
     """
 
     _STOP = object()
 
-    def __init__(self, writer: PartWriter, depth: int = 2):
+    def __init__(self, writer: PartWriter, threads: int = 1):
+        if threads < 1:
+            raise ValueError(f"threads: got {threads}; allowed: 1 or more")
         self.writer = writer
-        self._queue: queue.Queue = queue.Queue(maxsize=depth)
+        self._queue: queue.Queue = queue.Queue()
+        self._free = threading.Semaphore(threads)
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="jaxmodel-writer", daemon=True)
-        self._thread.start()
+        self._threads = [threading.Thread(target=self._run, name=f"jaxmodel-writer-{i}",
+                                          daemon=True) for i in range(threads)]
+        for t in self._threads:
+            t.start()
 
     def _run(self) -> None:
         while True:
-            item = self._queue.get()
-            if item is self._STOP:
+            batch = self._queue.get()
+            if batch is self._STOP:
                 return
-            if self._error is not None:
-                continue
             try:
-                self.writer.add(*item)
-            except BaseException as e:  # re-raised on the main thread
+                if self._error is None:
+                    self.writer.write(batch)
+            except BaseException as e:  # re-raised on the caller's thread
                 self._error = e
+            finally:
+                self._free.release()
+
+    def _submit(self, batch: Batch | None) -> None:
+        if batch is None:
+            return
+        self._free.acquire()
+        self._queue.put(batch)
 
     def put(self, chunk: int, data: Mapping[str, np.ndarray], rows: int) -> None:
         if self._error is not None:
             raise self._error
-        self._queue.put((chunk, data, rows))
+        if self.writer.buffer(chunk, data, rows):
+            self._submit(self.writer.take())
 
     def close(self) -> None:
-        """Drain the queue, close the last part, re-raise any writer error."""
-        self._queue.put(self._STOP)
-        self._thread.join()
+        """Write the last part, wait for every thread, re-raise any writer error."""
+        try:
+            if self._error is None:
+                self._submit(self.writer.take(keep_schema=True))
+        finally:
+            for _ in self._threads:
+                self._queue.put(self._STOP)
+            for t in self._threads:
+                t.join()
         if self._error is not None:
             raise self._error
-        self.writer.close()

@@ -67,6 +67,9 @@ def sweep_command(
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="print the size, expected rows, bytes and time; write nothing")] = False,
     x64: X64Option = False,
+    writers: Annotated[int | None, typer.Option(
+        "--writers", min=1, help="threads writing Parquet parts at once (default: the cores "
+        "not busy feeding the device); the dataset is the same for any number")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress, no summary")] = False,
     distributed: Annotated[bool, typer.Option(
         "--distributed", help="initialise jax.distributed from the environment "
@@ -96,7 +99,7 @@ def sweep_command(
         if stored and stored != plan.chunk_size:
             plan = build_plan(spec, x64=x64, chunk_size=stored)
     if dry_run:
-        est = estimate(plan)
+        est = estimate(plan, writers)
         rows = ("expected rows: " + (f"{plan.size:,}" if plan.filter is None else
                                      f"~{est['rows']:,.0f} (filter keeps "
                                      f"{100 * est['keep_fraction']:.3g}% of a probe of "
@@ -113,20 +116,23 @@ def sweep_command(
             rows,
             size,
             f"expected time: ~{est['seconds']:,.1f} s + ~{est['compile_seconds']:.1f} s compile "
-            f"({est['rate']:,.0f} configurations/s measured on the probe)",
+            f"with {est['writers']} writer{'s' * (est['writers'] > 1)} (the probe: "
+            f"{est['rate']:,.0f} configurations/s evaluated, {est['write_rate']:,.0f} rows/s "
+            "written per writer)",
             f"output: {directory}",
         ]
         typer.echo("\n".join(lines))
         return
     try:
         result = run_sweep(plan, directory, resume=resume, overwrite=overwrite,
-                           process=process, processes=processes, quiet=quiet)
+                           process=process, processes=processes, quiet=quiet, writers=writers)
     except SweepInterrupted as e:
         r = e.args[0]
         again = [str(spec_path), "-o", str(directory), "--resume"]
         if plan.chunk_size != DEFAULT_CHUNK and plan.chunk_size != plan.size:
             again += ["--chunk-size", str(plan.chunk_size)]
         again += ["--x64"] * x64 + (["--shard", shard] if shard else [])
+        again += ["--writers", str(writers)] if writers else []
         again += ["--distributed"] * distributed
         if coordinator:
             again += ["--coordinator", coordinator, "--num-processes", str(num_processes),
