@@ -62,7 +62,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from numpy_seed import seed_numpy  # noqa: E402
 from reference import seed_reference  # noqa: E402
 
-from jaxmodel.engine import run_sweep, usable_cores  # noqa: E402
+from jaxmodel.engine import DEFAULT_CHUNK, run_sweep, usable_cores  # noqa: E402
 from jaxmodel.precision import computing  # noqa: E402
 from jaxmodel.sink import to_table  # noqa: E402
 from jaxmodel.spec import load_spec, parse_spec  # noqa: E402
@@ -112,15 +112,16 @@ def grid_spec(bandwidths: int, directory: Path) -> Path:
     return path
 
 
-def whole_process(bandwidths: int, writers: int, repeats: int, tmp: Path) -> dict:
+def whole_process(bandwidths: int, writers: int, repeats: int, tmp: Path,
+                  chunk_size: int) -> dict:
     """(g1), (gN) and (h), interleaved ``repeats`` times; medians and ratios."""
     spec_path = grid_spec(bandwidths, tmp)
     size = load_spec(spec_path).size
     paths = {
         "g1": [JAXMODEL, "sweep", str(spec_path), "-o", str(tmp / "g"), "--overwrite", "-q",
-               "--writers", "1"],
+               "--writers", "1", "--chunk-size", str(chunk_size)],
         "gN": [JAXMODEL, "sweep", str(spec_path), "-o", str(tmp / "g"), "--overwrite", "-q",
-               "--writers", str(writers)],
+               "--writers", str(writers), "--chunk-size", str(chunk_size)],
         "h": [sys.executable, str(ROOT / "bench" / "numpy_pyarrow_sweep.py"),
               str(tmp / "h.parquet"), str(bandwidths)],
     }
@@ -135,7 +136,7 @@ def whole_process(bandwidths: int, writers: int, repeats: int, tmp: Path) -> dic
     rounds = [{"gN_over_h": seconds["h"][i] / seconds["gN"][i],
                "g1_over_h": seconds["h"][i] / seconds["g1"][i],
                "gN_over_g1": seconds["g1"][i] / seconds["gN"][i]} for i in range(repeats)]
-    plan = build_plan(spec_path)
+    plan = build_plan(spec_path, chunk_size=chunk_size)
     est = estimate(plan, writers)
     return {
         "configurations": size, "writers": writers, "seconds": seconds,
@@ -213,13 +214,16 @@ def main() -> None:
                     help="link bandwidths of the whole-process grid (1024: 23.6M rows)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--writers", type=int, default=usable_cores())
+    ap.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK,
+                    help="configurations per device chunk (raise on a GPU)")
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "sweep_throughput.json"))
     args = ap.parse_args()
     N = args.writers
 
     global LOAD_AT_START
     LOAD_AT_START = os.getloadavg()
     spec = load_spec(SPEC)
-    plan = build_plan(spec)
+    plan = build_plan(spec, chunk_size=args.chunk_size)
     n = spec.size
     print(f"configurations: {n:,} ({SPEC.name}), devices: {jax.devices()}")
 
@@ -228,7 +232,8 @@ def main() -> None:
 
     # The refined model on the same axes (its own defaults: Llama-2-70B on H100s).
     axes = SPEC.read_text().split("[axes]")[1].split("[output]")[0]
-    refined = build_plan(parse_spec('model = "refined"\n[axes]' + axes, "refined"))
+    refined = build_plan(parse_spec('model = "refined"\n[axes]' + axes, "refined"),
+                         chunk_size=args.chunk_size)
     refined_compile_s, refined_s = engine_in_memory(refined)
     rate_f = refined.size / refined_s
 
@@ -247,7 +252,7 @@ def main() -> None:
 
     tmp = Path(tempfile.mkdtemp(prefix="jaxmodel-bench-"))
     try:
-        e2e_plan = build_plan(spec)
+        e2e_plan = build_plan(spec, chunk_size=args.chunk_size)
 
         def end_to_end(writers):
             shutil.rmtree(tmp / "ds", ignore_errors=True)
@@ -290,7 +295,7 @@ def main() -> None:
                      "dN_over_d1": ratio("dN", "d1"), "eN_over_e1": ratio("eN", "e1")}
         constants = constant_columns(e2e_plan)
         refined_constants = constant_columns(refined)
-        process = whole_process(args.bandwidths, N, args.repeats, tmp)
+        process = whole_process(args.bandwidths, N, args.repeats, tmp, args.chunk_size)
 
         # The model's projection (jaxmodel.sweep.expected_seconds) from this
         # run's rates: per-writer rate (e1), device rate (a).
@@ -370,7 +375,8 @@ def main() -> None:
         for r in rss["runs"]:
             print(f"peak RSS of a {r['configurations']:,}-configuration sweep: "
                   f"{r['peak_rss_mib']:,.0f} MiB ({r['seconds']:.1f} s, {r['rows']:,} rows)")
-    out = ROOT / "bench" / "results" / "sweep_throughput.json"
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(res, indent=2) + "\n")
     print(f"-> {out}")
 
