@@ -68,7 +68,7 @@ def sweep_command(
         "--dry-run", help="print the size, expected rows, bytes and time; write nothing")] = False,
     x64: X64Option = False,
     writers: Annotated[int | None, typer.Option(
-        "--writers", min=1, help="threads writing Parquet parts at once (default: the cores "
+        "--writers", help="threads writing Parquet parts at once (default: the cores "
         "not busy feeding the device); the dataset is the same for any number")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress, no summary")] = False,
     distributed: Annotated[bool, typer.Option(
@@ -87,6 +87,8 @@ def sweep_command(
     """Run a sweep specification (TOML) into a Parquet dataset."""
     if resume and overwrite:
         raise SpecError("--resume: use either --resume or --overwrite, not both")
+    if writers is not None and writers < 1:
+        raise SpecError(f"--writers: got {writers}; allowed: a whole number of threads, 1 or more")
     spec = load_spec(spec_path)
     # jax.distributed must start before anything touches a device.
     process, processes = (0, 1) if dry_run else _processes(
