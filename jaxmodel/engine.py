@@ -573,7 +573,6 @@ def _adopt(directory: Path, meta: dict[str, Any], *, process: int, processes: in
            resume: bool, overwrite: bool) -> None:
     meta_path = directory / METADATA_FILE
     own_manifest = Manifest(directory, process).path
-    key = sweep_key(meta)
     if overwrite:
         if processes == 1:
             remove_dataset(directory)
@@ -589,6 +588,16 @@ def _adopt(directory: Path, meta: dict[str, Any], *, process: int, processes: in
                 f"output: {str(directory)!r} holds a dataset of another sweep "
                 "(different spec, model or precision); use --overwrite to replace it")
         records = Manifest.read_all(directory)
+        # Keyless records (written before records carried keys) are trusted
+        # only under a metadata file that names this sweep.
+        foreign = foreign_records(records, sweep_key(meta), keyless_ok=old is not None)
+        another = SpecError(
+            f"output: {str(directory)!r} holds parts of another sweep"
+            + ("" if old is not None else f" (and has no {METADATA_FILE})")
+            + ": its manifests name another spec, model, precision or chunk size; use "
+            "--overwrite to replace them, or choose another directory")
+        if foreign and old is None:
+            raise another
         if (old is not None or records) and not resume and (
                 own_manifest.exists() or processes == 1):
             raise DatasetExists(
@@ -598,14 +607,8 @@ def _adopt(directory: Path, meta: dict[str, Any], *, process: int, processes: in
             raise SpecError(
                 f"--chunk-size: got {meta['chunk_size']}; this dataset was started with "
                 f"{old['chunk_size']} (resume with that, or omit --chunk-size)")
-        # Keyless records (written before records carried keys) are trusted
-        # only under a metadata file that names this sweep.
-        if foreign_records(records, key, keyless_ok=old is not None):
-            missing = "" if old is not None else f" (and has no {METADATA_FILE})"
-            raise SpecError(
-                f"output: {str(directory)!r} holds parts of another sweep{missing}: its "
-                "manifests name another spec, model, precision or chunk size; use "
-                "--overwrite to replace them, or choose another directory")
+        if foreign:
+            raise another
     try:
         replace = False
         if overwrite and meta_path.exists():

@@ -4,6 +4,7 @@ Layout of a dataset directory::
 
     _jaxmodel.json                 what the sweep is (spec, model, versions, size)
     _manifest-p0000.jsonl          one line per finished part of process 0
+    _lock-p0000                    locked (flock) while a run writes process 0
     part-p0000-c000000000000.parquet
     ...                            (under col=value/ directories with partition_by)
 
@@ -16,6 +17,12 @@ Nothing is lost and nothing half-written looks complete:
 * On ``--resume`` the chunks named in the manifests are done; temporary files
   and parts missing from the manifests (a kill between rename and manifest
   line) are deleted, and the remaining chunks are computed again.
+* Every manifest line and part names the computation it belongs to (the
+  ``sweep`` key; ``jaxmodel.sweep`` in file metadata), so a missing or
+  replaced ``_jaxmodel.json`` cannot pair a spec with another sweep's rows.
+  What is read back is validated: a damaged file is a one-line error naming it.
+* A run holds an advisory lock (``_lock-pNNNN``, ``fcntl.flock``) on each
+  process slot it writes; the OS releases it when the holder dies.
 
 Schema: integers int64, floats float32 (float64 with x64), booleans,
 category columns (``bottleneck``, ``regime``) dictionary-encoded strings; each
@@ -289,9 +296,10 @@ def check_output_path(directory: Path, what: str = "output") -> None:
     text = str(directory)
     try:
         raw = os.fsencode(text)
+        text.encode("utf-8")  # pyarrow opens files by UTF-8 names
     except UnicodeEncodeError:
-        raise SpecError(f"{what}: {text!r} cannot be written as a file name on this system "
-                        "(characters the file system encoding cannot hold)") from None
+        raise SpecError(f"{what}: {text!r} is not a valid UTF-8 name (pyarrow writes only "
+                        "those); choose another directory name") from None
     longest = 255
     try:
         existing = next((p for p in [directory, *directory.parents] if p.exists()), Path("."))
