@@ -718,9 +718,13 @@ def run_sweep(plan: Plan, directory: Path, *, resume: bool = False, overwrite: b
 def write_failed(directory: Path, e: OSError) -> WriteFailed:
     """The one-line error for an OS error while writing the dataset."""
     import errno
+    import re
 
-    why = "the disk is full" if e.errno in (errno.ENOSPC, errno.EDQUOT) else (
-        e.strerror or str(e) or type(e).__name__)
+    # pyarrow's writer raises OSError without errno, naming it in the text.
+    found = re.search(r"\[errno (\d+)\]", str(e))
+    code = e.errno if e.errno is not None else int(found.group(1)) if found else None
+    text = (e.strerror or str(e) or type(e).__name__).splitlines()[0]
+    why = "the disk is full" if code in (errno.ENOSPC, errno.EDQUOT) else text
     where = f" ({e.filename})" if e.filename else ""
     return WriteFailed(f"output: writing {str(directory)!r} failed: {why}{where}; "
                        "the chunks finished before it are kept")
@@ -851,7 +855,7 @@ def load_checkpoint(path: Path, num_chunks: int | None = None) -> tuple[dict, di
         overwritten), naming it and what to do.
     """
     try:
-        with np.load(path) as data:
+        with open(path, "rb") as fh, np.load(fh) as data:  # closed even if damaged
             flat = {k: data[k] for k in data.files if k != "__info__"}
             info = json.loads(str(data["__info__"]))
         ok = (isinstance(info, dict) and isinstance(info.get("sweep"), str)

@@ -2,7 +2,7 @@
 
 Plain, partitioned and reduce sweeps, with one process and with two
 (``--shard``), are killed at a random moment (after a random delay once the
-first file of the run appears; for reduce sweeps also as soon as the merge
+run's metadata file appears; for reduce sweeps also as soon as the merge
 starts), then every process is resumed and the dataset is compared row for
 row with an uninterrupted run.  The moments are drawn from a seeded generator
 (``JAXMODEL_FAULT_SEED``, printed on failure) so that a failure reproduces.
@@ -102,17 +102,17 @@ def test_random_kills_then_resume_equal_an_uninterrupted_run(tmp_path, kind, pro
     run_sweep(build_plan(load_spec(spec), chunk_size=CHUNK), expected_dir)
     expected = read(expected_dir)
     landed = 0
-    moments = [("first file", rng.uniform(0.0, 0.3)), ("first file", rng.uniform(0.3, 2.0))]
+    # From the metadata's appearance: compiling, then the first chunks, then later.
+    moments = [("start", rng.uniform(0.0, 1.0)), ("start", rng.uniform(1.0, 4.0))]
     if kind == "reduce":
         moments.append(("merge", 0.0))
     for case, (marker, delay) in enumerate(moments):
         out = tmp_path / f"killed-{case}"
         procs = _start(spec, out, processes)
         if marker == "merge":
-            _wait_for(lambda: (out / "_reduce-merge.lock").exists(), procs)
+            _wait_for(lambda out=out: (out / "_reduce-merge.lock").exists(), procs)
         else:
-            _wait_for(lambda: out.exists() and any(
-                p.name.startswith(("_manifest-p", "_reduce-p")) for p in out.iterdir()), procs)
+            _wait_for(lambda out=out: (out / "_jaxmodel.json").exists(), procs)
             time.sleep(delay)
         which = rng.sample(range(processes), rng.randint(1, processes))
         landed += _kill(procs, which) > 0

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 import jaxmodel
 from jaxmodel.cli import app
-from jaxmodel.engine import MERGE_LOCK, Plan, WriteFailed, run_sweep, write_failed
+from jaxmodel.engine import Plan, run_sweep
 from jaxmodel.errors import InputError, SpecError
 from jaxmodel.expr import parse
 from jaxmodel.search import search
@@ -64,7 +64,7 @@ def _merge_cut_short(directory: Path) -> None:
         path.unlink()
     for path in directory.glob("part-*.parquet"):
         path.rename(path.with_name("." + path.name + ".tmp"))
-    (directory / MERGE_LOCK).touch()
+    (directory / "_reduce-merge.lock").touch()
 
 
 @pytest.mark.parametrize("processes", [1, 2])
@@ -360,14 +360,14 @@ def test_a_write_error_is_one_line_with_the_resume_command(tmp_path):
                                                                "rows_per_file = 100"))
     out = tmp_path / "ds"
     script = ("import resource, signal, sys; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
-              "resource.setrlimit(resource.RLIMIT_FSIZE, (40_000, 40_000)); "
+              "resource.setrlimit(resource.RLIMIT_FSIZE, (8_000, 8_000)); "
               "from jaxmodel.cli import main; main(sys.argv[1:])")
     args = ["sweep", str(spec_path), "-o", str(out), "--chunk-size", "100"]
     proc = subprocess.run([sys.executable, "-c", script, *args],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, proc.stderr
     line = one_line_error(proc.stderr)
-    assert "failed: File too large" in line and "the chunks finished before it are kept" in line
+    assert "File too large" in line and "the chunks finished before it are kept" in line
     assert line.endswith(f"resume with: jaxmodel sweep {spec_path} -o {out} --resume "
                          "--chunk-size 100")
     assert runner.invoke(app, [*args, "--resume"]).exit_code == 0
@@ -376,9 +376,15 @@ def test_a_write_error_is_one_line_with_the_resume_command(tmp_path):
 
 
 def test_a_full_disk_is_named_as_such(tmp_path):
+    from jaxmodel.engine import WriteFailed, write_failed
+
     err = write_failed(tmp_path, OSError(errno.ENOSPC, "No space left on device", "x.tmp"))
     assert isinstance(err, WriteFailed)
     assert "failed: the disk is full (x.tmp)" in str(err) and "\n" not in str(err)
+    # pyarrow's writer names the errno only in its text.
+    err = write_failed(tmp_path, OSError("Error writing bytes to file. Detail: [errno 28] "
+                                         "No space left on device"))
+    assert "failed: the disk is full;" in str(err)
 
 
 # -- 10. two runs in one directory --------------------------------------------------
@@ -401,7 +407,7 @@ def test_a_second_writer_is_refused_while_the_first_is_alive(tmp_path):
         assert (out / "_jaxmodel.json").exists()  # the overwrite deleted nothing
     finally:
         holder.kill()
-        holder.wait()
+        holder.communicate()
     # The OS released the dead holder's lock: no stale lock to clear.
     run_sweep(Plan(spec, chunk_size=100), out, overwrite=True)
 
@@ -418,7 +424,8 @@ def test_two_cli_runs_at_once_one_is_refused(tmp_path):
         time.sleep(0.01)
     second = subprocess.run([JAXMODEL, "sweep", str(spec_path), "-o", str(out), "--chunk-size",
                              "16", "--resume"], capture_output=True, text=True, timeout=300)
-    assert first.wait(timeout=300) == 0, first.stderr.read()
+    _, err = first.communicate(timeout=300)
+    assert first.returncode == 0, err
     if second.returncode != 0:  # it started before the first finished: refused, one line
         assert second.returncode == 2
         assert "being written by another run" in one_line_error(second.stderr)
@@ -444,7 +451,7 @@ def test_unwritable_output_names_are_refused_before_anything_is_created(tmp_path
                                   "{geomspace = [1, 2, 2000000000]}",
                                   "{range = [0, 2000000000, 1]}"])
 def test_every_generator_caps_its_length(axis):
-    with pytest.raises(SpecError, match="100,000,000"):
+    with pytest.raises(SpecError, match="100,?000,?000"):
         parse_spec(f"[axes]\ncompute_tflops = {axis}\n")
 
 
@@ -464,11 +471,12 @@ def test_search_checks_pinned_names_and_values():
 
 
 def test_sensitivities_of_one_name_given_as_text():
-    one = sensitivities("seed", of="mfu_percent", wrt="link_bandwidth_gb_s")
-    listed = sensitivities("seed", of=["mfu_percent"], wrt=["link_bandwidth_gb_s"])
-    assert one.of == ("mfu_percent",)
-    np.testing.assert_array_equal(one.values["mfu_percent"]["link_bandwidth_gb_s"],
-                                  listed.values["mfu_percent"]["link_bandwidth_gb_s"])
+    one = sensitivities(of="mfu_percent", wrt="link_bandwidth_gb_s")
+    listed = sensitivities(of=["mfu_percent"], wrt=["link_bandwidth_gb_s"])
+    assert one.of == ("mfu_percent",) and one.wrt == ("link_bandwidth_gb_s",)
+    assert one.columns.keys() == listed.columns.keys()
+    for name in listed.columns:
+        np.testing.assert_array_equal(one.columns[name], listed.columns[name])
 
 
 def test_huge_numbers_print_short(tmp_path):
