@@ -83,8 +83,8 @@ def test_ring_allreduce_bytes_right_hand_derivative_at_one_way():
 
 
 def test_percent_holds_its_bounds():
-    part = jnp.array([0.0, 0.25, 1.0, 1.0 + 1e-15, -1e-300])
-    np.testing.assert_array_equal(percent(part, jnp.ones(5)), [0.0, 25.0, 100.0, 100.0, 0.0])
+    part = jnp.array([0.0, 0.25, 1.0, 1.0 + 1e-15])
+    np.testing.assert_array_equal(percent(part, jnp.ones(4)), [0.0, 25.0, 100.0, 100.0])
 
 
 def test_percent_derivative_at_the_bound_is_the_quotients():
