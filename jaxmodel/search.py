@@ -5,12 +5,14 @@ the candidates are every
 
 * ``t`` dividing ``hidden_dim`` and ``p`` dividing ``num_layers`` (the seed
   model's validity rule) with ``t p <= N``;
-* ``d = N / (t p)``, which must be whole (with ``allow_idle``: ``floor``, the
-  model's own rule, leaving ``N - d t p`` GPUs idle);
+* ``d = N / (t p)``, which must be whole (with ``allow_idle``: every ``d``
+  from 1 to ``floor(N / (t p))`` that divides ``G``, leaving ``N - d t p``
+  GPUs idle; such a row is evaluated on the ``d t p`` GPUs it uses and
+  reported with ``num_gpus = N`` and ``idle_gpus = N - d t p``);
 * ``b`` dividing ``G / d`` and ``m = G / (d b)``, so that ``b m d = G``.
 
 Their global index ``config_id`` follows that order: ``t`` ascending, then
-``p``, then ``b``.  The enumeration runs on the host in numpy: it is a ragged
+``p``, then ``d`` (with ``allow_idle``), then ``b``.  The enumeration runs on the host in numpy: it is a ragged
 product of divisor lists (a few int64 operations per candidate, about 1 s
 per 10^8), and the candidate table (4 integers a row) is tiny next to what
 the model computes per row.  The model runs on the device: ``vmap(apply)``
@@ -75,12 +77,21 @@ def enumerate_layouts(num_gpus: int, hidden_dim: int, num_layers: int, global_ba
     keep = tp <= num_gpus
     if not allow_idle:
         keep &= num_gpus % tp == 0
-    d = num_gpus // np.where(keep, tp, 1)
-    keep &= global_batch % d == 0
     for name, col in (("tensor_parallel", t), ("pipeline_parallel", p)):
         if name in pinned:
             keep &= col == pinned[name]
-    t, p, d = t[keep], p[keep], d[keep]
+    t, p = t[keep], p[keep]
+    if allow_idle:
+        # Every replica count d <= floor(N / (t p)) that divides the batch,
+        # ascending: fewer replicas can win (a whole batch at a deeper pipeline).
+        ds = divisors(global_batch)
+        fit = ds[None, :] <= (num_gpus // (t * p))[:, None]
+        row, col = np.nonzero(fit)
+        t, p, d = t[row], p[row], ds[col]
+    else:
+        d = num_gpus // (t * p)
+        whole = global_batch % d == 0
+        t, p, d = t[whole], p[whole], d[whole]
     # b runs over the divisors of G that divide G / d: one boolean matrix of
     # (layout, divisor), read row by row, keeps the order t, p, b.
     bs = divisors(global_batch)
@@ -201,6 +212,12 @@ def _step_function(model: Model, reducers: tuple, dtype: np.dtype):
         ))
         outputs = jax.vmap(model.apply)(inputs)
         cols = {CONFIG_ID: config_id, **inputs._asdict(), **outputs._asdict()}
+        if "num_gpus" in cand and "used_gpus" in cols:
+            # Rows with fewer replicas than fit ran on the d t p GPUs they use;
+            # the rest of the job's num_gpus are idle (the shared idle_gpus).
+            job = jnp.broadcast_to(fixed["num_gpus"].astype(dtype), (n,))
+            cols["num_gpus"] = job
+            cols["idle_gpus"] = jnp.round(job).astype(jnp.int64) - cols["used_gpus"]
         kept = mask & outputs.valid_layout if has_valid else mask
         states = tuple(r.update(s, cols, kept, group_ids) for r, s in zip(reducers, states,
                                                                           strict=True))
@@ -272,6 +289,9 @@ def search(model: str | Model, values: Mapping[str, float], *, global_batch: int
     enumerate_s = time.perf_counter() - start
 
     layout = {k: cand[k] for k in LAYOUT_AXES}
+    if allow_idle:
+        layout["num_gpus"] = cand["data_parallel"] * cand["tensor_parallel"] \
+            * cand["pipeline_parallel"]
     reducers: tuple = (TopK(by, top, maximize),)
     if group_by:
         reducers += (GroupBest(by, group_by, maximize),)
@@ -320,7 +340,8 @@ def evaluate_and_reduce(model: Model, values: Mapping[str, float],
     n = len(next(iter(layout.values())))
     chunk = chunk or min(DEFAULT_CHUNK, max(256, 1 << (n - 1).bit_length()))
     dtype = float_dtype(x64)
-    fixed = {k: np.asarray(v, dtype) for k, v in values.items() if k not in layout}
+    fixed = {k: np.asarray(v, dtype) for k, v in values.items()
+             if k not in layout or k == "num_gpus"}
 
     start = time.perf_counter()
     with computing():
