@@ -26,6 +26,10 @@ class Model:
       verdict: host-side text for one configuration,
         ``verdict(inputs: Mapping[str, float], outputs: Mapping[str, Any]) -> str``.
       continuous: input names that may be differentiated (see sensitivities).
+      layout_reasons: host-side ``(problem, fix)`` pairs for everything the
+        model's validity rule rejects in one evaluated configuration
+        (``layout_reasons(inputs, outputs)``; empty when valid), or None; the
+        layout search counts candidates by them when none is valid.
     """
 
     name: str
@@ -36,6 +40,8 @@ class Model:
     outputs_type: type[NamedTuple]
     apply: Callable[[Any], Any]
     verdict: Callable[[Mapping[str, float], Mapping[str, Any]], str]
+    layout_reasons: Callable[[Mapping[str, float], Mapping[str, Any]],
+                             list[tuple[str, str]]] | None = None
 
     @property
     def input_names(self) -> tuple[str, ...]:

@@ -641,4 +641,5 @@ REFINED = Model(
     outputs_type=RefinedOutputs,
     apply=refined_model,
     verdict=refined_verdict,
+    layout_reasons=layout_reasons,
 )

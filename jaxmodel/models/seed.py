@@ -264,4 +264,5 @@ SEED = Model(
     outputs_type=SeedOutputs,
     apply=seed_model,
     verdict=seed_verdict,
+    layout_reasons=lambda inputs, outputs: invalid_layout_reasons(inputs),
 )
