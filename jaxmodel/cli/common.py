@@ -106,9 +106,13 @@ def gather_inputs(model_name: str, config: str | None,
     """
     model = get_model(model_name or DEFAULT_MODEL)
     values: dict[str, Any] = dict(model.defaults)
-    values.update(apply_presets(model, **{k: options.get(k) for k in PRESET_OPTIONS}))
-    if config:
-        values.update(load_config(config, model))
+    from_file = load_config(config, model) if config else {}
+    # Presets first (an option overrides the file's), then explicit values.
+    presets = {k: options.get(k) or from_file.pop(k, None) for k in PRESET_OPTIONS}
+    for k in PRESET_OPTIONS:
+        from_file.pop(k, None)
+    values.update(apply_presets(model, **presets))
+    values.update(from_file)
     typed: set[str] = set()
     for name, text in options.items():
         if text is None or name in PRESET_OPTIONS:
