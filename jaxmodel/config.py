@@ -10,7 +10,6 @@ from typing import Any
 from jaxmodel.errors import InputError, closest
 from jaxmodel.models import Model
 
-
 # Preset names a configuration file may give, as a sweep's [base] does
 # (applied first, then the file's explicit values).
 PRESET_KEYS = ("gpu", "llm")
