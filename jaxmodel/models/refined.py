@@ -642,4 +642,7 @@ REFINED = Model(
     apply=refined_model,
     verdict=refined_verdict,
     layout_reasons=layout_reasons,
+    # tokens_per_step = b m s d, and d <= num_gpus.
+    exact_products=(("tokens_per_step", ("micro_batch", "gradient_accum_steps", "seq_length",
+                                         "num_gpus")),),
 )
