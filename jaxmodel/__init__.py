@@ -11,6 +11,7 @@ The public API, one entry per step of the flow (spec -> device -> Parquet):
 functions; import names from their modules with ``from jaxmodel.sweep import ...``.)
 """
 
+from jaxmodel import presets
 from jaxmodel.api import evaluate
 from jaxmodel.errors import InputError, JaxmodelError, SpecError
 from jaxmodel.models import DEFAULT_MODEL, MODELS, Model, get_model
@@ -47,6 +48,7 @@ __all__ = [
     "get_model",
     "load_spec",
     "parse_spec",
+    "presets",
     "search",
     "seed_model",
     "sensitivities",

@@ -10,9 +10,13 @@ from typing import Any
 from jaxmodel.errors import InputError, closest
 from jaxmodel.models import Model
 
+# Preset names a configuration file may give, as a sweep's [base] does
+# (applied first, then the file's explicit values).
+PRESET_KEYS = ("gpu", "llm")
+
 
 def load_config(path: str | Path, model: Model) -> dict[str, Any]:
-    """Input values from a JSON or TOML file.
+    """Input values from a JSON or TOML file (``gpu`` / ``llm``: preset names).
 
     A file shaped like ``seed_example.json`` (with an ``inputs`` object) is
     accepted as is; otherwise the top-level keys are the inputs.  Other
@@ -39,6 +43,10 @@ def load_config(path: str | Path, model: Model) -> dict[str, Any]:
         raise InputError("config", str(path), "an object of input values")
     inputs = data.get("inputs", data) if isinstance(data.get("inputs"), dict) else data
     for key in inputs:
+        if key in PRESET_KEYS:
+            if not isinstance(inputs[key], str):
+                raise InputError(f"config {key}", inputs[key], "a preset name (jaxmodel presets)")
+            continue
         if key not in model.input_names:
             raise InputError(
                 f"config {key}", inputs[key],

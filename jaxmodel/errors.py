@@ -33,8 +33,18 @@ class SpecError(JaxmodelError, ValueError):
 
 
 def closest(name: str, choices) -> str:
-    """`` (did you mean 'x'?)`` for the closest valid name, or ``""``."""
+    """`` (did you mean 'x'?)`` for the closest valid name, or ``""``.
+
+    A name that begins a valid one (``h100`` -> ``h100-sxm``, ``mfu`` ->
+    ``mfu_percent``) is matched by prefix first, the shortest such name
+    winning; otherwise by edit similarity (``difflib``).
+    """
     import difflib
 
-    match = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.5)
+    choices = [str(c) for c in choices]
+    if isinstance(name, str) and name:
+        starts = [c for c in choices if c.lower().startswith(name.lower()) and c != name]
+        if starts:
+            return f" (did you mean {min(starts, key=len)!r}?)"
+    match = difflib.get_close_matches(str(name), choices, n=1, cutoff=0.5)
     return f" (did you mean {match[0]!r}?)" if match else ""

@@ -27,6 +27,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from jaxmodel.errors import SpecError, closest
 
 _TOKEN = re.compile(
@@ -106,12 +108,27 @@ class Expr:
                             "e.g. mfu_percent >= 40, or name a boolean column such as "
                             "valid_layout)")
 
-    def to_arrow(self):
+    def to_arrow(self, schema=None):
         """A ``pyarrow.compute.Expression`` for dataset filters (category columns
-        are dictionary-encoded strings there, so they compare with names)."""
+        are dictionary-encoded strings there, so they compare with names).
+
+        With ``schema`` (the dataset's ``pyarrow.Schema``), numbers are typed
+        as on the device, so that a filter keeps the same rows in a sweep and in
+        a scan of what it wrote: a literal takes the type of the column it meets
+        (``matmul_efficiency == 0.7`` compares with float32(0.7) on a float32
+        column; a whole literal against an integer column is an integer), and
+        columns combine by jax's promotion rules (see :func:`_typed_arrow`).
+        Without it, literals are float64 scalars and arrow's own rules apply.
+        """
         import pyarrow.compute as pc
 
-        return _arrow(self.root, pc)
+        if schema is None:
+            return _arrow(self.root, pc)
+        import pyarrow as pa
+
+        types = {f.name: f.type for f in schema}
+        expr, _ = _typed_arrow(self.root, types, pa, pc)
+        return expr if isinstance(expr, pc.Expression) else pc.scalar(bool(expr))
 
 
 def _JAX_OPS(xp) -> dict[str, Callable]:
@@ -195,18 +212,128 @@ def _arrow(node: Node, pc):
         return pc.scalar(node.args[0])
     if node.op == "col":
         return pc.field(node.args[0])
-    args = [_arrow(a, pc) for a in node.args]
-    table = {
-        "or": lambda a, b: a | b, "and": lambda a, b: a & b, "not": lambda a: ~a,
-        "<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b,
-        ">=": lambda a, b: a >= b, "==": lambda a, b: a == b, "!=": lambda a, b: a != b,
-        "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
-        "/": lambda a, b: a / b, "neg": lambda a: pc.negate(a), "abs": lambda a: pc.abs(a),
-        "min": lambda a, b: pc.min_element_wise(a, b),
-        "max": lambda a, b: pc.max_element_wise(a, b),
-        "log": lambda a: pc.ln(a), "sqrt": lambda a: pc.sqrt(a),
-    }
-    return table[node.op](*args)
+    return _ARROW_OPS[node.op](*(_arrow(a, pc) for a in node.args))
+
+
+def _arrow_op(name: str):
+    """The arrow compute function ``name`` as an expression builder (imported late)."""
+    def build(*args):
+        import pyarrow.compute as pc
+
+        return getattr(pc, name)(*args)
+    return build
+
+
+_ARROW_OPS: dict[str, Callable] = {
+    "or": lambda a, b: a | b, "and": lambda a, b: a & b, "not": lambda a: ~a,
+    "<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b, "==": lambda a, b: a == b, "!=": lambda a, b: a != b,
+    "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
+    "/": lambda a, b: a / b, "neg": _arrow_op("negate"), "abs": _arrow_op("abs"),
+    "min": _arrow_op("min_element_wise"), "max": _arrow_op("max_element_wise"),
+    "log": _arrow_op("ln"), "sqrt": _arrow_op("sqrt"),
+}
+
+
+# Literals and what the device does with them (jax's type promotion, with
+# 64-bit types on as in every entry point): a number literal is "weak" and
+# takes the type of the array it meets; int64 with a weak float, int64 / int64,
+# and log/sqrt of an integer give float64; an integer with float32 gives
+# float32; float32 with float64 gives float64.  ``_typed_arrow`` follows the
+# same rules on arrow types, so the value of every node is the device's.
+_WEAK = "weak"
+
+
+def _arrow_kind(t, pa) -> str:
+    """``int``, ``f32``, ``f64``, ``bool`` or ``other`` for an arrow type."""
+    if pa.types.is_integer(t):
+        return "int"
+    if pa.types.is_float32(t) or pa.types.is_float16(t):
+        return "f32"
+    if pa.types.is_floating(t):
+        return "f64"
+    if pa.types.is_boolean(t):
+        return "bool"
+    return "other"
+
+
+def _as_float(expr, kind, pa, target: str):
+    """``expr`` of ``kind`` cast to float32 or float64 (no-op when it already is).
+
+    Unsafe casts: int64 -> float32 rounds, as jax's promotion does, instead of
+    raising arrow's "Integer value ... not in range".
+    """
+    if kind == target:
+        return expr
+    return expr.cast(pa.float32() if target == "f32" else pa.float64(), safe=False)
+
+
+def _literal(value: float, kind: str, pa, pc):
+    return pc.scalar(pa.scalar(value, pa.float32() if kind == "f32" else pa.float64()))
+
+
+def _promote(a, b):
+    """jax's result kind of two numeric kinds (``weak`` = a literal)."""
+    if a == _WEAK:
+        return "f64" if b in ("int", _WEAK) else b
+    if b == _WEAK:
+        return _promote(b, a)
+    if a == b:
+        return a
+    if "f64" in (a, b):
+        return "f64"
+    return "f32"  # int with float32
+
+
+def _typed_arrow(node: Node, types, pa, pc):
+    """``(expression or folded Python float, kind)`` of a node, typed as on the device.
+
+    Literal-only subtrees fold to Python floats (kind ``weak``), so that a
+    literal is cast once, to the type of what it meets.
+    """
+    op = node.op
+    if op == "num":
+        return float(node.args[0]), _WEAK
+    if op in ("bool", "str"):
+        return pc.scalar(node.args[0]), "other"
+    if op == "col":
+        name = node.args[0]
+        return pc.field(name), _arrow_kind(types[name], pa) if name in types else "other"
+    args = [_typed_arrow(a, types, pa, pc) for a in node.args]
+    kinds = [k for _, k in args]
+    result = "bool" if op in _COMPARISONS or op in ("and", "or", "not") else None
+    if all(k == _WEAK for k in kinds):  # a constant: fold in float64, as jax does
+        with np.errstate(all="ignore"):
+            value = _JAX_OPS(np)[op](*(np.float64(v) for v, _ in args))
+        return (pc.scalar(bool(value)), "bool") if result else (float(value), _WEAK)
+    if any(k in ("bool", "other") for k in kinds):
+        # Conditions, booleans and categories: no numbers to type.
+        vals = [pc.scalar(v) if k == _WEAK else v for v, k in args]
+        return _ARROW_OPS[op](*vals), result or kinds[0]
+    if op in ("neg", "abs"):
+        (v, k), = args
+        return _ARROW_OPS[op](v), k
+    if op in ("log", "sqrt"):
+        (v, k), = args
+        target = "f32" if k == "f32" else "f64"
+        return _ARROW_OPS[op](_as_float(v, k, pa, target)), target
+    (a, ka), (b, kb) = args
+    if result and {ka, kb} == {"int", _WEAK}:
+        # A count against a literal: exact in int64 when the literal is whole
+        # (the device compares in float64, exact for every count a sweep holds);
+        # a fractional literal falls through to float64.
+        lit = b if ka == "int" else a
+        if np.isfinite(lit) and lit == int(lit) and abs(lit) < 2.0**63:
+            scalar = pc.scalar(pa.scalar(int(lit), pa.int64()))
+            a, b = (a, scalar) if ka == "int" else (scalar, b)
+            return _ARROW_OPS[op](a, b), result
+    kind = _promote(ka, kb)
+    if op == "/" and kind == "int":
+        kind = "f64"  # true division, as jnp.divide
+    if kind != "int":
+        a = _literal(a, kind, pa, pc) if ka == _WEAK else _as_float(a, ka, pa, kind)
+        b = _literal(b, kind, pa, pc) if kb == _WEAK else _as_float(b, kb, pa, kind)
+    return _ARROW_OPS[op](a, b), result or kind
 
 
 class _Parser:

@@ -382,7 +382,7 @@ def _filter(dataset, where: str | None):
     categories = {f.name: () for f in schema
                   if pa.types.is_dictionary(f.type) or pa.types.is_string(f.type)}
     expr.check_condition(booleans, categories)
-    return expr.to_arrow()
+    return expr.to_arrow(schema)
 
 
 def column_unit(dataset, name: str) -> str:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from jaxmodel.errors import InputError, closest
-from jaxmodel.models import Model
+from jaxmodel.models import Model, get_model
 
 
 @dataclass(frozen=True)
@@ -153,9 +153,10 @@ def get_preset(kind: str, name: str) -> Preset:
         raise InputError(kind, name, allowed) from None
 
 
-def apply_presets(model: Model, gpu: str | None = None, llm: str | None = None
+def apply_presets(model: Model | str, gpu: str | None = None, llm: str | None = None
                   ) -> dict[str, float]:
-    """Input values of ``model`` set by the named presets (empty for ``None``).
+    """Input values of ``model`` (a ``Model`` or its name) set by the named
+    presets (empty for ``None``).
 
     Values for inputs the model does not have are dropped, so one preset serves
     every model.  The GPU preset is applied first; the two share no names.
@@ -163,6 +164,7 @@ def apply_presets(model: Model, gpu: str | None = None, llm: str | None = None
     Raises:
       InputError: an unknown preset name.
     """
+    model = get_model(model)
     values: dict[str, float] = {}
     for kind, name in (("gpu", gpu), ("llm", llm)):
         if name is None:

@@ -144,5 +144,39 @@ def table(doc: Mapping[str, Any]) -> str:
     if step is not None:
         lines.append(f"MFU: {out['mfu_percent']}%   achieved: {out['achieved_tflops_per_gpu']} "
                      f"TFLOP/s per GPU   throughput: {out['throughput_tokens_s']:,.0f} tokens/s")
+    lines += memory_lines(doc["inputs"], out)
     lines += ["", f"verdict: {out['verdict']}"]
     return "\n".join(lines)
+
+
+# Memory outputs a model may have (the refined model has all of them), as
+# (label, output) of the breakdown under the total.
+_MEMORY_PARTS = (
+    ("weights, gradients, optimizer", "model_state_gb_per_gpu"),
+    ("activations", "activation_gb_per_gpu"),
+)
+
+
+def memory_lines(inputs: Mapping[str, Any], out: Mapping[str, Any]) -> list[str]:
+    """Memory per GPU against the GPU's, whether it fits, and its breakdown.
+
+    Empty for a model without ``memory_gb_per_gpu`` (the seed has no memory
+    limit; ``jaxmodel best`` says so).  A layout that is not well formed has no
+    memory figure (null) and says so.
+    """
+    if "memory_gb_per_gpu" not in out:
+        return []
+    need, have = out["memory_gb_per_gpu"], inputs.get("gpu_memory_gb")
+    if need is None:
+        return ["", "memory per GPU: - (the layout is not well formed)"]
+    of = "" if have is None else f" of {have:g} GB"
+    fits = out.get("fits_in_memory")
+    verdict = ""
+    if fits is not None and have is not None:
+        verdict = (f" (fits: yes, {have - need:,.2f} GB free)" if fits
+                   else f" (fits: no, {need - have:,.2f} GB over)")
+    lines = ["", f"memory per GPU: {need:,.2f} GB{of}{verdict}"]
+    parts = [(label, out[key]) for label, key in _MEMORY_PARTS if out.get(key) is not None]
+    width = max((len(label) for label, _ in parts), default=0)
+    lines += [f"  {label:<{width}}  {v:>10,.2f} GB" for label, v in parts]
+    return lines

@@ -5,12 +5,15 @@ the candidates are every
 
 * ``t`` dividing ``hidden_dim`` and ``p`` dividing ``num_layers`` (the seed
   model's validity rule) with ``t p <= N``;
-* ``d = N / (t p)``, which must be whole (with ``allow_idle``: ``floor``, the
-  model's own rule, leaving ``N - d t p`` GPUs idle);
+* ``d = N / (t p)``, which must be whole (with ``allow_idle``: every ``d``
+  from 1 to ``floor(N / (t p))`` that divides ``G``, leaving ``N - d t p``
+  GPUs idle; such a row is evaluated on the ``d t p`` GPUs it uses and
+  reported with ``num_gpus = N`` and ``idle_gpus = N - d t p``);
 * ``b`` dividing ``G / d`` and ``m = G / (d b)``, so that ``b m d = G``.
 
 Their global index ``config_id`` follows that order: ``t`` ascending, then
-``p``, then ``b``.  The enumeration runs on the host in numpy: it is a ragged
+``p``, then ``d`` (with ``allow_idle``), then ``b``.  The enumeration runs on
+the host in numpy: it is a ragged
 product of divisor lists (a few int64 operations per candidate, about 1 s
 per 10^8), and the candidate table (4 integers a row) is tiny next to what
 the model computes per row.  The model runs on the device: ``vmap(apply)``
@@ -79,12 +82,21 @@ def enumerate_layouts(num_gpus: int, hidden_dim: int, num_layers: int, global_ba
     keep = tp <= num_gpus
     if not allow_idle:
         keep &= num_gpus % tp == 0
-    d = num_gpus // np.where(keep, tp, 1)
-    keep &= global_batch % d == 0
     for name, col in (("tensor_parallel", t), ("pipeline_parallel", p)):
         if name in pinned:
             keep &= col == pinned[name]
-    t, p, d = t[keep], p[keep], d[keep]
+    t, p = t[keep], p[keep]
+    if allow_idle:
+        # Every replica count d <= floor(N / (t p)) that divides the batch,
+        # ascending: fewer replicas can win (a whole batch at a deeper pipeline).
+        ds = divisors(global_batch)
+        fit = ds[None, :] <= (num_gpus // (t * p))[:, None]
+        row, col = np.nonzero(fit)
+        t, p, d = t[row], p[row], ds[col]
+    else:
+        d = num_gpus // (t * p)
+        whole = global_batch % d == 0
+        t, p, d = t[whole], p[whole], d[whole]
     # b runs over the divisors of G that divide G / d: one boolean matrix of
     # (layout, divisor), read row by row, keeps the order t, p, b.
     bs = divisors(global_batch)
@@ -102,14 +114,176 @@ def enumerate_layouts(num_gpus: int, hidden_dim: int, num_layers: int, global_ba
     return out
 
 
-def _layout_error(num_gpus: int, global_batch: int, allow_idle: bool,
-                  pinned: Mapping[str, int]) -> SpecError:
+def _layout_error(num_gpus: int, hidden_dim: int, num_layers: int, global_batch: int,
+                  allow_idle: bool, pinned: Mapping[str, int]) -> SpecError:
     what = f"a global batch of {global_batch} sequences on {num_gpus} GPUs"
     if pinned:
         what += " with " + ", ".join(f"{k}={v}" for k, v in pinned.items())
-    rule = ("d = floor(N / (t p)) must divide the global batch" if allow_idle
+    rule = ("d <= floor(N / (t p)) must divide the global batch" if allow_idle
             else "d = N / (t p) must be whole and divide the global batch (or --allow-idle)")
-    return SpecError(f"no layout fits {what}: t | hidden_dim, p | num_layers, {rule}")
+    counts = ", ".join(f"{n:,} {why}" for why, n in
+                       _pair_counts(num_gpus, hidden_dim, num_layers, global_batch,
+                                    allow_idle, pinned).items() if n)
+    nearest = nearest_batches(num_gpus, hidden_dim, num_layers, global_batch, allow_idle,
+                              pinned)
+    hint = f"; nearest global batches with layouts: {nearest}" if nearest else ""
+    return SpecError(f"no layout fits {what}: t | hidden_dim, p | num_layers, {rule} "
+                     f"({counts}){hint}")
+
+
+def _pair_counts(num_gpus: int, hidden_dim: int, num_layers: int, global_batch: int,
+                 allow_idle: bool, pinned: Mapping[str, int]) -> dict[str, int]:
+    """(t, p) pairs with t | hidden_dim, p | num_layers, counted by why they give
+    no candidate (or that they give some)."""
+    t, p = (a.ravel() for a in np.meshgrid(divisors(hidden_dim), divisors(num_layers),
+                                           indexing="ij"))
+    for name, col in (("tensor_parallel", t), ("pipeline_parallel", p)):
+        if name in pinned:
+            sel = col == pinned[name]
+            t, p = t[sel], p[sel]
+    tp = t * p
+    big = tp > num_gpus
+    idle = ~big & (num_gpus % tp != 0) & (not allow_idle)
+    ok = ~big & ~idle
+    d = num_gpus // np.where(ok, tp, 1)
+    if allow_idle:  # some d <= floor(N / (t p)) divides G: the smallest, 1, always does
+        batch = np.zeros_like(ok)
+    else:
+        batch = ok & (global_batch % d != 0)
+    return {"need more than num_gpus (t p > N)": int(big.sum()),
+            "leave GPUs idle (t p does not divide num_gpus)": int(idle.sum()),
+            "have d = N / (t p) not dividing the global batch": int(batch.sum()),
+            "give candidates": int((ok & ~batch).sum())}
+
+
+def nearest_batches(num_gpus: int, hidden_dim: int, num_layers: int, global_batch: int,
+                    allow_idle: bool, pinned: Mapping[str, int], limit: int = 4096) -> str:
+    """The global batches nearest ``global_batch`` (below and above) with layouts."""
+    found = []
+    for step in (-1, 1):
+        g = global_batch + step
+        while 1 <= g <= global_batch + limit:
+            if len(enumerate_layouts(num_gpus, hidden_dim, num_layers, g,
+                                     allow_idle=allow_idle, pinned=pinned)["micro_batch"]):
+                found.append(f"{g:,}")
+                break
+            g += step
+    return " or ".join(found)
+
+
+@dataclass
+class NoValid:
+    """Why a search found no valid layout (``explain_no_valid``).
+
+    Attributes:
+      pairs: why -> (t, p) pairs (t | hidden_dim, p | num_layers) that give
+        no candidate, and how many give some.
+      counts: why -> evaluated candidates, by the first problem the model's
+        rule finds.
+      examples: why -> one problem sentence of that kind, with its figures.
+      closest: the candidate closest to fitting in memory (row dict) or None,
+        with ``memory_over_gb``.
+      changes: single changes that would give a valid layout, as text.
+    """
+
+    pairs: dict[str, int]
+    counts: dict[str, int]
+    examples: dict[str, str]
+    closest: dict[str, Any] | None
+    changes: list[str]
+
+    def lines(self) -> list[str]:
+        out = ["no valid layout.", "(t, p) pairs with t | hidden_dim and p | num_layers:"]
+        width = max(len(f"{n:,}") for n in (*self.counts.values(), *self.pairs.values()))
+        out += [f"  {n:>{width},}  {why}" for why, n in self.pairs.items()]
+        out.append(f"candidates evaluated ({sum(self.counts.values()):,}), by reason:")
+        for why, n in self.counts.items():
+            example = self.examples.get(why)
+            out.append(f"  {n:>{width},}  " + (f"like: {example}" if example else why))
+        if self.closest is not None:
+            c = self.closest
+            out.append(f"closest to fitting: t{c['tensor_parallel']} p{c['pipeline_parallel']} "
+                       f"d{c['data_parallel']} b{c['micro_batch']} m{c['gradient_accum_steps']}"
+                       f" needs {c['memory_gb_per_gpu']:,.1f} GB per GPU, "
+                       f"{c['memory_over_gb']:,.1f} GB over {c['gpu_memory_gb']:g} GB")
+        out += [f"nearest change: {c}" for c in self.changes]
+        return out
+
+    def document(self) -> dict[str, Any]:
+        return {"counts": self.counts, "examples": self.examples, "closest": self.closest,
+                "changes": self.changes}
+
+
+def explain_no_valid(model: str | Model, values: Mapping[str, float], *, global_batch: int,
+                     allow_idle: bool = False, pinned: Mapping[str, int] | None = None,
+                     x64: bool = False) -> NoValid:
+    """Count a search's candidates by why they are invalid; find the nearest fix.
+
+    The candidates are evaluated again on the host side of the API (this runs
+    only when a search found nothing).  Memory (a model with
+    ``memory_gb_per_gpu`` and ``fits_in_memory``): the candidate that misses by
+    the least, and the GPU memory that would make it fit.  Other rules: the
+    model's ``layout_reasons``, grouped by kind.  The enumeration's own
+    rejections ((t, p) pairs leaving GPUs idle or not dividing the batch) and,
+    without ``allow_idle``, how many candidates ``--allow-idle`` would add.
+    """
+    import re
+
+    from jaxmodel.api import evaluate
+
+    model = get_model(model)
+    pinned = dict(pinned or {})
+    n_gpus, h, L = (int(values[k]) for k in ("num_gpus", "hidden_dim", "num_layers"))
+    counts: dict[str, int] = {}
+    examples: dict[str, str] = {}
+    pairs = _pair_counts(n_gpus, h, L, global_batch, allow_idle, pinned)
+    cand = enumerate_layouts(n_gpus, h, L, global_batch, allow_idle=allow_idle, pinned=pinned)
+    layout = {k: cand[k].astype(float) for k in LAYOUT_AXES}
+    layout["num_gpus"] = (cand["data_parallel"] * cand["tensor_parallel"]
+                          * cand["pipeline_parallel"]).astype(float)
+    out = evaluate(model, x64=x64, **{**values, **layout})
+    valid = np.asarray(getattr(out, "valid_layout", np.ones(len(layout["num_gpus"]), bool)))
+    closest, changes = None, []
+    memory = getattr(out, "memory_gb_per_gpu", None)
+    fits = getattr(out, "fits_in_memory", None)
+    rule_rows = ~valid
+    if memory is not None and fits is not None:
+        over_mem = ~valid & np.isfinite(memory) & ~fits
+        rule_rows &= ~over_mem
+        if over_mem.any():
+            why = "do not fit in memory"
+            counts[why] = int(over_mem.sum())
+            excess = np.where(over_mem, memory - values["gpu_memory_gb"], np.inf)
+            i = int(np.argmin(excess))
+            closest = {**{k: int(cand[k][i]) for k in (*LAYOUT_AXES, "data_parallel")},
+                       "memory_gb_per_gpu": float(memory[i]),
+                       "gpu_memory_gb": float(values["gpu_memory_gb"]),
+                       "memory_over_gb": float(excess[i])}
+            need = math.ceil(float(memory[i]) * 10) / 10
+            changes.append(f"gpu_memory_gb >= {need:g} (the closest layout then fits)")
+    if rule_rows.any() and model.layout_reasons is not None:
+        seen: dict[tuple, str] = {}
+        for i in np.flatnonzero(rule_rows):
+            key = tuple(int(cand[k][i]) for k in (*LAYOUT_AXES, "data_parallel"))
+            if key not in seen:
+                row_in = {**values, **{k: float(v[i]) for k, v in layout.items()}}
+                row_out = {f: np.asarray(getattr(out, f))[i] for f in model.output_names}
+                reasons = model.layout_reasons(row_in, row_out)
+                seen[key] = reasons[0][0] if reasons else "invalid"
+            problem = seen[key]
+            kind = re.sub(r"\d[\d,.]*", "#", problem)
+            counts[kind] = counts.get(kind, 0) + 1
+            examples.setdefault(kind, problem)
+    elif rule_rows.any():
+        counts["break the model's layout rule"] = int(rule_rows.sum())
+    if not allow_idle:
+        more = len(enumerate_layouts(n_gpus, h, L, global_batch, allow_idle=True,
+                                     pinned=pinned)["micro_batch"]) - len(cand["micro_batch"])
+        if more:
+            changes.append(f"--allow-idle adds {more:,} candidates with idle GPUs")
+    return NoValid(pairs={k: v for k, v in pairs.items() if v}, counts=counts,
+                   examples={k: v for k, v in examples.items() if k != v},
+                   closest=closest, changes=changes)
 
 
 @dataclass
@@ -218,6 +392,12 @@ def _step_function(model: Model, reducers: tuple, dtype: np.dtype):
         ))
         outputs = jax.vmap(model.apply)(inputs)
         cols = {CONFIG_ID: config_id, **inputs._asdict(), **outputs._asdict()}
+        if "num_gpus" in cand and "used_gpus" in cols:
+            # Rows with fewer replicas than fit ran on the d t p GPUs they use;
+            # the rest of the job's num_gpus are idle (the shared idle_gpus).
+            job = jnp.broadcast_to(fixed["num_gpus"].astype(dtype), (n,))
+            cols["num_gpus"] = job
+            cols["idle_gpus"] = jnp.round(job).astype(jnp.int64) - cols["used_gpus"]
         kept = mask & outputs.valid_layout if has_valid else mask
         states = tuple(r.update(s, cols, kept, group_ids) for r, s in zip(reducers, states,
                                                                           strict=True))
@@ -292,7 +472,8 @@ def search(model: str | Model, values: Mapping[str, float], *, global_batch: int
                              global_batch, allow_idle=allow_idle, pinned=pinned)
     n = len(cand["tensor_parallel"])
     if n == 0:
-        raise _layout_error(n_gpus, global_batch, allow_idle, pinned)
+        raise _layout_error(n_gpus, int(values["hidden_dim"]), int(values["num_layers"]),
+                            global_batch, allow_idle, pinned)
     group_ids, group_keys = None, None
     if group_by:
         stacked = np.stack([cand[g] for g in group_by], axis=1)
@@ -301,6 +482,9 @@ def search(model: str | Model, values: Mapping[str, float], *, global_batch: int
     enumerate_s = time.perf_counter() - start
 
     layout = {k: cand[k] for k in LAYOUT_AXES}
+    if allow_idle:
+        layout["num_gpus"] = cand["data_parallel"] * cand["tensor_parallel"] \
+            * cand["pipeline_parallel"]
     reducers: tuple = (TopK(by, top, maximize),)
     if group_by:
         reducers += (GroupBest(by, group_by, maximize),)
@@ -349,7 +533,8 @@ def evaluate_and_reduce(model: Model, values: Mapping[str, float],
     n = len(next(iter(layout.values())))
     chunk = chunk or min(DEFAULT_CHUNK, max(256, 1 << (n - 1).bit_length()))
     dtype = float_dtype(x64)
-    fixed = {k: np.asarray(v, dtype) for k, v in values.items() if k not in layout}
+    fixed = {k: np.asarray(v, dtype) for k, v in values.items()
+             if k not in layout or k == "num_gpus"}
 
     start = time.perf_counter()
     with computing():
@@ -401,5 +586,6 @@ def row_dicts(model: Model, rows: Mapping[str, np.ndarray]) -> list[dict[str, An
     return out
 
 
-__all__ = ["CANDIDATE_COLUMNS", "LAYOUT_AXES", "EngineRun", "SearchResult", "divisors",
-           "enumerate_layouts", "evaluate_and_reduce", "global_batch_of", "row_dicts", "search"]
+__all__ = ["CANDIDATE_COLUMNS", "LAYOUT_AXES", "EngineRun", "NoValid", "SearchResult",
+           "divisors", "enumerate_layouts", "evaluate_and_reduce", "explain_no_valid",
+           "global_batch_of", "nearest_batches", "row_dicts", "search"]

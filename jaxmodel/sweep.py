@@ -174,55 +174,97 @@ def expected_seconds(configurations: float, rows: float, rate: float, write_rate
     return seconds
 
 
+# Contiguous blocks of the probe for the bytes estimate (see ``estimate``).
+PROBE_BLOCKS = 4
+
+
+def _probe_blocks(size: int, n: int) -> np.ndarray:
+    """``PROBE_BLOCKS`` runs of consecutive configuration ids, spread over the
+    sweep, ``n`` ids in all (the whole sweep when it is no larger)."""
+    if size <= n:
+        return np.arange(size, dtype=np.int64)
+    run = n // PROBE_BLOCKS
+    starts = np.linspace(0, size - run, PROBE_BLOCKS).astype(np.int64)
+    return (starts[:, None] + np.arange(run, dtype=np.int64)[None, :]).reshape(-1)
+
+
 def estimate(plan: Plan, writers: int | None = None) -> dict[str, float]:
-    """Expected rows, bytes and seconds of a sweep, from a probe of evenly
-    spread configurations evaluated in memory and encoded to Parquet in memory
-    (nothing is written to disk).  The time counts ``writers`` writer threads
-    (default: as many as the sweep would use)."""
+    """Expected rows, bytes and seconds of a sweep, from probes evaluated in
+    memory and encoded to Parquet in memory (nothing is written to disk).
+
+    The kept fraction and the rate come from evenly spread configurations.
+    The bytes come from runs of consecutive configurations, encoded as the
+    sink writes them: a sweep writes its rows in ``config_id`` order, where
+    slowly varying inputs are constant over long runs and compress to almost
+    nothing, which a spread sample (every column changing every row) does not
+    show; the README's default sweep wrote 4.7x less than such a sample said.
+    The time counts ``writers`` writer threads (default: as many as the
+    sweep would use).
+    """
     from jaxmodel.engine import default_writers, usable_cores
 
     n = int(min(plan.size, PROBE))
-    ids = np.unique(np.linspace(0, plan.size - 1, n).astype(np.int64))
+    spread = np.unique(np.linspace(0, plan.size - 1, n).astype(np.int64))
+    runs = _probe_blocks(plan.size, len(spread))
     with computing():
         fn = jax.jit(plan.evaluate_rows)
         t0 = time.perf_counter()
-        jax.block_until_ready(fn(ids, plan.tables))
+        jax.block_until_ready(fn(spread, plan.tables))
         compile_s = time.perf_counter() - t0
         t0 = time.perf_counter()
-        cols = jax.block_until_ready(fn(ids, plan.tables))
+        cols = jax.block_until_ready(fn(spread, plan.tables))
         seconds = time.perf_counter() - t0
         host = {k: np.asarray(v) for k, v in jax.device_get(cols).items()}
-    keep = np.ones(len(ids), dtype=bool)
-    if plan.filter is not None:
-        keep = np.asarray(plan.filter.evaluate_numpy(host, plan.categories), dtype=bool)
-    kept = {c.name: host[c.name][keep] for c in plan.columns}
+        contiguous = {k: np.asarray(v) for k, v in
+                      jax.device_get(fn(runs, plan.tables)).items()}
+
+    def kept_rows(cols):
+        if plan.filter is None:
+            return np.ones(len(next(iter(cols.values()))), dtype=bool)
+        return np.asarray(plan.filter.evaluate_numpy(cols, plan.categories), dtype=bool)
+
+    keep = kept_rows(host)
     fraction = float(keep.mean())
     schema = pa.schema([c.field() for c in plan.columns])
-    table = to_table(plan.columns, kept, schema)
-    buf = io.BytesIO()
-    t1 = time.perf_counter()
     compression = None if plan.spec.output.compression == "none" else plan.spec.output.compression
-    pq.write_table(table, buf, compression=compression,
-                   use_dictionary=[c.name for c in plan.columns if c.categories] or False)
-    write_s = time.perf_counter() - t1
+    run_keep = kept_rows(contiguous)
+    block = np.repeat(np.arange(PROBE_BLOCKS), -(-len(runs) // PROBE_BLOCKS))[:len(runs)]
+    encoded = kept_total = 0
+    write_s = 0.0
+    for k in range(PROBE_BLOCKS):
+        sel = run_keep & (block == k)
+        if not sel.any():
+            continue
+        table = to_table(plan.columns, {c.name: contiguous[c.name][sel]
+                                        for c in plan.columns}, schema)
+        buf = io.BytesIO()
+        t1 = time.perf_counter()
+        pq.write_table(table, buf, compression=compression,
+                       compression_level=1 if compression == "zstd" else None,
+                       use_dictionary=[c.name for c in plan.columns
+                                       if c.categories or c.name in plan.constant] or False)
+        write_s += time.perf_counter() - t1
+        encoded += buf.tell()
+        kept_total += table.num_rows
     rows = plan.size * fraction
-    if table.num_rows >= 4096:
-        bytes_per_row = buf.tell() / table.num_rows
+    if kept_total >= 4096:
+        bytes_per_row = encoded / kept_total
     else:  # too few rows for compression to show: count raw widths
         bytes_per_row = sum(1 if c.categories or pa.types.is_boolean(c.type)
                             else c.type.bit_width // 8 for c in plan.columns)
-    rate = len(ids) / max(seconds, 1e-9)
-    write_rate = max(table.num_rows, 1) / max(write_s, 1e-9)
+    rate = len(spread) / max(seconds, 1e-9)
+    write_rate = max(kept_total, 1) / max(write_s, 1e-9)
     writers = writers or default_writers(plan)
     on_cpu = all(d.platform == "cpu" for d in plan.mesh.devices.flat)
     return {
-        "probe": len(ids), "keep_fraction": fraction, "rows": rows,
+        "probe": len(spread), "keep_fraction": fraction, "rows": rows,
         "bytes": rows * bytes_per_row, "rate": rate, "write_rate": write_rate,
         "writers": writers, "seconds": expected_seconds(
             plan.size, rows, rate, write_rate, writers=writers, cores=usable_cores(),
             on_cpu=on_cpu),
         "compile_seconds": compile_s,
     }
+
 
 
 __all__ = ["build_plan", "estimate", "output_directory", "parse_spec", "sweep"]

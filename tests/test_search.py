@@ -26,16 +26,18 @@ AXES = ("tensor_parallel", "pipeline_parallel", "micro_batch", "gradient_accum_s
 
 
 def brute_force_layouts(n, h, L, G, allow_idle=False):
-    """Every (t, p, b, m) by trying all values: the rule as stated, in (t, p, b) order."""
+    """Every (t, p, b, m) by trying all values: the rule as stated, in (t, p, d, b)
+    order; idle GPUs allowed: every d from 1 to floor(n / (t p))."""
     out = []
     for t, p in itertools.product(range(1, n + 1), range(1, n + 1)):
         if h % t or L % p or t * p > n or (n % (t * p) and not allow_idle):
             continue
-        d = n // (t * p)
-        for b in range(1, G + 1):
-            for m in range(1, G + 1):
-                if b * m * d == G:
-                    out.append((t, p, b, m, d))
+        ds = range(1, n // (t * p) + 1) if allow_idle else [n // (t * p)]
+        for d in ds:
+            for b in range(1, G + 1):
+                for m in range(1, G + 1):
+                    if b * m * d == G:
+                        out.append((t, p, b, m, d))
     return out
 
 
@@ -72,9 +74,10 @@ def reference_table(values, G, allow_idle=False):
     """Every candidate through the plain-Python reference, in config_id order."""
     n, h, L = (int(values[k]) for k in ("num_gpus", "hidden_dim", "num_layers"))
     rows = []
-    for t, p, b, m, _ in brute_force_layouts(n, h, L, G, allow_idle):
+    for t, p, b, m, d in brute_force_layouts(n, h, L, G, allow_idle):
+        # A layout with fewer replicas than fit runs on the d t p GPUs it uses.
         args = {**values, "tensor_parallel": t, "pipeline_parallel": p, "micro_batch": b,
-                "gradient_accum_steps": m}
+                "gradient_accum_steps": m, "num_gpus": d * t * p}
         args = {k: int(v) if float(v).is_integer() and k != "model_params_b" else v
                 for k, v in args.items()}
         rows.append(((t, p, b, m), seed_reference(**args)))
@@ -101,6 +104,7 @@ def test_top_1_is_the_brute_force_best(by, maximize, idle):
     assert top1 in winners
     # and, brute force over jaxmodel.evaluate of every candidate, the same value
     cols = {k: np.array([lay[i] for lay, _ in ref]) for i, k in enumerate(AXES)}
+    cols["num_gpus"] = np.array([r["used_gpus"] for _, r in ref])
     out = jaxmodel.evaluate(SEED, x64=True, **{**QUESTION, **cols})
     metric = np.where(out.valid_layout, getattr(out, by), np.nan)
     assert result.top[by][0] == (np.nanmax(metric) if maximize else np.nanmin(metric))
@@ -163,7 +167,8 @@ def test_pareto_front_equals_brute_force():
     result = search(SEED, values, global_batch=96, allow_idle=True, chunk=32,
                     pareto=("used_gpus", "throughput_tokens_s", True, False))
     cand = enumerate_layouts(46, 5120, 40, 96, allow_idle=True)
-    out = jaxmodel.evaluate(SEED, **{**values, **{k: cand[k] for k in AXES}})
+    used = cand["data_parallel"] * cand["tensor_parallel"] * cand["pipeline_parallel"]
+    out = jaxmodel.evaluate(SEED, **{**values, **{k: cand[k] for k in AXES}, "num_gpus": used})
     x = out.used_gpus.astype(float)
     y = np.where(out.valid_layout, out.throughput_tokens_s, np.nan).astype(float)
     front = []
@@ -292,3 +297,34 @@ def assert_one_line_error(result, *names):
         "group", "gpus", "pareto-one", "pareto-direction", "pareto-column", "chunk"])
 def test_bad_input_is_one_line(args, names):
     assert_one_line_error(runner.invoke(app, ["best", *args]), *names)
+
+
+@pytest.mark.slow
+def test_allow_idle_tries_fewer_replicas_405b_on_16384_gpus():
+    """Issue 17 item 5: with idle GPUs allowed, Llama-3-405B on 16,384 H100s at
+    16M tokens is best at t8 p14 with d = 128 of the 146 replicas that fit,
+    which the old enumeration (d = floor(N / (t p)) only) never tried; the
+    winner is the brute-force best over every (t, p, d, b)."""
+    refined = jaxmodel.get_model("refined")
+    values = {**refined.defaults,
+              **jaxmodel.presets.apply_presets(refined, gpu="h100-sxm", llm="llama3-405b"),
+              "num_gpus": 16384.0, "recompute": 2.0}
+    G, n = 2048, 16384
+    result = search(refined, values, global_batch=G, top=1, allow_idle=True)
+    rows = [(t, p, d, b) for t in divisors(int(values["hidden_dim"]))
+            for p in divisors(int(values["num_layers"])) if t * p <= n
+            for d in range(1, n // (t * p) + 1) if G % d == 0
+            for b in divisors(G // d)]
+    t, p, d, b = (np.array(c, float) for c in zip(*rows, strict=True))
+    out = jaxmodel.evaluate(refined, **{**values, "tensor_parallel": t, "pipeline_parallel": p,
+                                        "micro_batch": b, "gradient_accum_steps": G / (d * b),
+                                        "num_gpus": d * t * p})
+    metric = np.where(out.valid_layout, out.throughput_tokens_s, -np.inf)
+    i = int(np.argmax(metric))
+    assert result.candidates == len(rows)
+    assert result.top["throughput_tokens_s"][0] == pytest.approx(metric[i], rel=1e-6)
+    top = tuple(int(result.top[k][0]) for k in ("tensor_parallel", "pipeline_parallel",
+                                                "data_parallel"))
+    assert top == (8, 14, 128) == (int(t[i]), int(p[i]), int(d[i]))
+    assert result.top["idle_gpus"][0] == n - 8 * 14 * 128
+    assert result.top["num_gpus"][0] == n

@@ -14,6 +14,7 @@ from jaxmodel.cli.sensitivity import sensitivity_command
 from jaxmodel.cli.solve import solve_command
 from jaxmodel.cli.sweep import sweep_command
 from jaxmodel.cli.validate import validate_command
+from jaxmodel.compile_cache import enable_compile_cache, show_compile_status
 
 app = typer.Typer(
     name="jaxmodel",
@@ -41,6 +42,8 @@ app.add_typer(plot_app, name="plot")
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: usage errors become one line on stderr, exit code 2."""
+    enable_compile_cache()
+    show_compile_status()
     try:
         code = app(args=argv, standalone_mode=False, prog_name="jaxmodel")
     except (typer.Abort, KeyboardInterrupt):

@@ -16,13 +16,24 @@ from jaxmodel.cli.common import (
 from jaxmodel.errors import SpecError
 from jaxmodel.models import Model
 from jaxmodel.report import to_json
-from jaxmodel.search import LAYOUT_AXES, SearchResult, global_batch_of, row_dicts, search
+from jaxmodel.search import (
+    LAYOUT_AXES,
+    SearchResult,
+    explain_no_valid,
+    global_batch_of,
+    row_dicts,
+    search,
+)
 
 # Short headers of the layout columns, in table order.
 _LAYOUT_HEADERS = (("tensor_parallel", "t"), ("pipeline_parallel", "p"),
                    ("data_parallel", "d"), ("micro_batch", "b"),
                    ("gradient_accum_steps", "m"), ("idle_gpus", "idle"))
-_HEADLINE = ("step_time_ms", "mfu_percent", "throughput_tokens_s", "bottleneck")
+_HEADLINE = ("step_time_ms", "mfu_percent", "throughput_tokens_s", "bottleneck",
+             "memory_gb_per_gpu", "model_state_gb_per_gpu", "activation_gb_per_gpu")
+# Short headers where the output's name is long.
+_SHORT_HEADERS = {"memory_gb_per_gpu": "mem_gb", "model_state_gb_per_gpu": "state_gb",
+                  "activation_gb_per_gpu": "act_gb"}
 
 
 def _cell(value: Any) -> str:
@@ -41,7 +52,7 @@ def _table(model: Model, rows: list[dict[str, Any]], first: list[str],
     cols = [(name, head) for name, head in _LAYOUT_HEADERS
             if name in rows[0] and (name != "idle_gpus" or any(r[name] for r in rows))]
     extra = first + [n for n in _HEADLINE if n in model.output_names and n not in first]
-    cols += [(n, n) for n in extra if n not in dict(cols)]
+    cols += [(n, _SHORT_HEADERS.get(n, n)) for n in extra if n not in dict(cols)]
     cells = [[str(i + 1)] + [_cell(r[name]) for name, _ in cols] for i, r in enumerate(rows)]
     heads = ["rank"] + [head for _, head in cols]
     widths = [max(len(h), *(len(c[j]) for c in cells)) for j, h in enumerate(heads)]
@@ -158,6 +169,13 @@ def best_command(
                     maximize=minimize is None, top=top, allow_idle=allow_idle, pinned=pinned,
                     group_by=groups, pareto=_pareto_option(pareto), x64=x64, chunk=chunk)
     doc = _document(m, values, result, allow_idle)
+    why = None
+    if result.valid == 0:
+        why = explain_no_valid(m, values, global_batch=batch, allow_idle=allow_idle,
+                               pinned=pinned, x64=x64)
+        doc["why_no_valid"] = why.document()
+    notes = _notes(m, values, bool(doc["top"]))
+    doc["notes"] = notes
     if output_format == "json":
         typer.echo(to_json(doc))
         return
@@ -168,7 +186,7 @@ def best_command(
     if doc["top"]:
         lines += [""] + _table(m, doc["top"], [result.by], f"best {len(doc['top'])} layouts:")
     else:
-        lines += ["", "no valid layout"]
+        lines += [""] + why.lines()
     if doc.get("per_group"):
         lines += [""] + _table(m, doc["per_group"], [result.by],
                                f"best per {', '.join(result.group_by)}:")
@@ -179,5 +197,19 @@ def best_command(
                  + (" (truncated: the front outgrew its buffer)" if result.pareto_overflow
                     else ""))
         lines += [""] + (_table(m, doc["pareto"], [x, y], title) if doc["pareto"] else [title])
+    lines += [""] + notes if notes else []
     lines += ["", _summary(result)]
     typer.echo("\n".join(lines))
+
+
+def _notes(model: Model, values: dict[str, float], found: bool) -> list[str]:
+    """What a reader must know to trust the ranking: the memory columns, or
+    that the model has no memory limit at all."""
+    if "memory_gb_per_gpu" in model.output_names:
+        return [] if not found else [
+            f"mem_gb: memory per GPU of the fullest stage (state_gb weights, gradients "
+            f"and optimizer + act_gb activations), against gpu_memory_gb = "
+            f"{values['gpu_memory_gb']:g} GB; every layout listed fits."]
+    return [f"note: model {model.name!r} has no memory limit, so every layout fits and the "
+            "smallest t and p win; for layout questions use --model refined (memory, "
+            "recompute, a two-level network)."]

@@ -25,6 +25,14 @@ PRESET_OPTIONS = {
 }
 
 
+def input_panel(name: str) -> str:
+    """The --help panel of an input option: which models take it."""
+    owners = [m.name for m in MODELS.values() if name in m.input_names]
+    if len(owners) == len(MODELS):
+        return "Inputs of every model"
+    return f"Inputs of model {' and '.join(owners)} only"
+
+
 def all_input_fields() -> list[InputField]:
     """Every model's inputs, once each, in registry order (one CLI option each)."""
     seen: dict[str, InputField] = {}
@@ -60,13 +68,15 @@ def with_input_options(fn: Callable) -> Callable:
     Values are taken as text and checked by the model's fields, so that every
     malformed value gets the same one-line error.
     """
-    fields = all_input_fields()
+    # Shared inputs first, then each model's own, so --help groups them by model.
+    fields = sorted(all_input_fields(), key=lambda f: input_panel(f.name) != "Inputs of "
+                    "every model")
     sig = inspect.signature(fn)
     params = [p for p in sig.parameters.values() if p.name != "inputs"]
     for f in fields:
         help_text = f"{f.doc} ({f.unit or 'count'}; default {f.default:g})"
         option = typer.Option(f.option, help=help_text, metavar="NUMBER",
-                              rich_help_panel="Model inputs", show_default=False)
+                              rich_help_panel=input_panel(f.name), show_default=False)
         params.append(inspect.Parameter(
             f.name, inspect.Parameter.KEYWORD_ONLY, default=None,
             annotation=Annotated[str | None, option],
@@ -106,16 +116,24 @@ def gather_inputs(model_name: str, config: str | None,
     """
     model = get_model(model_name or DEFAULT_MODEL)
     values: dict[str, Any] = dict(model.defaults)
-    values.update(apply_presets(model, **{k: options.get(k) for k in PRESET_OPTIONS}))
-    if config:
-        values.update(load_config(config, model))
+    from_file = load_config(config, model) if config else {}
+    # Presets first (an option overrides the file's), then explicit values.
+    presets = {k: options.get(k) or from_file.pop(k, None) for k in PRESET_OPTIONS}
+    for k in PRESET_OPTIONS:
+        from_file.pop(k, None)
+    values.update(apply_presets(model, **presets))
+    values.update(from_file)
     typed: set[str] = set()
     for name, text in options.items():
         if text is None or name in PRESET_OPTIONS:
             continue
         if name not in model.input_names:
+            computed = (f"; model {model.name!r} computes {name} (an output) from its other "
+                        "inputs" if name in model.output_names else "")
             raise InputError("--" + name.replace("_", "-"), text,
-                             f"options of model {model.name!r} only")
+                             f"options of model {model.name!r} only (--help lists them under "
+                             f"'{input_panel(next(iter(model.input_names)))}' and "
+                             f"'Inputs of model {model.name} only'){computed}")
         values[name] = text
         typed.add(name)
     checked = {f.name: f.check_scalar(values[f.name], text=f.name in typed)

@@ -34,6 +34,10 @@ class Model:
         by the product of those count inputs (``tokens_per_step <= b m s N``).
         Every caller refuses inputs whose product exceeds ``MAX_EXACT_PRODUCT``
         (:meth:`check_products`), so the output can never wrap around.
+      layout_reasons: host-side ``(problem, fix)`` pairs for everything the
+        model's validity rule rejects in one evaluated configuration
+        (``layout_reasons(inputs, outputs)``; empty when valid), or None; the
+        layout search counts candidates by them when none is valid.
     """
 
     name: str
@@ -44,6 +48,8 @@ class Model:
     outputs_type: type[NamedTuple]
     apply: Callable[[Any], Any]
     verdict: Callable[[Mapping[str, float], Mapping[str, Any]], str]
+    layout_reasons: Callable[[Mapping[str, float], Mapping[str, Any]],
+                             list[tuple[str, str]]] | None = None
     exact_products: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def check_products(self, values: Mapping[str, Any], where: str = "") -> None:

@@ -527,11 +527,14 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     fits = memory_gb <= x.gpu_memory_gb
     valid = well_formed & fits
 
-    model_flops = m * d * (L * layer_model_flops + 3.0 * logit_fwd)
-    hw_flops = m * d * (L * layer_hw_flops + 3.0 * logit_fwd)
+    # MFU as (ideal seconds per GPU) / step, each factor near 1: the job's
+    # FLOPs (~1e20) times the tangent of used x step x peak (~1e19) overflows
+    # float32 in the derivative of the quotient, though the value does not.
     used = d * t * p
-    mfu = 100.0 * model_flops / (used * step * peak)
-    hfu = 100.0 * hw_flops / (used * step * peak)
+    ideal_s = m * (L * layer_model_flops + 3.0 * logit_fwd) / (t * p) / peak
+    hw_ideal_s = m * (L * layer_hw_flops + 3.0 * logit_fwd) / (t * p) / peak
+    mfu = 100.0 * ideal_s / step
+    hfu = 100.0 * hw_ideal_s / step
     tokens = b * m * s * d
     throughput = tokens / step
     share = percent(compute, step)
@@ -638,6 +641,7 @@ REFINED = Model(
     outputs_type=RefinedOutputs,
     apply=refined_model,
     verdict=refined_verdict,
+    layout_reasons=layout_reasons,
     # tokens_per_step = b m s d, and d <= num_gpus.
     exact_products=(("tokens_per_step", ("micro_batch", "gradient_accum_steps", "seq_length",
                                          "num_gpus")),),

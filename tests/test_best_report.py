@@ -1,0 +1,116 @@
+"""What a planner reads first (issue 17 items 3, 4 and 12): memory in the eval
+and best tables, why best found no valid layout, and the seed model's missing
+memory limit said out loud."""
+
+import json
+import re
+
+import numpy as np
+from typer.testing import CliRunner
+
+import jaxmodel
+from jaxmodel.cli import app
+from jaxmodel.search import enumerate_layouts, explain_no_valid
+
+runner = CliRunner()
+REFINED = jaxmodel.get_model("refined")
+LLAMA3_70B = ["--model", "refined", "--gpu", "h100-sxm", "--llm", "llama3-70b"]
+
+
+def test_eval_table_shows_memory_and_its_breakdown():
+    """Llama-3-70B, t8 p4 (the defaults) on H100s.  By hand: one layer's weight
+    matrices W = 2 h^2 (1 + kv / a) + 3 h f = 855,638,016; the first stage holds
+    20 layers and the embedding, (20 W + V h) / t = 2,270,429,184 parameters
+    per GPU, 16 bytes each = 36.33 GB of weights, gradients and Adam states."""
+    result = runner.invoke(app, ["eval", *LLAMA3_70B, "--format", "table", "--no-profile"])
+    assert result.exit_code == 0, result.output
+    out = jaxmodel.evaluate(REFINED, **jaxmodel.presets.apply_presets(
+        REFINED, gpu="h100-sxm", llm="llama3-70b"))
+    total = float(out.memory_gb_per_gpu)
+    assert f"memory per GPU: {total:,.2f} GB of 80 GB (fits: yes, {80 - total:,.2f} GB free)" \
+        in result.output
+    assert re.search(r"weights, gradients, optimizer\s+36\.33 GB", result.output)
+    act = float(out.activation_gb_per_gpu)
+    assert re.search(rf"activations\s+{act:,.2f} GB", result.output)
+
+
+def test_eval_table_says_when_memory_does_not_fit():
+    result = runner.invoke(app, ["eval", *LLAMA3_70B, "--format", "table", "--no-profile",
+                                 "--gpu-memory-gb", "40"])
+    assert result.exit_code == 0, result.output
+    assert re.search(r"memory per GPU: [\d.]+ GB of 40 GB \(fits: no, [\d.]+ GB over\)",
+                     result.output)
+
+
+def test_seed_eval_table_has_no_memory_section():
+    result = runner.invoke(app, ["eval", "--format", "table", "--no-profile"])
+    assert "memory per GPU" not in result.output
+
+
+def test_best_table_shows_memory_columns():
+    result = runner.invoke(app, ["best", *LLAMA3_70B, "--num-gpus", "64", "--global-batch",
+                                 "64", "--top", "3"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.lstrip().startswith("rank"))
+    cols = lines[head].split()
+    assert {"mem_gb", "state_gb", "act_gb"} <= set(cols)
+    doc = json.loads(runner.invoke(app, ["best", *LLAMA3_70B, "--num-gpus", "64",
+                                         "--global-batch", "64", "--top", "3",
+                                         "--format", "json"]).output)
+    for row, line in zip(doc["top"], lines[head + 1:head + 4], strict=True):
+        cells = dict(zip(cols, line.split(), strict=True))
+        assert float(cells["mem_gb"]) == round(row["memory_gb_per_gpu"], 3)
+        assert row["memory_gb_per_gpu"] <= 80
+    assert "every layout listed fits" in result.output
+
+
+def test_best_with_the_seed_model_says_it_has_no_memory_limit():
+    result = runner.invoke(app, ["best", "--num-gpus", "64", "--global-batch", "64"])
+    assert result.exit_code == 0
+    assert "model 'seed' has no memory limit" in result.output
+    assert "--model refined" in result.output
+
+
+def test_no_valid_layout_is_explained_by_counts_and_the_nearest_fix():
+    """Llama-3-70B on 64 GPUs of 20 GB: nothing fits.  Counts against every
+    candidate evaluated independently; the suggested memory makes the closest fit."""
+    values = {**REFINED.defaults, **jaxmodel.presets.apply_presets(
+        REFINED, gpu="h100-sxm", llm="llama3-70b"), "num_gpus": 64.0, "gpu_memory_gb": 20.0}
+    why = explain_no_valid(REFINED, values, global_batch=64)
+    cand = enumerate_layouts(64, 8192, 80, 64)
+    cols = {k: cand[k].astype(float) for k in ("tensor_parallel", "pipeline_parallel",
+                                               "micro_batch", "gradient_accum_steps")}
+    out = jaxmodel.evaluate(REFINED, **{**values, **cols})
+    assert not out.valid_layout.any()
+    formed = np.isfinite(out.memory_gb_per_gpu)
+    assert why.counts["do not fit in memory"] == formed.sum() > 0
+    assert sum(why.counts.values()) == len(cand["micro_batch"])
+    # t = 16, 32, 64 divide the 64 attention heads but not the 8 key/value heads
+    t = cand["tensor_parallel"]
+    assert why.counts["# key/value heads do not split evenly over # tensor-parallel ranks"] \
+        == int(((t > 8) & (t <= 64)).sum()) > 0
+    i = int(np.argmin(np.where(formed, out.memory_gb_per_gpu, np.inf)))
+    assert why.closest["memory_gb_per_gpu"] == float(out.memory_gb_per_gpu[i])
+    assert why.closest["tensor_parallel"] == cand["tensor_parallel"][i]
+    need = float(why.changes[0].split(">=")[1].split()[0])
+    fixed = jaxmodel.evaluate(REFINED, **{**values, **{k: v[i] for k, v in cols.items()},
+                                          "gpu_memory_gb": need})
+    assert fixed.valid_layout
+    assert why.pairs["leave GPUs idle (t p does not divide num_gpus)"] > 0
+    assert any(c.startswith("--allow-idle adds") for c in why.changes)
+
+
+def test_best_prints_why_no_layout_is_valid():
+    result = runner.invoke(app, ["best", *LLAMA3_70B, "--num-gpus", "64", "--global-batch",
+                                 "64", "--gpu-memory-gb", "20"])
+    assert result.exit_code == 0, result.output
+    assert "no valid layout." in result.output
+    assert re.search(r"\d+  do not fit in memory", result.output)
+    assert re.search(r"closest to fitting: t\d+ p\d+ d\d+ b\d+ m\d+ needs [\d.]+ GB per GPU",
+                     result.output)
+    assert "nearest change: gpu_memory_gb >= " in result.output
+    doc = json.loads(runner.invoke(app, ["best", *LLAMA3_70B, "--num-gpus", "64",
+                                         "--global-batch", "64", "--gpu-memory-gb", "20",
+                                         "--format", "json"]).output)
+    assert doc["top"] == [] and doc["why_no_valid"]["counts"]["do not fit in memory"] > 0

@@ -1,0 +1,53 @@
+"""--help groups the input options by the model that takes them (issue 17 item 11)."""
+
+import re
+
+import pytest
+from typer.testing import CliRunner
+
+import jaxmodel
+from jaxmodel.cli import app
+
+runner = CliRunner()
+
+
+def panels(text: str) -> dict[str, list[str]]:
+    """Panel title -> the --options listed in it, from rich's boxed help."""
+    out: dict[str, list[str]] = {}
+    title = None
+    for line in text.splitlines():
+        head = re.match(r"^╭─ (.+?) ─", line)
+        if head:
+            title = head.group(1)
+            out[title] = []
+        elif title and (opt := re.match(r"^│\s+(--[\w-]+)", line)):
+            out[title].append(opt.group(1))
+    return out
+
+
+@pytest.mark.parametrize("command", ["eval", "best", "sensitivity", "solve"])
+def test_help_groups_inputs_by_model(command):
+    result = runner.invoke(app, [command, "--help"], env={"COLUMNS": "160"})
+    assert result.exit_code == 0
+    got = panels(result.output)
+    seed, refined = jaxmodel.get_model("seed"), jaxmodel.get_model("refined")
+    option = {f.name: f.option for m in (seed, refined) for f in m.inputs}
+    both = set(seed.input_names) & set(refined.input_names)
+    assert set(got["Inputs of every model"]) == {option[n] for n in both}
+    assert set(got["Inputs of model seed only"]) == \
+        {option[n] for n in set(seed.input_names) - both}
+    assert set(got["Inputs of model refined only"]) == \
+        {option[n] for n in set(refined.input_names) - both}
+    assert "--model-params-b" in got["Inputs of model seed only"]
+    assert "--num-heads" in got["Inputs of model refined only"]
+    titles = list(got)
+    assert titles.index("Inputs of every model") < titles.index("Inputs of model seed only")
+
+
+def test_a_seed_only_option_with_the_refined_model_names_the_output():
+    result = runner.invoke(app, ["eval", "--model", "refined", "--model-params-b", "175"])
+    assert result.exit_code == 2
+    err = result.output
+    assert err.count("\n") == 1 and err.startswith("error: --model-params-b: got '175'")
+    assert "'Inputs of model refined only'" in err
+    assert "model 'refined' computes model_params_b (an output)" in err
