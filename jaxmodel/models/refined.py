@@ -77,16 +77,19 @@ ms, GB (1e9 bytes) and percent.  Hardware defaults are an H100 SXM node
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import jax.numpy as jnp
 
 from jaxmodel.fields import InputField, OutputField
+from jaxmodel.models import moe
 from jaxmodel.models.base import Model
 from jaxmodel.models.outputs import SHARED_OUTPUTS
 from jaxmodel.numerics import positive_part
 from jaxmodel.verdicts import (
+    _divisors_near,
     bottleneck_and_regime,
     invalid_layout_reasons,
     render_verdict,
@@ -199,6 +202,37 @@ INPUTS: tuple[InputField, ...] = (
                False, 0.0, True, 1.0, None),
     InputField("inter_node_latency_us", "us", "latency per collective step across nodes",
                False, 0.0, True, 5.0, None),
+    # Mixture of experts and attention variants (formulas in jaxmodel.models.moe).
+    # num_experts = 1 is a dense model: every input below but head_dim is unused.
+    _count("num_experts", "experts", "routed experts per MoE layer E (1 = dense)", 1),
+    _count("experts_per_token", "experts", "routed experts per token k (top-k)", 1),
+    _count("moe_ffn_hidden_dim", "", "feed-forward hidden size of one expert f_e", 2048),
+    _count("shared_experts", "experts", "always-active experts of size f_e per MoE layer", 0,
+           low=0.0),
+    _count("dense_layers", "layers", "leading layers with a dense FFN of ffn_hidden_dim", 0,
+           low=0.0),
+    _count("moe_layer_interval", "layers", "every n-th layer after the dense ones is MoE "
+           "(1 = all)", 1),
+    _switch("attention", "attention: 0 multi-head / grouped-query, 1 multi-head latent (MLA)", 0),
+    _count("q_lora_rank", "", "MLA query compression rank (0 = uncompressed queries)", 0,
+           low=0.0),
+    _count("kv_lora_rank", "", "MLA key/value compression rank", 512, low=0.0),
+    _count("qk_rope_dim", "", "MLA rotary dimension of queries and keys per head", 64,
+           low=0.0),
+    _count("head_dim", "", "query/key/value dimension per head (0 = hidden_dim / num_heads)", 0,
+           low=0.0),
+    _count("expert_parallel", "ways", "expert-parallel degree e (divides num_experts)", 1),
+    _count("expert_tensor_parallel", "ways", "tensor parallelism inside each expert", 1),
+    _switch("moe_dispatcher", "token dispatcher: 0 flat all-to-all, 1 hierarchical "
+            "(DeepEP: once per node over the network, then NVLink)", 0),
+    _count("max_nodes_per_token", "nodes", "node-limited routing: nodes a token may reach "
+           "(0 = no limit)", 0, low=0.0),
+    InputField("moe_overlap", "fraction", "share of the expert all-to-all hidden by compute "
+               "(1F1B all-to-all overlap, DualPipe)", False, 0.0, True, 0.0, 1.0),
+    InputField("moe_imbalance", "ratio", "tokens of the busiest expert over the mean (>= 1)",
+               False, 1.0, True, 1.0, None),
+    InputField("capacity_factor", "ratio", "expert capacity over the mean load; tokens beyond "
+               "are dropped (0 = dropless)", False, 0.0, True, 0.0, None),
 )
 
 OUTPUTS: tuple[OutputField, ...] = (
@@ -210,6 +244,12 @@ OUTPUTS: tuple[OutputField, ...] = (
     SHARED_OUTPUTS["tokens_per_step"],
     OutputField("model_params_b", "billions of parameters", "parameters from the "
                 "architecture", "float"),
+    OutputField("total_params_b", "billions of parameters", "every parameter, all experts",
+                "float"),
+    OutputField("active_params_b", "billions of parameters", "parameters one token uses "
+                "(model FLOPs and MFU count these)", "float"),
+    OutputField("expert_data_parallel", "replicas", "edp = t d / (etp e), replicas of each "
+                "expert shard", "int"),
     OutputField("compute_time_ms", "ms", "kernels of the slowest stage: matrix work, "
                 "memory-bound kernels, recompute, optimizer step", "float"),
     OutputField("recompute_ms", "ms", "part of compute spent recomputing activations",
@@ -222,6 +262,9 @@ OUTPUTS: tuple[OutputField, ...] = (
     OutputField("dp_allreduce_ms", "ms", "exposed DP gradient reduction (+ ZeRO gather)",
                 "float"),
     OutputField("dp_allreduce_raw_ms", "ms", "DP gradient reduction before overlap", "float"),
+    OutputField("moe_comm_ms", "ms", "exposed expert all-to-all (dispatch and combine)",
+                "float"),
+    OutputField("moe_comm_raw_ms", "ms", "expert all-to-all before overlap", "float"),
     SHARED_OUTPUTS["step_time_ms"],
     SHARED_OUTPUTS["comm_fraction_percent"],
     SHARED_OUTPUTS["bubble_fraction_percent"],
@@ -279,6 +322,24 @@ class RefinedInputs(NamedTuple):
     inter_node_efficiency: Any
     intra_node_latency_us: Any
     inter_node_latency_us: Any
+    num_experts: Any
+    experts_per_token: Any
+    moe_ffn_hidden_dim: Any
+    shared_experts: Any
+    dense_layers: Any
+    moe_layer_interval: Any
+    attention: Any
+    q_lora_rank: Any
+    kv_lora_rank: Any
+    qk_rope_dim: Any
+    head_dim: Any
+    expert_parallel: Any
+    expert_tensor_parallel: Any
+    moe_dispatcher: Any
+    max_nodes_per_token: Any
+    moe_overlap: Any
+    moe_imbalance: Any
+    capacity_factor: Any
 
 
 RefinedOutputs = NamedTuple(  # noqa: UP014 -- fields generated from OUTPUTS
@@ -381,11 +442,38 @@ def layer_activation_bytes(x, recompute_code, sp):
     replicated = 10.0 / rep_split
     parallel = (4.0 + 4.0 * x.num_kv_heads / x.num_heads
                 + 2.0 * x.mlp_weight_matrices * x.ffn_hidden_dim / h) / t
+    # MoE and attention variants (jaxmodel.models.moe): attention tensors scale
+    # with a d_h / h, the FFN with its width, plus the dispatched token copies.
+    moe_parallel = ((4.0 + 4.0 * x.num_kv_heads / x.num_heads) * moe.attention_width_ratio(x)
+                    + 2.0 * x.mlp_weight_matrices * moe.ffn_width(x) / h
+                    + moe.DISPATCH_ACTIVATION_BYTES * x.experts_per_token * moe.moe_fraction(x)
+                    * moe.load_factor(x)) / t
+    parallel = jnp.where(moe.is_plain(x), parallel, moe_parallel)
     scores = (1.0 - x.flash_attention) * 5.0 * x.num_heads * s / (h * t)
     none = sbh * (replicated + parallel + scores)
     selective = sbh * (replicated + parallel)
     full = 2.0 * sbh / rep_split
     return jnp.where(recompute_code == 2, full, jnp.where(recompute_code == 1, selective, none))
+
+
+def moe_layout_ok(x, t_i, d_i):
+    """The expert layout's part of the validity rule (int64 counts in).
+
+    ``e`` divides ``E``; ``etp e`` divides the stage's ``t d`` GPUs (parallel
+    folding); ``k <= E``; ``etp`` divides the expert width.  A dense model
+    needs only ``e = 1`` (``e`` divides ``E = 1``).
+    """
+    E, e, etp = _whole(x.num_experts), _whole(x.expert_parallel), _whole(x.expert_tensor_parallel)
+    dense = E == 1
+    folded = jnp.maximum(t_i * d_i, 1)
+    return ((E % e == 0)
+            & (dense | ((folded % (etp * e) == 0) & (_whole(x.experts_per_token) <= E)
+                        & (_whole(x.moe_ffn_hidden_dim) % etp == 0))))
+
+
+def moe_gemm_efficiency(x):
+    """Achievable fraction of peak of the grouped expert GEMMs."""
+    return x.matmul_efficiency
 
 
 def refined_model(x: RefinedInputs) -> RefinedOutputs:
@@ -415,6 +503,7 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
         & (kv_i % t_i == 0)
         & (heads_i % kv_i == 0)
         & ((v_i == 1) | (m_i % p_i == 0))
+        & moe_layout_ok(x, t_i, d_i)
     )
     recompute = _whole(x.recompute)
     full = (recompute == 2).astype(fdt)
@@ -435,9 +524,14 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     layers = L / p  # layers per stage (all v chunks together)
     pp_active = (p_i > 1).astype(fdt)
 
-    # FLOPs of one micro-batch, whole layer (all TP ranks), forward pass.
-    gemm_fwd = 2.0 * b * s * layer_weight_params(x)
-    attn_fwd = 4.0 * b * s * s * h
+    # FLOPs of one micro-batch, whole layer (all TP ranks), forward pass; MoE
+    # and MLA count the average layer's active weights (jaxmodel.models.moe).
+    plain = moe.is_plain(x)
+    # MoE terms enter by where, not by adding zeros: XLA may fuse a sum with a
+    # zero term differently, and dense results stay bit-for-bit what they were.
+    has_experts = moe.moe_layers(x) > 0.5
+    gemm_fwd = 2.0 * b * s * jnp.where(plain, layer_weight_params(x), moe.layer_active_params(x))
+    attn_fwd = jnp.where(plain, 4.0 * b * s * s * h, b * s * s * moe.attention_core_flops(x))
     logit_fwd = 2.0 * b * s * h * x.vocab_size
     # Training passes: forward 1 + backward 2, + 1 forward with full recompute;
     # the attention core again with selective recompute (without flash), half
@@ -458,7 +552,14 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     score_bytes = (1.0 - flash) * _SCORE_BYTES * x.num_heads * s * s * b / t
     ew_passes = 3.0 + full
     score_passes = 3.0 + full + selective
-    layer_bytes = ew_passes * (hidden_bytes + mlp_bytes) + score_passes * score_bytes
+    mlp_bytes = jnp.where(plain, mlp_bytes,
+                          2.0 * x.mlp_weight_matrices * s * b * moe.ffn_width(x) / t)
+    # Token permutation and un-permutation around the experts.
+    permute_bytes = (moe.PERMUTE_BYTES * x.experts_per_token * moe.load_factor(x)
+                     * moe.moe_fraction(x) * s * b * h / t)
+    layer_bytes = (ew_passes * jnp.where(has_experts, hidden_bytes + mlp_bytes + permute_bytes,
+                                         hidden_bytes + mlp_bytes)
+                   + score_passes * score_bytes)
     stage_bytes = layers * layer_bytes + _LOGIT_BYTES * s * b * x.vocab_size / t
     stage_recompute_bytes = layers * (full * (hidden_bytes + mlp_bytes)
                                       + (full + selective) * score_bytes)
@@ -466,13 +567,27 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     # Parameters on one GPU of the fullest stage (embedding on the first, the
     # output layer on the last; both on one stage, shared or not, when p = 1).
     copies_one_stage = 1.0 + (1.0 - x.tied_embeddings) * (1.0 - pp_active)
-    params_gpu = (layers * layer_weight_params(x)
+    resident = jnp.where(plain, layer_weight_params(x), moe.layer_resident_params(x))
+    params_gpu = (layers * resident
                   + copies_one_stage * x.vocab_size * h) / t
+    # Routed experts are sharded by etp x e over the stage's t d GPUs and
+    # replicated edp times (Megatron-Core parallel folding).
+    e, etp = x.expert_parallel, x.expert_tensor_parallel
+    expert_params_gpu = layers * moe.layer_expert_params(x) / (etp * e)
+    edp = jnp.maximum(moe.expert_data_parallel(x, d), 1.0)
     zero = x.zero_stage
     optimizer_shards = jnp.where(zero > 0.5, d, jnp.ones_like(d))
-    optimizer_s = _ADAM_BYTES * params_gpu / optimizer_shards / hbm_rate
+    expert_optimizer_shards = jnp.where(zero > 0.5, edp, jnp.ones_like(edp))
+    optimizer_s = _ADAM_BYTES * (params_gpu / optimizer_shards
+                                 + expert_params_gpu / expert_optimizer_shards) / hbm_rate
 
+    # Grouped expert GEMMs: counted in stage_flops at matmul_rate; the busiest
+    # rank's load at the efficiency of the expert GEMM's shape replaces that.
+    expert_flops = layers * gemm_passes * 2.0 * b * s * moe.layer_routed_params(x) / t
+    expert_extra = expert_flops * (moe.load_factor(x) / moe_gemm_efficiency(x)
+                                   - 1.0 / x.matmul_efficiency) / peak
     micro_matmul = stage_flops / matmul_rate
+    micro_matmul = jnp.where(has_experts, micro_matmul + expert_extra, micro_matmul)
     micro_memory = stage_bytes / hbm_rate
     micro_compute = micro_matmul + micro_memory
     compute = m * micro_compute + optimizer_s
@@ -494,17 +609,40 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     p2p_one = act_bytes / t / p2p_bw + p2p_latency + gather
     pp = pp_active * 2.0 * v * m * p2p_one
 
+    # Expert all-to-all: dispatch and combine, forward and backward, for the
+    # stage's MoE layers; the EP group has stride etp, G / etp of it per node.
+    moe_layers_stage = layers * moe.moe_fraction(x)
+    intra_bytes, inter_bytes = moe.dispatch_bytes(s * b / t, x, G)
+    ep_per_node = moe.ep_ranks_per_node(x, G)
+    a2a_one = moe.all_to_all_seconds(intra_bytes, inter_bytes, e, ep_per_node, net)
+    # Expert tensor parallelism: all-gather and reduce-scatter of the routed
+    # tokens in the ETP group, forward and backward.
+    routed_bytes = (_BF16 * s * b * h / t * x.experts_per_token * moe.load_factor(x)
+                    * jnp.where(etp > 1.5, etp, jnp.ones_like(etp)))
+    etp_one = 4.0 * collective_seconds(routed_bytes, etp, jnp.minimum(etp, G), net, 1.0)
+    moe_raw = m * moe_layers_stage * (moe.a2a_per_moe_layer(full) * a2a_one + etp_one)
+    # The exposed part is on every micro-batch's critical path, so the bubble
+    # stretches with it: counted here, (1 + (p - 1) / (v m)) of it (the
+    # bubble term keeps its dense meaning).
+    moe_comm = ((moe_raw - x.moe_overlap * jnp.minimum(moe_raw, compute))
+                * (1.0 + (p - 1.0) / (v * m)))
+
     bubble = (p - 1.0) / (v * m) * (m * micro_compute + tp)
 
     # Data parallelism: the DP group has stride t, so G / t of it share a node.
     grad_bytes = _GRAD_WIRE_BYTES * params_gpu
     dp_raw = collective_seconds(grad_bytes, d, G / t, net, 2.0)
+    # Expert gradients over the edp replicas (stride etp e).
+    expert_dp = collective_seconds(_GRAD_WIRE_BYTES * expert_params_gpu, edp,
+                                   G / (etp * e), net, 2.0)
+    dp_raw = jnp.where(has_experts, dp_raw + expert_dp, dp_raw)
     backward_share = 1.0 - (gemm_fwd + attn_fwd) / (layer_hw_flops)
     window = x.dp_overlap * backward_share * micro_compute
     dp = jnp.where(zero > 0.5, positive_part(0.5 * dp_raw - window) + 0.5 * dp_raw,
                    positive_part(dp_raw - window))
 
     step = compute + tp + pp + bubble + dp
+    step = jnp.where(has_experts, step + moe_comm, step)
 
     # Memory of the first stage.
     in_flight = jnp.minimum(m, p)
@@ -523,6 +661,8 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     activations = (layers * in_flight * interleave * stored + working + logits_mem
                    + embedding_mem)
     state = params_gpu * (_WEIGHT_GRAD_BYTES + _OPTIMIZER_BYTES / optimizer_shards)
+    state = state + expert_params_gpu * (_WEIGHT_GRAD_BYTES
+                                         + _OPTIMIZER_BYTES / expert_optimizer_shards)
     memory_gb = (activations + state) / 1e9
     fits = memory_gb <= x.gpu_memory_gb
     valid = well_formed & fits
@@ -540,7 +680,7 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     # carries the achievable fraction and recompute, which no lever in the
     # verdict addresses.
     bottleneck, regime = bottleneck_and_regime(
-        jnp.stack([compute, tp, pp, bubble, dp]), share, valid
+        jnp.stack([compute, tp, pp, bubble, dp, moe_comm]), share, valid
     )
 
     def masked(val):
@@ -557,7 +697,14 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
         valid_layout=valid,
         fits_in_memory=fits & well_formed,
         tokens_per_step=tokens_i,
-        model_params_b=(model_params(x) / 1e9).astype(fdt),
+        model_params_b=(jnp.where(plain, model_params(x), moe.total_params(x)) / 1e9
+                        ).astype(fdt),
+        total_params_b=(jnp.where(plain, model_params(x), moe.total_params(x)) / 1e9
+                        ).astype(fdt),
+        active_params_b=(jnp.where(plain, model_params(x), moe.active_params(x)) / 1e9
+                         ).astype(fdt),
+        expert_data_parallel=jnp.where(
+            well_formed, (t_i * d_i) // (_whole(etp) * _whole(e)), 0),
         compute_time_ms=masked(compute * ms),
         recompute_ms=masked(recompute_s * ms),
         memory_bound_ms=masked(memory_bound * ms),
@@ -566,8 +713,11 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
         pipeline_bubble_ms=masked(bubble * ms),
         dp_allreduce_ms=masked(dp * ms),
         dp_allreduce_raw_ms=masked(dp_raw * ms),
+        moe_comm_ms=masked(moe_comm * ms),
+        moe_comm_raw_ms=masked(moe_raw * ms),
         step_time_ms=masked(step * ms),
-        comm_fraction_percent=masked(100.0 * (tp + pp + dp) / step),
+        comm_fraction_percent=masked(100.0 * jnp.where(has_experts, tp + pp + dp + moe_comm,
+                                                       tp + pp + dp) / step),
         bubble_fraction_percent=masked(100.0 * bubble / step),
         scaling_efficiency_percent=masked(share),
         mfu_percent=masked(mfu),
@@ -612,6 +762,7 @@ def layout_reasons(inputs: Mapping[str, float], outputs: Mapping[str, Any]
             f"the {p} stages",
             f"Use a multiple of {p} gradient-accumulation micro-batches, or v = 1.",
         ))
+    reasons += moe_layout_reasons(inputs, outputs)
     memory = outputs.get("memory_gb_per_gpu")
     if not reasons and memory is not None and not bool(outputs.get("fits_in_memory", True)):
         need, have = float(memory), float(inputs["gpu_memory_gb"])
@@ -620,6 +771,41 @@ def layout_reasons(inputs: Mapping[str, float], outputs: Mapping[str, Any]
             f"{have:g} GB available)",
             "Use more pipeline or tensor parallelism, full activation recompute, sequence "
             "parallelism, ZeRO-1, or a smaller micro-batch.",
+        ))
+    return reasons
+
+
+def moe_layout_reasons(inputs: Mapping[str, float], outputs: Mapping[str, Any]
+                       ) -> list[tuple[str, str]]:
+    """(problem, fix) pairs for the expert layout (``moe_layout_ok``)."""
+    E, e = int(inputs["num_experts"]), int(inputs["expert_parallel"])
+    etp, k = int(inputs["expert_tensor_parallel"]), int(inputs["experts_per_token"])
+    reasons = []
+    if E % e:
+        reasons.append((
+            f"expert parallelism e = {e} does not divide the {E} experts",
+            f"Choose e among the divisors of {E} (nearest: {_divisors_near(E, e)}).",
+        ))
+    if E == 1:
+        return reasons
+    d = outputs.get("data_parallel")
+    folded = int(inputs["tensor_parallel"]) * int(d) if d is not None else 0
+    if folded >= 1 and folded % (etp * e):
+        reasons.append((
+            f"expert-tensor x expert parallelism = {etp} x {e} = {etp * e} does not divide the "
+            f"{folded} GPUs of a pipeline stage (t x d)",
+            f"Choose etp x e dividing {folded} (e nearest: "
+            f"{_divisors_near(math.gcd(folded // etp, E) or 1, e)}).",
+        ))
+    if k > E:
+        reasons.append((f"{k} experts per token exceed the {E} experts",
+                        f"Use at most {E} experts per token."))
+    ffn = int(inputs["moe_ffn_hidden_dim"])
+    if ffn % etp:
+        reasons.append((
+            f"expert width {ffn} does not split over {etp} expert-tensor-parallel ranks",
+            f"Choose an expert tensor parallelism that divides {ffn} "
+            f"(nearest: {_divisors_near(ffn, etp)}).",
         ))
     return reasons
 
