@@ -69,6 +69,8 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
+from jaxmodel.collectives import all_to_all, all_to_all_two_level
+
 # Bytes per value moved by the dispatch and combine (bf16 activations).
 DISPATCH_BYTES = 2.0
 # Memory-bound bytes of token permutation per routed copy and hidden element:
@@ -262,13 +264,18 @@ def expert_data_parallel(x, data_parallel):
     return folded_size(x, data_parallel) / (x.expert_tensor_parallel * x.expert_parallel)
 
 
-def all_to_all_seconds(intra_bytes, inter_bytes, ranks, ranks_per_node, net):
-    """One all-to-all whose rank sends ``intra_bytes`` over NVLink and
-    ``inter_bytes`` over its NIC: both levels at once, the slower sets the time;
-    a latency per peer step on each level (``g - 1`` in the node, ``(n - g) / g``
-    node steps across)."""
-    n = jnp.maximum(ranks, 1.0)
-    g = jnp.clip(ranks_per_node, 1.0, n)
-    intra = intra_bytes / net.intra_bw + (g - 1.0) * net.intra_latency
-    inter = inter_bytes / net.inter_bw + (n - g) / g * net.inter_latency
-    return jnp.maximum(intra, inter)
+
+def dispatch_seconds(tokens, x, gpus_per_node, net):
+    """One dispatch (or combine) all-to-all on the busiest rank, seconds.
+
+    Flat (``moe_dispatcher`` 0): ``jaxmodel.collectives.all_to_all`` of the
+    ``k T h`` copies; hierarchical (1): the node-deduplicated bytes of
+    ``dispatch_bytes`` through ``all_to_all_two_level``.
+    """
+    e = x.expert_parallel
+    g = ep_ranks_per_node(x, gpus_per_node)
+    buffer = tokens * x.hidden_dim * DISPATCH_BYTES * load_factor(x) * x.experts_per_token
+    flat = all_to_all(buffer, e, g, net)
+    intra, inter = dispatch_bytes(tokens, x, gpus_per_node)
+    deep = all_to_all_two_level(intra, inter, e, g, net)
+    return jnp.where(x.moe_dispatcher > 0.5, deep, flat)

@@ -83,6 +83,7 @@ from typing import Any, NamedTuple
 
 import jax.numpy as jnp
 
+from jaxmodel.collectives import Network, all_gather, all_reduce
 from jaxmodel.fields import InputField, OutputField
 from jaxmodel.models import moe
 from jaxmodel.models.base import Model
@@ -353,15 +354,6 @@ def _whole(x):
     return jnp.round(x).astype(jnp.int64)
 
 
-class Network(NamedTuple):
-    """The two levels of the network, in SI units (bytes/s achieved, seconds)."""
-
-    intra_bw: Any
-    inter_bw: Any
-    intra_latency: Any
-    inter_latency: Any
-
-
 def network(x) -> Network:
     """Achieved bandwidths (bandwidth x efficiency) and per-step latencies."""
     return Network(
@@ -370,33 +362,6 @@ def network(x) -> Network:
         intra_latency=x.intra_node_latency_us * 1e-6,
         inter_latency=x.inter_node_latency_us * 1e-6,
     )
-
-
-def collective_seconds(nbytes, ranks, ranks_per_node, net: Network, phases):
-    """Time of a ring collective over ``ranks`` GPUs, ``ranks_per_node`` to a node.
-
-    Hierarchical: ``g = ranks_per_node`` (clipped to [1, ranks]) ranks share a
-    node and ``k = ranks / g`` nodes take part.  The intra-node level moves
-    ``phases (g - 1) / g`` of ``nbytes`` per GPU, the inter-node level
-    ``phases (k - 1) / k`` of ``nbytes / g`` (each GPU sends its shard on its own
-    NIC); each of the ``phases (n - 1)`` ring steps per level costs a latency.
-
-    Args:
-      nbytes: the message (the full buffer each rank holds), bytes.
-      ranks: GPUs in the group (>= 1).
-      ranks_per_node: group members per node.
-      net: the network.
-      phases: 2 for an all-reduce, 1 for a reduce-scatter or an all-gather.
-
-    Returns:
-      Seconds; zero for a group of one.
-    """
-    n = jnp.maximum(ranks, 1.0)
-    g = jnp.clip(ranks_per_node, 1.0, n)
-    k = n / g
-    intra = phases * ((g - 1.0) / g * nbytes / net.intra_bw + (g - 1.0) * net.intra_latency)
-    inter = phases * ((k - 1.0) / k * nbytes / g / net.inter_bw + (k - 1.0) * net.inter_latency)
-    return intra + inter
 
 
 def layer_weight_params(x):
@@ -598,28 +563,26 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     # bytes as reduce-scatter + all-gather with SP), L / p layers.
     act_bytes = _BF16 * s * b * h
     tp_per_layer = 4.0 + 2.0 * full
-    tp_one = collective_seconds(act_bytes, t, jnp.minimum(t, G), net, 2.0)
+    tp_one = all_reduce(act_bytes, t, jnp.minimum(t, G), net)
     tp = m * layers * tp_per_layer * tp_one
 
     # Pipeline: 2 v m transfers; inter-node unless the whole job is one node.
     crosses = (used_i > _whole(G)).astype(fdt)
     p2p_bw = jnp.where(crosses > 0.5, net.inter_bw, net.intra_bw)
     p2p_latency = jnp.where(crosses > 0.5, net.inter_latency, net.intra_latency)
-    gather = (1.0 - sp) * collective_seconds(act_bytes, t, jnp.minimum(t, G), net, 1.0)
+    gather = (1.0 - sp) * all_gather(act_bytes, t, jnp.minimum(t, G), net)
     p2p_one = act_bytes / t / p2p_bw + p2p_latency + gather
     pp = pp_active * 2.0 * v * m * p2p_one
 
     # Expert all-to-all: dispatch and combine, forward and backward, for the
     # stage's MoE layers; the EP group has stride etp, G / etp of it per node.
     moe_layers_stage = layers * moe.moe_fraction(x)
-    intra_bytes, inter_bytes = moe.dispatch_bytes(s * b / t, x, G)
-    ep_per_node = moe.ep_ranks_per_node(x, G)
-    a2a_one = moe.all_to_all_seconds(intra_bytes, inter_bytes, e, ep_per_node, net)
+    a2a_one = moe.dispatch_seconds(s * b / t, x, G, net)
     # Expert tensor parallelism: all-gather and reduce-scatter of the routed
     # tokens in the ETP group, forward and backward.
     routed_bytes = (_BF16 * s * b * h / t * x.experts_per_token * moe.load_factor(x)
                     * jnp.where(etp > 1.5, etp, jnp.ones_like(etp)))
-    etp_one = 4.0 * collective_seconds(routed_bytes, etp, jnp.minimum(etp, G), net, 1.0)
+    etp_one = 4.0 * all_gather(routed_bytes, etp, jnp.minimum(etp, G), net)
     moe_raw = m * moe_layers_stage * (moe.a2a_per_moe_layer(full) * a2a_one + etp_one)
     # The exposed part is on every micro-batch's critical path, so the bubble
     # stretches with it: counted here, (1 + (p - 1) / (v m)) of it (the
@@ -631,10 +594,9 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
 
     # Data parallelism: the DP group has stride t, so G / t of it share a node.
     grad_bytes = _GRAD_WIRE_BYTES * params_gpu
-    dp_raw = collective_seconds(grad_bytes, d, G / t, net, 2.0)
+    dp_raw = all_reduce(grad_bytes, d, G / t, net)
     # Expert gradients over the edp replicas (stride etp e).
-    expert_dp = collective_seconds(_GRAD_WIRE_BYTES * expert_params_gpu, edp,
-                                   G / (etp * e), net, 2.0)
+    expert_dp = all_reduce(_GRAD_WIRE_BYTES * expert_params_gpu, edp, G / (etp * e), net)
     dp_raw = jnp.where(has_experts, dp_raw + expert_dp, dp_raw)
     backward_share = 1.0 - (gemm_fwd + attn_fwd) / (layer_hw_flops)
     window = x.dp_overlap * backward_share * micro_compute
