@@ -22,6 +22,24 @@ from jaxmodel.models import Model
 
 
 @dataclass(frozen=True)
+class Published:
+    """A model's parameter counts as its publisher prints them (billions).
+
+    ``*_digits``: the figure's precision, as the half-width of its last printed
+    digit (``"37B"``: 0.5; ``"5.13B"``: 0.005), so that a check allows the
+    rounding as well as 1%.  ``active_counts_input_embedding``: whether the
+    publisher's active count includes the input embedding (Mistral, Qwen: yes;
+    OpenAI, DeepSeek and Moonshot: no, a lookup does no matrix work).
+    """
+
+    total_params_b: float
+    total_half_unit: float
+    active_params_b: float
+    active_half_unit: float
+    active_counts_input_embedding: bool
+
+
+@dataclass(frozen=True)
 class Preset:
     """A named set of input values with the source they come from."""
 
@@ -29,6 +47,7 @@ class Preset:
     description: str
     source: str
     values: dict[str, float] = field(default_factory=dict)
+    published: Published | None = None
 
 
 def _gpu(name, description, source, *, tflops, memory_gb, hbm_tb_s, nvlink_gb_s,
@@ -70,6 +89,13 @@ GPUS: dict[str, Preset] = {p.name: p for p in (
          "8 x 400 Gb/s ConnectX-7",
          tflops=2250, memory_gb=180, hbm_tb_s=8.0, nvlink_gb_s=900, network_gb_s=50,
          per_node=8),
+    _gpu("gb200",  "NVIDIA GB200 (Blackwell) in a GB200 NVL72 rack: one 72-GPU NVLink domain",
+         "NVIDIA GB200 NVL72 datasheet (2024): 72 GPUs, 180 PFLOP/s FP16/BF16 dense "
+         "(2.5 per GPU), 13.4 TB HBM3e (186 GB per GPU) at 576 TB/s (8 TB/s per GPU), "
+         "NVLink 5 130 TB/s (1.8 TB/s per GPU, 900 per direction), 400 Gb/s "
+         "ConnectX-7 per GPU",
+         tflops=2500, memory_gb=186, hbm_tb_s=8.0, nvlink_gb_s=900, network_gb_s=50,
+         per_node=72),
     _gpu("mi300x", "AMD Instinct MI300X 192 GB, 8-GPU platform (400 Gb/s per GPU)",
          "AMD Instinct MI300X datasheet (2023): 1,307.4 TFLOP/s bf16 dense, 192 GB HBM3, "
          "5.3 TB/s, Infinity Fabric 896 GB/s aggregate peer bandwidth; 8-GPU OAM platform "
@@ -137,6 +163,84 @@ LLMS: dict[str, Preset] = {p.name: p for p in (
     _sc21("megatron-530b", 529.6, 128, 20480, 105),
     _sc21("megatron-1t", 1008.0, 160, 25600, 128),
 )}
+
+
+def _moe(name, description, source, published, *, hidden, layers, heads, kv_heads, ffn,
+         vocab, seq, experts, top_k, expert_ffn, shared=0, dense_layers=0, head_dim=0,
+         mla=None, tied=0):
+    """An MoE LLM (SwiGLU); ``model_params_b`` is the published total.
+
+    ``mla``: ``(q_lora_rank, kv_lora_rank, qk_rope_dim)`` for DeepSeek-style
+    multi-head latent attention (``head_dim`` is then ``qk_nope_head_dim`` =
+    ``v_head_dim``)."""
+    values = {
+        "model_params_b": published.total_params_b,
+        "hidden_dim": hidden, "num_layers": layers, "num_heads": heads,
+        "num_kv_heads": kv_heads, "ffn_hidden_dim": ffn, "mlp_weight_matrices": 3,
+        "vocab_size": vocab, "seq_length": seq, "tied_embeddings": tied,
+        "num_experts": experts, "experts_per_token": top_k, "moe_ffn_hidden_dim": expert_ffn,
+        "shared_experts": shared, "dense_layers": dense_layers, "moe_layer_interval": 1,
+        "head_dim": head_dim, "attention": 0,
+    }
+    if mla is not None:
+        values.update(attention=1, q_lora_rank=mla[0], kv_lora_rank=mla[1], qk_rope_dim=mla[2])
+    return Preset(name, description, source, values, published)
+
+
+# Mixture-of-experts models.  Shapes from each model's Hugging Face
+# config.json (the source names the repository); published counts from its
+# model card or report.  seq is the pre-training sequence length.
+MOE_LLMS: dict[str, Preset] = {p.name: p for p in (
+    _moe("mixtral-8x7b", "Mixtral 8x7B (8 experts, top-2)",
+         "mistralai/Mixtral-8x7B-v0.1 config.json; Jiang et al. 2024 (Mixtral of Experts): "
+         "46.7B total, 12.9B active (embeddings included)",
+         Published(46.7, 0.05, 12.9, 0.05, True),
+         hidden=4096, layers=32, heads=32, kv_heads=8, ffn=14336, vocab=32000, seq=32768,
+         experts=8, top_k=2, expert_ffn=14336),
+    _moe("mixtral-8x22b", "Mixtral 8x22B (8 experts, top-2)",
+         "mistralai/Mixtral-8x22B-v0.1 config.json; Mistral AI announcement (2024): 141B "
+         "total, 39B active",
+         Published(141, 0.5, 39, 0.5, True),
+         hidden=6144, layers=56, heads=48, kv_heads=8, ffn=16384, vocab=32000, seq=65536,
+         experts=8, top_k=2, expert_ffn=16384),
+    _moe("deepseek-v3", "DeepSeek-V3 (MLA, 256 routed + 1 shared expert, top-8)",
+         "deepseek-ai/DeepSeek-V3 config.json (without the multi-token-prediction module); "
+         "DeepSeek-AI 2024 (DeepSeek-V3 Technical Report): 671B total, 37B activated",
+         Published(671, 0.5, 37, 0.5, False),
+         hidden=7168, layers=61, heads=128, kv_heads=128, ffn=18432, vocab=129280, seq=4096,
+         experts=256, top_k=8, expert_ffn=2048, shared=1, dense_layers=3, head_dim=128,
+         mla=(1536, 512, 64)),
+    _moe("qwen3-30b-a3b", "Qwen3-30B-A3B (128 experts, top-8)",
+         "Qwen/Qwen3-30B-A3B config.json and model card: 30.5B total, 3.3B activated",
+         Published(30.5, 0.05, 3.3, 0.05, True),
+         hidden=2048, layers=48, heads=32, kv_heads=4, ffn=6144, vocab=151936, seq=4096,
+         experts=128, top_k=8, expert_ffn=768, head_dim=128),
+    _moe("qwen3-235b-a22b", "Qwen3-235B-A22B (128 experts, top-8)",
+         "Qwen/Qwen3-235B-A22B config.json and model card: 235B total, 22B activated",
+         Published(235, 0.5, 22, 0.5, True),
+         hidden=4096, layers=94, heads=64, kv_heads=4, ffn=12288, vocab=151936, seq=4096,
+         experts=128, top_k=8, expert_ffn=1536, head_dim=128),
+    _moe("gpt-oss-20b", "gpt-oss-20b (32 experts, top-4)",
+         "openai/gpt-oss-20b config.json; OpenAI 2025 (gpt-oss model card, Table 1): 20.91B "
+         "total, 3.61B active (unembedding counted, embedding not); alternating "
+         "sliding-window attention is modelled as full attention",
+         Published(20.91, 0.005, 3.61, 0.005, False),
+         hidden=2880, layers=24, heads=64, kv_heads=8, ffn=2880, vocab=201088, seq=4096,
+         experts=32, top_k=4, expert_ffn=2880, head_dim=64),
+    _moe("gpt-oss-120b", "gpt-oss-120b (128 experts, top-4)",
+         "openai/gpt-oss-120b config.json; OpenAI 2025 (gpt-oss model card, Table 1): "
+         "116.83B total, 5.13B active (unembedding counted, embedding not)",
+         Published(116.83, 0.005, 5.13, 0.005, False),
+         hidden=2880, layers=36, heads=64, kv_heads=8, ffn=2880, vocab=201088, seq=4096,
+         experts=128, top_k=4, expert_ffn=2880, head_dim=64),
+    _moe("kimi-k2", "Kimi K2 (MLA, 384 routed + 1 shared expert, top-8)",
+         "moonshotai/Kimi-K2-Instruct config.json and model card: 1T total, 32B activated",
+         Published(1000, 50, 32, 0.5, False),
+         hidden=7168, layers=61, heads=64, kv_heads=64, ffn=18432, vocab=163840, seq=4096,
+         experts=384, top_k=8, expert_ffn=2048, shared=1, dense_layers=1, head_dim=128,
+         mla=(1536, 512, 64)),
+)}
+LLMS.update(MOE_LLMS)
 
 
 def get_preset(kind: str, name: str) -> Preset:

@@ -7,10 +7,13 @@ the candidates are every
   model's validity rule) with ``t p <= N``;
 * ``d = N / (t p)``, which must be whole (with ``allow_idle``: ``floor``, the
   model's own rule, leaving ``N - d t p`` GPUs idle);
-* ``b`` dividing ``G / d`` and ``m = G / (d b)``, so that ``b m d = G``.
+* ``b`` dividing ``G / d`` and ``m = G / (d b)``, so that ``b m d = G``;
+* crossed with the model's own layout axes, if it declares any
+  (``Model.extra_layout_axes``: the refined model's expert parallelism ``e``,
+  and ``expert_tensor_parallel`` when asked).
 
 Their global index ``config_id`` follows that order: ``t`` ascending, then
-``p``, then ``b``.  The enumeration runs on the host in numpy: it is a ragged
+``p``, then ``b``, then the model's axes.  The enumeration runs on the host in numpy: it is a ragged
 product of divisor lists (a few int64 operations per candidate, about 1 s
 per 10^8), and the candidate table (4 integers a row) is tiny next to what
 the model computes per row.  The model runs on the device: ``vmap(apply)``
@@ -95,6 +98,21 @@ def enumerate_layouts(num_gpus: int, hidden_dim: int, num_layers: int, global_ba
     if "gradient_accum_steps" in pinned:
         sel = m == pinned["gradient_accum_steps"]
         out = {k: v[sel] for k, v in out.items()}
+    return out
+
+
+def cross_extra_axes(cand: dict[str, np.ndarray], extra: Mapping[str, np.ndarray],
+                     pinned: Mapping[str, int]) -> dict[str, np.ndarray]:
+    """``cand`` crossed with each extra axis (the last one fastest); a pinned
+    axis keeps only its pinned value."""
+    out = dict(cand)
+    for name, values in extra.items():
+        values = np.asarray(values, np.int64)
+        if name in pinned:
+            values = np.array([pinned[name]], np.int64)
+        rows, k = len(next(iter(out.values()))), len(values)
+        out = {c: np.repeat(v, k) for c, v in out.items()}
+        out[name] = np.tile(values, rows)
     return out
 
 
@@ -221,7 +239,7 @@ def search(model: str | Model, values: Mapping[str, float], *, global_batch: int
            by: str = "throughput_tokens_s", maximize: bool = True, top: int = 10,
            allow_idle: bool = False, pinned: Mapping[str, int] | None = None,
            group_by: Sequence[str] = (), pareto: tuple | None = None, x64: bool = False,
-           chunk: int | None = None) -> SearchResult:
+           chunk: int | None = None, also: Sequence[str] = ()) -> SearchResult:
     """Evaluate every layout of ``values``' model and cluster; keep the best.
 
     Args:
@@ -237,6 +255,7 @@ def search(model: str | Model, values: Mapping[str, float], *, global_batch: int
       pareto: ``(x, y, minimize_x, minimize_y)``: also the Pareto front of
         columns x and y (4,096 points at most).
       chunk: rows per compiled step (default: 65,536, or less for small searches).
+      also: optional model layout axes to search too (``Model.extra_layout_axes``).
 
     Raises:
       SpecError: unknown column, or no layout fits the global batch.
@@ -247,11 +266,13 @@ def search(model: str | Model, values: Mapping[str, float], *, global_batch: int
     if not 1 <= top <= MAX_TOP:
         raise InputError("top", top, f"a whole number from 1 to {MAX_TOP}")
     group_by = tuple(group_by)
+    extra = (model.extra_layout_axes(values, frozenset(also))
+             if model.extra_layout_axes is not None else {})
+    columns = CANDIDATE_COLUMNS + tuple(extra)
     for g in group_by:
-        if g not in CANDIDATE_COLUMNS:
+        if g not in columns:
             raise SpecError(f"--group-by: {g!r} is not a layout column"
-                            f"{closest(g, CANDIDATE_COLUMNS)}; one of "
-                            + ", ".join(CANDIDATE_COLUMNS))
+                            f"{closest(g, columns)}; one of " + ", ".join(columns))
     if pareto is not None:
         for name in pareto[:2]:
             _check_column(model, name, "--pareto")
@@ -264,6 +285,8 @@ def search(model: str | Model, values: Mapping[str, float], *, global_batch: int
     n = len(cand["tensor_parallel"])
     if n == 0:
         raise _layout_error(n_gpus, global_batch, allow_idle, pinned)
+    cand = cross_extra_axes(cand, extra, pinned)
+    n = len(cand["tensor_parallel"])
     group_ids, group_keys = None, None
     if group_by:
         stacked = np.stack([cand[g] for g in group_by], axis=1)
@@ -271,7 +294,7 @@ def search(model: str | Model, values: Mapping[str, float], *, global_batch: int
         group_ids = group_ids.reshape(-1).astype(np.int64)
     enumerate_s = time.perf_counter() - start
 
-    layout = {k: cand[k] for k in LAYOUT_AXES}
+    layout = {k: cand[k] for k in LAYOUT_AXES + tuple(extra)}
     reducers: tuple = (TopK(by, top, maximize),)
     if group_by:
         reducers += (GroupBest(by, group_by, maximize),)

@@ -26,6 +26,11 @@ class Model:
       verdict: host-side text for one configuration,
         ``verdict(inputs: Mapping[str, float], outputs: Mapping[str, Any]) -> str``.
       continuous: input names that may be differentiated (see sensitivities).
+      extra_layout_axes: layout axes the model adds to the search's t x p x b
+        product, ``extra_layout_axes(values, also) -> {input name: candidate
+        values}`` for one configuration of inputs; ``also`` names optional axes
+        the user asked to search (e.g. ``expert_tensor_parallel``).  ``None``:
+        none.
     """
 
     name: str
@@ -36,6 +41,7 @@ class Model:
     outputs_type: type[NamedTuple]
     apply: Callable[[Any], Any]
     verdict: Callable[[Mapping[str, float], Mapping[str, Any]], str]
+    extra_layout_axes: Callable[[Mapping[str, float], frozenset], dict[str, Any]] | None = None
 
     @property
     def input_names(self) -> tuple[str, ...]:

@@ -68,6 +68,7 @@ as Megatron-Core requires sequence parallelism with TP and MoE):
 from __future__ import annotations
 
 import jax.numpy as jnp
+import numpy as np
 
 from jaxmodel.collectives import all_to_all, all_to_all_two_level
 
@@ -279,3 +280,28 @@ def dispatch_seconds(tokens, x, gpus_per_node, net):
     intra, inter = dispatch_bytes(tokens, x, gpus_per_node)
     deep = all_to_all_two_level(intra, inter, e, g, net)
     return jnp.where(x.moe_dispatcher > 0.5, deep, flat)
+
+
+# Expert tensor parallelism searched up to one node's worth of GPUs.
+MAX_SEARCHED_ETP = 8
+
+
+def _divisors(n: int) -> np.ndarray:
+    return np.array([q for q in range(1, n + 1) if n % q == 0], np.int64)
+
+
+def expert_layout_axes(values, also=frozenset()) -> dict[str, np.ndarray]:
+    """The expert layout a search ranges over (host side, ``Model.extra_layout_axes``).
+
+    ``expert_parallel``: every divisor of ``num_experts`` up to ``num_gpus``
+    (just 1 for a dense model); ``expert_tensor_parallel`` when ``also`` names
+    it: the divisors of the expert width up to ``MAX_SEARCHED_ETP``.  Which of
+    them fold onto a given ``t d`` is the model's validity rule.
+    """
+    experts, gpus = int(values["num_experts"]), int(values["num_gpus"])
+    eps = _divisors(experts)
+    axes = {"expert_parallel": eps[eps <= gpus]}
+    if "expert_tensor_parallel" in also and experts > 1:
+        etps = _divisors(int(values["moe_ffn_hidden_dim"]))
+        axes["expert_tensor_parallel"] = etps[etps <= MAX_SEARCHED_ETP]
+    return axes

@@ -786,4 +786,5 @@ REFINED = Model(
     outputs_type=RefinedOutputs,
     apply=refined_model,
     verdict=refined_verdict,
+    extra_layout_axes=moe.expert_layout_axes,
 )
