@@ -67,10 +67,11 @@ as Megatron-Core requires sequence parallelism with TP and MoE):
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxmodel.collectives import all_to_all, all_to_all_two_level
+from jaxmodel.collectives import GEMM_TILE_M, all_gather, all_to_all, all_to_all_two_level
 
 # Bytes per value moved by the dispatch and combine (bf16 activations).
 DISPATCH_BYTES = 2.0
@@ -256,12 +257,12 @@ def a2a_per_moe_layer(full_recompute):
 
 
 def folded_size(x, data_parallel):
-    """GPUs of one pipeline stage, ``t d``, that the experts fold onto."""
-    return x.tensor_parallel * data_parallel
+    """GPUs of one pipeline stage, ``t c d``, that the experts fold onto."""
+    return x.tensor_parallel * x.context_parallel * data_parallel
 
 
 def expert_data_parallel(x, data_parallel):
-    """``edp = t d / (etp e)``: replicas of each expert shard (>= 1 when valid)."""
+    """``edp = t c d / (etp e)``: replicas of each expert shard (>= 1 when valid)."""
     return folded_size(x, data_parallel) / (x.expert_tensor_parallel * x.expert_parallel)
 
 
@@ -305,3 +306,89 @@ def expert_layout_axes(values, also=frozenset()) -> dict[str, np.ndarray]:
         etps = _divisors(int(values["moe_ffn_hidden_dim"]))
         axes["expert_tensor_parallel"] = etps[etps <= MAX_SEARCHED_ETP]
     return axes
+
+
+def permute_bytes(x, tokens):
+    """Memory-bound bytes of permuting ``tokens`` (one rank's, ``s b / (c t)``)
+    to their experts and back, forward pass, the average layer."""
+    return (PERMUTE_BYTES * x.experts_per_token * load_factor(x) * moe_fraction(x)
+            * tokens * x.hidden_dim)
+
+
+def layer_comm_seconds(x, tokens, gpus_per_node, net, full_recompute):
+    """Expert communication of one MoE layer and micro-batch on the busiest rank:
+    the dispatch and combine all-to-alls (``a2a_per_moe_layer``) and, with
+    expert tensor parallelism, an all-gather and a reduce-scatter of the routed
+    tokens in the ETP group, forward and backward."""
+    etp = x.expert_tensor_parallel
+    routed = DISPATCH_BYTES * tokens * x.hidden_dim * x.experts_per_token * load_factor(x)
+    etp_s = 4.0 * all_gather(routed * etp, etp, jnp.minimum(etp, gpus_per_node), net)
+    return (a2a_per_moe_layer(full_recompute) * dispatch_seconds(tokens, x, gpus_per_node, net)
+            + etp_s)
+
+
+def _passes(gemm, m, n, k):
+    """Forward ``[m, k] x [k, n]``, input gradient ``[m, n] x [n, k]`` and weight
+    gradient ``[k, m] x [m, n]`` seconds of one GEMM."""
+    return jnp.stack([gemm(m, n, k), gemm(m, k, n), gemm(k, n, m)])
+
+
+def _grouped_passes(gemm, groups, m, n, k, hbm_rate):
+    """The three passes of a grouped GEMM: ``groups`` GEMMs of ``m`` rows each.
+
+    One kernel schedules every group's tiles together, so it runs as one GEMM
+    of the groups' tile-padded rows stacked (each group pads to whole tiles:
+    tile quantization per expert, wave quantization over all), plus reading
+    the ``groups - 1`` further weight matrices (bf16).  The padding is a step:
+    its gradient is that of the unpadded rows.
+    """
+    exact = groups * m
+    padded = groups * jnp.ceil(m / GEMM_TILE_M - 1e-6) * GEMM_TILE_M
+    rows = exact + jax.lax.stop_gradient(padded - exact)
+    weights = (groups - 1.0) * DISPATCH_BYTES * n * k / hbm_rate
+    fwd = gemm(rows, n, k) + weights
+    dgrad = gemm(rows, k, n) + weights
+    wgrad = gemm(groups * k, n, m) + weights
+    return jnp.stack([fwd, dgrad, wgrad])
+
+
+def layer_gemm_seconds(x, tokens, gemm, hbm_rate):
+    """Forward, input-gradient and weight-gradient seconds of the average
+    layer's weight GEMMs on one GPU (shape [3]).
+
+    Args:
+      x: the inputs (tensor parallelism ``t`` splits attention, dense FFN and
+        shared experts as Megatron-LM does; routed experts run on ``k T e etp
+        / E`` tokens each, ``T = tokens / t``, split ``etp`` ways).
+      tokens: tokens of one micro-batch on one GPU's sequence shard (``s b / c``).
+      gemm: ``gemm(m, n, k) -> seconds`` of one ``[m, k] x [k, n]`` GEMM at its
+        shape's efficiency.
+      hbm_rate: achieved memory bandwidth, bytes/s (weights of grouped GEMMs).
+    """
+    h, t, a, kv, dh = x.hidden_dim, x.tensor_parallel, x.num_heads, x.num_kv_heads, head_dim(x)
+    w, f, fe = x.mlp_weight_matrices, x.ffn_hidden_dim, x.moe_ffn_hidden_dim
+
+    def p(n, k, m=tokens):
+        return _passes(gemm, m, n, k)
+
+    gqa = p((a * dh + 2.0 * kv * dh) / t, h) + p(h, a * dh / t)
+    rq, rkv, dr = x.q_lora_rank, x.kv_lora_rank, x.qk_rope_dim
+    q_lora = p(jnp.maximum(rq, 1.0), h) + p(a * (dh + dr) / t, jnp.maximum(rq, 1.0))
+    q_full = p(a * (dh + dr) / t, h)
+    mla = (jnp.where(rq > 0.5, q_lora, q_full) + p(rkv + dr, h) + p(2.0 * a * dh / t, rkv)
+           + p(h, a * dh / t))
+    attention = jnp.where(x.attention > 0.5, mla, gqa)
+    dense = p((w - 1.0) * f / t, h) + p(h, f / t)
+    # MoE layer: the router on the rank's sequence-parallel tokens, the shared
+    # experts as a TP-split FFN of width S f_e, the routed experts grouped.
+    rank_tokens = tokens / t
+    router = p(x.num_experts, h, rank_tokens)
+    shared_w = jnp.maximum(x.shared_experts, 1.0) * fe
+    shared = (x.shared_experts > 0.5) * (p((w - 1.0) * shared_w / t, h) + p(h, shared_w / t))
+    etp = x.expert_tensor_parallel
+    groups = x.num_experts / x.expert_parallel
+    rows = expert_gemm_tokens(rank_tokens, x) * etp
+    routed = (_grouped_passes(gemm, groups, rows, (w - 1.0) * fe / etp, h, hbm_rate)
+              + _grouped_passes(gemm, groups, rows, h, fe / etp, hbm_rate))
+    frac = moe_fraction(x)
+    return attention + (1.0 - frac) * dense + frac * (router + shared + routed)
