@@ -900,7 +900,8 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
         active_params_b=(jnp.where(plain, model_params(x), moe.active_params(x)) / 1e9
                          ).astype(fdt),
         expert_data_parallel=jnp.where(
-            well_formed, (t_i * c_i * d_i) // (_whole(etp) * _whole(e)), 0),
+            well_formed, (t_i * c_i * d_i) // jnp.where(
+                _whole(x.num_experts) == 1, 1, _whole(etp) * _whole(e)), 0),
         compute_time_ms=masked(compute * ms),
         recompute_ms=masked(recompute_s * ms),
         memory_bound_ms=masked(memory_bound * ms),
