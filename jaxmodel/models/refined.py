@@ -123,6 +123,14 @@ _SCORE_BYTES = 9.0
 #   [s b V] logits, fused softmax cross-entropy, forward and backward: read
 #   bf16 logits, write fp32 probabilities, read them, write bf16 gradients.
 _LOGIT_BYTES = 12.0
+#   Unfused (Megatron-Core's vocab_parallel_cross_entropy as PyTorch ops, per
+#   logit): fp32 copy 6, max 4, subtract 8, exp 8, sum 4, divide 8 forward;
+#   scale the saved softmax 8 and cast to bf16 6 backward = 52 bytes.
+_LOGIT_UNFUSED_BYTES = 52.0
+# Kernels per layer and micro-batch, forward and backward (Megatron-Core with
+# Transformer Engine: norms, 4 GEMMs + 8 gradient GEMMs, attention, bias,
+# activation and dropout-add kernels, TP/SP collectives, casts and copies).
+_LAYER_KERNELS = 60.0
 # Mixed-precision Adam update per parameter: read fp32 master, momentum,
 # variance and the bf16 gradient, write the three fp32 states and bf16 weights.
 _ADAM_BYTES = 28.0
@@ -192,6 +200,8 @@ INPUTS: tuple[InputField, ...] = (
     _switch("flash_attention", "FlashAttention (1): no s^2 score tensors in memory", 1),
     _switch("cp_comm", "context-parallel K/V exchange: 0 ring of point-to-point sends "
             "overlapped with attention (Megatron-LM), 1 all-gather (Llama 3)", 0),
+    _switch("cross_entropy_fusion", "fused softmax cross-entropy kernel (1) or unfused "
+            "PyTorch ops (0, Megatron-Core without --cross-entropy-loss-fusion)", 1),
     _switch("pipeline_schedule", "0 1F1B (interleaved when v > 1), 1 ZB-H1 (v = 1), 2 ZB-V "
             "(v = 2); Qi et al. 2023", 0, high=2.0),
     _switch("pipeline_split_embedding", "count the input embedding and the output layer + "
@@ -233,6 +243,8 @@ INPUTS: tuple[InputField, ...] = (
     InputField("attention_efficiency", "fraction", "achievable fraction of the bf16 peak in "
                "the fused (Flash) attention kernels, forward and backward", False, 0.0, False,
                0.55, 1.0),
+    InputField("kernel_overhead_us", "us", "fixed cost per kernel launch not hidden by "
+               "the previous kernel (CUDA launch and ramp)", False, 0.0, True, 4.0, None),
     _positive("hbm_bandwidth_tb_s", "TB/s (1 TB = 1e12 bytes)", "GPU memory bandwidth", 3.35),
     InputField("hbm_efficiency", "fraction", "achievable fraction of memory bandwidth",
                False, 0.0, False, 0.8, 1.0),
@@ -510,7 +522,10 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     flash_s = causal * attn_fwd_flops / (peak * x.attention_efficiency)
     attn_fwd_s = flash * flash_s + (1.0 - flash) * unfused_s
     attn_bwd_s = 2.0 * attn_fwd_s
-    attn_recompute_s = (full + selective * (1.0 - flash) + 0.5 * flash) * attn_fwd_s
+    # Selective recompute checkpoints the core attention: its forward runs again
+    # in the backward pass, FlashAttention's too (Megatron-Core's
+    # checkpoint_core_attention); FlashAttention's own backward recomputes QK^T.
+    attn_recompute_s = (full + selective + 0.5 * flash) * attn_fwd_s
 
     # Memory-bound bytes of one layer's forward pass per GPU (backward twice).
     hidden_bytes = _HIDDEN_BYTES * tok * h / rep_split
@@ -531,15 +546,19 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     layer_recompute = (full * gemm_fwd_s + attn_recompute_s + recompute_bytes / hbm_rate)
     layer_b = gemm_dgrad_s + attn_bwd_s + bwd_bytes / hbm_rate + layer_recompute
     layer_w = gemm_wgrad_s
+    # Fixed cost per kernel (launch and ramp, not hidden when kernels are short):
+    # _LAYER_KERNELS a layer and micro-batch, a third of them again with full
+    # recompute.
+    layer_b = layer_b + x.kernel_overhead_us * 1e-6 * _LAYER_KERNELS * (1.0 + full / 3.0)
     layer_s = layer_f + layer_b + layer_w
 
     # Output layer and loss (last stage): logits GEMM in bf16, fused softmax
     # cross-entropy memory-bound.
     logit_fwd_s = gemm_seconds(x, tok, V / t, h, 0.0, hbm_rate)
+    ce_bytes = jnp.where(x.cross_entropy_fusion > 0.5, _LOGIT_BYTES, _LOGIT_UNFUSED_BYTES)
+    logit_bytes = ce_bytes * tok * V / t
     logit_s = (logit_fwd_s + gemm_seconds(x, tok, h, V / t, 0.0, hbm_rate)
-               + gemm_seconds(x, h, V / t, tok, 0.0, hbm_rate)
-               + _LOGIT_BYTES * tok * V / t / hbm_rate)
-    logit_bytes = _LOGIT_BYTES * tok * V / t
+               + gemm_seconds(x, h, V / t, tok, 0.0, hbm_rate) + logit_bytes / hbm_rate)
 
     # The busiest stage: the last (its layers and the output layer) or, with
     # an uneven split, a middle one holding a whole unit more.
@@ -570,7 +589,7 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     # kernel's skipped half is a saving in time, not in counted FLOPs); the
     # hardware count adds recompute.
     gemm_passes = 3.0 + full
-    attn_passes = 3.0 + full + selective * (1.0 - flash) + 0.5 * flash
+    attn_passes = 3.0 + full + selective + 0.5 * flash
     layer_hw_flops = (gemm_passes * 2.0 * b * s * layer_weight_params(x)
                       + attn_passes * 4.0 * b * s * s * h)
 
@@ -638,7 +657,10 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     tp_count = 4.0 + 2.0 * full
     tp_layer = tp_count * all_reduce(act_bytes, t, jnp.minimum(t, G), net)
     gemm_layer = gemm_fwd_s * (1.0 + full) + gemm_dgrad_s + gemm_wgrad_s
-    tp_layer_exposed = tp_layer - jnp.minimum(x.tp_overlap * tp_layer, gemm_layer)
+    # Overlap pipelines each collective with its GEMM in t chunks (userbuffers
+    # ring exchange): the first chunk's transfer cannot be hidden.
+    tp_hidden = jnp.minimum(x.tp_overlap * (t - 1.0) / t * tp_layer, gemm_layer)
+    tp_layer_exposed = tp_layer - tp_hidden
     tp = m * stage_layers * tp_layer_exposed
 
     # --- context parallelism: K and V of the local chunk, per layer ---------
