@@ -136,7 +136,7 @@ GPUS: dict[str, Preset] = {p.name: p for p in (
 
 
 def _llm(name, description, source, *, params_b, hidden, layers, heads, kv_heads, ffn, mlp,
-         vocab, seq, tied):
+         vocab, seq, tied, head_dim=0):
     return Preset(name, description, source, {
         "model_params_b": params_b,
         "hidden_dim": hidden,
@@ -148,6 +148,7 @@ def _llm(name, description, source, *, params_b, hidden, layers, heads, kv_heads
         "vocab_size": vocab,
         "seq_length": seq,
         "tied_embeddings": tied,
+        "head_dim": head_dim,
     })
 
 
@@ -195,11 +196,10 @@ LLMS: dict[str, Preset] = {p.name: p for p in (
          vocab=256000, seq=4096, tied=0),
     _llm("qwen3-32b", "Qwen3 32B", "Qwen/Qwen3-32B config.json (Hugging Face): 64 layers, "
          "hidden 5120, intermediate 25600, 64 heads, 8 KV heads, vocabulary 151936, "
-         "untied; Qwen Team 2025 (Qwen3 Technical Report): 32K context.  Its heads are "
-         "128 wide (Q/O projections 8192, not h), which the model sizes as h / a: about "
-         "7% fewer parameters than the 32.8B",
+         "untied, head_dim 128 (Q/O projections 8192 wide, not h); Qwen Team 2025 (Qwen3 "
+         "Technical Report): 32K context",
          params_b=32.8, hidden=5120, layers=64, heads=64, kv_heads=8, ffn=25600, mlp=3,
-         vocab=151936, seq=32768, tied=0),
+         vocab=151936, seq=32768, tied=0, head_dim=128),
     _sc21("megatron-1.7b", 1.7, 24, 2304, 24),
     _sc21("megatron-3.6b", 3.6, 32, 3072, 30),
     _sc21("megatron-7.5b", 7.5, 32, 4096, 36),

@@ -178,6 +178,8 @@ INPUTS: tuple[InputField, ...] = (
     _count("num_layers", "", "transformer layers L", 80),
     _count("num_heads", "", "attention heads a", 64),
     _count("num_kv_heads", "", "key/value heads (grouped-query attention; = a for MHA)", 8),
+    _count("head_dim", "", "width of one attention head (0: h / a, as in GPT and Llama; "
+           "Qwen3 uses 128 with a x 128 != h)", 0, low=0.0),
     _count("ffn_hidden_dim", "", "feed-forward hidden size f (4 h for GPT)", 28672),
     _count("mlp_weight_matrices", "", "feed-forward weight matrices (2 GeLU, 3 SwiGLU)", 3,
            high=3.0, low=2.0),
@@ -346,16 +348,22 @@ def network(x) -> Network:
     )
 
 
+def attention_width(x):
+    """Width of the queries and the attention output: ``a x head_dim``, or ``h``."""
+    return jnp.where(x.head_dim > 0.5, x.num_heads * x.head_dim, x.hidden_dim)
+
+
 def layer_weight_params(x):
     """Weight-matrix parameters of one transformer layer.
 
-    Q and output projections ``2 h^2``, K and V ``2 h^2 kv / a`` (grouped-query
-    attention), feed-forward ``mlp_weight_matrices x h f``; for GPT
-    (``kv = a``, ``f = 4 h``, two matrices) ``12 h^2`` (Narayanan et al. eq. 2,
-    whose biases and layer norms, 13 h, are left out as < 0.1%).
+    Q and output projections ``2 h q`` (``q = h`` unless ``head_dim`` says
+    otherwise), K and V ``2 h q kv / a`` (grouped-query attention), feed-forward
+    ``mlp_weight_matrices x h f``; for GPT (``kv = a``, ``f = 4 h``, two
+    matrices) ``12 h^2`` (Narayanan et al. eq. 2, whose biases and layer norms,
+    13 h, are left out as < 0.1%).
     """
     h = x.hidden_dim
-    return (2.0 * h * h * (1.0 + x.num_kv_heads / x.num_heads)
+    return (2.0 * h * attention_width(x) * (1.0 + x.num_kv_heads / x.num_heads)
             + x.mlp_weight_matrices * h * x.ffn_hidden_dim)
 
 
@@ -384,10 +392,11 @@ def layer_activation_bytes(x, recompute_code, sp):
       sp: 1.0 with sequence parallelism, else 0.0.
     """
     s, b, h, t = x.seq_length, x.micro_batch, x.hidden_dim, x.tensor_parallel
-    sbh = s * b * h
+    # With context parallelism each GPU holds s / c tokens of the sequence.
+    sbh = s / x.context_parallel * b * h
     rep_split = jnp.where(sp > 0.5, t, jnp.ones_like(t))
     replicated = 10.0 / rep_split
-    parallel = (4.0 + 4.0 * x.num_kv_heads / x.num_heads
+    parallel = ((4.0 + 4.0 * x.num_kv_heads / x.num_heads) * attention_width(x) / h
                 + 2.0 * x.mlp_weight_matrices * x.ffn_hidden_dim / h) / t
     scores = (1.0 - x.flash_attention) * 5.0 * x.num_heads * s / (h * t)
     none = sbh * (replicated + parallel + scores)
@@ -406,9 +415,10 @@ def layer_gemm_shapes(x):
     ``n k`` sum to ``layer_weight_params / t``.
     """
     h, t, f = x.hidden_dim, x.tensor_parallel, x.ffn_hidden_dim
+    q = attention_width(x)
     return (
-        (h * (1.0 + 2.0 * x.num_kv_heads / x.num_heads) / t, h),
-        (h, h / t),
+        (q * (1.0 + 2.0 * x.num_kv_heads / x.num_heads) / t, h),
+        (h, q / t),
         ((x.mlp_weight_matrices - 1.0) * f / t, h),
         (h, f / t),
     )
@@ -513,9 +523,10 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     # recomputes QK^T in its backward (backward 2.5 x forward).  Without it the
     # two batched GEMMs (QK^T, attention x V) of each head run at their shape's
     # efficiency, backward 2 x forward.
-    attn_fwd_flops = 4.0 * b * s * s * h / (t * c)
+    qw = attention_width(x)
+    attn_fwd_flops = 4.0 * b * s * s * qw / (t * c)
     causal = jnp.where(x.causal_mask > 0.5, 0.5, 1.0) * flash + (1.0 - flash)
-    head_dim = h / a
+    head_dim = qw / a
     rows = b * (a / t) * s / c
     unfused_s = (gemm_seconds(x, rows, s, head_dim, 0.0, hbm_rate)
                  + gemm_seconds(x, rows, head_dim, s, 0.0, hbm_rate))
@@ -533,8 +544,8 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     score_bytes = (1.0 - flash) * _SCORE_BYTES * a * s * tok / t
     # FP8: each GEMM input is cast (read bf16, write FP8 and its transpose) in
     # the forward pass, each output gradient in the backward pass.
-    qkv_n = h * (1.0 + 2.0 * kv / a) / t
-    cast_fwd = tok * (2.0 * h / rep_split + h / t + f / t)
+    qkv_n = qw * (1.0 + 2.0 * kv / a) / t
+    cast_fwd = tok * (2.0 * h / rep_split + qw / t + f / t)
     cast_bwd = tok * (qkv_n + 2.0 * h / rep_split + (x.mlp_weight_matrices - 1.0) * f / t)
     fwd_bytes = hidden_bytes + mlp_bytes + score_bytes + fp8 * _FP8_CAST_BYTES * cast_fwd
     bwd_bytes = (2.0 * (hidden_bytes + mlp_bytes + score_bytes)
@@ -591,7 +602,7 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     gemm_passes = 3.0 + full
     attn_passes = 3.0 + full + selective + 0.5 * flash
     layer_hw_flops = (gemm_passes * 2.0 * b * s * layer_weight_params(x)
-                      + attn_passes * 4.0 * b * s * s * h)
+                      + attn_passes * 4.0 * b * s * s * qw)
 
     # --- data-parallel traffic: gradients reduced over d x c ranks ----------
     # The data x context group has stride t: G / t of it share a node.  ZeRO
@@ -612,7 +623,7 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
                  + all_reduce(grad_bytes / z, replicas, per_node / z, net))
     gathered = all_gather(weight_bytes, z, per_node, net)
     # The backward share of a layer's FLOPs (recompute counts as backward).
-    fwd_hw = 2.0 * b * s * layer_weight_params(x) + 4.0 * b * s * s * h
+    fwd_hw = 2.0 * b * s * layer_weight_params(x) + 4.0 * b * s * s * qw
     backward_share = 1.0 - fwd_hw / layer_hw_flops
     window = x.dp_overlap * backward_share * micro_compute
     gather_window = x.param_gather_overlap * stage_f
@@ -665,7 +676,7 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
 
     # --- context parallelism: K and V of the local chunk, per layer ---------
     # The context group has stride t, so it leaves the node when t c > G.
-    kv_bytes = 2.0 * _BF16 * tok * h * (kv / a) / t
+    kv_bytes = 2.0 * _BF16 * tok * qw * (kv / a) / t
     cp_crosses = (t_i * c_i > _whole(G)).astype(fdt)
     cp_per_node = jnp.clip(G / t, 1.0, c)
     hop = point_to_point(kv_bytes, cp_crosses, net)
@@ -760,7 +771,7 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     valid = well_formed & fits
 
     # --- rates ----------------------------------------------------------------
-    layer_model_flops = 3.0 * (2.0 * b * s * layer_weight_params(x) + 4.0 * b * s * s * h)
+    layer_model_flops = 3.0 * (2.0 * b * s * layer_weight_params(x) + 4.0 * b * s * s * qw)
     logit_flops = 3.0 * 2.0 * b * s * h * V
     model_flops = m * d * (L * layer_model_flops + logit_flops)
     hw_flops = m * d * (L * layer_hw_flops + logit_flops)
