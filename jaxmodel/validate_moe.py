@@ -12,7 +12,7 @@ prediction is put in the same unit: ``F / (GPUs x predicted step)``.
 One set of settings for every row (``QWEN3_SETTINGS``), each what the runs did
 or a physical default, nothing fitted per row:
 
-* hardware: the ``h100-sxm`` / ``gb200`` presets; the ``qwen3-235b-a22b``
+* hardware: the ``h100-sxm`` / ``gb200-nvl72`` presets; the ``qwen3-235b-a22b``
   architecture preset; the refined model's defaults otherwise (efficiencies,
   latencies, the shape-aware GEMM model).
 * what the row says: t, c, e, p, v, micro and global batch, sequence length;
@@ -60,7 +60,8 @@ DATA = Path(__file__).resolve().parent.parent / "tests" / "data" / "moe_qwen3_23
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "validation" \
     / "moe_qwen3_235b_megatron.csv"
 LLM = "qwen3-235b-a22b"
-GPUS = {"h100": "h100-sxm", "gb200": "gb200"}
+GPUS = {"h100": "h100-sxm", "gb200": "gb200-nvl72"}
+MOE_SET = "qwen3-235b"
 DROPLESS_IMBALANCE = 1.2
 A2A_OVERLAP = 0.5
 QWEN3_SETTINGS: dict[str, float] = {

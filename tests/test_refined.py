@@ -40,7 +40,7 @@ TOY = {
     # every GEMM and attention at matmul_efficiency (1.0), the full attention
     # square, bf16 gradient buffers and no reserved memory.
     "gemm_shape_model": 0, "attention_efficiency": 1.0, "causal_mask": 0,
-    "grad_buffer_bytes": 2, "reserved_memory_gb": 0.0,
+    "grad_buffer_bytes": 2, "reserved_memory_gb": 0.0, "kernel_overhead_us": 0.0,
 }
 
 

@@ -1,4 +1,4 @@
-"""``jaxmodel validate``: the refined model against the Megatron-LM SC21 runs."""
+"""``jaxmodel validate``: the refined model against published training runs."""
 
 
 import json
@@ -7,15 +7,19 @@ from typing import Annotated, Literal
 import typer
 
 from jaxmodel.cli.common import reports_errors
-from jaxmodel.errors import InputError
-from jaxmodel.validate import read_runs, summary, validate
-from jaxmodel.validate_moe import read_moe_runs, summary_moe, validate_moe
-
-SETS = ("sc21", "qwen3-235b")
+from jaxmodel.validate_moe import MOE_SET, read_moe_runs, summary_moe, validate_moe
+from jaxmodel.validate import (
+    SETS,
+    builtin_table,
+    read_table,
+    summary,
+    table_summary,
+    validate_table,
+)
 
 
 def render(rows, stats) -> str:
-    """The validation table as Markdown (the README carries the same)."""
+    """The SC21 validation table as Markdown (the README carries the same)."""
     lines = [
         "| params (B) | GPUs | layout | measured TFLOP/s | predicted TFLOP/s | error "
         "| measured step (s) | predicted step (s) | memory (GB) |",
@@ -32,6 +36,20 @@ def render(rows, stats) -> str:
     lines.append(f"mean absolute error {stats['mean_abs_error_percent']:.1f}%, "
                  f"max {stats['max_abs_error_percent']:.1f}% over {stats['runs']} runs "
                  "(per-GPU TFLOP/s; measured step = eq. 3 FLOPs / (GPUs x measured TFLOP/s))")
+    return "\n".join(lines)
+
+
+def render_table(rows, stats, what: str) -> str:
+    """Any validation table as Markdown: measured and predicted ``what`` per run."""
+    lines = [f"| params (B) | GPUs | layout | measured {what} | predicted {what} | error "
+             "| memory (GB) |", "|---:|---:|---|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| {r['params_b']:g} | {r['gpus']} | {r['layout']} | {r['measured']:.1f} "
+                     f"| {r['predicted']:.1f} | {r['error_percent']:+.1f}% "
+                     f"| {r['memory_gb_per_gpu']:.1f} |")
+    lines.append("")
+    lines.append(f"mean absolute error {stats['mean_abs_error_percent']:.1f}%, "
+                 f"max {stats['max_abs_error_percent']:.1f}% over {stats['runs']} runs ({what})")
     return "\n".join(lines)
 
 
@@ -62,31 +80,50 @@ def validate_command(
     data: Annotated[
         str | None,
         typer.Option("--data", metavar="FILE",
-                     help="CSV of runs (columns as tests/data/sc21_table1.csv); "
-                          "default: the SC21 Table 1 rows built in"),
+                     help="CSV of runs: SC21 columns (as tests/data/sc21_table1.csv, measured "
+                          "TFLOP/s) or Megatron-LM README columns (MFU); it names its GPU and "
+                          "settings in a 'gpu' column, in a '# jaxmodel-validate: gpu=NAME, "
+                          "input=value' line, or with --set"),
+    ] = None,
+    set_name: Annotated[
+        str | None,
+        typer.Option("--set", metavar="NAME",
+                     help="validation set: " + ", ".join(f"{s.name} ({s.description})"
+                                                         for s in SETS.values())
+                          + f", {MOE_SET} (Qwen3-235B-A22B MoE with Megatron-Core)"
+                          + "; with --data, the settings for the file's rows; default sc21"),
     ] = None,
     output_format: Annotated[
         Literal["table", "json"], typer.Option("--format", help="table (Markdown) or json")
     ] = "table",
-    run_set: Annotated[
-        str, typer.Option("--set", help="the published runs: sc21 (Megatron-LM SC21 Table 1) "
-                          "or qwen3-235b (Qwen3-235B-A22B MoE with Megatron-Core)")
-    ] = "sc21",
 ) -> None:
-    """Predicted against measured per-GPU TFLOP/s and step time of published runs."""
-    if run_set not in SETS:
-        raise InputError("set", run_set, "one of " + ", ".join(SETS))
-    if run_set == "qwen3-235b":
+    """Predicted against measured: SC21 Table 1 (TFLOP/s and step time), Megatron-LM H100 (MFU)."""
+    if set_name == MOE_SET:
         rows = validate_moe(read_moe_runs(data) if data else None)
         stats = summary_moe(rows)
         if output_format == "json":
-            typer.echo(json.dumps({"runs": rows, "summary": stats}))
+            typer.echo(json.dumps({"set": MOE_SET, "runs": rows, "summary": stats}))
         else:
             typer.echo(render_moe(rows, stats))
         return
-    rows = validate(read_runs(data) if data else None)
-    stats = summary(rows)
+    table = read_table(data, set_name) if data else builtin_table(set_name or "sc21")
+    rows = validate_table(table)
+    stats = table_summary(rows)
+    chosen = SETS[table.set_name]
     if output_format == "json":
-        typer.echo(json.dumps({"runs": rows, "summary": stats}))
+        doc = {"set": chosen.name, "gpu": table.header.get("gpu", chosen.gpu),
+               "settings": {**chosen.settings, **{k: v for k, v in table.header.items()
+                                                  if k not in ("set", "gpu")}},
+               "assumed": table.assumed or None, "runs": rows, "summary": stats}
+        typer.echo(json.dumps(doc))
+        return
+    lines = [f"set: {chosen.name} ({chosen.description}); GPU "
+             f"{table.header.get('gpu', chosen.gpu)}"]
+    if table.assumed:
+        lines.append(f"assumed: {table.assumed}")
+    if table.kind == "tflops" and "tflops_error_percent" in rows[0]:
+        lines.append(render(rows, summary(rows)))
     else:
-        typer.echo(render(rows, stats))
+        what = "TFLOP/s" if table.kind == "tflops" else "MFU %"
+        lines.append(render_table(rows, stats, what))
+    typer.echo("\n".join(lines))

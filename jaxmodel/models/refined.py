@@ -126,6 +126,14 @@ _SCORE_BYTES = 9.0
 #   [s b V] logits, fused softmax cross-entropy, forward and backward: read
 #   bf16 logits, write fp32 probabilities, read them, write bf16 gradients.
 _LOGIT_BYTES = 12.0
+#   Unfused (Megatron-Core's vocab_parallel_cross_entropy as PyTorch ops, per
+#   logit): fp32 copy 6, max 4, subtract 8, exp 8, sum 4, divide 8 forward;
+#   scale the saved softmax 8 and cast to bf16 6 backward = 52 bytes.
+_LOGIT_UNFUSED_BYTES = 52.0
+# Kernels per layer and micro-batch, forward and backward (Megatron-Core with
+# Transformer Engine: norms, 4 GEMMs + 8 gradient GEMMs, attention, bias,
+# activation and dropout-add kernels, TP/SP collectives, casts and copies).
+_LAYER_KERNELS = 60.0
 # Mixed-precision Adam update per parameter: read fp32 master, momentum,
 # variance and the bf16 gradient, write the three fp32 states and bf16 weights.
 _ADAM_BYTES = 28.0
@@ -173,6 +181,8 @@ INPUTS: tuple[InputField, ...] = (
     _count("num_layers", "", "transformer layers L", 80),
     _count("num_heads", "", "attention heads a", 64),
     _count("num_kv_heads", "", "key/value heads (grouped-query attention; = a for MHA)", 8),
+    _count("head_dim", "", "width of one attention head (0: h / a, as in GPT and Llama; "
+           "Qwen3 uses 128 with a x 128 != h)", 0, low=0.0),
     _count("ffn_hidden_dim", "", "feed-forward hidden size f (4 h for GPT)", 28672),
     _count("mlp_weight_matrices", "", "feed-forward weight matrices (2 GeLU, 3 SwiGLU)", 3,
            high=3.0, low=2.0),
@@ -195,6 +205,8 @@ INPUTS: tuple[InputField, ...] = (
     _switch("flash_attention", "FlashAttention (1): no s^2 score tensors in memory", 1),
     _switch("cp_comm", "context-parallel K/V exchange: 0 ring of point-to-point sends "
             "overlapped with attention (Megatron-LM), 1 all-gather (Llama 3)", 0),
+    _switch("cross_entropy_fusion", "fused softmax cross-entropy kernel (1) or unfused "
+            "PyTorch ops (0, Megatron-Core without --cross-entropy-loss-fusion)", 1),
     _switch("pipeline_schedule", "0 1F1B (interleaved when v > 1), 1 ZB-H1 (v = 1), 2 ZB-V "
             "(v = 2); Qi et al. 2023", 0, high=2.0),
     _switch("pipeline_split_embedding", "count the input embedding and the output layer + "
@@ -236,6 +248,8 @@ INPUTS: tuple[InputField, ...] = (
     InputField("attention_efficiency", "fraction", "achievable fraction of the bf16 peak in "
                "the fused (Flash) attention kernels, forward and backward", False, 0.0, False,
                0.55, 1.0),
+    InputField("kernel_overhead_us", "us", "fixed cost per kernel launch not hidden by "
+               "the previous kernel (CUDA launch and ramp)", False, 0.0, True, 4.0, None),
     _positive("hbm_bandwidth_tb_s", "TB/s (1 TB = 1e12 bytes)", "GPU memory bandwidth", 3.35),
     InputField("hbm_efficiency", "fraction", "achievable fraction of memory bandwidth",
                False, 0.0, False, 0.8, 1.0),
@@ -273,8 +287,6 @@ INPUTS: tuple[InputField, ...] = (
            low=0.0),
     _count("kv_lora_rank", "", "MLA key/value compression rank", 512, low=0.0),
     _count("qk_rope_dim", "", "MLA rotary dimension of queries and keys per head", 64,
-           low=0.0),
-    _count("head_dim", "", "query/key/value dimension per head (0 = hidden_dim / num_heads)", 0,
            low=0.0),
     _count("expert_parallel", "ways", "expert-parallel degree e (divides num_experts)", 1),
     _count("expert_tensor_parallel", "ways", "tensor parallelism inside each expert", 1),
@@ -377,16 +389,22 @@ def network(x) -> Network:
     )
 
 
+def attention_width(x):
+    """Width of the queries and the attention output: ``a x head_dim``, or ``h``."""
+    return jnp.where(x.head_dim > 0.5, x.num_heads * x.head_dim, x.hidden_dim)
+
+
 def layer_weight_params(x):
     """Weight-matrix parameters of one transformer layer.
 
-    Q and output projections ``2 h^2``, K and V ``2 h^2 kv / a`` (grouped-query
-    attention), feed-forward ``mlp_weight_matrices x h f``; for GPT
-    (``kv = a``, ``f = 4 h``, two matrices) ``12 h^2`` (Narayanan et al. eq. 2,
-    whose biases and layer norms, 13 h, are left out as < 0.1%).
+    Q and output projections ``2 h q`` (``q = h`` unless ``head_dim`` says
+    otherwise), K and V ``2 h q kv / a`` (grouped-query attention), feed-forward
+    ``mlp_weight_matrices x h f``; for GPT (``kv = a``, ``f = 4 h``, two
+    matrices) ``12 h^2`` (Narayanan et al. eq. 2, whose biases and layer norms,
+    13 h, are left out as < 0.1%).
     """
     h = x.hidden_dim
-    return (2.0 * h * h * (1.0 + x.num_kv_heads / x.num_heads)
+    return (2.0 * h * attention_width(x) * (1.0 + x.num_kv_heads / x.num_heads)
             + x.mlp_weight_matrices * h * x.ffn_hidden_dim)
 
 
@@ -415,10 +433,11 @@ def layer_activation_bytes(x, recompute_code, sp):
       sp: 1.0 with sequence parallelism, else 0.0.
     """
     s, b, h, t = x.seq_length, x.micro_batch, x.hidden_dim, x.tensor_parallel
-    sbh = s * b * h
+    # With context parallelism each GPU holds s / c tokens of the sequence.
+    sbh = s / x.context_parallel * b * h
     rep_split = jnp.where(sp > 0.5, t, jnp.ones_like(t))
     replicated = 10.0 / rep_split
-    parallel = (4.0 + 4.0 * x.num_kv_heads / x.num_heads
+    parallel = ((4.0 + 4.0 * x.num_kv_heads / x.num_heads) * attention_width(x) / h
                 + 2.0 * x.mlp_weight_matrices * x.ffn_hidden_dim / h) / t
     # MoE and attention variants (jaxmodel.models.moe): attention tensors scale
     # with a d_h / h, the FFN with its width, plus the dispatched token copies.
@@ -444,9 +463,10 @@ def layer_gemm_shapes(x):
     ``n k`` sum to ``layer_weight_params / t``.
     """
     h, t, f = x.hidden_dim, x.tensor_parallel, x.ffn_hidden_dim
+    q = attention_width(x)
     return (
-        (h * (1.0 + 2.0 * x.num_kv_heads / x.num_heads) / t, h),
-        (h, h / t),
+        (q * (1.0 + 2.0 * x.num_kv_heads / x.num_heads) / t, h),
+        (h, q / t),
         ((x.mlp_weight_matrices - 1.0) * f / t, h),
         (h, f / t),
     )
@@ -581,18 +601,22 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     # recomputes QK^T in its backward (backward 2.5 x forward).  Without it the
     # two batched GEMMs (QK^T, attention x V) of each head run at their shape's
     # efficiency, backward 2 x forward.
-    attn_fwd_flops = 4.0 * b * s * s * h / (t * c)
+    qw = attention_width(x)
+    attn_fwd_flops = 4.0 * b * s * s * qw / (t * c)
     attn_fwd_flops = jnp.where(plain, attn_fwd_flops,
                                b * s * s * moe.attention_core_flops(x) / (t * c))
     causal = jnp.where(x.causal_mask > 0.5, 0.5, 1.0) * flash + (1.0 - flash)
-    head_dim = jnp.where(plain, h / a, moe.head_dim(x))
+    head_dim = jnp.where(plain, qw / a, moe.head_dim(x))
     rows = b * (a / t) * s / c
     unfused_s = (gemm_seconds(x, rows, s, head_dim, 0.0, hbm_rate)
                  + gemm_seconds(x, rows, head_dim, s, 0.0, hbm_rate))
     flash_s = causal * attn_fwd_flops / (peak * x.attention_efficiency)
     attn_fwd_s = flash * flash_s + (1.0 - flash) * unfused_s
     attn_bwd_s = 2.0 * attn_fwd_s
-    attn_recompute_s = (full + selective * (1.0 - flash) + 0.5 * flash) * attn_fwd_s
+    # Selective recompute checkpoints the core attention: its forward runs again
+    # in the backward pass, FlashAttention's too (Megatron-Core's
+    # checkpoint_core_attention); FlashAttention's own backward recomputes QK^T.
+    attn_recompute_s = (full + selective + 0.5 * flash) * attn_fwd_s
 
     # Memory-bound bytes of one layer's forward pass per GPU (backward twice).
     hidden_bytes = _HIDDEN_BYTES * tok * h / rep_split
@@ -604,8 +628,8 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     score_bytes = (1.0 - flash) * _SCORE_BYTES * a * s * tok / t
     # FP8: each GEMM input is cast (read bf16, write FP8 and its transpose) in
     # the forward pass, each output gradient in the backward pass.
-    qkv_n = h * (1.0 + 2.0 * kv / a) / t
-    cast_fwd = tok * (2.0 * h / rep_split + h / t + f / t)
+    qkv_n = qw * (1.0 + 2.0 * kv / a) / t
+    cast_fwd = tok * (2.0 * h / rep_split + qw / t + f / t)
     cast_bwd = tok * (qkv_n + 2.0 * h / rep_split + (x.mlp_weight_matrices - 1.0) * f / t)
     fwd_bytes = hidden_bytes + mlp_bytes + score_bytes + fp8 * _FP8_CAST_BYTES * cast_fwd
     bwd_bytes = (2.0 * (hidden_bytes + mlp_bytes + score_bytes)
@@ -617,15 +641,19 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     layer_recompute = (full * gemm_fwd_s + attn_recompute_s + recompute_bytes / hbm_rate)
     layer_b = gemm_dgrad_s + attn_bwd_s + bwd_bytes / hbm_rate + layer_recompute
     layer_w = gemm_wgrad_s
+    # Fixed cost per kernel (launch and ramp, not hidden when kernels are short):
+    # _LAYER_KERNELS a layer and micro-batch, a third of them again with full
+    # recompute.
+    layer_b = layer_b + x.kernel_overhead_us * 1e-6 * _LAYER_KERNELS * (1.0 + full / 3.0)
     layer_s = layer_f + layer_b + layer_w
 
     # Output layer and loss (last stage): logits GEMM in bf16, fused softmax
     # cross-entropy memory-bound.
     logit_fwd_s = gemm_seconds(x, tok, V / t, h, 0.0, hbm_rate)
+    ce_bytes = jnp.where(x.cross_entropy_fusion > 0.5, _LOGIT_BYTES, _LOGIT_UNFUSED_BYTES)
+    logit_bytes = ce_bytes * tok * V / t
     logit_s = (logit_fwd_s + gemm_seconds(x, tok, h, V / t, 0.0, hbm_rate)
-               + gemm_seconds(x, h, V / t, tok, 0.0, hbm_rate)
-               + _LOGIT_BYTES * tok * V / t / hbm_rate)
-    logit_bytes = _LOGIT_BYTES * tok * V / t
+               + gemm_seconds(x, h, V / t, tok, 0.0, hbm_rate) + logit_bytes / hbm_rate)
 
     # The busiest stage: the last (its layers and the output layer) or, with
     # an uneven split, a middle one holding a whole unit more.
@@ -650,7 +678,8 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     layer_params = jnp.where(plain, layer_params, moe.layer_resident_params(x) / t)
     expert_layer_params = moe.layer_expert_params(x) / (etp * e)
     active_w = jnp.where(plain, layer_weight_params(x), moe.layer_active_params(x))
-    attn_core = jnp.where(plain, 4.0 * b * s * s * h, b * s * s * moe.attention_core_flops(x))
+    attn_core = jnp.where(plain, 4.0 * b * s * s * attention_width(x),
+                          b * s * s * moe.attention_core_flops(x))
     embed = V * h / t
     params_first = layers_end * layer_params + embed * (
         1.0 + one_stage * (1.0 - x.tied_embeddings))
@@ -663,7 +692,7 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     # kernel's skipped half is a saving in time, not in counted FLOPs); the
     # hardware count adds recompute.
     gemm_passes = 3.0 + full
-    attn_passes = 3.0 + full + selective * (1.0 - flash) + 0.5 * flash
+    attn_passes = 3.0 + full + selective + 0.5 * flash
     layer_hw_flops = (gemm_passes * 2.0 * b * s * active_w + attn_passes * attn_core)
 
     # --- data-parallel traffic: gradients reduced over d x c ranks ----------
@@ -741,12 +770,15 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     tp_count = 4.0 + 2.0 * full
     tp_layer = tp_count * all_reduce(act_bytes, t, jnp.minimum(t, G), net)
     gemm_layer = gemm_fwd_s * (1.0 + full) + gemm_dgrad_s + gemm_wgrad_s
-    tp_layer_exposed = tp_layer - jnp.minimum(x.tp_overlap * tp_layer, gemm_layer)
+    # Overlap pipelines each collective with its GEMM in t chunks (userbuffers
+    # ring exchange): the first chunk's transfer cannot be hidden.
+    tp_hidden = jnp.minimum(x.tp_overlap * (t - 1.0) / t * tp_layer, gemm_layer)
+    tp_layer_exposed = tp_layer - tp_hidden
     tp = m * stage_layers * tp_layer_exposed
 
     # --- context parallelism: K and V of the local chunk, per layer ---------
     # The context group has stride t, so it leaves the node when t c > G.
-    kv_bytes = 2.0 * _BF16 * tok * h * (kv / a) / t
+    kv_bytes = 2.0 * _BF16 * tok * qw * (kv / a) / t
     cp_crosses = (t_i * c_i > _whole(G)).astype(fdt)
     cp_per_node = jnp.clip(G / t, 1.0, c)
     hop = point_to_point(kv_bytes, cp_crosses, net)
