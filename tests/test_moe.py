@@ -1,5 +1,8 @@
 """Mixture of experts in the refined model: formulas by hand, presets against their
-published sizes, dense invariance, the expert layout, sensitivities, the CLI."""
+published sizes, dense invariance, the expert layout, sensitivities, the CLI.
+
+Every test that evaluates the refined model is marked slow: compiling it takes
+about a minute on a loaded 2-core machine (CI runs the slow set too)."""
 
 import json
 import math
@@ -37,6 +40,7 @@ def qwen3(**overrides):
 
 
 @pytest.mark.parametrize("name", sorted(MOE_LLMS))
+@pytest.mark.slow
 def test_presets_reproduce_published_total_and_active_parameters(name):
     # Within 1% of any value the printed figure stands for ("37B" is 36.5 to
     # 37.5), counted the publisher's way (OpenAI, DeepSeek and Moonshot leave
@@ -79,6 +83,7 @@ def test_deepseek_mla_attention_parameters_by_hand():
     assert float(moe.moe_layers(x)) == 58  # 61 layers, the first 3 dense
 
 
+@pytest.mark.slow
 def test_model_flops_count_active_parameters_only():
     # MFU's FLOPs: 3 passes x (2 b s x active weights + the attention square
     # 4 b s^2 a d_h) per layer, 6 b s h V for the logits; every expert that a
@@ -146,6 +151,7 @@ def test_load_factor_is_imbalance_capped_by_capacity():
                  ) == 1.25
 
 
+@pytest.mark.slow
 def test_all_to_all_time_in_the_model_by_hand():
     # One MoE layer pass: e = 8 in one node, flat dispatcher, t = 2 -> 2048
     # tokens per rank; 7/8 of the 2048 x 8 x 4096 x 2 bytes over NVLink at
@@ -162,6 +168,7 @@ def test_all_to_all_time_in_the_model_by_hand():
     assert float(wide.moe_comm_raw_ms) > 3 * float(out.moe_comm_raw_ms)
 
 
+@pytest.mark.slow
 def test_overlap_hides_the_all_to_all():
     outs = [jaxmodel.evaluate(REFINED, x64=True, **qwen3(moe_overlap=o)) for o in (0, 0.5, 1)]
     raw = float(outs[0].moe_comm_raw_ms)
@@ -175,6 +182,7 @@ def test_overlap_hides_the_all_to_all():
 # --- memory ----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_expert_state_is_sharded_by_expert_parallelism():
     # Routed experts on the fullest (first) stage: 11 MoE layers (4 chunks of
     # 3 units, one of them the embedding), 128 x 3 x 4096 x 1536 weights each,
@@ -211,7 +219,8 @@ def _equal(a, b):
     return bool(np.all((a == b) | (np.isnan(a.astype(float)) & np.isnan(b.astype(float)))))
 
 
-@pytest.mark.parametrize("x64", [True, pytest.param(False, marks=pytest.mark.slow)])
+@pytest.mark.slow
+@pytest.mark.parametrize("x64", [True, False])
 def test_dense_results_do_not_see_the_moe_inputs(x64):
     # num_experts = 1 with standard attention: every MoE input, set at random,
     # changes no output by a single bit (the model selects its dense
@@ -237,6 +246,7 @@ def test_dense_results_do_not_see_the_moe_inputs(x64):
         assert _equal(getattr(plain, name), getattr(knobbed, name)), name
 
 
+@pytest.mark.slow
 def test_general_formulas_reduce_to_the_dense_ones():
     # The MoE/MLA path (taken when head_dim is given) with head_dim = h / a on
     # a dense model computes what the dense expressions compute.
@@ -254,6 +264,7 @@ def test_general_formulas_reduce_to_the_dense_ones():
 # --- layout -------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_expert_parallelism_must_divide_experts_and_the_folded_group():
     def verdict(**overrides):
         v = {**REFINED.defaults, **qwen3(**overrides)}
@@ -302,6 +313,7 @@ def test_sensitivities_to_imbalance_bandwidth_and_expert_parallelism():
 # --- CLI ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_breakdown_shows_the_all_to_all():
     from jaxmodel.plot import breakdown_data
 

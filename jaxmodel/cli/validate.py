@@ -7,7 +7,6 @@ from typing import Annotated, Literal
 import typer
 
 from jaxmodel.cli.common import reports_errors
-from jaxmodel.validate_moe import MOE_SET, read_moe_runs, summary_moe, validate_moe
 from jaxmodel.validate import (
     SETS,
     builtin_table,
@@ -16,6 +15,7 @@ from jaxmodel.validate import (
     table_summary,
     validate_table,
 )
+from jaxmodel.validate_moe import MOE_SET, read_moe_runs, summary_moe, validate_moe
 
 
 def render(rows, stats) -> str:
