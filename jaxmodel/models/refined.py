@@ -96,7 +96,7 @@ from jaxmodel.fields import InputField, OutputField
 from jaxmodel.models import moe
 from jaxmodel.models.base import Model
 from jaxmodel.models.outputs import SHARED_OUTPUTS
-from jaxmodel.numerics import positive_part
+from jaxmodel.numerics import percent, positive_part
 from jaxmodel.verdicts import (
     _divisors_near,
     bottleneck_and_regime,
@@ -901,7 +901,7 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     hfu = 100.0 * hw_flops / (used * step * peak)
     tokens = b * m * s * d
     throughput = tokens / step
-    share = 100.0 * compute / step
+    share = percent(compute, step)
     # The regime's "compute-bound" test uses the compute share of the step
     # (as the seed does, where it equals MFU): MFU against the true peak also
     # carries the achievable fraction and recompute, which no lever in the
@@ -946,9 +946,9 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
         moe_comm_ms=masked(moe_comm * ms),
         moe_comm_raw_ms=masked(moe_raw * ms),
         step_time_ms=masked(step * ms),
-        comm_fraction_percent=masked(100.0 * jnp.where(has_experts, tp + cp + pp + dp + moe_comm,
-                                                       tp + cp + pp + dp) / step),
-        bubble_fraction_percent=masked(100.0 * bubble / step),
+        comm_fraction_percent=masked(percent(
+            jnp.where(has_experts, tp + cp + pp + dp + moe_comm, tp + cp + pp + dp), step)),
+        bubble_fraction_percent=masked(percent(bubble, step)),
         scaling_efficiency_percent=masked(share),
         mfu_percent=masked(mfu),
         hfu_percent=masked(hfu),
