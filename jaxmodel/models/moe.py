@@ -35,10 +35,11 @@ as Megatron-Core requires sequence parallelism with TP and MoE):
 
 * **FLOPs**: ``2 T`` per active weight (router included); model FLOPs and
   MFU count active parameters only.
-* **Grouped expert GEMMs**: the ``k T`` routed token copies run on this GPU's
-  ``E / e`` experts, ``k T e / E`` tokens each (times the imbalance), at the
-  efficiency that GEMM shape reaches (``jaxmodel.collectives.gemm_efficiency``
-  where available, else ``matmul_efficiency``); the busiest rank sets the pace
+* **Grouped expert GEMMs** (``layer_gemm_seconds``): the ``k T`` routed token
+  copies run on this GPU's ``E / e`` experts, ``k T e / E`` tokens each (times
+  the imbalance), at the efficiency that GEMM shape reaches (the refined
+  model's shape-aware ``gemm_seconds``: tile quantization per expert, waves
+  over the group, each expert's weights read); the busiest rank sets the pace
   (everyone meets it at the next all-to-all), so expert time is multiplied by
   ``load_factor`` = ``moe_imbalance`` (dropless) or ``min(moe_imbalance,
   capacity_factor)`` (tokens over capacity are dropped).
@@ -158,11 +159,6 @@ def layer_active_params(x):
     """Weight parameters one token meets in the average layer (router included)."""
     moe = router_params(x) + (x.experts_per_token + x.shared_experts) * expert_params(x)
     return attention_params(x) + _per_layer(x, moe, dense_ffn_params(x))
-
-
-def layer_routed_params(x):
-    """Routed-expert weights a token meets in the average layer (the grouped GEMMs)."""
-    return _per_layer(x, x.experts_per_token * expert_params(x), 0.0)
 
 
 def layer_resident_params(x):
