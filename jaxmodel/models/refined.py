@@ -619,8 +619,8 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     sharded = (zero_i >= 1).astype(fdt)
     fsdp = (zero_i == 3).astype(fdt)
     all_reduced = all_reduce(grad_bytes, dc, per_node, net)
-    scattered = (reduce_scatter(grad_bytes, z, per_node, net)
-                 + all_reduce(grad_bytes / z, replicas, per_node / z, net))
+    shard_sync = all_reduce(grad_bytes / z, replicas, per_node / z, net)
+    scattered = reduce_scatter(grad_bytes, z, per_node, net) + shard_sync
     gathered = all_gather(weight_bytes, z, per_node, net)
     # The backward share of a layer's FLOPs (recompute counts as backward).
     fwd_hw = 2.0 * b * s * layer_weight_params(x) + 4.0 * b * s * s * qw
@@ -635,7 +635,6 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     n_coll = jnp.maximum(stage_layers, 1.0)
     layer_gather = n_coll * all_gather(weight_bytes / n_coll, z, per_node, net)
     layer_scatter = n_coll * reduce_scatter(grad_bytes / n_coll, z, per_node, net)
-    shard_sync = all_reduce(grad_bytes / z, replicas, per_node / z, net)
     fsdp_micro = (positive_part(layer_gather - x.dp_overlap * stage_f)
                   + positive_part(layer_gather + layer_scatter
                                   - x.dp_overlap * (micro_compute - stage_f))
@@ -684,8 +683,7 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     # Ring (Megatron-LM): c - 1 sends of K, V forward (of K, V and dK, dV
     # backward), each overlapped with the attention of the block in hand.
     ring_fwd = positive_part(hops * hop - attn_fwd_s)
-    ring_bwd = positive_part(2.0 * hops * point_to_point(kv_bytes, cp_crosses, net)
-                             - attn_bwd_s)
+    ring_bwd = positive_part(2.0 * hops * hop - attn_bwd_s)
     ring = (1.0 + full) * ring_fwd + ring_bwd
     # All-gather (Llama 3): gather K, V before attention, reduce-scatter their
     # gradients after; not overlapped.
