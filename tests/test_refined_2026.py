@@ -313,3 +313,22 @@ def test_sensitivity_steps_the_new_switches():
                  "pipeline_split_embedding", "grad_buffer_bytes", "gemm_shape_model"):
         assert (name in steps) == (name != "context_parallel"), name
     assert "tp_overlap" in continuous_inputs(REFINED)
+
+
+@pytest.mark.slow
+def test_long_context_sweep_runs_through_the_engine(tmp_path):
+    import pyarrow.dataset as ds
+
+    from jaxmodel.cli import main
+    spec = __import__("pathlib").Path(__file__).parents[1] / "sweeps" / \
+        "refined_long_context.toml"
+    with pytest.raises(SystemExit) as info:
+        main(["sweep", str(spec), "-o", str(tmp_path / "ds")])
+    assert info.value.code == 0
+    table = ds.dataset(tmp_path / "ds").to_table()
+    col = {name: table.column(name).to_numpy() for name in table.column_names}
+    assert len(col["context_parallel"]) > 0 and set(col["context_parallel"]) > {1}
+    # At 128K tokens only context parallelism (c >= 2) makes the model fit.
+    long = col["seq_length"] == 131072
+    assert long.any() and col["context_parallel"][long].min() >= 2
+    assert (col["memory_gb_per_gpu"] <= 80).all()
