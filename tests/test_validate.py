@@ -133,12 +133,12 @@ def test_validate_set_command():
     assert bad.exit_code == 2 and "one of sc21, megatron-h100" in bad.output
 
 
-def _h100_rows(tmp_path, header="", gpu_column=False):
+def _h100_rows(tmp_path, header="", gpu_column=False, name="mine.csv"):
     from jaxmodel.validate import MEGATRON_H100_CSV
     lines = [ln for ln in MEGATRON_H100_CSV.read_text().splitlines() if not ln.startswith("#")]
     if gpu_column:
         lines = [lines[0] + ",gpu"] + [ln + ",h100-sxm" for ln in lines[1:]]
-    path = tmp_path / "mine.csv"
+    path = tmp_path / name
     path.write_text((header + "\n" if header else "") + "\n".join(lines) + "\n")
     return path
 
@@ -168,7 +168,7 @@ def test_a_file_names_its_gpu_in_a_header_or_a_column(tmp_path):
                                          "json"]).output)
     assert doc["gpu"] == "h200" and doc["assumed"] is None
     assert doc["settings"]["attention_efficiency"] == 0.5
-    column = _h100_rows(tmp_path, gpu_column=True)
+    column = _h100_rows(tmp_path, gpu_column=True, name="column.csv")
     doc = json.loads(runner.invoke(app, ["validate", "--data", str(column), "--format",
                                          "json"]).output)
     assert doc["assumed"] is None
