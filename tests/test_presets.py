@@ -125,3 +125,23 @@ def test_installed_console_script_lists_presets():
                           text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     assert "llama3-405b" in json.loads(done.stdout)["llm"]
+
+
+def test_issue_11_presets():
+    assert {"h800", "b300", "gb200-nvl72", "gb300-nvl72", "mi355x"} <= set(GPUS)
+    assert {"llama3.1-405b", "nemotron4-340b", "qwen3-32b"} <= set(LLMS)
+    for gpu in GPUS.values():
+        assert {"fp8_tflops", "num_sms", "matmul_efficiency"} <= set(gpu.values), gpu.name
+        assert gpu.values["fp8_tflops"] >= gpu.values["compute_tflops"]
+    # The NVL72 racks are one NVLink domain of 72 GPUs; H800's NVLink is 400 GB/s
+    # in total, 200 per direction.
+    assert GPUS["gb200-nvl72"].values["gpus_per_node"] == 72
+    assert GPUS["h800"].values["link_bandwidth_gb_s"] == 200
+    # Measured large-GEMM ceilings: newer NVIDIA GPUs sustain a smaller fraction.
+    assert (GPUS["a100-80gb-sxm"].values["matmul_efficiency"]
+            > GPUS["h100-sxm"].values["matmul_efficiency"]
+            > GPUS["b200"].values["matmul_efficiency"])
+    llama = LLMS["llama3.1-405b"].values
+    assert (llama["num_layers"], llama["hidden_dim"], llama["ffn_hidden_dim"],
+            llama["num_heads"], llama["num_kv_heads"], llama["vocab_size"]) == (
+        126, 16384, 53248, 128, 8, 128256)

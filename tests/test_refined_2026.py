@@ -269,3 +269,66 @@ def test_llama_405b_at_128k_context_on_16384_gpus():
     assert out["valid_layout"] and out["data_parallel"] == 8
     assert 25 < out["mfu_percent"] < 55  # Llama 3 reports 38% for this layout
     assert out["memory_gb_per_gpu"] < 80
+
+
+# --- search and sweeps over the new inputs -------------------------------------------
+
+
+@pytest.mark.slow
+def test_best_picks_context_parallelism_for_long_context():
+    from typer.testing import CliRunner
+
+    from jaxmodel.cli import app
+    result = CliRunner().invoke(app, [
+        "best", "--model", "refined", "--gpu", "h100-sxm", "--llm", "llama3-70b",
+        "--num-gpus", "256", "--seq-length", "131072", "--global-batch", "16",
+        "--vary", "context_parallel", "--vary", "zero_stage", "--format", "json", "--top", "3"])
+    assert result.exit_code == 0, result.output
+    import json
+    doc = json.loads(result.output)
+    top = doc["top"][0]
+    # At 128K tokens one sequence's activations do not fit without splitting it.
+    assert top["context_parallel"] > 1 and top["valid_layout"]
+    assert top["memory_gb_per_gpu"] <= 80
+
+
+def test_vary_values_and_errors():
+    from jaxmodel.errors import SpecError
+    from jaxmodel.search import vary_values
+    assert vary_values(REFINED, "zero_stage", None, 64, 4096) == [0.0, 1.0, 2.0, 3.0]
+    assert vary_values(REFINED, "fp8", None, 64, 4096) == [0.0, 1.0]
+    assert vary_values(REFINED, "context_parallel", None, 16, 4096) == [1.0, 2.0, 4.0, 8.0,
+                                                                       16.0]
+    assert vary_values(REFINED, "context_parallel", [2, 4], 16, 4096) == [2.0, 4.0]
+    with pytest.raises(SpecError, match="not a switch"):
+        vary_values(REFINED, "hidden_dim", None, 16, 4096)
+    with pytest.raises(SpecError, match="zero_stage"):
+        vary_values(REFINED, "zero_stag", None, 16, 4096)
+
+
+def test_sensitivity_steps_the_new_switches():
+    from jaxmodel.sensitivity import continuous_inputs, stepped_inputs
+    steps = stepped_inputs(REFINED)
+    for name in ("context_parallel", "zero_stage", "fp8", "cp_comm", "pipeline_schedule",
+                 "pipeline_split_embedding", "grad_buffer_bytes", "gemm_shape_model"):
+        assert (name in steps) == (name != "context_parallel"), name
+    assert "tp_overlap" in continuous_inputs(REFINED)
+
+
+@pytest.mark.slow
+def test_long_context_sweep_runs_through_the_engine(tmp_path):
+    import pyarrow.dataset as ds
+
+    from jaxmodel.cli import main
+    spec = __import__("pathlib").Path(__file__).parents[1] / "sweeps" / \
+        "refined_long_context.toml"
+    with pytest.raises(SystemExit) as info:
+        main(["sweep", str(spec), "-o", str(tmp_path / "ds")])
+    assert info.value.code == 0
+    table = ds.dataset(tmp_path / "ds").to_table()
+    col = {name: table.column(name).to_numpy() for name in table.column_names}
+    assert len(col["context_parallel"]) > 0 and set(col["context_parallel"]) > {1}
+    # At 128K tokens only context parallelism (c >= 2) makes the model fit.
+    long = col["seq_length"] == 131072
+    assert long.any() and col["context_parallel"][long].min() >= 2
+    assert (col["memory_gb_per_gpu"] <= 80).all()

@@ -16,10 +16,18 @@ from jaxmodel.cli.common import (
 from jaxmodel.errors import SpecError
 from jaxmodel.models import Model
 from jaxmodel.report import to_json
-from jaxmodel.search import LAYOUT_AXES, SearchResult, global_batch_of, row_dicts, search
+from jaxmodel.search import (
+    LAYOUT_AXES,
+    SearchResult,
+    global_batch_of,
+    row_dicts,
+    search,
+    vary_values,
+)
 
 # Short headers of the layout columns, in table order.
-_LAYOUT_HEADERS = (("tensor_parallel", "t"), ("pipeline_parallel", "p"),
+_LAYOUT_HEADERS = (("tensor_parallel", "t"), ("context_parallel", "c"),
+                   ("pipeline_parallel", "p"),
                    ("data_parallel", "d"), ("expert_parallel", "e"),
                    ("expert_tensor_parallel", "etp"), ("micro_batch", "b"),
                    ("gradient_accum_steps", "m"), ("idle_gpus", "idle"))
@@ -184,6 +192,11 @@ def best_command(
         "--search-axes", metavar="NAMES", help="optional layout axes to search too, "
         "comma-separated (refined: expert_tensor_parallel; expert_parallel is always "
         "searched for an MoE model)")] = None,
+    vary: Annotated[list[str] | None, typer.Option(
+        "--vary", metavar="NAME[=V1,V2,...]", help="also search over this input (repeatable): "
+        "context_parallel (powers of two that split the sequence, or the values given; "
+        "d = N / (t c p)), a switch (every allowed value: zero_stage, fp8, recompute, ...) "
+        "or any input with its values")] = None,
     model: ModelOption = "seed",
     config: ConfigOption = None,
     x64: X64Option = False,
@@ -210,10 +223,21 @@ def best_command(
     pinned = {k: int(values[k]) for k in LAYOUT_AXES + extra if inputs.get(k) is not None}
     batch = global_batch_of(values, global_batch, global_batch_tokens)
     groups = tuple(g.strip() for g in group_by.split(",") if g.strip()) if group_by else ()
+    varied = {}
+    for item in vary or ():
+        name, _, listed = item.partition("=")
+        given = [v.strip() for v in listed.split(",") if v.strip()] if listed else None
+        try:
+            numbers = [float(v) for v in given] if given else None
+        except ValueError:
+            raise SpecError(f"--vary: got {item!r}; allowed: NAME or NAME=V1,V2,... with "
+                            "numbers") from None
+        varied[name.strip()] = vary_values(m, name.strip(), numbers, int(values["num_gpus"]),
+                                           int(values.get("seq_length", 1)))
     result = search(m, values, global_batch=batch, by=minimize or by or "throughput_tokens_s",
                     maximize=minimize is None, top=top, allow_idle=allow_idle, pinned=pinned,
                     group_by=groups, pareto=_pareto_option(pareto), x64=x64, chunk=chunk,
-                    also=also)
+                    vary=varied, also=also)
     doc = _document(m, values, result, allow_idle)
     if output_format == "json":
         typer.echo(to_json(doc))
@@ -223,7 +247,8 @@ def best_command(
     lines = [f"model {m.name}: {q['num_gpus']:,} GPUs, global batch {batch:,} sequences "
              f"({q['global_batch_tokens']:,} tokens); ranked by {result.by} ({direction})"]
     if doc["top"]:
-        lines += [""] + _table(m, doc["top"], [result.by], f"best {len(doc['top'])} layouts:")
+        shown = [result.by] + [n for n in varied if n != "context_parallel"]
+        lines += [""] + _table(m, doc["top"], shown, f"best {len(doc['top'])} layouts:")
         lines += [""] + doc["why"]
     else:
         lines += ["", "no valid layout"]

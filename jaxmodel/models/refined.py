@@ -61,11 +61,30 @@ them like any input; values are checked whole numbers in a range):
 ``virtual_stages`` (1 = plain 1F1B).  They select terms by ``jnp.where`` and
 arithmetic, so one compiled program serves every value.
 
-Validity rule (``valid_layout``): at least one replica (``d >= 1``);
-``num_layers`` divides into ``p v`` equal chunks; ``hidden_dim``,
-``num_heads`` and ``num_kv_heads`` divide by ``t``; ``num_heads`` divides by
-``num_kv_heads``; the interleaved schedule needs ``m`` a multiple of ``p``
-(Megatron-LM's requirement); and the first stage fits in ``gpu_memory_gb``
+The 2026 terms (issue 11; formulas and sources at each term below and in the
+README): context parallelism (``context_parallel``, ``cp_comm``: ring or
+all-gather exchange of K and V), ZeRO 0-3 with hybrid sharding
+(``zero_stage``, ``zero_shard_degree``, ``param_gather_overlap``), FP8
+(``fp8``, ``fp8_tflops``), GEMM efficiency from each GEMM's shape
+(``gemm_shape_model``, ``num_sms``; ``jaxmodel.collectives.gemm_efficiency``),
+fused attention at ``attention_efficiency`` with a causal mask, a fixed cost
+per kernel (``kernel_overhead_us``), TP overlap (``tp_overlap``), uneven
+pipeline stages (``pipeline_split_embedding``), zero-bubble schedules
+(``pipeline_schedule``), and the memory of every stage kind (gradient buffer
+precision ``grad_buffer_bytes``, logits, workspaces, ``reserved_memory_gb``).
+With the 2026 switches at values that turn them off (``gemm_shape_model`` 0,
+``attention_efficiency`` = ``matmul_efficiency``, ``causal_mask`` 0,
+``grad_buffer_bytes`` 2, ``reserved_memory_gb`` 0, ``kernel_overhead_us`` 0)
+the model is the one described above.
+
+Validity rule (``valid_layout``): at least one replica (``d = N / (t c p) >=
+1``); ``num_layers`` (+ 2 with ``pipeline_split_embedding``) at least the
+``p v`` chunks (an uneven split is valid: the busiest stage sets the pace);
+``hidden_dim``, ``num_heads`` and ``num_kv_heads`` divide by ``t``;
+``num_heads`` divides by ``num_kv_heads``; the interleaved schedule needs
+``m`` a multiple of ``p`` (Megatron-LM's requirement); ZB-H1 runs ``v = 1``,
+ZB-V ``v = 2``; ``seq_length`` divides by ``2 c``; ``zero_shard_degree``
+divides ``d c``; and the fullest stage fits in ``gpu_memory_gb``
 (``fits_in_memory``).  Timings are NaN for an invalid layout;
 ``memory_gb_per_gpu`` is reported whenever the layout itself is well formed,
 so the verdict can say by how much it does not fit.
@@ -106,7 +125,8 @@ from jaxmodel.verdicts import (
 DESCRIPTION = (
     "refined 3D-parallelism (TP x PP x DP) model -- architecture FLOPs with recompute, "
     "memory-bound kernels, two-level alpha-beta network, interleaved 1F1B, ZeRO-1, "
-    "per-GPU memory (Narayanan et al. 2021; Korthikanti et al. 2022)"
+    "per-GPU memory (Narayanan et al. 2021; Korthikanti et al. 2022); context "
+    "parallelism, ZeRO-3, FP8, shape-aware GEMMs, zero-bubble schedules"
 )
 
 _MAX_COUNT = float(2**24)
@@ -710,8 +730,8 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     sharded = (zero_i >= 1).astype(fdt)
     fsdp = (zero_i == 3).astype(fdt)
     all_reduced = all_reduce(grad_bytes, dc, per_node, net)
-    scattered = (reduce_scatter(grad_bytes, z, per_node, net)
-                 + all_reduce(grad_bytes / z, replicas, per_node / z, net))
+    shard_sync = all_reduce(grad_bytes / z, replicas, per_node / z, net)
+    scattered = reduce_scatter(grad_bytes, z, per_node, net) + shard_sync
     gathered = all_gather(weight_bytes, z, per_node, net)
     # The backward share of a layer's FLOPs (recompute counts as backward).
     fwd_hw = 2.0 * b * s * active_w + attn_core
@@ -726,7 +746,6 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     n_coll = jnp.maximum(stage_layers, 1.0)
     layer_gather = n_coll * all_gather(weight_bytes / n_coll, z, per_node, net)
     layer_scatter = n_coll * reduce_scatter(grad_bytes / n_coll, z, per_node, net)
-    shard_sync = all_reduce(grad_bytes / z, replicas, per_node / z, net)
     fsdp_micro = (positive_part(layer_gather - x.dp_overlap * stage_f)
                   + positive_part(layer_gather + layer_scatter
                                   - x.dp_overlap * (micro_compute - stage_f))
@@ -786,8 +805,7 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     # Ring (Megatron-LM): c - 1 sends of K, V forward (of K, V and dK, dV
     # backward), each overlapped with the attention of the block in hand.
     ring_fwd = positive_part(hops * hop - attn_fwd_s)
-    ring_bwd = positive_part(2.0 * hops * point_to_point(kv_bytes, cp_crosses, net)
-                             - attn_bwd_s)
+    ring_bwd = positive_part(2.0 * hops * hop - attn_bwd_s)
     ring = (1.0 + full) * ring_fwd + ring_bwd
     # All-gather (Llama 3): gather K, V before attention, reduce-scatter their
     # gradients after; not overlapped.
