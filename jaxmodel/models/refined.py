@@ -1072,8 +1072,10 @@ def layout_reasons(inputs: Mapping[str, float], outputs: Mapping[str, Any]
 def moe_layout_reasons(inputs: Mapping[str, float], outputs: Mapping[str, Any]
                        ) -> list[tuple[str, str]]:
     """(problem, fix) pairs for the expert layout (``moe_layout_ok``)."""
-    E, e = int(inputs["num_experts"]), int(inputs["expert_parallel"])
-    etp, k = int(inputs["expert_tensor_parallel"]), int(inputs["experts_per_token"])
+    # (a caller may pass only the dense inputs: a dense model then)
+    E, e = int(inputs.get("num_experts", 1)), int(inputs.get("expert_parallel", 1))
+    etp, k = (int(inputs.get("expert_tensor_parallel", 1)),
+              int(inputs.get("experts_per_token", 1)))
     reasons = []
     if E % e:
         reasons.append((
