@@ -1140,4 +1140,7 @@ REFINED = Model(
     apply=refined_model,
     verdict=refined_verdict,
     extra_layout_axes=moe.expert_layout_axes,
+    # tokens_per_step = b m s d, and d <= num_gpus.
+    exact_products=(("tokens_per_step", ("micro_batch", "gradient_accum_steps", "seq_length",
+                                         "num_gpus")),),
 )
