@@ -18,21 +18,6 @@ def safe_div(num, den, fill=0.0):
     return jnp.where(ok, num / safe_den, fill)
 
 
-def ring_allreduce_bytes(message_bytes, ways):
-    """Bytes each rank sends in a ring all-reduce of ``message_bytes`` over ``ways``.
-
-    ``2 (n - 1) / n * bytes``: each rank sends ``(n - 1) / n`` of the message
-    twice (reduce-scatter, then all-gather), Patarasuk & Yuan (2009); divide by
-    the link bandwidth for the time.  Zero when ``ways == 1``.  ``ways`` is
-    clamped to >= 1 so that an invalid layout (d = 0) stays finite; the caller
-    masks it.
-    """
-    # where, not maximum: at ways == 1 the derivative is the right-hand one
-    # (2 bytes per unit of ways), as for positive_part; maximum would halve it.
-    n = jnp.where(ways >= 1.0, ways, jnp.ones_like(ways))
-    return 2.0 * (n - 1.0) / n * message_bytes
-
-
 def positive_part(x):
     """``max(0, x)`` with the one-sided convention gradient 0 at ``x == 0``.
 

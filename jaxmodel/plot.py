@@ -51,11 +51,20 @@ TERMS: tuple[tuple[str, str], ...] = (
     ("pipeline bubble", "pipeline_bubble_ms"),
     ("exposed DP all-reduce", "dp_allreduce_ms"),
 )
-_TERM_COLORS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3")
+# Terms shown when the model has them (the refined model's expert all-to-all).
+OPTIONAL_TERMS: tuple[tuple[str, str], ...] = (
+    ("exposed expert all-to-all", "moe_comm_ms"),
+)
+_TERM_COLORS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860")
+
+
+def shown_terms(model: Model) -> tuple[tuple[str, str], ...]:
+    """``TERMS`` and the ``OPTIONAL_TERMS`` the model outputs, in stacking order."""
+    return TERMS + tuple(t for t in OPTIONAL_TERMS if t[1] in model.output_names)
 _CATEGORY_COLORS = {
     # bottlenecks
     "compute": "#4C72B0", "tp_comm": "#DD8452", "pp_comm": "#55A868",
-    "pipeline_bubble": "#C44E52", "dp_allreduce": "#8172B3",
+    "pipeline_bubble": "#C44E52", "dp_allreduce": "#8172B3", "moe_comm": "#937860",
     # regimes
     "compute-bound": "#4C72B0", "overhead-limited": "#64B5CD",
     "communication-bound": "#DD8452", "bubble-bound": "#C44E52",
@@ -240,7 +249,8 @@ def breakdown_data(model: Model, configs: Sequence[Mapping[str, float]],
         raise PlotError(f"breakdown: model {model.name!r} has no output {missing[0]!r}")
     batch = {n: np.array([float(c[n]) for c in configs]) for n in model.input_names}
     out = evaluate(model, x64=x64, **batch)
-    terms = {col: np.asarray(getattr(out, col), dtype=np.float64) for _, col in TERMS}
+    terms = {col: np.asarray(getattr(out, col), dtype=np.float64)
+             for _, col in shown_terms(model)}
     if labels is None:
         labels = [_layout_text(c) for c in configs]
     return BreakdownData(tuple(labels), terms,
@@ -318,7 +328,9 @@ def plot_breakdown(model: Model, configs: Sequence[Mapping[str, float]], output:
     ax = fig.subplots()
     x = np.arange(len(data.labels))
     bottom = np.zeros(len(x))
-    for (name, col), color in zip(TERMS, _TERM_COLORS, strict=True):
+    names = dict((col, name) for name, col in shown_terms(model))
+    for col, color in zip(data.terms, _TERM_COLORS, strict=False):
+        name = names[col]
         v = np.nan_to_num(data.terms[col], nan=0.0)
         ax.bar(x, v, bottom=bottom, color=color, label=name, width=0.7)
         bottom += v

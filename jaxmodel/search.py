@@ -9,11 +9,14 @@ the candidates are every
   from 1 to ``floor(N / (t p))`` that divides ``G``, leaving ``N - d t p``
   GPUs idle; such a row is evaluated on the ``d t p`` GPUs it uses and
   reported with ``num_gpus = N`` and ``idle_gpus = N - d t p``);
-* ``b`` dividing ``G / d`` and ``m = G / (d b)``, so that ``b m d = G``.
+* ``b`` dividing ``G / d`` and ``m = G / (d b)``, so that ``b m d = G``;
+* crossed with the model's own layout axes, if it declares any
+  (``Model.extra_layout_axes``: the refined model's expert parallelism ``e``,
+  and ``expert_tensor_parallel`` when asked).
 
 Their global index ``config_id`` follows that order: ``t`` ascending, then
-``p``, then ``d`` (with ``allow_idle``), then ``b``.  The enumeration runs on
-the host in numpy: it is a ragged
+``p``, then ``d`` (with ``allow_idle``), then ``b``, then the model's axes.
+The enumeration runs on the host in numpy: it is a ragged
 product of divisor lists (a few int64 operations per candidate, about 1 s
 per 10^8), and the candidate table (4 integers a row) is tiny next to what
 the model computes per row.  The model runs on the device: ``vmap(apply)``
@@ -64,39 +67,45 @@ def divisors(n: int) -> np.ndarray:
 
 def enumerate_layouts(num_gpus: int, hidden_dim: int, num_layers: int, global_batch: int,
                       *, allow_idle: bool = False,
-                      pinned: Mapping[str, int] | None = None) -> dict[str, np.ndarray]:
+                      pinned: Mapping[str, int] | None = None,
+                      contexts: Sequence[int] | None = None) -> dict[str, np.ndarray]:
     """The candidate layouts, in ``config_id`` order (module docstring).
 
     Args:
       pinned: layout axes held at one value (e.g. ``{"tensor_parallel": 8}``).
+      contexts: context-parallel degrees to try (each splits every sequence over
+        c ranks, so ``d = N / (t c p)``); ``None``: no context parallelism and no
+        ``context_parallel`` column.
 
     Returns:
       int64 columns ``tensor_parallel``, ``pipeline_parallel``,
-      ``micro_batch``, ``gradient_accum_steps`` and ``data_parallel``.
+      ``micro_batch``, ``gradient_accum_steps`` and ``data_parallel`` (and
+      ``context_parallel``, after ``tensor_parallel`` in the order, when asked).
     """
     pinned = dict(pinned or {})
     ts = divisors(hidden_dim)
     ps = divisors(num_layers)
-    t, p = (a.ravel() for a in np.meshgrid(ts, ps, indexing="ij"))
-    tp = t * p
+    cs = np.asarray(sorted(set(contexts or (1,))), np.int64)
+    t, c, p = (a.ravel() for a in np.meshgrid(ts, cs, ps, indexing="ij"))
+    tp = t * c * p
     keep = tp <= num_gpus
     if not allow_idle:
         keep &= num_gpus % tp == 0
     for name, col in (("tensor_parallel", t), ("pipeline_parallel", p)):
         if name in pinned:
             keep &= col == pinned[name]
-    t, p = t[keep], p[keep]
+    t, c, p = t[keep], c[keep], p[keep]
     if allow_idle:
-        # Every replica count d <= floor(N / (t p)) that divides the batch,
+        # Every replica count d <= floor(N / (t c p)) that divides the batch,
         # ascending: fewer replicas can win (a whole batch at a deeper pipeline).
         ds = divisors(global_batch)
-        fit = ds[None, :] <= (num_gpus // (t * p))[:, None]
+        fit = ds[None, :] <= (num_gpus // (t * c * p))[:, None]
         row, col = np.nonzero(fit)
-        t, p, d = t[row], p[row], ds[col]
+        t, c, p, d = t[row], c[row], p[row], ds[col]
     else:
-        d = num_gpus // (t * p)
+        d = num_gpus // (t * c * p)
         whole = global_batch % d == 0
-        t, p, d = t[whole], p[whole], d[whole]
+        t, c, p, d = t[whole], c[whole], p[whole], d[whole]
     # b runs over the divisors of G that divide G / d: one boolean matrix of
     # (layout, divisor), read row by row, keeps the order t, p, b.
     bs = divisors(global_batch)
@@ -108,10 +117,53 @@ def enumerate_layouts(num_gpus: int, hidden_dim: int, num_layers: int, global_ba
     m = global_batch // (d[row] * b)
     out = {"tensor_parallel": t[row], "pipeline_parallel": p[row], "micro_batch": b,
            "gradient_accum_steps": m, "data_parallel": d[row]}
+    if contexts is not None:
+        out["context_parallel"] = c[row]
     if "gradient_accum_steps" in pinned:
         sel = m == pinned["gradient_accum_steps"]
         out = {k: v[sel] for k, v in out.items()}
     return out
+
+
+def cross_extra_axes(cand: dict[str, np.ndarray], extra: Mapping[str, np.ndarray],
+                     pinned: Mapping[str, int]) -> dict[str, np.ndarray]:
+    """``cand`` crossed with each extra axis (the last one fastest); a pinned
+    axis keeps only its pinned value."""
+    out = dict(cand)
+    for name, values in extra.items():
+        values = np.asarray(values, np.int64)
+        if name in pinned:
+            values = np.array([pinned[name]], np.int64)
+        rows, k = len(next(iter(out.values()))), len(values)
+        out = {c: np.repeat(v, k) for c, v in out.items()}
+        out[name] = np.tile(values, rows)
+    return out
+
+
+def vary_values(model: Model, name: str, values: Sequence[float] | None,
+                num_gpus: int, seq_length: int) -> list[float]:
+    """The values ``--vary NAME[=v1,v2,...]`` searches over.
+
+    Given values are checked against the input's domain.  Without values: a
+    switch (an integer input with at most four allowed values) takes every
+    allowed value; ``context_parallel`` takes the powers of two up to 64 (and
+    ``num_gpus``) whose 2 c chunks split the sequence (the causal balance).
+
+    Raises:
+      SpecError: an unknown input, or one that needs explicit values.
+    """
+    if name not in model.input_names:
+        raise SpecError(f"--vary: {name!r} is not an input of model {model.name!r}"
+                        + closest(name, model.input_names))
+    field = model.input_field(name)
+    if values:
+        return [field.check_scalar(v) for v in values]
+    if name == "context_parallel":
+        return [float(c) for c in (1, 2, 4, 8, 16, 32, 64)
+                if c <= num_gpus and seq_length % (2 * c) == 0 or c == 1]
+    if field.integer and field.high is not None and field.high - field.low < 4:
+        return [float(v) for v in range(int(field.low), int(field.high) + 1)]
+    raise SpecError(f"--vary: {name} is not a switch; give its values, e.g. {name}=1,2,4")
 
 
 def _layout_error(num_gpus: int, hidden_dim: int, num_layers: int, global_batch: int,
@@ -418,7 +470,9 @@ def search(model: str | Model, values: Mapping[str, float], *, global_batch: int
            by: str = "throughput_tokens_s", maximize: bool = True, top: int = 10,
            allow_idle: bool = False, pinned: Mapping[str, int] | None = None,
            group_by: Sequence[str] = (), pareto: tuple | None = None, x64: bool = False,
-           chunk: int | None = None) -> SearchResult:
+           chunk: int | None = None,
+           vary: Mapping[str, Sequence[float]] | None = None,
+           also: Sequence[str] = ()) -> SearchResult:
     """Evaluate every layout of ``values``' model and cluster; keep the best.
 
     Args:
@@ -434,6 +488,10 @@ def search(model: str | Model, values: Mapping[str, float], *, global_batch: int
       pareto: ``(x, y, minimize_x, minimize_y)``: also the Pareto front of
         columns x and y (4,096 points at most).
       chunk: rows per compiled step (default: 65,536, or less for small searches).
+      also: optional model layout axes to search too (``Model.extra_layout_axes``).
+      vary: other inputs to search over, ``{name: values}`` (see ``vary_values``):
+        ``context_parallel`` enters the layout (``d = N / (t c p)``), any other
+        input multiplies every layout by its values.
 
     Raises:
       SpecError: unknown column, or no layout fits the global batch.
@@ -444,11 +502,13 @@ def search(model: str | Model, values: Mapping[str, float], *, global_batch: int
     if not 1 <= top <= MAX_TOP:
         raise InputError("top", top, f"a whole number from 1 to {MAX_TOP}")
     group_by = tuple(group_by)
+    extra = (model.extra_layout_axes(values, frozenset(also))
+             if model.extra_layout_axes is not None else {})
+    columns = CANDIDATE_COLUMNS + tuple(extra)
     for g in group_by:
-        if g not in CANDIDATE_COLUMNS:
+        if g not in columns:
             raise SpecError(f"--group-by: {g!r} is not a layout column"
-                            f"{closest(g, CANDIDATE_COLUMNS)}; one of "
-                            + ", ".join(CANDIDATE_COLUMNS))
+                            f"{closest(g, columns)}; one of " + ", ".join(columns))
     if pareto is not None:
         for name in pareto[:2]:
             _check_column(model, name, "--pareto")
@@ -468,12 +528,27 @@ def search(model: str | Model, values: Mapping[str, float], *, global_batch: int
     n_gpus = int(values["num_gpus"])
 
     start = time.perf_counter()
+    vary = dict(vary or {})
+    for name in vary:
+        if name not in model.input_names or name in LAYOUT_AXES:
+            raise SpecError(f"--vary: {name!r} is not an input of model {model.name!r} "
+                            "outside the layout axes" + closest(name, model.input_names))
     cand = enumerate_layouts(n_gpus, int(values["hidden_dim"]), int(values["num_layers"]),
-                             global_batch, allow_idle=allow_idle, pinned=pinned)
+                             global_batch, allow_idle=allow_idle, pinned=pinned,
+                             contexts=[int(v) for v in vary.pop("context_parallel")]
+                             if "context_parallel" in vary else None)
+    for name, vals in vary.items():
+        k = len(vals)
+        cand = {key: np.repeat(col, k) for key, col in cand.items()}
+        cand[name] = np.tile(np.asarray(vals, np.float64), len(cand[name]) // k
+                             if name in cand else len(cand["tensor_parallel"]) // k)
     n = len(cand["tensor_parallel"])
     if n == 0:
         raise _layout_error(n_gpus, int(values["hidden_dim"]), int(values["num_layers"]),
                             global_batch, allow_idle, pinned)
+    # (an axis the user varies explicitly is not crossed twice)
+    cand = cross_extra_axes(cand, {k: v for k, v in extra.items() if k not in cand}, pinned)
+    n = len(cand["tensor_parallel"])
     group_ids, group_keys = None, None
     if group_by:
         stacked = np.stack([cand[g] for g in group_by], axis=1)
@@ -481,10 +556,10 @@ def search(model: str | Model, values: Mapping[str, float], *, global_batch: int
         group_ids = group_ids.reshape(-1).astype(np.int64)
     enumerate_s = time.perf_counter() - start
 
-    layout = {k: cand[k] for k in LAYOUT_AXES}
+    layout = {k: v for k, v in cand.items() if k != "data_parallel"}
     if allow_idle:
-        layout["num_gpus"] = cand["data_parallel"] * cand["tensor_parallel"] \
-            * cand["pipeline_parallel"]
+        layout["num_gpus"] = (cand["data_parallel"] * cand["tensor_parallel"]
+                              * cand.get("context_parallel", 1) * cand["pipeline_parallel"])
     reducers: tuple = (TopK(by, top, maximize),)
     if group_by:
         reducers += (GroupBest(by, group_by, maximize),)
@@ -588,4 +663,4 @@ def row_dicts(model: Model, rows: Mapping[str, np.ndarray]) -> list[dict[str, An
 
 __all__ = ["CANDIDATE_COLUMNS", "LAYOUT_AXES", "EngineRun", "NoValid", "SearchResult",
            "divisors", "enumerate_layouts", "evaluate_and_reduce", "explain_no_valid",
-           "global_batch_of", "nearest_batches", "row_dicts", "search"]
+           "global_batch_of", "nearest_batches", "row_dicts", "search", "vary_values"]

@@ -87,8 +87,11 @@ DEFAULT_OF: tuple[str, ...] = ("step_time_ms", "mfu_percent", "throughput_tokens
 
 
 def _next_replica_count(x) -> Any:
-    """N' = (floor(N / (t p)) + 1) t p: the next GPU count that adds a replica."""
+    """N' = (floor(N / (t c p)) + 1) t c p: the next GPU count that adds a replica
+    (``c``, context parallelism, where the model has it)."""
     tp = jnp.round(x.tensor_parallel) * jnp.round(x.pipeline_parallel)
+    if hasattr(x, "context_parallel"):
+        tp = tp * jnp.round(x.context_parallel)
     return (jnp.floor(jnp.round(x.num_gpus) / tp) + 1.0) * tp
 
 

@@ -6,8 +6,8 @@ lands in sweep columns) by these rules, in order:
 
 1. ``invalid``: the layout breaks the validity rule.
 2. ``communication-bound``: the largest step-time term is a collective
-   (``tp_comm``, ``pp_comm`` or the exposed ``dp_allreduce``); the verdict
-   names it.
+   (``tp_comm``, ``pp_comm``, the exposed ``dp_allreduce`` or the exposed
+   expert all-to-all ``moe_comm``); the verdict names it.
 3. ``bubble-bound``: the largest term is the pipeline bubble.
 4. ``compute-bound``: compute is the largest term and MFU is at least
    ``COMPUTE_BOUND_MFU_PERCENT`` (75%: all overheads together cost at most a
@@ -32,6 +32,7 @@ BOTTLENECKS: tuple[str, ...] = (
     "pp_comm",
     "pipeline_bubble",
     "dp_allreduce",
+    "moe_comm",
     "invalid",
 )
 REGIMES: tuple[str, ...] = (
@@ -43,7 +44,7 @@ REGIMES: tuple[str, ...] = (
 )
 COMPUTE_BOUND_MFU_PERCENT = 75.0
 
-_COMPUTE, _TP, _PP, _BUBBLE, _DP, _INVALID_TERM = range(6)
+_COMPUTE, _TP, _PP, _BUBBLE, _DP, _MOE, _INVALID_TERM = range(7)
 _CB, _OVERHEAD, _COMM, _BUBBLE_BOUND, _INVALID = range(5)
 
 
@@ -51,7 +52,8 @@ def bottleneck_and_regime(terms, mfu_percent, valid):
     """Codes into ``BOTTLENECKS`` and ``REGIMES`` (int32 scalars).
 
     Args:
-      terms: shape ``(5,)``, the step-time terms in ``BOTTLENECKS`` order.
+      terms: the step-time terms in ``BOTTLENECKS`` order (a model without
+        expert all-to-all passes the first five).
       mfu_percent: scalar.
       valid: scalar bool.
     """
@@ -90,7 +92,26 @@ _COLLECTIVES = {
         "Raise gradient-accumulation micro-batches to m >= {m_hide} (now {m}) so the backward "
         "pass hides it, or widen the interconnect",
     ),
+    # Dispatch and combine bytes per GPU do not shrink with more micro-batches
+    # or more replicas; they leave NVLink when the EP group spans nodes.
+    "moe_comm": (
+        "the expert all-to-all (token dispatch and combine)",
+        "{ep_lever}, overlap it with compute (moe_overlap, 1F1B all-to-all overlap), or use "
+        "a hierarchical dispatcher with node-limited routing",
+    ),
 }
+
+
+def _ep_lever(inputs: Mapping[str, float]) -> str:
+    e = int(inputs.get("expert_parallel", 1))
+    etp = int(inputs.get("expert_tensor_parallel", 1))
+    g = int(inputs.get("gpus_per_node", 8))
+    inside = max(g // max(etp, 1), 1)
+    if e * etp > g:
+        return (f"Keep expert parallelism inside the NVLink domain (e = {e} spans "
+                f"{-(-e * etp // g)} nodes of {g} GPUs; e <= {inside} stays in one)")
+    return f"Widen NVLink or lower expert parallelism (e = {e}, inside one node)"
+
 
 
 def _ms(v: float) -> str:
@@ -215,13 +236,14 @@ def render_verdict(
         )
     term = _name(BOTTLENECKS, outputs["bottleneck"])
     what, lever = _COLLECTIVES[term]
-    value = float(outputs[{"tp_comm": "tp_comm_ms", "pp_comm": "pp_comm_ms"}.get(
-        term, "dp_allreduce_ms")])
+    value = float(outputs[{"tp_comm": "tp_comm_ms", "pp_comm": "pp_comm_ms",
+                           "moe_comm": "moe_comm_ms"}.get(term, "dp_allreduce_ms")])
     # Backward (2/3 compute) grows with m while the all-reduce does not.
     dp_raw = float(outputs.get("dp_allreduce_raw_ms", 0.0))
     m_hide = math.ceil(m * dp_raw / (2.0 / 3.0 * compute)) if compute > 0 else m
     return (
         f"communication-bound -- {what} is the largest single term at {_ms(value)} "
         f"({_pct(value, step)} of the step, against {_ms(compute)} of compute), dragging "
-        f"model-FLOPs utilisation to {mfu:.0f}%. {lever.format(t=t, p=p, m=m, m_hide=m_hide)}"
+        f"model-FLOPs utilisation to {mfu:.0f}%. "
+        f"{lever.format(t=t, p=p, m=m, m_hide=m_hide, ep_lever=_ep_lever(inputs))}"
     )

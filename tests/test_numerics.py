@@ -5,7 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxmodel.numerics import percent, positive_part, ring_allreduce_bytes, safe_div
+from jaxmodel.collectives import ring_allreduce_bytes
+from jaxmodel.numerics import percent, positive_part, safe_div
 from jaxmodel.precision import computing
 
 

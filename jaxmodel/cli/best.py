@@ -23,12 +23,17 @@ from jaxmodel.search import (
     global_batch_of,
     row_dicts,
     search,
+    vary_values,
 )
 
 # Short headers of the layout columns, in table order.
-_LAYOUT_HEADERS = (("tensor_parallel", "t"), ("pipeline_parallel", "p"),
-                   ("data_parallel", "d"), ("micro_batch", "b"),
+_LAYOUT_HEADERS = (("tensor_parallel", "t"), ("context_parallel", "c"),
+                   ("pipeline_parallel", "p"),
+                   ("data_parallel", "d"), ("expert_parallel", "e"),
+                   ("expert_tensor_parallel", "etp"), ("micro_batch", "b"),
                    ("gradient_accum_steps", "m"), ("idle_gpus", "idle"))
+# Shown only when some row differs from this value.
+_HIDDEN_WHEN = {"idle_gpus": 0, "expert_parallel": 1, "expert_tensor_parallel": 1}
 _HEADLINE = ("step_time_ms", "mfu_percent", "throughput_tokens_s", "bottleneck",
              "memory_gb_per_gpu", "model_state_gb_per_gpu", "activation_gb_per_gpu")
 # Short headers where the output's name is long.
@@ -50,7 +55,8 @@ def _table(model: Model, rows: list[dict[str, Any]], first: list[str],
            title: str) -> list[str]:
     """Rank, the layout, the ``first`` columns, then the headline outputs."""
     cols = [(name, head) for name, head in _LAYOUT_HEADERS
-            if name in rows[0] and (name != "idle_gpus" or any(r[name] for r in rows))]
+            if name in rows[0] and (name not in _HIDDEN_WHEN
+                                    or any(r[name] != _HIDDEN_WHEN[name] for r in rows))]
     extra = first + [n for n in _HEADLINE if n in model.output_names and n not in first]
     cols += [(n, _SHORT_HEADERS.get(n, n)) for n in extra if n not in dict(cols)]
     cells = [[str(i + 1)] + [_cell(r[name]) for name, _ in cols] for i, r in enumerate(rows)]
@@ -58,6 +64,44 @@ def _table(model: Model, rows: list[dict[str, Any]], first: list[str],
     widths = [max(len(h), *(len(c[j]) for c in cells)) for j, h in enumerate(heads)]
     lines = [title, "  ".join(h.rjust(w) for h, w in zip(heads, widths, strict=True))]
     lines += ["  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in cells]
+    return lines
+
+
+def _term_column(model: Model, term: str) -> str | None:
+    name = "compute_time_ms" if term == "compute" else f"{term}_ms"
+    return name if name in model.output_names else None
+
+
+def _short_layout(row: dict[str, Any]) -> str:
+    return " ".join(f"{head}{row[name]}" for name, head in _LAYOUT_HEADERS
+                    if name in row and name != "idle_gpus"
+                    and (name not in _HIDDEN_WHEN or row[name] != _HIDDEN_WHEN[name]))
+
+
+def why_best(model: Model, rows: list[dict[str, Any]], by: str) -> list[str]:
+    """Why the first row wins: its verdict, and the step-time terms in which it
+    beats the runner-up (largest differences first)."""
+    from jaxmodel.verdicts import BOTTLENECKS
+
+    best = rows[0]
+    inputs = {f.name: best[f.name] for f in model.inputs}
+    lines = [f"why #1 ({_short_layout(best)}): {model.verdict(inputs, best)}"]
+    if "memory_gb_per_gpu" in best and best["memory_gb_per_gpu"] is not None:
+        lines.append(f"  it fits: {best['memory_gb_per_gpu']:.1f} GB per GPU of "
+                     f"{inputs['gpu_memory_gb']:g} GB")
+    if len(rows) < 2:
+        return lines
+    second = rows[1]
+    diffs = []
+    for term in BOTTLENECKS:
+        col = _term_column(model, term)
+        if col and best[col] is not None and second[col] is not None:
+            diffs.append((best[col] - second[col], term))
+    diffs.sort(key=lambda d: -abs(d[0]))
+    parts = [f"{term} {delta:+,.0f} ms" for delta, term in diffs if abs(delta) >= 0.5]
+    gap = best[by] - second[by] if best[by] is not None and second[by] is not None else 0.0
+    lines.append(f"  against #2 ({_short_layout(second)}): {by} {gap:+,.4g}; step-time terms "
+                 f"#1 - #2: " + (", ".join(parts[:4]) if parts else "equal"))
     return lines
 
 
@@ -69,8 +113,10 @@ def _summary(r: SearchResult) -> str:
 
 def _document(model: Model, values: dict[str, float], r: SearchResult,
               allow_idle: bool) -> dict[str, Any]:
+    extra = model.extra_layout_axes(values, frozenset()) if model.extra_layout_axes else {}
+    searched = set(LAYOUT_AXES) | set(extra)
     fixed = {f.name: (int(values[f.name]) if f.integer else values[f.name])
-             for f in model.inputs if f.name not in LAYOUT_AXES}
+             for f in model.inputs if f.name not in searched}
     doc: dict[str, Any] = {
         "model": model.name,
         "question": {**fixed, "global_batch": r.global_batch,
@@ -86,6 +132,8 @@ def _document(model: Model, values: dict[str, float], r: SearchResult,
         "chunks": r.chunks,
         "top": row_dicts(model, r.top),
     }
+    if doc["top"]:
+        doc["why"] = why_best(model, doc["top"], r.by)
     if r.per_group is not None:
         doc["group_by"] = list(r.group_by)
         doc["per_group"] = row_dicts(model, r.per_group)
@@ -145,6 +193,15 @@ def best_command(
     ] = "table",
     chunk: Annotated[int | None, typer.Option(
         "--chunk", help="rows per compiled step (default: 65,536 or fewer)")] = None,
+    search_axes: Annotated[str | None, typer.Option(
+        "--search-axes", metavar="NAMES", help="optional layout axes to search too, "
+        "comma-separated (refined: expert_tensor_parallel; expert_parallel is always "
+        "searched for an MoE model)")] = None,
+    vary: Annotated[list[str] | None, typer.Option(
+        "--vary", metavar="NAME[=V1,V2,...]", help="also search over this input (repeatable): "
+        "context_parallel (powers of two that split the sequence, or the values given; "
+        "d = N / (t c p)), a switch (every allowed value: zero_stage, fp8, recompute, ...) "
+        "or any input with its values")] = None,
     model: ModelOption = "seed",
     config: ConfigOption = None,
     x64: X64Option = False,
@@ -162,12 +219,30 @@ def best_command(
     if chunk is not None and chunk < 1:
         raise SpecError(f"--chunk: got {chunk}; allowed: a whole number >= 1")
     m, values = gather_inputs(model, config, inputs)
-    pinned = {k: int(values[k]) for k in LAYOUT_AXES if inputs.get(k) is not None}
+    also = tuple(a.strip() for a in search_axes.split(",") if a.strip()) if search_axes else ()
+    extra = tuple(m.extra_layout_axes(values, frozenset(also))) if m.extra_layout_axes else ()
+    for a in also:
+        if a not in extra:
+            raise SpecError(f"--search-axes: got {a!r}; allowed: "
+                            + (", ".join(extra) or f"none for model {m.name!r}"))
+    pinned = {k: int(values[k]) for k in LAYOUT_AXES + extra if inputs.get(k) is not None}
     batch = global_batch_of(values, global_batch, global_batch_tokens)
     groups = tuple(g.strip() for g in group_by.split(",") if g.strip()) if group_by else ()
+    varied = {}
+    for item in vary or ():
+        name, _, listed = item.partition("=")
+        given = [v.strip() for v in listed.split(",") if v.strip()] if listed else None
+        try:
+            numbers = [float(v) for v in given] if given else None
+        except ValueError:
+            raise SpecError(f"--vary: got {item!r}; allowed: NAME or NAME=V1,V2,... with "
+                            "numbers") from None
+        varied[name.strip()] = vary_values(m, name.strip(), numbers, int(values["num_gpus"]),
+                                           int(values.get("seq_length", 1)))
     result = search(m, values, global_batch=batch, by=minimize or by or "throughput_tokens_s",
                     maximize=minimize is None, top=top, allow_idle=allow_idle, pinned=pinned,
-                    group_by=groups, pareto=_pareto_option(pareto), x64=x64, chunk=chunk)
+                    group_by=groups, pareto=_pareto_option(pareto), x64=x64, chunk=chunk,
+                    vary=varied, also=also)
     doc = _document(m, values, result, allow_idle)
     why = None
     if result.valid == 0:
@@ -184,7 +259,9 @@ def best_command(
     lines = [f"model {m.name}: {q['num_gpus']:,} GPUs, global batch {batch:,} sequences "
              f"({q['global_batch_tokens']:,} tokens); ranked by {result.by} ({direction})"]
     if doc["top"]:
-        lines += [""] + _table(m, doc["top"], [result.by], f"best {len(doc['top'])} layouts:")
+        shown = [result.by] + [n for n in varied if n != "context_parallel"]
+        lines += [""] + _table(m, doc["top"], shown, f"best {len(doc['top'])} layouts:")
+        lines += [""] + doc["why"]
     else:
         lines += [""] + why.lines()
     if doc.get("per_group"):

@@ -26,6 +26,8 @@ _LLM_COLUMNS = (
     ("ffn_hidden_dim", "ffn"),
     ("vocab_size", "V"),
     ("seq_length", "s"),
+    ("num_experts", "E"),
+    ("experts_per_token", "k"),
 )
 
 
@@ -34,7 +36,8 @@ def _fmt(v: float) -> str:
 
 
 def _table(title: str, presets: dict[str, Preset], columns) -> list[str]:
-    rows = [[p.name] + [_fmt(p.values[k]) for k, _ in columns] for p in presets.values()]
+    # Dense LLM presets carry no expert counts: one expert, one per token.
+    rows = [[p.name] + [_fmt(p.values.get(k, 1)) for k, _ in columns] for p in presets.values()]
     header = ["name"] + [label for _, label in columns]
     widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
     line = "  ".join(f"{{:<{widths[0]}}}" if i == 0 else f"{{:>{w}}}"

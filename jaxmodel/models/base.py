@@ -30,6 +30,12 @@ class Model:
         to floats so that they can be differentiated); integer outputs are int64.
       verdict: host-side text for one configuration,
         ``verdict(inputs: Mapping[str, float], outputs: Mapping[str, Any]) -> str``.
+      continuous: input names that may be differentiated (see sensitivities).
+      extra_layout_axes: layout axes the model adds to the search's t x p x b
+        product, ``extra_layout_axes(values, also) -> {input name: candidate
+        values}`` for one configuration of inputs; ``also`` names optional axes
+        the user asked to search (e.g. ``expert_tensor_parallel``).  ``None``:
+        none.
       exact_products: ``(output, inputs)`` pairs: an exact int64 output bounded
         by the product of those count inputs (``tokens_per_step <= b m s N``).
         Every caller refuses inputs whose product exceeds ``MAX_EXACT_PRODUCT``
@@ -50,6 +56,7 @@ class Model:
     verdict: Callable[[Mapping[str, float], Mapping[str, Any]], str]
     layout_reasons: Callable[[Mapping[str, float], Mapping[str, Any]],
                              list[tuple[str, str]]] | None = None
+    extra_layout_axes: Callable[[Mapping[str, float], frozenset], dict[str, Any]] | None = None
     exact_products: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def check_products(self, values: Mapping[str, Any], where: str = "") -> None:

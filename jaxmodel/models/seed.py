@@ -29,10 +29,11 @@ from typing import Any, NamedTuple
 
 import jax.numpy as jnp
 
+from jaxmodel.collectives import ring_allreduce_bytes
 from jaxmodel.fields import InputField, OutputField
 from jaxmodel.models.base import Model
 from jaxmodel.models.outputs import SHARED_OUTPUTS
-from jaxmodel.numerics import percent, positive_part, ring_allreduce_bytes
+from jaxmodel.numerics import percent, positive_part
 from jaxmodel.verdicts import (
     bottleneck_and_regime,
     invalid_layout_reasons,

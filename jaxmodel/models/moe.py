@@ -1,0 +1,391 @@
+"""Mixture-of-Experts and Multi-head Latent Attention: the formulas, as pure functions.
+
+The refined model (``jaxmodel.models.refined``) calls these at a few hooks;
+everything MoE-specific is here so that it reads (and is tested) on its own.
+Every function takes the model's input pytree ``x`` (or plain numbers) and
+returns jax scalars; nothing here branches in Python on a value, so they jit,
+vmap and differentiate.  A dense model is ``num_experts = 1``: then every
+function below reduces to the dense formula, and the refined model selects its
+own unchanged expressions (``is_plain``), so dense results are bit-for-bit
+those of the model without MoE.
+
+Architecture (symbols: ``h`` hidden, ``a`` heads, ``kv`` key/value heads,
+``d_h`` head dimension, ``E`` experts, ``k`` experts per token, ``f_e`` expert
+FFN width, ``S`` shared experts, ``w`` FFN weight matrices: 3 SwiGLU, 2 GeLU):
+
+* **Layers**: the first ``dense_layers`` have a dense FFN of ``ffn_hidden_dim``;
+  of the rest, every ``moe_layer_interval``-th (the first included) is an MoE
+  layer, the others dense (Megatron-Core ``--moe-layer-freq``; DeepSeek-V3's
+  ``first_k_dense_replace``).
+* **MoE layer parameters**: router ``h E`` + ``E`` routed experts and ``S``
+  shared experts of ``w h f_e`` each.  Active per token: the router, ``k``
+  routed and the ``S`` shared experts.
+* **Attention** (``attention`` 0): Q and output ``2 h a d_h``, K and V
+  ``2 h kv d_h`` (``d_h = h / a`` unless ``head_dim`` is set: Qwen3 uses 128
+  with ``a d_h = 2 h``).  **MLA** (``attention`` 1, DeepSeek-V2 sec. 2.1):
+  queries ``h r_q + r_q a (d_h + d_r)`` (or ``h a (d_h + d_r)`` without
+  ``q_lora_rank``), keys and values ``h (r_kv + d_r) + r_kv a 2 d_h``, output
+  ``a d_h h`` (``d_r`` = ``qk_rope_dim``, values of ``d_h``); the score core
+  ``2 s a (d_h + d_r)`` + ``2 s a d_h`` FLOPs per token (QK^T, AV).
+* **Embeddings**: ``(2 - tied) V h``, counted in total *and* active parameters
+  (as Mistral and DeepSeek count them); biases and norms are left out (< 0.1%).
+
+Costs (per GPU, one micro-batch, one MoE layer; tokens per rank ``T = s b / t``
+as Megatron-Core requires sequence parallelism with TP and MoE):
+
+* **FLOPs**: ``2 T`` per active weight (router included); model FLOPs and
+  MFU count active parameters only.
+* **Grouped expert GEMMs** (``layer_gemm_seconds``): the ``k T`` routed token
+  copies run on this GPU's ``E / e`` experts, ``k T e / E`` tokens each (times
+  the imbalance), at the efficiency that GEMM shape reaches (the refined
+  model's shape-aware ``gemm_seconds``: tile quantization per expert, waves
+  over the group, each expert's weights read); the busiest rank sets the pace
+  (everyone meets it at the next all-to-all), so expert time is multiplied by
+  ``load_factor`` = ``moe_imbalance`` (dropless) or ``min(moe_imbalance,
+  capacity_factor)`` (tokens over capacity are dropped).
+* **Dispatch and combine** (``dispatch_bytes``): two all-to-alls forward, two
+  backward, each moving
+  the ``k T`` copies of ``h`` bf16 values (full recompute's second forward
+  adds two more).  Flat (``moe_dispatcher`` 0,
+  Megatron's alltoall): ``(g - 1) / e`` of them to the ``g`` EP peers in the
+  node, ``(e - g) / e`` over the NIC.  Hierarchical (1, DeepEP): a token
+  crosses the network once per remote *node* that holds one of its experts
+  (``(K - 1)(1 - (1 - 1/K)^k)`` of the ``K = e / g`` nodes for uniform routing,
+  at most ``max_nodes_per_token``) and is forwarded over NVLink to each expert
+  GPU.  Both levels run at once, the slower sets the time
+  (``jaxmodel.collectives``).
+* **Overlap**: ``moe_overlap`` of the all-to-all is hidden under compute (1F1B
+  all-to-all overlap, DualPipe), never more than the compute there is.
+* **Expert tensor parallelism** ``etp``: an all-gather and a reduce-scatter of
+  the routed tokens in the ETP group, forward and backward.
+* **Memory**: expert weights, gradients and optimizer state sharded by
+  ``etp e`` (parallel folding: the stage's ``t d`` GPUs are also ``etp x e x
+  edp``); ZeRO-1 shards expert optimizer state over ``edp = t d / (etp e)``;
+  expert gradients are reduced over ``edp``.  Activations of an MoE layer:
+  the FFN width ``(k + S) f_e`` in place of ``f``, plus the dispatched and
+  combined copies ``4 k`` bytes per ``T h``.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxmodel.collectives import GEMM_TILE_M, all_gather, all_to_all, all_to_all_two_level
+
+# Bytes per value moved by the dispatch and combine (bf16 activations).
+DISPATCH_BYTES = 2.0
+# Memory-bound bytes of token permutation per routed copy and hidden element:
+# permute reads and writes bf16 (4), un-permute with the weighted sum the same.
+PERMUTE_BYTES = 8.0
+# Activation bytes stored per routed copy and hidden element: the permuted
+# input of the expert FC1 (2) and the expert output before the combine (2).
+DISPATCH_ACTIVATION_BYTES = 4.0
+
+
+def is_plain(x):
+    """True where the configuration is a dense model with standard attention
+    (``head_dim`` included: the refined model's own expressions handle it).
+
+    Then the refined model uses its original expressions unchanged, so dense
+    results are exactly those of the model before MoE.
+    """
+    return (x.num_experts < 1.5) & (x.attention < 0.5)
+
+
+def head_dim(x):
+    """Per-head dimension of queries, keys and values: ``head_dim`` or ``h / a``."""
+    return jnp.where(x.head_dim > 0.5, x.head_dim, x.hidden_dim / x.num_heads)
+
+
+def attention_params(x):
+    """Weight parameters of one attention block (GQA/MHA or MLA; module doc)."""
+    h, a, dh = x.hidden_dim, x.num_heads, head_dim(x)
+    gqa = 2.0 * h * a * dh + 2.0 * h * x.num_kv_heads * dh
+    rq, rkv, dr = x.q_lora_rank, x.kv_lora_rank, x.qk_rope_dim
+    q = jnp.where(rq > 0.5, h * rq + rq * a * (dh + dr), h * a * (dh + dr))
+    kv = h * (rkv + dr) + rkv * a * 2.0 * dh
+    mla = q + kv + a * dh * h
+    return jnp.where(x.attention > 0.5, mla, gqa)
+
+
+def attention_core_flops(x):
+    """Forward FLOPs of the score core per token and per unit of sequence length.
+
+    ``4 a d_h`` for GQA/MHA (``4 h`` when ``d_h = h / a``: the refined model's
+    ``4 b s^2 h``), ``2 a (d_h + d_r) + 2 a d_h`` for MLA.  No causal halving,
+    as the refined model counts it.
+    """
+    a, dh = x.num_heads, head_dim(x)
+    mla = 2.0 * a * (dh + x.qk_rope_dim) + 2.0 * a * dh
+    return jnp.where(x.attention > 0.5, mla, 4.0 * a * dh)
+
+
+def moe_layers(x):
+    """Number of MoE layers: every ``moe_layer_interval``-th after ``dense_layers``."""
+    rest = x.num_layers - x.dense_layers
+    count = jnp.floor((rest - 1.0) / x.moe_layer_interval) + 1.0
+    return jnp.where((x.num_experts > 1.5) & (rest > 0.5), count, jnp.zeros_like(rest))
+
+
+def moe_fraction(x):
+    """Share of the layers that are MoE layers (0 for a dense model)."""
+    return moe_layers(x) / x.num_layers
+
+
+def dense_ffn_params(x):
+    """One dense feed-forward block: ``w h f``."""
+    return x.mlp_weight_matrices * x.hidden_dim * x.ffn_hidden_dim
+
+
+def expert_params(x):
+    """One expert (routed or shared): ``w h f_e``."""
+    return x.mlp_weight_matrices * x.hidden_dim * x.moe_ffn_hidden_dim
+
+
+def router_params(x):
+    """The router's gate: ``h E``."""
+    return x.hidden_dim * x.num_experts
+
+
+def _per_layer(x, moe_value, dense_value):
+    """Average over the ``L`` layers of a per-layer quantity, MoE vs dense layers."""
+    f = moe_fraction(x)
+    return f * moe_value + (1.0 - f) * dense_value
+
+
+def layer_active_params(x):
+    """Weight parameters one token meets in the average layer (router included)."""
+    moe = router_params(x) + (x.experts_per_token + x.shared_experts) * expert_params(x)
+    return attention_params(x) + _per_layer(x, moe, dense_ffn_params(x))
+
+
+def layer_resident_params(x):
+    """Weights of the average layer held by every tensor-parallel group
+    (everything but the routed experts): attention, dense FFN or router and
+    shared experts."""
+    moe = router_params(x) + x.shared_experts * expert_params(x)
+    return attention_params(x) + _per_layer(x, moe, dense_ffn_params(x))
+
+
+def layer_expert_params(x):
+    """Routed-expert weights of the average layer (all ``E``), sharded by ``etp e``."""
+    return _per_layer(x, x.num_experts * expert_params(x), 0.0)
+
+
+def embedding_params(x):
+    """Input and output embeddings: ``(2 - tied) V h``."""
+    return (2.0 - x.tied_embeddings) * x.vocab_size * x.hidden_dim
+
+
+def total_params(x):
+    """Every parameter: ``L`` layers of every expert, plus the embeddings."""
+    return x.num_layers * (layer_resident_params(x) + layer_expert_params(x)) + embedding_params(x)
+
+
+def active_params(x):
+    """Parameters one token uses: ``L`` average active layers plus the embeddings."""
+    return x.num_layers * layer_active_params(x) + embedding_params(x)
+
+
+def ffn_width(x):
+    """Feed-forward width of the average layer for activations and kernels:
+    ``(k + S) f_e`` in an MoE layer, ``f`` in a dense one."""
+    moe = (x.experts_per_token + x.shared_experts) * x.moe_ffn_hidden_dim
+    return _per_layer(x, moe, x.ffn_hidden_dim)
+
+
+def attention_width_ratio(x):
+    """Query width over the hidden size, ``a d_h / h`` (1 for ``d_h = h / a``)."""
+    return x.num_heads * head_dim(x) / x.hidden_dim
+
+
+def load_factor(x):
+    """Busiest expert's tokens over the mean: ``moe_imbalance``, capped at
+    ``capacity_factor`` when tokens over capacity are dropped (> 0)."""
+    capped = jnp.minimum(x.moe_imbalance, x.capacity_factor)
+    return jnp.where(x.capacity_factor > 0.0, capped, x.moe_imbalance)
+
+
+def ep_ranks_per_node(x, gpus_per_node):
+    """EP peers in one node: the EP group has stride ``etp`` (ranks ordered
+    expert-tensor, expert, expert-data), so ``G / etp`` of it share a node."""
+    return jnp.clip(gpus_per_node / x.expert_tensor_parallel, 1.0, x.expert_parallel)
+
+
+def dispatch_bytes(tokens, x, gpus_per_node):
+    """Bytes one rank sends over NVLink and over the network in one dispatch.
+
+    Args:
+      tokens: tokens on the rank entering the MoE layer (``s b / t``).
+      x: the inputs (``experts_per_token``, ``expert_parallel``,
+        ``hidden_dim``, ``moe_dispatcher``, ``max_nodes_per_token``, the load).
+      gpus_per_node: GPUs sharing NVLink.
+
+    Returns:
+      ``(intra_bytes, inter_bytes)``; the combine moves the same.  The busiest
+      rank's share (``load_factor``) is included.
+    """
+    e, k = x.expert_parallel, x.experts_per_token
+    g = ep_ranks_per_node(x, gpus_per_node)
+    copy = tokens * x.hidden_dim * DISPATCH_BYTES * load_factor(x)
+    flat_intra = copy * k * (g - 1.0) / e
+    flat_inter = copy * k * (e - g) / e
+    nodes = e / g
+    hit = nodes * (1.0 - (1.0 - 1.0 / nodes) ** k)
+    limit = jnp.where(x.max_nodes_per_token > 0.5, x.max_nodes_per_token, nodes)
+    distinct = jnp.minimum(hit, limit)
+    deep_inter = copy * distinct * (nodes - 1.0) / nodes
+    deep_intra = copy * k * (e - 1.0) / e
+    deep = x.moe_dispatcher > 0.5
+    return jnp.where(deep, deep_intra, flat_intra), jnp.where(deep, deep_inter, flat_inter)
+
+
+def expert_gemm_tokens(tokens, x):
+    """Rows of one local expert's GEMM: ``k T e / E`` tokens (times the load)."""
+    return tokens * x.experts_per_token * x.expert_parallel / x.num_experts * load_factor(x)
+
+
+def a2a_per_moe_layer(full_recompute):
+    """All-to-alls per MoE layer and micro-batch: dispatch and combine forward,
+    their gradients backward, and the forward again with full recompute."""
+    return 4.0 + 2.0 * full_recompute
+
+
+def folded_size(x, data_parallel):
+    """GPUs of one pipeline stage, ``t c d``, that the experts fold onto."""
+    return x.tensor_parallel * x.context_parallel * data_parallel
+
+
+def expert_data_parallel(x, data_parallel):
+    """``edp = t c d / (etp e)``: replicas of each expert shard (>= 1 when valid)."""
+    return folded_size(x, data_parallel) / (x.expert_tensor_parallel * x.expert_parallel)
+
+
+
+def dispatch_seconds(tokens, x, gpus_per_node, net):
+    """One dispatch (or combine) all-to-all on the busiest rank, seconds.
+
+    Flat (``moe_dispatcher`` 0): ``jaxmodel.collectives.all_to_all`` of the
+    ``k T h`` copies; hierarchical (1): the node-deduplicated bytes of
+    ``dispatch_bytes`` through ``all_to_all_two_level``.
+    """
+    e = x.expert_parallel
+    g = ep_ranks_per_node(x, gpus_per_node)
+    buffer = tokens * x.hidden_dim * DISPATCH_BYTES * load_factor(x) * x.experts_per_token
+    flat = all_to_all(buffer, e, g, net)
+    intra, inter = dispatch_bytes(tokens, x, gpus_per_node)
+    deep = all_to_all_two_level(intra, inter, e, g, net)
+    return jnp.where(x.moe_dispatcher > 0.5, deep, flat)
+
+
+# Expert tensor parallelism searched up to one node's worth of GPUs.
+MAX_SEARCHED_ETP = 8
+
+
+def _divisors(n: int) -> np.ndarray:
+    return np.array([q for q in range(1, n + 1) if n % q == 0], np.int64)
+
+
+def expert_layout_axes(values, also=frozenset()) -> dict[str, np.ndarray]:
+    """The expert layout a search ranges over (host side, ``Model.extra_layout_axes``).
+
+    ``expert_parallel``: every divisor of ``num_experts`` up to ``num_gpus``
+    (just 1 for a dense model); ``expert_tensor_parallel`` when ``also`` names
+    it: the divisors of the expert width up to ``MAX_SEARCHED_ETP``.  Which of
+    them fold onto a given ``t d`` is the model's validity rule.
+    """
+    experts, gpus = int(values["num_experts"]), int(values["num_gpus"])
+    eps = _divisors(experts)
+    axes = {"expert_parallel": eps[eps <= gpus]}
+    if "expert_tensor_parallel" in also and experts > 1:
+        etps = _divisors(int(values["moe_ffn_hidden_dim"]))
+        axes["expert_tensor_parallel"] = etps[etps <= MAX_SEARCHED_ETP]
+    return axes
+
+
+def permute_bytes(x, tokens):
+    """Memory-bound bytes of permuting ``tokens`` (one rank's, ``s b / (c t)``)
+    to their experts and back, forward pass, the average layer."""
+    return (PERMUTE_BYTES * x.experts_per_token * load_factor(x) * moe_fraction(x)
+            * tokens * x.hidden_dim)
+
+
+def layer_comm_seconds(x, tokens, gpus_per_node, net, full_recompute):
+    """Expert communication of one MoE layer and micro-batch on the busiest rank:
+    the dispatch and combine all-to-alls (``a2a_per_moe_layer``) and, with
+    expert tensor parallelism, an all-gather and a reduce-scatter of the routed
+    tokens in the ETP group, forward and backward."""
+    etp = x.expert_tensor_parallel
+    routed = DISPATCH_BYTES * tokens * x.hidden_dim * x.experts_per_token * load_factor(x)
+    etp_s = 4.0 * all_gather(routed * etp, etp, jnp.minimum(etp, gpus_per_node), net)
+    return (a2a_per_moe_layer(full_recompute) * dispatch_seconds(tokens, x, gpus_per_node, net)
+            + etp_s)
+
+
+def _passes(gemm, m, n, k):
+    """Forward ``[m, k] x [k, n]``, input gradient ``[m, n] x [n, k]`` and weight
+    gradient ``[k, m] x [m, n]`` seconds of one GEMM."""
+    return jnp.stack([gemm(m, n, k), gemm(m, k, n), gemm(k, n, m)])
+
+
+def _grouped_passes(gemm, groups, m, n, k, hbm_rate):
+    """The three passes of a grouped GEMM: ``groups`` GEMMs of ``m`` rows each.
+
+    One kernel schedules every group's tiles together, so it runs as one GEMM
+    of the groups' tile-padded rows stacked (each group pads to whole tiles:
+    tile quantization per expert, wave quantization over all), plus reading
+    the ``groups - 1`` further weight matrices (bf16).  The padding is a step:
+    its gradient is that of the unpadded rows.
+    """
+    exact = groups * m
+    padded = groups * jnp.ceil(m / GEMM_TILE_M - 1e-6) * GEMM_TILE_M
+    rows = exact + jax.lax.stop_gradient(padded - exact)
+    weights = (groups - 1.0) * DISPATCH_BYTES * n * k / hbm_rate
+    fwd = gemm(rows, n, k) + weights
+    dgrad = gemm(rows, k, n) + weights
+    wgrad = gemm(groups * k, n, m) + weights
+    return jnp.stack([fwd, dgrad, wgrad])
+
+
+def layer_gemm_seconds(x, tokens, gemm, hbm_rate):
+    """Forward, input-gradient and weight-gradient seconds of the average
+    layer's weight GEMMs on one GPU (shape [3]).
+
+    Args:
+      x: the inputs (tensor parallelism ``t`` splits attention, dense FFN and
+        shared experts as Megatron-LM does; routed experts run on ``k T e etp
+        / E`` tokens each, ``T = tokens / t``, split ``etp`` ways).
+      tokens: tokens of one micro-batch on one GPU's sequence shard (``s b / c``).
+      gemm: ``gemm(m, n, k) -> seconds`` of one ``[m, k] x [k, n]`` GEMM at its
+        shape's efficiency.
+      hbm_rate: achieved memory bandwidth, bytes/s (weights of grouped GEMMs).
+    """
+    h, t, a, kv, dh = x.hidden_dim, x.tensor_parallel, x.num_heads, x.num_kv_heads, head_dim(x)
+    w, f, fe = x.mlp_weight_matrices, x.ffn_hidden_dim, x.moe_ffn_hidden_dim
+
+    def p(n, k, m=tokens):
+        return _passes(gemm, m, n, k)
+
+    gqa = p((a * dh + 2.0 * kv * dh) / t, h) + p(h, a * dh / t)
+    rq, rkv, dr = x.q_lora_rank, x.kv_lora_rank, x.qk_rope_dim
+    q_lora = p(jnp.maximum(rq, 1.0), h) + p(a * (dh + dr) / t, jnp.maximum(rq, 1.0))
+    q_full = p(a * (dh + dr) / t, h)
+    mla = (jnp.where(rq > 0.5, q_lora, q_full) + p(rkv + dr, h) + p(2.0 * a * dh / t, rkv)
+           + p(h, a * dh / t))
+    attention = jnp.where(x.attention > 0.5, mla, gqa)
+    dense = p((w - 1.0) * f / t, h) + p(h, f / t)
+    # MoE layer: the router on the rank's sequence-parallel tokens, the shared
+    # experts as a TP-split FFN of width S f_e, the routed experts grouped.
+    rank_tokens = tokens / t
+    router = p(x.num_experts, h, rank_tokens)
+    shared_w = jnp.maximum(x.shared_experts, 1.0) * fe
+    shared = (x.shared_experts > 0.5) * (p((w - 1.0) * shared_w / t, h) + p(h, shared_w / t))
+    etp = x.expert_tensor_parallel
+    groups = x.num_experts / x.expert_parallel
+    rows = expert_gemm_tokens(rank_tokens, x) * etp
+    routed = (_grouped_passes(gemm, groups, rows, (w - 1.0) * fe / etp, h, hbm_rate)
+              + _grouped_passes(gemm, groups, rows, h, fe / etp, hbm_rate))
+    frac = moe_fraction(x)
+    return attention + (1.0 - frac) * dense + frac * (router + shared + routed)

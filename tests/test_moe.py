@@ -1,0 +1,351 @@
+"""Mixture of experts in the refined model: formulas by hand, presets against their
+published sizes, dense invariance, the expert layout, sensitivities, the CLI.
+
+Every test that evaluates the refined model is marked slow: compiling it takes
+about a minute on a loaded 2-core machine (CI runs the slow set too)."""
+
+import json
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import jaxmodel
+from jaxmodel.cli import app
+from jaxmodel.models import moe
+from jaxmodel.presets import MOE_LLMS, apply_presets
+from jaxmodel.validate_moe import read_moe_runs
+
+runner = CliRunner()
+REFINED = jaxmodel.get_model("refined")
+MOE_ONLY = ("experts_per_token", "moe_ffn_hidden_dim", "shared_experts", "dense_layers",
+            "moe_layer_interval", "q_lora_rank", "kv_lora_rank", "qk_rope_dim",
+            "expert_tensor_parallel", "moe_dispatcher", "max_nodes_per_token", "moe_overlap",
+            "moe_imbalance", "capacity_factor")
+
+
+def qwen3(**overrides):
+    """Qwen3-235B-A22B on 256 H100: the first row of the Megatron-Core table."""
+    values = apply_presets(REFINED, gpu="h100-sxm", llm="qwen3-235b-a22b")
+    values.update(num_gpus=256, tensor_parallel=2, pipeline_parallel=8, virtual_stages=4,
+                  expert_parallel=32, micro_batch=1, gradient_accum_steps=128,
+                  pipeline_split_embedding=1, moe_dispatcher=1, gpu_memory_gb=1000)
+    values.update(overrides)
+    return values
+
+
+# --- parameter counts ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(MOE_LLMS))
+@pytest.mark.slow
+def test_presets_reproduce_published_total_and_active_parameters(name):
+    # Within 1% of any value the printed figure stands for ("37B" is 36.5 to
+    # 37.5), counted the publisher's way (OpenAI, DeepSeek and Moonshot leave
+    # the input embedding out of the active count).
+    preset = MOE_LLMS[name]
+    values = apply_presets(REFINED, llm=name)
+    out = jaxmodel.evaluate(REFINED, x64=True, **values)
+    pub = preset.published
+    total = float(out.total_params_b)
+    active = float(out.active_params_b)
+    if not pub.active_counts_input_embedding:
+        active -= values["vocab_size"] * values["hidden_dim"] / 1e9
+    assert abs(total - pub.total_params_b) <= 0.01 * pub.total_params_b + pub.total_half_unit
+    assert abs(active - pub.active_params_b) <= 0.01 * pub.active_params_b + pub.active_half_unit
+    assert float(out.model_params_b) == total
+
+
+def test_mixtral_parameters_by_hand():
+    # Mixtral 8x7B: 32 layers of GQA attention (h = 4096, 32 heads, 8 KV heads
+    # of 128), a router 4096 x 8, 8 SwiGLU experts of 14336; two embeddings.
+    h, f, L, V = 4096, 14336, 32, 32000
+    attention = 2 * h * h + 2 * h * 8 * 128
+    expert = 3 * h * f
+    total = L * (attention + h * 8 + 8 * expert) + 2 * V * h
+    active = L * (attention + h * 8 + 2 * expert) + 2 * V * h
+    x = SimpleNamespace(**{k: float(v) for k, v in {
+        **REFINED.defaults, **apply_presets(REFINED, llm="mixtral-8x7b")}.items()})
+    assert float(moe.total_params(x)) == total
+    assert float(moe.active_params(x)) == active
+
+
+def test_deepseek_mla_attention_parameters_by_hand():
+    # DeepSeek-V2 sec. 2.1: W_DQ h x r_q, W_UQ and W_QR r_q x a (128 + 64),
+    # W_DKV and W_KR h x (512 + 64), W_UK and W_UV 512 x a 128 each, W_O.
+    h, a, rq, rkv = 7168, 128, 1536, 512
+    expected = (h * rq + rq * a * 192) + (h * (rkv + 64) + rkv * a * 256) + a * 128 * h
+    x = SimpleNamespace(**{k: float(v) for k, v in {
+        **REFINED.defaults, **apply_presets(REFINED, llm="deepseek-v3")}.items()})
+    assert float(moe.attention_params(x)) == expected
+    assert float(moe.moe_layers(x)) == 58  # 61 layers, the first 3 dense
+
+
+@pytest.mark.slow
+def test_model_flops_count_active_parameters_only():
+    # MFU's FLOPs: 3 passes x (2 b s x active weights + the attention square
+    # 4 b s^2 a d_h) per layer, 6 b s h V for the logits; every expert that a
+    # token does not visit costs nothing.
+    v = qwen3()
+    out = jaxmodel.evaluate(REFINED, x64=True, **v)
+    h, L, a, kv, dh = 4096, 94, 64, 4, 128
+    per_layer = 2 * h * a * dh + 2 * h * kv * dh + h * 128 + 8 * 3 * h * 1536
+    tokens = 2048 * 4096
+    expected = tokens * (L * (6 * per_layer + 3 * 4 * 4096 * a * dh) + 6 * h * 151936)
+    used = 256
+    flops = float(out.mfu_percent) / 100 * used * float(out.step_time_ms) / 1e3 * 989e12
+    assert flops == pytest.approx(expected, rel=1e-9)
+
+
+def test_megatron_flop_count_reproduces_the_published_step_times():
+    # The first two rows print both a step time and TFLOP/s: Megatron-LM's
+    # count divided by them must agree (validates the FLOP formula we convert by).
+    runs = read_moe_runs()
+    for run, step in ((runs[0], 19.7), (runs[1], 17.6)):
+        assert run.measured_step_s == pytest.approx(step, rel=0.01)
+
+
+# --- all-to-all bytes and time ------------------------------------------------
+
+
+def dispatch_inputs(**kw):
+    base = dict(expert_parallel=32.0, experts_per_token=8.0, hidden_dim=4096.0,
+                moe_dispatcher=0.0, max_nodes_per_token=0.0, moe_imbalance=1.0,
+                capacity_factor=0.0, expert_tensor_parallel=1.0)
+    base.update(kw)
+    return SimpleNamespace(**base)
+
+
+def test_flat_dispatch_bytes_by_hand():
+    # 2048 tokens x 8 copies x 4096 x 2 bytes; 7 of the 32 EP ranks share the
+    # node (7/32 over NVLink), 24 are in 3 other nodes (24/32 over the NIC).
+    intra, inter = moe.dispatch_bytes(2048.0, dispatch_inputs(), 8.0)
+    buffer = 2048 * 8 * 4096 * 2
+    assert float(intra) == pytest.approx(buffer * 7 / 32)
+    assert float(inter) == pytest.approx(buffer * 24 / 32)
+
+
+def test_hierarchical_dispatch_sends_once_per_remote_node():
+    # DeepEP: 4 nodes; a token's 8 experts hit 4 (1 - (3/4)^8) = 3.60 distinct
+    # nodes on average, 3/4 of them remote: 2.70 network copies instead of 6.
+    # Node-limited routing to 2 nodes: 2 x 3/4 = 1.5 copies.
+    token = 2048 * 4096 * 2
+    intra, inter = moe.dispatch_bytes(2048.0, dispatch_inputs(moe_dispatcher=1.0), 8.0)
+    assert float(inter) == pytest.approx(token * 4 * (1 - 0.75**8) * 0.75)
+    assert float(intra) == pytest.approx(token * 8 * 31 / 32)
+    _, limited = moe.dispatch_bytes(
+        2048.0, dispatch_inputs(moe_dispatcher=1.0, max_nodes_per_token=2.0), 8.0)
+    assert float(limited) == pytest.approx(token * 2 * 0.75)
+    # Inside one node nothing crosses the network, with either dispatcher.
+    for code in (0.0, 1.0):
+        _, none = moe.dispatch_bytes(2048.0, dispatch_inputs(expert_parallel=8.0,
+                                                             moe_dispatcher=code), 8.0)
+        assert float(none) == 0.0
+
+
+def test_load_factor_is_imbalance_capped_by_capacity():
+    assert float(moe.load_factor(dispatch_inputs(moe_imbalance=1.5))) == 1.5
+    assert float(moe.load_factor(dispatch_inputs(moe_imbalance=1.5, capacity_factor=1.25))
+                 ) == 1.25
+
+
+@pytest.mark.slow
+def test_all_to_all_time_in_the_model_by_hand():
+    # One MoE layer pass: e = 8 in one node, flat dispatcher, t = 2 -> 2048
+    # tokens per rank; 7/8 of the 2048 x 8 x 4096 x 2 bytes over NVLink at
+    # 450 x 0.8 GB/s plus 7 steps of 1 us; 4 all-to-alls per layer and
+    # micro-batch (selective recompute), 11 layers on the busiest stage (the
+    # last: 96 units over 32 chunks, 4 chunks of 3 less the output layer's
+    # unit, which it also runs), 128 micro-batches, no overlap.
+    v = qwen3(expert_parallel=8, moe_dispatcher=0)
+    out = jaxmodel.evaluate(REFINED, x64=True, **v)
+    one = 7 / 8 * 2048 * 8 * 4096 * 2 / (450e9 * 0.8) + 7e-6
+    assert float(out.moe_comm_raw_ms) == pytest.approx(128 * 11 * 4 * one * 1e3, rel=1e-9)
+    # Across nodes (e = 32) the same bytes mostly leave the node: slower.
+    wide = jaxmodel.evaluate(REFINED, x64=True, **qwen3(moe_dispatcher=0))
+    assert float(wide.moe_comm_raw_ms) > 3 * float(out.moe_comm_raw_ms)
+
+
+@pytest.mark.slow
+def test_overlap_hides_the_all_to_all():
+    outs = [jaxmodel.evaluate(REFINED, x64=True, **qwen3(moe_overlap=o)) for o in (0, 0.5, 1)]
+    raw = float(outs[0].moe_comm_raw_ms)
+    stretch = 1 + 7 / (4 * 128)  # the exposed part also stretches the 1F1B bubble
+    np.testing.assert_allclose([float(o.moe_comm_ms) for o in outs],
+                               [raw * stretch, raw * stretch / 2, 0.0], rtol=1e-9)
+    steps = [float(o.step_time_ms) for o in outs]
+    assert steps[0] > steps[1] > steps[2]
+
+
+# --- memory ----------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_expert_state_is_sharded_by_expert_parallelism():
+    # Routed experts on the fullest (first) stage: 11 MoE layers (4 chunks of
+    # 3 units, one of them the embedding), 128 x 3 x 4096 x 1536 weights each,
+    # split e ways; 2 + 4 + 12 bytes per parameter without ZeRO.  Doubling e
+    # halves that part of the state.
+    a, b = (jaxmodel.evaluate(REFINED, x64=True, **qwen3(expert_parallel=e)) for e in (16, 32))
+    per_layer = 128 * 3 * 4096 * 1536 * 18
+    diff = (float(a.model_state_gb_per_gpu) - float(b.model_state_gb_per_gpu)) * 1e9
+    assert diff == pytest.approx(11 * per_layer * (1 / 16 - 1 / 32), rel=1e-9)
+
+
+# --- dense models ------------------------------------------------------------
+
+
+def random_dense(n, seed):
+    rng = np.random.default_rng(seed)
+    return dict(
+        num_gpus=rng.choice([8, 64, 256, 1024], n), tensor_parallel=rng.choice([1, 2, 4, 8], n),
+        pipeline_parallel=rng.choice([1, 2, 4, 8], n), context_parallel=rng.choice([1, 2], n),
+        virtual_stages=rng.choice([1, 2], n), micro_batch=rng.choice([1, 2, 4], n),
+        gradient_accum_steps=rng.choice([4, 8, 16, 32], n),
+        seq_length=rng.choice([2048, 4096, 8192], n), hidden_dim=rng.choice([4096, 8192], n),
+        num_layers=rng.choice([32, 40, 80], n), num_heads=rng.choice([32, 64], n),
+        num_kv_heads=rng.choice([8, 32], n), ffn_hidden_dim=rng.choice([11008, 28672], n),
+        recompute=rng.choice([0, 1, 2], n), zero_stage=rng.choice([0, 1, 2, 3], n),
+        flash_attention=rng.choice([0, 1], n), fp8=rng.choice([0, 1], n),
+        pipeline_split_embedding=rng.choice([0, 1], n), dp_overlap=rng.uniform(0, 1, n),
+        network_bandwidth_gb_s=rng.uniform(10, 100, n), gpu_memory_gb=rng.choice([80, 1e4], n),
+    )
+
+
+def _equal(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    return bool(np.all((a == b) | (np.isnan(a.astype(float)) & np.isnan(b.astype(float)))))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("x64", [True, False])
+def test_dense_results_do_not_see_the_moe_inputs(x64):
+    # num_experts = 1 with standard attention: every MoE input, set at random,
+    # changes no output by a single bit (the model selects its dense
+    # expressions, which are those of the refined model without MoE).
+    n = 400
+    base = {k: np.asarray(v, float) for k, v in random_dense(n, 1).items()}
+    rng = np.random.default_rng(2)
+    knobs = dict(experts_per_token=rng.choice([1, 2, 8], n),
+                 moe_ffn_hidden_dim=rng.choice([768, 2048], n),
+                 shared_experts=rng.choice([0, 1, 2], n), dense_layers=rng.choice([0, 3], n),
+                 moe_layer_interval=rng.choice([1, 2], n), q_lora_rank=rng.choice([0, 1536], n),
+                 kv_lora_rank=rng.choice([0, 512], n), qk_rope_dim=rng.choice([0, 64], n),
+                 expert_tensor_parallel=rng.choice([1, 2], n),
+                 moe_dispatcher=rng.choice([0, 1], n), max_nodes_per_token=rng.choice([0, 4], n),
+                 moe_overlap=rng.uniform(0, 1, n), moe_imbalance=rng.uniform(1, 2, n),
+                 capacity_factor=rng.choice([0.0, 1.25], n))
+    assert set(knobs) == set(MOE_ONLY)
+    plain = jaxmodel.evaluate(REFINED, x64=x64, **base)
+    knobbed = jaxmodel.evaluate(REFINED, x64=x64, **base,
+                                **{k: np.asarray(v, float) for k, v in knobs.items()})
+    assert np.asarray(plain.valid_layout).any()
+    for name in REFINED.output_names:
+        assert _equal(getattr(plain, name), getattr(knobbed, name)), name
+
+
+@pytest.mark.slow
+def test_general_formulas_reduce_to_the_dense_ones():
+    # The MoE/MLA path (taken when head_dim is given) with head_dim = h / a on
+    # a dense model computes what the dense expressions compute.
+    base = {k: np.asarray(v, float) for k, v in random_dense(400, 3).items()}
+    plain = jaxmodel.evaluate(REFINED, x64=True, **base)
+    general = jaxmodel.evaluate(REFINED, x64=True, head_dim=base["hidden_dim"] / base["num_heads"],
+                                **base)
+    for name in ("step_time_ms", "memory_gb_per_gpu", "mfu_percent", "dp_allreduce_ms",
+                 "compute_time_ms", "model_params_b"):
+        np.testing.assert_allclose(getattr(general, name), getattr(plain, name), rtol=1e-9,
+                                   err_msg=name)
+    np.testing.assert_array_equal(general.valid_layout, plain.valid_layout)
+
+
+# --- layout -------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_expert_parallelism_must_divide_experts_and_the_folded_group():
+    def verdict(**overrides):
+        v = {**REFINED.defaults, **qwen3(**overrides)}
+        out = jaxmodel.evaluate(REFINED, x64=True, **v)
+        assert not bool(out.valid_layout)
+        return REFINED.verdict(v, {n: np.asarray(getattr(out, n)).item()
+                                   for n in REFINED.output_names})
+
+    text = verdict(expert_parallel=24)
+    assert "expert parallelism e = 24 does not divide the 128 experts" in text
+    assert "16, 32" in text
+    # t c d = 2 x 16 = 32 GPUs per stage: e = 64 divides 128 experts but not 32.
+    assert "does not divide the 32 GPUs of a pipeline stage" in verdict(expert_parallel=64)
+
+
+def test_expert_layout_axes_for_the_search():
+    axes = moe.expert_layout_axes({"num_experts": 128, "num_gpus": 64, "moe_ffn_hidden_dim": 1536},
+                                  frozenset({"expert_tensor_parallel"}))
+    assert axes["expert_parallel"].tolist() == [1, 2, 4, 8, 16, 32, 64]
+    assert axes["expert_tensor_parallel"].tolist() == [1, 2, 3, 4, 6, 8]
+    dense = moe.expert_layout_axes({"num_experts": 1, "num_gpus": 64, "moe_ffn_hidden_dim": 1})
+    assert list(dense) == ["expert_parallel"] and dense["expert_parallel"].tolist() == [1]
+
+
+# --- sensitivities --------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_sensitivities_to_imbalance_bandwidth_and_expert_parallelism():
+    v = qwen3(moe_imbalance=1.2)
+    wrt = ["moe_imbalance", "network_bandwidth_gb_s", "expert_parallel"]
+    sens = jaxmodel.sensitivities(v, of=["step_time_ms"], wrt=wrt, model="refined", x64=True)
+    d_imb = float(sens.gradient("step_time_ms", "moe_imbalance"))
+    d_bw = float(sens.gradient("step_time_ms", "network_bandwidth_gb_s"))
+    d_e = float(sens.gradient("step_time_ms", "expert_parallel"))
+    assert d_imb > 0 and d_bw < 0 and math.isfinite(d_e)
+    # Against central finite differences of the model itself.
+    for name, grad in (("moe_imbalance", d_imb), ("network_bandwidth_gb_s", d_bw)):
+        step = 1e-4 * v[name]
+        hi = jaxmodel.evaluate(REFINED, x64=True, **{**v, name: v[name] + step})
+        lo = jaxmodel.evaluate(REFINED, x64=True, **{**v, name: v[name] - step})
+        fd = (float(hi.step_time_ms) - float(lo.step_time_ms)) / (2 * step)
+        assert grad == pytest.approx(fd, rel=1e-4), name
+
+
+# --- CLI ---------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_breakdown_shows_the_all_to_all():
+    from jaxmodel.plot import breakdown_data
+
+    data = breakdown_data(REFINED, [{**REFINED.defaults, **qwen3()}])
+    assert "moe_comm_ms" in data.terms and data.terms["moe_comm_ms"][0] > 0
+
+
+@pytest.mark.slow
+def test_best_lays_out_qwen3_on_256_h100_with_expert_parallelism():
+    result = runner.invoke(app, ["best", "--model", "refined", "--llm", "qwen3-235b-a22b",
+                                 "--gpu", "h100-sxm", "--num-gpus", "256", "--global-batch",
+                                 "2048", "--pipeline-split-embedding", "1", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert doc["top"]
+    for row in doc["top"]:
+        assert row["valid_layout"] and row["memory_gb_per_gpu"] <= 80
+        assert row["expert_parallel"] > 1
+    assert doc["why"][0].startswith("why #1")
+
+
+@pytest.mark.slow
+def test_validate_qwen3_set():
+    result = runner.invoke(app, ["validate", "--set", "qwen3-235b", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert len(doc["runs"]) == 12
+    assert doc["summary"]["runs"] == 9  # the H100 rows; GB200 beside
+    assert all(r["predicted_tflops"] > 0 for r in doc["runs"])
+
+
+def test_validate_rejects_an_unknown_set():
+    result = runner.invoke(app, ["validate", "--set", "nope"])
+    assert result.exit_code == 2
+    assert "set: got 'nope'" in result.output

@@ -1,0 +1,334 @@
+"""The refined model's 2026 terms (issue 11), each against a hand derivation.
+
+The configuration is ``test_refined.TOY`` (one node of 8 GPUs, t = 4, p = 2,
+d = 1, a toy GPT layer h = 1024, s = 1024, 1e14 FLOP/s, 1e12 B/s HBM, 1e11 B/s
+NVLink, 1e10 B/s network, efficiencies 1, latencies 0, the 2026 terms off) with
+one new term switched on at a time.  Recurring hand values (float64):
+
+* one layer's weight GEMMs on one GPU, forward: 2 s b 12 h^2 / t =
+  6,442,450,944 FLOP -> 64.42450944 us at 1e14 FLOP/s (dgrad and wgrad the same);
+* attention forward 4 b s^2 h / t = 1,073,741,824 FLOP -> 10.73741824 us;
+* memory-bound forward bytes 22 s b h + 4 s b f / t = 27,262,976 B -> 27.262976 us
+  (backward twice);
+* per micro-batch, the last stage (4 layers and the logits): 1.269825536 ms;
+  m = 4 micro-batches; TP all-reduce per layer 4 x 31.45728 us.
+"""
+
+import numpy as np
+import pytest
+from test_refined import TOY
+
+import jaxmodel
+from jaxmodel.api import as_dicts
+from jaxmodel.models.refined import REFINED, layer_gemm_shapes, layer_weight_params
+from jaxmodel.precision import computing
+
+GEMM_FWD_US = 64.42450944
+ATTN_FWD_US = 10.73741824
+BYTES_FWD_US = 27.262976
+LOGIT_FWD_US = 5.36870912  # 2 s b h V / t = 536,870,912 FLOP
+P_GPU = 12_845_056  # (4 x 12 h^2 + V h) / t parameters on a GPU of the first stage
+LAYER_P = 3_145_728  # 12 h^2 / t
+
+
+def run(**changes) -> dict:
+    return as_dicts(REFINED, jaxmodel.evaluate(REFINED, x64=True, **{**TOY, **changes}))
+
+
+def approx(x):
+    return pytest.approx(x, rel=1e-10)
+
+
+# --- context parallelism -----------------------------------------------------------
+
+
+def test_context_parallel_ring_exposes_what_attention_cannot_hide():
+    # t4 c2 p2 on 16 GPUs (d = 1); NVLink slowed to 1e10 B/s so the ring shows.
+    # K and V of the local chunk: 2 x 2 B x (s / c = 512) x h x (kv / a = 1) / t
+    # = 524,288 B; one hop 52.4288 us (t c = 8 <= 8 GPUs a node: NVLink).
+    # Attention per GPU halves with c: 5.36870912 us forward, 10.73741824 backward.
+    # c - 1 = 1 hop forward (K, V), 2 x 524,288 B backward (K, V and dK, dV):
+    # exposed (52.4288 - 5.36870912) + (104.8576 - 10.73741824) = 141.18027264 us
+    # per layer; 4 layers x 4 micro-batches.
+    out = run(num_gpus=16, context_parallel=2, link_bandwidth_gb_s=10)
+    assert out["cp_comm_ms"] == approx(16 * 141.18027264e-3)
+    assert out["valid_layout"] and out["tokens_per_step"] == 4 * 1024
+
+
+def test_context_parallel_all_gather():
+    # Llama 3's all-gather of K, V (c x 524,288 B) over the 2 context ranks in a
+    # node, 1/2 x 1,048,576 B / 1e10 B/s = 52.4288 us, and the reduce-scatter of
+    # their gradients, the same: 104.8576 us a layer, not overlapped.
+    out = run(num_gpus=16, context_parallel=2, link_bandwidth_gb_s=10, cp_comm=1)
+    assert out["cp_comm_ms"] == approx(16 * 104.8576e-3)
+
+
+def test_context_parallel_divides_activations_and_reduces_gradients_over_d_c():
+    one, two = run(), run(num_gpus=16, context_parallel=2)
+    # Activations (everything but the optimizer and weights) halve with c.
+    assert two["activation_gb_per_gpu"] == approx(one["activation_gb_per_gpu"] / 2)
+    assert two["model_state_gb_per_gpu"] == approx(one["model_state_gb_per_gpu"])
+    # Gradients are all-reduced over d x c = 2 ranks (stride t = 4, 2 in the node):
+    # 2 B x P_GPU x 2 x 1/2 / 1e11 B/s.
+    assert two["dp_allreduce_raw_ms"] == approx(2 * P_GPU * 1e-11 * 1e3)
+    # Sequence length must split into 2 c chunks for the causal balance.
+    bad = run(num_gpus=16, context_parallel=2, seq_length=1026)
+    assert not bad["valid_layout"]
+    assert "2 x 2 chunks" in REFINED.verdict({**TOY, "num_gpus": 16, "context_parallel": 2,
+                                              "seq_length": 1026}, bad)
+
+
+# --- sharded data parallelism ------------------------------------------------------
+
+
+def test_zero_stage_memory():
+    # 16 GPUs: d = 2.  Bytes per parameter (bf16 weights 2, gradient buffer 2 in
+    # TOY, optimizer 12): ZeRO-0 16, ZeRO-1 2 + 2 + 12/2 = 10, ZeRO-2
+    # 2 + 14/2 = 9, ZeRO-3 16/2 = 8 plus two gathered layers' weights and one
+    # layer's gradients, (2 x 2 + 2) x 12 h^2 / t.
+    states = {z: run(num_gpus=16, zero_stage=z)["model_state_gb_per_gpu"] for z in range(4)}
+    assert states[0] == approx(16 * P_GPU / 1e9)
+    assert states[1] == approx(10 * P_GPU / 1e9)
+    assert states[2] == approx(9 * P_GPU / 1e9)
+    assert states[3] == approx((8 * P_GPU + 6 * LAYER_P) / 1e9)
+    # Hybrid sharding over 1 of the 2 ranks: nothing sharded.
+    assert run(num_gpus=16, zero_stage=3, zero_shard_degree=1)["model_state_gb_per_gpu"] \
+        == approx((16 * P_GPU + 6 * LAYER_P) / 1e9)
+    # The gradient buffer's precision: fp32 (Megatron-LM's main_grad), 18 bytes.
+    assert run(grad_buffer_bytes=4)["model_state_gb_per_gpu"] == approx(18 * P_GPU / 1e9)
+
+
+def test_fsdp_traffic():
+    # ZeRO-3 over z = d = 2 ranks in the node: per micro-batch each of the 4 layers
+    # gathers its 2 B x P_GPU / 4 weights twice (forward, backward) and
+    # reduce-scatters its gradients once; each is 1/2 x bytes / 1e11 B/s, in all
+    # 1/2 x 2 P_GPU / 1e11 = 128.45056 us per pass over the stage.
+    out = run(num_gpus=16, zero_stage=3)
+    assert out["dp_allreduce_raw_ms"] == approx(4 * 3 * 128.45056e-3)
+    # dp_overlap = 0 in TOY: everything exposed, plus nothing else.
+    assert out["dp_allreduce_ms"] == approx(
+        4 * (128.45056 + 2 * 128.45056 + 128.45056 / 4) * 1e-3)
+    # Invalid shard degree: 3 does not divide d c = 2.
+    bad = run(num_gpus=16, zero_stage=3, zero_shard_degree=3)
+    assert not bad["valid_layout"]
+
+
+def test_zero1_param_gather_overlap():
+    # ZeRO-1 over d = 2: reduce-scatter + all-gather, each 1/2 x 2 P_GPU / 1e11 B/s
+    # (128.45056 us); param_gather_overlap = 1 hides the gather behind the
+    # forward pass of a micro-batch (415.06832384 us on the last stage: 4 layers x
+    # (64.42450944 + 10.73741824 + 27.262976) + 5.36870912 for the logits).
+    base = run(num_gpus=16, zero_stage=1)
+    assert base["dp_allreduce_ms"] == approx(2 * 128.45056e-3)
+    hidden = run(num_gpus=16, zero_stage=1, param_gather_overlap=1.0)
+    assert hidden["dp_allreduce_ms"] == approx(128.45056e-3)
+
+
+# --- FP8 -----------------------------------------------------------------------------
+
+
+def test_fp8_halves_layer_gemms_and_adds_casts():
+    # fp8_tflops = 2 x compute: the three passes of the layer GEMMs, 3 x 64.42450944
+    # us, halve; per layer and micro-batch the casts move 4 B x (forward inputs
+    # s (2 h + h / t + f / t) = 3,407,872 + backward output gradients
+    # s (3 h / t + 2 h + f / t) = 3,932,160) = 29.360128 us at 1e12 B/s; the
+    # weights are cast once a step, 4 B x 4 layers x 12 h^2 / t = 50.331648 us.
+    off, on = run(fp8_tflops=200), run(fp8=1, fp8_tflops=200)
+    delta = 16 * (-3 * GEMM_FWD_US / 2 + 29.360128) + 50.331648
+    assert on["compute_time_ms"] - off["compute_time_ms"] == approx(delta * 1e-3)
+    # MFU stays against the bf16 peak: model FLOPs / (GPUs x step x 1e14).
+    model_flops = 4 * (8 * 3 * (25_769_803_776 + 4_294_967_296) + 3 * 2_147_483_648)
+    assert on["mfu_percent"] == approx(100 * model_flops / (8 * on["step_time_ms"] * 1e-3 * 1e14))
+    # FP8 copies of the layer weights, 2 B each (FP8 and its transpose).
+    assert on["model_state_gb_per_gpu"] - off["model_state_gb_per_gpu"] == approx(
+        2 * 4 * LAYER_P / 1e9)
+
+
+# --- GEMM shapes, TP overlap, kernels, cross-entropy --------------------------------
+
+
+def test_layer_gemm_shapes_cover_the_layer():
+    with computing():
+        x = REFINED.inputs_type(**{k: np.float64(v) for k, v in
+                                   {**REFINED.defaults, **TOY}.items()})
+        shapes = layer_gemm_shapes(x)
+        total = sum(float(n) * float(k) for n, k in shapes)
+        assert total == approx(float(layer_weight_params(x)) / 4)
+
+
+def test_shape_model_is_never_faster_than_the_ceiling():
+    plain, shaped = run(), run(gemm_shape_model=1)
+    assert shaped["compute_time_ms"] > plain["compute_time_ms"]
+
+
+def test_tp_overlap_hides_all_but_one_chunk():
+    # Per layer 4 x 31.45728 us; overlapped in t = 4 chunks, 3/4 of it hides
+    # behind the layer's GEMMs (3 x 64.42 us, enough): 31.45728 us exposed.
+    assert run(tp_overlap=1.0)["tp_comm_ms"] == approx(16 * 31.45728e-3)
+    assert run(tp_overlap=0.5)["tp_comm_ms"] == approx(16 * 4 * 31.45728e-3 * (1 - 0.375))
+
+
+def test_kernel_overhead_and_unfused_cross_entropy():
+    # 60 kernels a layer and micro-batch at 1 us: 16 x 60 us more compute.
+    assert run(kernel_overhead_us=1.0)["compute_time_ms"] - run()["compute_time_ms"] == approx(
+        16 * 60e-3)
+    # Unfused cross-entropy: 52 instead of 12 bytes per logit, s V / t = 262,144
+    # logits a micro-batch: 4 x 40 x 262,144 B / 1e12 B/s.
+    assert run(cross_entropy_fusion=0)["compute_time_ms"] - run()["compute_time_ms"] == approx(
+        4 * 40 * 262_144 / 1e12 * 1e3)
+
+
+# --- pipelines -----------------------------------------------------------------------
+
+
+def test_uneven_stages_busiest_sets_the_pace():
+    # 7 layers over 2 stages: ceil(7 / 2) = 4 on the busiest (the last, with the
+    # logits), exactly the step of 8 layers, with 7/8 of the model FLOPs.
+    seven, eight = run(num_layers=7), run(num_layers=8)
+    assert seven["valid_layout"]
+    assert seven["step_time_ms"] == approx(eight["step_time_ms"])
+    flops = {L: L * 3 * (25_769_803_776 + 4_294_967_296) + 3 * 2_147_483_648 for L in (7, 8)}
+    assert seven["mfu_percent"] == approx(eight["mfu_percent"] * flops[7] / flops[8])
+    assert "Uneven pipeline: 7 layers over 2 stages" in REFINED.verdict(
+        {**TOY, "num_layers": 7}, seven)
+
+
+def test_embedding_and_loss_in_the_pipeline_split():
+    # 6 layers + embedding + output layer = 8 units over p = 4: 2 each; the first
+    # and last stages hold 1 layer, the middle ones 2.  The busiest: a middle stage,
+    # 2 x 312.64342016 us (a layer's F + B + W) against 1 layer + the logits.
+    cfg = dict(num_gpus=16, pipeline_parallel=4, num_layers=6, pipeline_split_embedding=1)
+    out = run(**cfg)
+    layer_us = (GEMM_FWD_US + ATTN_FWD_US + BYTES_FWD_US) + (
+        GEMM_FWD_US + 2 * ATTN_FWD_US + 2 * BYTES_FWD_US + 0.5 * ATTN_FWD_US) + GEMM_FWD_US
+    assert layer_us == approx(312.64342016)
+    # The optimizer step of the stage with the most parameters (a middle one, 2
+    # layers; the first holds 1 layer + the embedding): 28 B x 2 x 12 h^2 / t.
+    optimizer_us = 28 * 2 * LAYER_P / 1e12 * 1e6
+    assert out["compute_time_ms"] == approx((4 * 2 * layer_us + optimizer_us) * 1e-3)
+
+
+def test_zero_bubble_schedules():
+    # Last stage per micro-batch (us): F = 4 x 102.42490368 + 5.36870912 (logits),
+    # W = 4 x 64.42450944, B = 1269.825536 - F - W.  1F1B's bubble is
+    # (p - 1) / m of the busy time (compute + TP), ZB-H1's (p - 1)(F + B - W)
+    # scaled by the same busy / compute ratio.
+    F = 4 * 102.42490368 + LOGIT_FWD_US
+    W = 4 * GEMM_FWD_US
+    B = 1269.825536 - F - W
+    scale = (4 * 1269.825536 + 2013.26592) / (4 * 1269.825536)
+    assert run()["pipeline_bubble_ms"] == approx(1.773142016)
+    assert run(pipeline_schedule=1)["pipeline_bubble_ms"] == approx((F + B - W) * scale * 1e-3)
+    # ZB-V: two chunks per stage, (p - 1) / 2 (F + B - 2 W).
+    zbv = run(pipeline_schedule=2, virtual_stages=2)
+    assert zbv["pipeline_bubble_ms"] == approx((F + B - 2 * W) / 2 * scale * 1e-3)
+    # Memory: ZB-V holds what 1F1B holds (no interleaving factor).
+    assert zbv["activation_gb_per_gpu"] == approx(run()["activation_gb_per_gpu"])
+    # Each schedule's chunk count is checked.
+    assert not run(pipeline_schedule=2)["valid_layout"]
+    assert not run(pipeline_schedule=1, virtual_stages=2)["valid_layout"]
+
+
+# --- memory items ----------------------------------------------------------------------
+
+
+def test_logits_reserve_and_workspace_memory():
+    # p = 1 on 4 GPUs: one stage of 8 layers, 1 micro-batch in flight: 8 x 16 s b h
+    # (layer activations), s b h (embedding mask), the output layer's input
+    # 4 s b h / t and the logits 10 B x s V / t (bf16, fp32 copy, fp32 softmax):
+    # (128 + 1 + 1 + 2.5) x 1,048,576 B.
+    out = run(num_gpus=4, pipeline_parallel=1)
+    assert out["activation_gb_per_gpu"] == approx(132.5 * 1_048_576 / 1e9)
+    # Reserved memory and TP-overlap userbuffers (3 x 2 s b h bytes).
+    other = run(reserved_memory_gb=2.5, tp_overlap=0.5)
+    assert other["other_memory_gb_per_gpu"] == approx(2.5 + 3 * 2_097_152 / 1e9)
+    assert other["memory_gb_per_gpu"] == approx(
+        run()["memory_gb_per_gpu"] + 2.5 + 3 * 2_097_152 / 1e9)
+
+
+def test_middle_stage_can_be_the_fullest():
+    # 6 layers over 4 stages with the embedding and loss in the split: the second
+    # stage holds 2 layers and min(m, p - 1) = 3 micro-batches (6 layer-activations
+    # of 16 s b h) against the first's 1 layer x 4 micro-batches + the mask.
+    out = run(num_gpus=16, pipeline_parallel=4, num_layers=6, pipeline_split_embedding=1)
+    assert out["activation_gb_per_gpu"] == approx(6 * 16 * 1_048_576 / 1e9)
+    assert out["model_state_gb_per_gpu"] == approx(16 * 2 * LAYER_P / 1e9)
+
+
+# --- the issue's example -----------------------------------------------------------------
+
+
+def test_llama_405b_at_128k_context_on_16384_gpus():
+    from jaxmodel.presets import apply_presets
+    x = {**apply_presets(REFINED, gpu="h100-sxm", llm="llama3.1-405b"),
+         "num_gpus": 16384, "tensor_parallel": 8, "pipeline_parallel": 16,
+         "context_parallel": 16, "seq_length": 131072, "gradient_accum_steps": 16,
+         "virtual_stages": 4, "pipeline_split_embedding": 1, "recompute": 2,
+         "zero_stage": 1, "tp_overlap": 1.0, "param_gather_overlap": 1.0}
+    out = as_dicts(REFINED, jaxmodel.evaluate(REFINED, x64=True, **x))
+    assert out["valid_layout"] and out["data_parallel"] == 8
+    assert 25 < out["mfu_percent"] < 55  # Llama 3 reports 38% for this layout
+    assert out["memory_gb_per_gpu"] < 80
+
+
+# --- search and sweeps over the new inputs -------------------------------------------
+
+
+@pytest.mark.slow
+def test_best_picks_context_parallelism_for_long_context():
+    from typer.testing import CliRunner
+
+    from jaxmodel.cli import app
+    result = CliRunner().invoke(app, [
+        "best", "--model", "refined", "--gpu", "h100-sxm", "--llm", "llama3-70b",
+        "--num-gpus", "256", "--seq-length", "131072", "--global-batch", "16",
+        "--vary", "context_parallel", "--vary", "zero_stage", "--format", "json", "--top", "3"])
+    assert result.exit_code == 0, result.output
+    import json
+    doc = json.loads(result.output)
+    top = doc["top"][0]
+    # At 128K tokens one sequence's activations do not fit without splitting it.
+    assert top["context_parallel"] > 1 and top["valid_layout"]
+    assert top["memory_gb_per_gpu"] <= 80
+
+
+def test_vary_values_and_errors():
+    from jaxmodel.errors import SpecError
+    from jaxmodel.search import vary_values
+    assert vary_values(REFINED, "zero_stage", None, 64, 4096) == [0.0, 1.0, 2.0, 3.0]
+    assert vary_values(REFINED, "fp8", None, 64, 4096) == [0.0, 1.0]
+    assert vary_values(REFINED, "context_parallel", None, 16, 4096) == [1.0, 2.0, 4.0, 8.0,
+                                                                       16.0]
+    assert vary_values(REFINED, "context_parallel", [2, 4], 16, 4096) == [2.0, 4.0]
+    with pytest.raises(SpecError, match="not a switch"):
+        vary_values(REFINED, "hidden_dim", None, 16, 4096)
+    with pytest.raises(SpecError, match="zero_stage"):
+        vary_values(REFINED, "zero_stag", None, 16, 4096)
+
+
+def test_sensitivity_steps_the_new_switches():
+    from jaxmodel.sensitivity import continuous_inputs, stepped_inputs
+    steps = stepped_inputs(REFINED)
+    for name in ("context_parallel", "zero_stage", "fp8", "cp_comm", "pipeline_schedule",
+                 "pipeline_split_embedding", "grad_buffer_bytes", "gemm_shape_model"):
+        assert (name in steps) == (name != "context_parallel"), name
+    assert "tp_overlap" in continuous_inputs(REFINED)
+
+
+@pytest.mark.slow
+def test_long_context_sweep_runs_through_the_engine(tmp_path):
+    import pyarrow.dataset as ds
+
+    from jaxmodel.cli import main
+    spec = __import__("pathlib").Path(__file__).parents[1] / "sweeps" / \
+        "refined_long_context.toml"
+    with pytest.raises(SystemExit) as info:
+        main(["sweep", str(spec), "-o", str(tmp_path / "ds")])
+    assert info.value.code == 0
+    table = ds.dataset(tmp_path / "ds").to_table()
+    col = {name: table.column(name).to_numpy() for name in table.column_names}
+    assert len(col["context_parallel"]) > 0 and set(col["context_parallel"]) > {1}
+    # At 128K tokens only context parallelism (c >= 2) makes the model fit.
+    long = col["seq_length"] == 131072
+    assert long.any() and col["context_parallel"][long].min() >= 2
+    assert (col["memory_gb_per_gpu"] <= 80).all()
