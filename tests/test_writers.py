@@ -17,7 +17,7 @@ import pytest
 import jaxmodel
 from jaxmodel import engine
 from jaxmodel.cli import main
-from jaxmodel.engine import Plan, default_writers, run_sweep
+from jaxmodel.engine import Plan, WriteFailed, default_writers, run_sweep
 from jaxmodel.sink import PartWriter
 from jaxmodel.spec import load_spec, parse_spec
 from jaxmodel.sweep import expected_seconds
@@ -119,7 +119,7 @@ def test_a_failing_writer_stops_the_sweep_and_resume_finishes(tmp_path, monkeypa
         return real_write(self, path, table)
 
     monkeypatch.setattr(PartWriter, "_write", fail_third)
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(WriteFailed, match="the disk is full"):
         run_sweep(Plan(spec, chunk_size=40), tmp_path / "ds", writers=3)
     recorded = {p for r in manifest_records(tmp_path / "ds") for p in r["parts"]}
     for part in (tmp_path / "ds").rglob("part-*.parquet"):
