@@ -97,13 +97,15 @@ class Run:
         """Iteration time implied by the measured TFLOP/s and eq. 3."""
         return self.eq3_flops / (self.gpus * self.measured_tflops * 1e12) * 1e3
 
-    def inputs(self) -> dict[str, float]:
+    def inputs(self, overrides: Mapping[str, float] | None = None) -> dict[str, float]:
         """The refined model's inputs for this run (hardware and software settings
-        from ``SC21_SETTINGS`` and the A100 preset)."""
+        from ``SC21_SETTINGS`` and the A100 preset, then ``overrides``, e.g. a
+        calibrated config; the run's own layout and architecture last)."""
         d = self.gpus // (self.tensor_parallel * self.pipeline_parallel)
         return {
             **apply_presets(get_model("refined"), gpu=SC21_GPU),
             **SC21_SETTINGS,
+            **(overrides or {}),
             "num_gpus": self.gpus,
             "tensor_parallel": self.tensor_parallel,
             "pipeline_parallel": self.pipeline_parallel,
@@ -151,8 +153,12 @@ def read_runs(path: str | Path) -> list[Run]:
     return runs
 
 
-def validate(runs: Sequence[Run] | None = None, *, x64: bool = True) -> list[dict[str, Any]]:
+def validate(runs: Sequence[Run] | None = None, *, x64: bool = True,
+             overrides: Mapping[str, float] | None = None) -> list[dict[str, Any]]:
     """Predicted against measured, one row per run, in one batched evaluation.
+
+    ``overrides``: input values over the shared settings (``Run.inputs``), e.g.
+    a ``calibrated.toml`` read by ``jaxmodel.config.load_config``.
 
     Returns:
       Dicts with the run's size and layout, ``measured_tflops``,
@@ -162,7 +168,7 @@ def validate(runs: Sequence[Run] | None = None, *, x64: bool = True) -> list[dic
       ``memory_gb_per_gpu`` and ``valid_layout``.
     """
     runs = sc21_runs() if runs is None else list(runs)
-    inputs = [r.inputs() for r in runs]
+    inputs = [r.inputs(overrides) for r in runs]
     batch = {k: np.array([row[k] for row in inputs], dtype=np.float64) for k in inputs[0]}
     out = evaluate("refined", x64=x64, **batch)
     rows = []
@@ -192,3 +198,25 @@ def summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     return {"mean_abs_error_percent": float(np.mean(errors)),
             "max_abs_error_percent": float(np.max(errors)),
             "runs": len(rows)}
+
+
+def calibrate_runs(runs: Sequence[Run] | None = None, fit=None, *,
+                   overrides: Mapping[str, float] | None = None, bootstrap: int = 200,
+                   seed: int = 0):
+    """Fit the refined model's cluster parameters to the runs' measured TFLOP/s.
+
+    The inputs every run shares (the settings, ``overrides``) are the fit's
+    fixed values and the rest are per-run columns, so ``fit`` may name any
+    shared continuous input.  Returns a ``jaxmodel.calibrate.Calibration``;
+    its ``errors["leave_one_out"]`` is the honest figure.
+    """
+    from jaxmodel.calibrate import calibrate
+
+    runs = sc21_runs() if runs is None else list(runs)
+    inputs = [r.inputs(overrides) for r in runs]
+    shared = {k: v for k, v in inputs[0].items() if all(row[k] == v for row in inputs)}
+    table = {k: np.array([row[k] for row in inputs]) for k in inputs[0] if k not in shared}
+    table["run"] = np.array([f"{r.params_b:g}B" for r in runs])
+    table["measured_hardware_tflops_per_gpu"] = np.array([r.measured_tflops for r in runs])
+    return calibrate(table, fit, model="refined", bootstrap=bootstrap, seed=seed, suggest=0,
+                     **shared)

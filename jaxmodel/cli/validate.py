@@ -6,8 +6,10 @@ from typing import Annotated, Literal
 
 import typer
 
-from jaxmodel.cli.common import reports_errors
-from jaxmodel.validate import read_runs, summary, validate
+from jaxmodel.cli.common import ConfigOption, reports_errors
+from jaxmodel.config import load_config
+from jaxmodel.models import get_model
+from jaxmodel.validate import calibrate_runs, read_runs, summary, validate
 
 
 def render(rows, stats) -> str:
@@ -31,6 +33,37 @@ def render(rows, stats) -> str:
     return "\n".join(lines)
 
 
+def render_calibration(cal, stats) -> str:
+    """The fit on the validation runs: values, per-run errors, both mean errors."""
+    pct = int(round(cal.confidence * 100))
+    lines = ["Calibrated on these runs (" + ", ".join(cal.fit) + "):", ""]
+    lines.append(f"| parameter | default | fitted | {pct}% interval |")
+    lines.append("|---|---:|---:|---|")
+    for name in cal.fit:
+        lo, hi = cal.intervals[name]
+        lines.append(f"| {name} | {cal.start[name]:.4g} | {cal.values[name]:.4g} "
+                     f"| {lo:.4g} .. {hi:.4g} |")
+    lines.append("")
+    lines.append("| run | uncalibrated | calibrated | left out |")
+    lines.append("|---|---:|---:|---:|")
+    o = cal.outputs[0]
+    for r in cal.runs:
+        lines.append(f"| {r['label']} | {r[f'before_{o}_error_percent']:+.1f}% "
+                     f"| {r[f'after_{o}_error_percent']:+.1f}% "
+                     f"| {r[f'leave_one_out_{o}_error_percent']:+.1f}% |")
+    e = cal.errors
+    lines.append("")
+    lines.append(
+        f"mean absolute error: uncalibrated {stats['mean_abs_error_percent']:.1f}% "
+        f"(max {stats['max_abs_error_percent']:.1f}%), calibrated leave-one-out "
+        f"{e['leave_one_out']['mean_abs_percent']:.1f}% "
+        f"(max {e['leave_one_out']['max_abs_percent']:.1f}%), calibrated in-sample "
+        f"{e['after']['mean_abs_percent']:.1f}%")
+    for w in cal.warnings:
+        lines.append(f"warning: {w}")
+    return "\n".join(lines)
+
+
 @reports_errors
 def validate_command(
     data: Annotated[
@@ -42,11 +75,30 @@ def validate_command(
     output_format: Annotated[
         Literal["table", "json"], typer.Option("--format", help="table (Markdown) or json")
     ] = "table",
+    config: ConfigOption = None,
+    calibrate: Annotated[bool, typer.Option(
+        "--calibrate", help="also fit the cluster parameters to these runs and print the "
+        "leave-one-out error beside the uncalibrated one")] = False,
+    fit: Annotated[str | None, typer.Option(
+        "--fit", metavar="NAME[,NAME...]", help="with --calibrate: the inputs to fit "
+        "(default: the refined model's cluster parameters)")] = None,
+    bootstrap: Annotated[int, typer.Option(
+        "--bootstrap", metavar="N", help="with --calibrate: bootstrap resamples")] = 200,
 ) -> None:
     """Predicted against measured per-GPU TFLOP/s and step time, SC21 Table 1."""
-    rows = validate(read_runs(data) if data else None)
+    overrides = load_config(config, get_model("refined")) if config else None
+    runs = read_runs(data) if data else None
+    rows = validate(runs, overrides=overrides)
     stats = summary(rows)
+    cal = calibrate_runs(runs, fit, overrides=overrides, bootstrap=bootstrap) if calibrate \
+        else None
     if output_format == "json":
-        typer.echo(json.dumps({"runs": rows, "summary": stats}))
+        doc = {"runs": rows, "summary": stats}
+        if cal is not None:
+            doc["calibration"] = cal.to_dict()
+        typer.echo(json.dumps(doc))
     else:
         typer.echo(render(rows, stats))
+        if cal is not None:
+            typer.echo("")
+            typer.echo(render_calibration(cal, stats))

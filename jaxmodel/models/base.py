@@ -26,6 +26,9 @@ class Model:
       verdict: host-side text for one configuration,
         ``verdict(inputs: Mapping[str, float], outputs: Mapping[str, Any]) -> str``.
       continuous: input names that may be differentiated (see sensitivities).
+      cluster: the inputs that describe how a particular cluster performs
+        rather than its datasheet or the job (achieved efficiencies, latencies):
+        cluster-wide, continuous, and what ``jaxmodel calibrate`` fits by default.
     """
 
     name: str
@@ -36,6 +39,7 @@ class Model:
     outputs_type: type[NamedTuple]
     apply: Callable[[Any], Any]
     verdict: Callable[[Mapping[str, float], Mapping[str, Any]], str]
+    cluster: tuple[str, ...] = ()
 
     @property
     def input_names(self) -> tuple[str, ...]:

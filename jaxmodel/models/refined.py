@@ -201,6 +201,15 @@ INPUTS: tuple[InputField, ...] = (
                False, 0.0, True, 5.0, None),
 )
 
+# What a cluster's own measurements pin down (``jaxmodel calibrate``'s default
+# ``--fit``): the achieved fractions of the datasheet rates and the per-step
+# latencies.  They differ between clusters of the same hardware (NCCL version,
+# NIC firmware, kernels); the datasheet figures and the job do not.
+CLUSTER: tuple[str, ...] = (
+    "matmul_efficiency", "hbm_efficiency", "intra_node_efficiency",
+    "inter_node_efficiency", "intra_node_latency_us", "inter_node_latency_us",
+)
+
 OUTPUTS: tuple[OutputField, ...] = (
     SHARED_OUTPUTS["data_parallel"],
     SHARED_OUTPUTS["used_gpus"],
@@ -638,4 +647,5 @@ REFINED = Model(
     outputs_type=RefinedOutputs,
     apply=refined_model,
     verdict=refined_verdict,
+    cluster=CLUSTER,
 )

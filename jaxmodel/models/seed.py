@@ -264,4 +264,7 @@ SEED = Model(
     outputs_type=SeedOutputs,
     apply=seed_model,
     verdict=seed_verdict,
+    # The seed has no efficiencies: a cluster is its effective GPU rate and link
+    # bandwidth (what ``jaxmodel calibrate`` fits by default).
+    cluster=("compute_tflops", "link_bandwidth_gb_s"),
 )
