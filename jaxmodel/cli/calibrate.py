@@ -2,6 +2,7 @@
 
 
 import json
+import os
 from typing import Annotated, Literal
 
 import typer
@@ -15,6 +16,7 @@ from jaxmodel.cli.common import (
     reports_errors,
     with_input_options,
 )
+from jaxmodel.errors import InputError
 
 
 def render(cal: Calibration) -> str:
@@ -92,6 +94,8 @@ def calibrate_command(
 ) -> None:
     """Fit cluster parameters (efficiencies, latencies) to measured runs, with intervals."""
     m, values = gather_inputs(model, config, inputs)
+    if output and not os.access(os.path.dirname(os.path.abspath(output)), os.W_OK):
+        raise InputError("--output", output, "a file in an existing, writable folder")
     typed = {k: values[k] for k, v in inputs.items() if v is not None and k not in PRESET_OPTIONS}
     cal = calibrate(runs, fit, model=m, gpu=inputs.get("gpu"), llm=inputs.get("llm"),
                     config=config, bootstrap=bootstrap, seed=seed, suggest=suggest, **typed)
