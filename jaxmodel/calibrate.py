@@ -37,8 +37,10 @@ batch.  From them:
   weak direction moves the prediction most);
 * suggestions of what to measure next: layouts of the measured jobs (the same
   GPU count and global batch, every valid tensor x pipeline x micro-batch
-  split, ``jaxmodel.search.enumerate_layouts``) where the bootstrap spread of
-  the prediction is widest.
+  split, ``jaxmodel.search.enumerate_layouts``, tensor parallelism within a
+  node where the model has ``gpus_per_node``) where the bootstrap spread of
+  the prediction is widest; layouts with identical predictions are suggested
+  once.
 
 Units: inputs and outputs as named; errors in percent of the measured value.
 """
