@@ -21,8 +21,12 @@ run: $(STAMP)
 		--value mfu_percent --where "tensor_parallel * pipeline_parallel >= 16" \
 		-o out/default-mfu.png
 
+# On a workstation `make test` runs the fast set (pyproject's addopts skip
+# `slow`); under CI (CI=true, as .ci/run is run) the same command runs everything.
+TEST_MARKS := $(if $(filter true,$(CI)),-m '',)
+
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(TEST_MARKS)
 
 test-all: $(STAMP)
 	$(BIN)/python -m pytest -q -m ''
