@@ -27,7 +27,7 @@ def render(cal: Calibration) -> str:
         f"Calibrated {len(cal.fit)} parameter{'s' if len(cal.fit) > 1 else ''} of model "
         f"{cal.model!r} on {len(cal.runs)} runs ({cal.source}), measured "
         f"{', '.join(cal.outputs)}; {b['resamples']} bootstrap resamples "
-        f"({b['converged']} converged), {cal.fit_s:.1f} s",
+        f"({b['converged']} converged within the step limit), {cal.fit_s:.1f} s",
         "",
         f"{'parameter':<26}{'start':>12}{'fitted':>12}   {pct}% interval",
     ]
@@ -82,7 +82,7 @@ def calibrate_command(
     output: Annotated[str | None, typer.Option(
         "-o", "--output", metavar="FILE",
         help="write the fitted values as a config file (calibrated.toml) for --config "
-             "and a spec's [base] config = ...")] = None,
+             "and a sweep spec's base table (config = FILE)")] = None,
     output_format: Annotated[
         Literal["table", "json"], typer.Option("--format", help="table or json")] = "table",
     bootstrap: Annotated[int, typer.Option(
