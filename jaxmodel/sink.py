@@ -4,6 +4,7 @@ Layout of a dataset directory::
 
     _jaxmodel.json                 what the sweep is (spec, model, versions, size)
     _manifest-p0000.jsonl          one line per finished part of process 0
+    _lock-p0000                    locked (flock) while a run writes process 0
     part-p0000-c000000000000.parquet
     ...                            (under col=value/ directories with partition_by)
 
@@ -16,6 +17,12 @@ Nothing is lost and nothing half-written looks complete:
 * On ``--resume`` the chunks named in the manifests are done; temporary files
   and parts missing from the manifests (a kill between rename and manifest
   line) are deleted, and the remaining chunks are computed again.
+* Every manifest line and part names the computation it belongs to (the
+  ``sweep`` key; ``jaxmodel.sweep`` in file metadata), so a missing or
+  replaced ``_jaxmodel.json`` cannot pair a spec with another sweep's rows.
+  What is read back is validated: a damaged file is a one-line error naming it.
+* A run holds an advisory lock (``_lock-pNNNN``, ``fcntl.flock``) on each
+  process slot it writes; the OS releases it when the holder dies.
 
 Schema: integers int64, floats float32 (float64 with x64), booleans,
 category columns (``bottleneck``, ``regime``) dictionary-encoded strings; each
@@ -32,10 +39,14 @@ nothing from it), statistics kept so that readers can skip row groups.
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
 import os
 import queue
+import socket
 import threading
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,9 +56,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from jaxmodel.errors import SpecError
 from jaxmodel.fields import InputField, OutputField
 
 METADATA_FILE = "_jaxmodel.json"
+LOCK_PREFIX = "_lock-p"
+MERGE_LOCK = "_reduce-merge.lock"
 _CATEGORY_INDEX = pa.int8()
 
 
@@ -110,30 +124,102 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-class Manifest:
-    """The append-only record of one process's finished parts."""
+class DatasetDamaged(SpecError):
+    """A file of the dataset cannot be read back as written (one line: which, what to do)."""
 
-    def __init__(self, directory: Path, process: int):
+
+class Manifest:
+    """The append-only record of one process's finished parts.
+
+    Each line is ``{"parts": [...], "chunks": [[a, b], ...], "rows": n,
+    "sweep": key}``: ``sweep`` is the identity of the computation (see
+    :func:`jaxmodel.engine.sweep_key`), so that no metadata state can pair a
+    spec with another sweep's rows.
+    """
+
+    def __init__(self, directory: Path, process: int, sweep: str | None = None):
         self.path = directory / f"_manifest-p{process:04d}.jsonl"
+        self.sweep = sweep
 
     def append(self, record: Mapping[str, Any]) -> None:
+        if self.sweep is not None:
+            record = {**record, "sweep": self.sweep}
         with open(self.path, "a") as fh:
             fh.write(json.dumps(record) + "\n")
             fh.flush()
             os.fsync(fh.fileno())
 
+    def repair(self) -> None:
+        """Cut a torn last line (a kill mid-append), so that the next record
+        starts on a line of its own instead of being glued to the fragment."""
+        try:
+            with open(self.path, "rb+") as fh:
+                data = fh.read()
+                if data and not data.endswith(b"\n"):
+                    fh.truncate(data.rfind(b"\n") + 1)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+        except FileNotFoundError:
+            pass
+
     @staticmethod
-    def read_all(directory: Path) -> list[dict]:
-        """Every complete manifest line of every process (a torn last line,
-        from a kill mid-write, is ignored: its part is then an orphan)."""
+    def read_all(directory: Path, num_chunks: int | None = None) -> list[dict]:
+        """Every complete manifest line of every process, validated.
+
+        A torn last line (no newline: a kill mid-write) is ignored; its part is
+        then an orphan.  Any other line that is not a well-formed record raises
+        :class:`DatasetDamaged` naming the file and line.  With ``num_chunks``,
+        chunk runs must lie in ``[0, num_chunks)``.
+        """
         records = []
         for path in sorted(directory.glob("_manifest-p*.jsonl")):
-            for line in path.read_text().splitlines():
-                try:
-                    records.append(json.loads(line))
-                except json.JSONDecodeError:
-                    continue
+            try:
+                data = path.read_bytes()
+            except OSError as e:
+                raise DatasetDamaged(f"output: cannot read {str(path)!r} ({e.strerror})") from None
+            lines = data.split(b"\n")
+            lines.pop()  # what follows the last newline: nothing, or a torn line
+            for number, line in enumerate(lines, 1):
+                record = _record(line)
+                if not isinstance(record, str) and num_chunks is not None and any(
+                        b > num_chunks for _, b in record["chunks"]):
+                    record = f"a chunk beyond the sweep's {num_chunks:,}"
+                if isinstance(record, str):
+                    raise DatasetDamaged(
+                        f"output: {str(path)!r} line {number} is damaged ({record}); delete "
+                        "that line and rerun with --resume (its chunks are computed again), "
+                        "or use --overwrite")
+                records.append(record)
         return records
+
+
+def _record(line: bytes) -> dict | str:
+    """A validated manifest record, or what is wrong with it."""
+    try:
+        r = json.loads(line.decode("utf-8"))
+    except ValueError:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        return "not JSON"
+    if not isinstance(r, dict):
+        return "not a record"
+    parts, chunks = r.get("parts"), r.get("chunks")
+    if not isinstance(parts, list) or not all(isinstance(p, str) for p in parts):
+        return "'parts' is not a list of file names"
+    if not isinstance(chunks, list) or not all(
+            isinstance(c, list) and len(c) == 2
+            and all(isinstance(v, int) and not isinstance(v, bool) for v in c)
+            and 0 <= c[0] < c[1] for c in chunks):
+        return "'chunks' is not a list of [first, end) runs"
+    if not isinstance(r.get("sweep", ""), str):
+        return "'sweep' is not a key"
+    return r
+
+
+def foreign_records(records: Sequence[Mapping[str, Any]], sweep: str, *,
+                    keyless_ok: bool) -> list[Mapping[str, Any]]:
+    """Records another computation than ``sweep`` wrote.  Records without a
+    key (written before keys were) count as ours only if ``keyless_ok``."""
+    return [r for r in records
+            if not (r.get("sweep") == sweep or ("sweep" not in r and keyless_ok))]
 
 
 def done_chunks(records: Sequence[Mapping[str, Any]]) -> set[int]:
@@ -146,6 +232,86 @@ def done_chunks(records: Sequence[Mapping[str, Any]]) -> set[int]:
 
 def recorded_parts(records: Sequence[Mapping[str, Any]]) -> set[str]:
     return {p for r in records for p in r["parts"]}
+
+
+class FileLock:
+    """An advisory lock (``fcntl.flock``) on a file of the dataset, held while a
+    run writes (one per process slot, ``_lock-pNNNN``) or merges.  The OS
+    releases it when the holder exits or dies, so a ``kill -9`` leaves no stale
+    lock.  The file records the holder's pid, host and start time for messages.
+    """
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.fd: int | None = None
+
+    def try_acquire(self) -> bool:
+        """Take the lock if no live process holds it."""
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            os.close(fd)
+            if e.errno in (errno.EWOULDBLOCK, errno.EACCES):
+                return False
+            raise
+        os.ftruncate(fd, 0)
+        os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                                 "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}).encode())
+        self.fd = fd
+        return True
+
+    def holder(self) -> str:
+        """Who holds the lock, in words."""
+        try:
+            info = json.loads(self.path.read_text())
+            return f"pid {info['pid']} on {info['host']}, started {info['started']}"
+        except (OSError, ValueError, KeyError, TypeError):
+            return "holder unknown"
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # closing the descriptor releases the flock
+            self.fd = None
+
+
+def slot_lock(directory: Path, process: int) -> FileLock:
+    """The lock of process slot ``process`` of a dataset."""
+    return FileLock(directory / f"{LOCK_PREFIX}{process:04d}")
+
+
+def locked_slots(directory: Path) -> list[int]:
+    """Slot numbers that have a lock file (held or not)."""
+    out = []
+    for path in directory.glob(f"{LOCK_PREFIX}*"):
+        digits = path.name[len(LOCK_PREFIX):]
+        if digits.isdigit():
+            out.append(int(digits))
+    return sorted(out)
+
+
+def check_output_path(directory: Path, what: str = "output") -> None:
+    """Refuse a directory name the file system cannot hold, before anything is
+    created: a name that is not encodable, or a component too long."""
+    text = str(directory)
+    try:
+        raw = os.fsencode(text)
+        text.encode("utf-8")  # pyarrow opens files by UTF-8 names
+    except UnicodeEncodeError:
+        raise SpecError(f"{what}: {text!r} is not a valid UTF-8 name (pyarrow writes only "
+                        "those); choose another directory name") from None
+    longest = 255
+    try:
+        existing = next((p for p in [directory, *directory.parents] if p.exists()), Path("."))
+        longest = os.pathconf(existing, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        pass
+    for part in directory.parts:
+        if len(os.fsencode(part)) > longest:
+            raise SpecError(f"{what}: the name {part[:40]!r}... is {len(os.fsencode(part))} "
+                            f"bytes; allowed: at most {longest} bytes per name")
+    if len(raw) > 3000:
+        raise SpecError(f"{what}: the path is {len(raw)} bytes long; allowed: at most 3000")
 
 
 def dataset_files(directory: Path) -> Iterator[Path]:
@@ -169,6 +335,8 @@ def is_dataset_file(path: Path) -> bool:
         or (name.startswith("part-p") and name.endswith(".parquet"))
         or (name.startswith(".part-p") and name.endswith(".tmp"))
         or name.startswith("_reduce-")
+        or name.startswith(LOCK_PREFIX)
+        or name == MERGE_LOCK
         or (name.startswith(f".{METADATA_FILE}") and name.endswith(".tmp"))
     )
 
@@ -214,7 +382,8 @@ class PartWriter:
 
     def __init__(self, directory: Path, process: int, columns: Sequence[Column],
                  *, file_metadata: Mapping[str, str], rows_per_file: int,
-                 row_group_size: int, compression: str, partition_by: Sequence[str] = ()):
+                 row_group_size: int, compression: str, partition_by: Sequence[str] = (),
+                 sweep: str | None = None):
         self.directory = directory
         self.process = process
         self.columns = list(columns)
@@ -227,7 +396,7 @@ class PartWriter:
         self.rows_per_file = rows_per_file
         self.row_group_size = row_group_size
         self.compression = None if compression == "none" else compression
-        self.manifest = Manifest(directory, process)
+        self.manifest = Manifest(directory, process, sweep)
         self._chunks: list[int] = []
         self._tables: list[pa.Table] = []
         self._rows = 0

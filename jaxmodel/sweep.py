@@ -126,11 +126,17 @@ def build_plan(spec: str | Path | SweepSpec, *, x64: bool = False,
 
 
 def output_directory(spec: SweepSpec, output: str | Path | None) -> Path:
+    """The dataset directory, checked to be a name the file system can hold."""
+    from jaxmodel.sink import check_output_path
+
     if output is not None:
-        return Path(output)
-    if spec.output.path:
-        return Path(spec.output.path)
-    return Path("out") / spec.name
+        path = Path(output)
+    elif spec.output.path:
+        path = Path(spec.output.path)
+    else:
+        path = Path("out") / spec.name
+    check_output_path(path)
+    return path
 
 
 def sweep(spec: str | Path | SweepSpec, output: str | Path | None = None, *,

@@ -1,6 +1,5 @@
 """``jaxmodel sweep SPEC.toml``: run a sweep specification into a Parquet dataset."""
 
-import json
 import os
 import re
 import shlex
@@ -10,7 +9,13 @@ from typing import Annotated
 import typer
 
 from jaxmodel.cli.common import X64Option, reports_errors
-from jaxmodel.engine import DEFAULT_CHUNK, SweepInterrupted, run_sweep
+from jaxmodel.engine import (
+    DEFAULT_CHUNK,
+    SweepInterrupted,
+    WriteFailed,
+    read_metadata,
+    run_sweep,
+)
 from jaxmodel.errors import SpecError
 from jaxmodel.spec import load_spec
 from jaxmodel.sweep import build_plan, estimate, output_directory
@@ -92,7 +97,7 @@ def sweep_command(
     directory = output_directory(plan.spec, output)
     chunk_size_given = chunk_size != DEFAULT_CHUNK
     if resume and not chunk_size_given and (directory / "_jaxmodel.json").exists():
-        stored = json.loads((directory / "_jaxmodel.json").read_text()).get("chunk_size")
+        stored = read_metadata(directory / "_jaxmodel.json")["chunk_size"]
         if stored and stored != plan.chunk_size:
             plan = build_plan(spec, x64=x64, chunk_size=stored)
     if dry_run:
@@ -118,11 +123,7 @@ def sweep_command(
         ]
         typer.echo("\n".join(lines))
         return
-    try:
-        result = run_sweep(plan, directory, resume=resume, overwrite=overwrite,
-                           process=process, processes=processes, quiet=quiet)
-    except SweepInterrupted as e:
-        r = e.args[0]
+    def resume_command() -> str:
         again = [str(spec_path), "-o", str(directory), "--resume"]
         if plan.chunk_size != DEFAULT_CHUNK and plan.chunk_size != plan.size:
             again += ["--chunk-size", str(plan.chunk_size)]
@@ -131,10 +132,24 @@ def sweep_command(
         if coordinator:
             again += ["--coordinator", coordinator, "--num-processes", str(num_processes),
                       "--process-id", str(process_id)]
+        return f"jaxmodel sweep {shlex.join(again)}"
+
+    try:
+        result = run_sweep(plan, directory, resume=resume, overwrite=overwrite,
+                           process=process, processes=processes, quiet=quiet)
+    except SweepInterrupted as e:
+        r = e.args[0]
         typer.echo(f"interrupted after {r.chunks} chunks ({r.rows:,} rows written); resume "
-                   f"with: jaxmodel sweep {shlex.join(again)}", err=True)
+                   f"with: {resume_command()}", err=True)
         raise typer.Exit(130) from None
+    except WriteFailed as e:
+        typer.echo(f"error: {e}; once fixed, resume with: {resume_command()}", err=True)
+        raise typer.Exit(1) from None
     if quiet:
+        return
+    if plan.reducer is not None and result.chunks == 0 and result.reduced is not None:
+        typer.echo(f"merged the finished reducer states into {result.rows:,} rows -> "
+                   f"{directory}")
         return
     if result.chunks == 0 and result.skipped_chunks:
         typer.echo(f"nothing to do: {directory} is complete ({result.skipped_chunks} chunks)")
