@@ -35,6 +35,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/sweep_throughput.py
 	$(BIN)/python bench/search.py
 	$(BIN)/python bench/sensitivity.py
+	$(BIN)/python bench/calibrate.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

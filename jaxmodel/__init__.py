@@ -5,14 +5,16 @@ The public API, one entry per step of the flow (spec -> device -> Parquet):
 * ``evaluate`` -- a model on scalars or broadcast arrays;
 * ``parse_spec`` / ``load_spec`` and ``sweep`` -- a TOML sweep to a Parquet dataset;
 * ``sensitivities`` and ``solve`` -- derivatives by autodiff, inverse questions;
-* ``search`` and the reducers ``TopK``, ``GroupBest``, ``Pareto`` -- layout search.
+* ``search`` and the reducers ``TopK``, ``GroupBest``, ``Pareto`` -- layout search;
+* ``calibrate`` -- fit a model's cluster parameters to measured runs.
 
-(``jaxmodel.sweep``, ``jaxmodel.search`` and ``jaxmodel.solve`` are these
+(``jaxmodel.sweep``, ``jaxmodel.search``, ``jaxmodel.solve`` and ``jaxmodel.calibrate`` are these
 functions; import names from their modules with ``from jaxmodel.sweep import ...``.)
 """
 
 from jaxmodel import presets
 from jaxmodel.api import evaluate
+from jaxmodel.calibrate import Calibration, calibrate
 from jaxmodel.errors import InputError, JaxmodelError, SpecError
 from jaxmodel.models import DEFAULT_MODEL, MODELS, Model, get_model
 from jaxmodel.models.seed import SeedInputs, SeedOutputs, seed_model
@@ -28,6 +30,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BOTTLENECKS",
+    "Calibration",
     "DEFAULT_MODEL",
     "MODELS",
     "REGIMES",
@@ -44,6 +47,7 @@ __all__ = [
     "SpecError",
     "SweepSpec",
     "TopK",
+    "calibrate",
     "evaluate",
     "get_model",
     "load_spec",

@@ -8,7 +8,8 @@ and where to write it::
 
     [base]                               # fixed inputs (default: the model's defaults)
     gpu = "h100-sxm"                     # optional presets (jaxmodel presets), then
-    model_params_b = 70                  # explicit values, which win
+    config = "calibrated.toml"           # an optional config file (relative to the spec),
+    model_params_b = 70                  # then explicit values, which win
 
     [axes]                               # the grid: one dimension per input
     link_bandwidth_gb_s = {geomspace = [50, 3200, 64]}
@@ -346,11 +347,15 @@ def load_spec(path: str | Path) -> SweepSpec:
     except UnicodeDecodeError as e:
         raise SpecError(f"spec: {str(path)!r} is not UTF-8 text (byte {e.start}); TOML files "
                         "are UTF-8") from None
-    return parse_spec(text, name=p.stem)
+    return parse_spec(text, name=p.stem, root=p.parent)
 
 
-def parse_spec(text: str, name: str = "sweep") -> SweepSpec:
-    """Validate a spec given as TOML text (see the module docstring)."""
+def parse_spec(text: str, name: str = "sweep", root: str | Path | None = None) -> SweepSpec:
+    """Validate a spec given as TOML text (see the module docstring).
+
+    ``root``: the folder a relative ``[base] config`` path is read from (the
+    spec file's; default the working directory).
+    """
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
@@ -377,8 +382,21 @@ def parse_spec(text: str, name: str = "sweep") -> SweepSpec:
             base.update(apply_presets(model, **presets))
         except InputError as e:
             raise InputError(f"base.{e.field}", e.value, e.allowed) from None
+    if "config" in base_table:
+        from jaxmodel.config import load_config
+
+        path = base_table["config"]
+        if not isinstance(path, str):
+            raise SpecError(f"base.config: expected a file name, got {path!r}")
+        path = Path(root or ".") / path
+        try:
+            loaded = load_config(path, model)
+            base.update({k: model.input_field(k).check_scalar(v) for k, v in loaded.items()})
+        except InputError as e:
+            where = e.field if e.field.startswith("config") else f"config {e.field}"
+            raise InputError(f"base.{where}", e.value, e.allowed) from None
     for key, value in base_table.items():
-        if key in presets:
+        if key in presets or key == "config":
             continue
         f = _input(model, key, "base")
         try:

@@ -114,13 +114,15 @@ class Run:
         """Iteration time implied by the measured TFLOP/s and eq. 3."""
         return self.eq3_flops / (self.gpus * self.measured_tflops * 1e12) * 1e3
 
-    def inputs(self) -> dict[str, float]:
+    def inputs(self, overrides: Mapping[str, float] | None = None) -> dict[str, float]:
         """The refined model's inputs for this run (hardware and software settings
-        from ``SC21_SETTINGS`` and the A100 preset)."""
+        from ``SC21_SETTINGS`` and the A100 preset, then ``overrides``, e.g. a
+        calibrated config; the run's own layout and architecture last)."""
         d = self.gpus // (self.tensor_parallel * self.pipeline_parallel)
         return {
             **apply_presets(get_model("refined"), gpu=SC21_GPU),
             **SC21_SETTINGS,
+            **(overrides or {}),
             "num_gpus": self.gpus,
             "tensor_parallel": self.tensor_parallel,
             "pipeline_parallel": self.pipeline_parallel,
@@ -168,8 +170,12 @@ def read_runs(path: str | Path) -> list[Run]:
     return runs
 
 
-def validate(runs: Sequence[Run] | None = None, *, x64: bool = True) -> list[dict[str, Any]]:
+def validate(runs: Sequence[Run] | None = None, *, x64: bool = True,
+             overrides: Mapping[str, float] | None = None) -> list[dict[str, Any]]:
     """Predicted against measured, one row per run, in one batched evaluation.
+
+    ``overrides``: input values over the shared settings (``Run.inputs``), e.g.
+    a ``calibrated.toml`` read by ``jaxmodel.config.load_config``.
 
     Returns:
       Dicts with the run's size and layout, ``measured_tflops``,
@@ -179,7 +185,7 @@ def validate(runs: Sequence[Run] | None = None, *, x64: bool = True) -> list[dic
       ``memory_gb_per_gpu`` and ``valid_layout``.
     """
     runs = sc21_runs() if runs is None else list(runs)
-    inputs = [r.inputs() for r in runs]
+    inputs = [r.inputs(overrides) for r in runs]
     batch = {k: np.array([row[k] for row in inputs], dtype=np.float64) for k in inputs[0]}
     out = evaluate("refined", x64=x64, **batch)
     rows = []
@@ -379,7 +385,8 @@ def read_table(path: str | Path, set_name: str | None = None) -> Table:
     return Table(kind, rows, chosen.name, header, assumed, str(path))
 
 
-def _inputs_for(row: Mapping[str, Any], table: Table, kind: str) -> dict[str, float]:
+def _inputs_for(row: Mapping[str, Any], table: Table, kind: str,
+                overrides: Mapping[str, float] | None = None) -> dict[str, float]:
     chosen = SETS[table.set_name]
     model = get_model("refined")
     header = {k: v for k, v in table.header.items() if k in model.input_names}
@@ -387,7 +394,7 @@ def _inputs_for(row: Mapping[str, Any], table: Table, kind: str) -> dict[str, fl
     per_row = {k: v for k, v in row.items() if k in model.input_names}
     t, p = int(row["tensor_parallel"]), int(row["pipeline_parallel"])
     c = int(per_row.get("context_parallel", header.get("context_parallel", 1)))
-    values = {**apply_presets(model, gpu=gpu), **chosen.settings, **header}
+    values = {**apply_presets(model, gpu=gpu), **chosen.settings, **header, **(overrides or {})}
     d = int(row["gpus"]) // (t * c * p)
     if kind == "tflops":
         b = int(row["micro_batch"])
@@ -409,7 +416,13 @@ def _inputs_for(row: Mapping[str, Any], table: Table, kind: str) -> dict[str, fl
     return {k: float(v) for k, v in values.items()}
 
 
-def validate_table(table: Table, *, x64: bool = True) -> list[dict[str, Any]]:
+def table_runs(table: Table) -> list[Run]:
+    """The runs of a table in SC21 Table 1's columns."""
+    return [_run([r[c] for c in SC21_COLUMNS]) for r in table.rows]
+
+
+def validate_table(table: Table, *, x64: bool = True,
+                   overrides: Mapping[str, float] | None = None) -> list[dict[str, Any]]:
     """Predicted against measured for every row of ``table``, one batched evaluation.
 
     Rows carry ``measured``, ``predicted`` and ``error_percent`` of the table's
@@ -419,12 +432,12 @@ def validate_table(table: Table, *, x64: bool = True) -> list[dict[str, Any]]:
     """
     if table.kind == "tflops" and table.set_name == "sc21" and not table.header \
             and all(set(r) <= set(SC21_COLUMNS) for r in table.rows):
-        rows = validate([_run([r[c] for c in SC21_COLUMNS]) for r in table.rows], x64=x64)
+        rows = validate(table_runs(table), x64=x64, overrides=overrides)
         for r in rows:
             r.update(measured=r["measured_tflops"], predicted=r["predicted_tflops"],
                      error_percent=r["tflops_error_percent"])
         return rows
-    inputs = [_inputs_for(r, table, table.kind) for r in table.rows]
+    inputs = [_inputs_for(r, table, table.kind, overrides) for r in table.rows]
     names = sorted(set().union(*inputs))
     batch = {k: np.array([row.get(k, get_model("refined").defaults[k]) for row in inputs])
              for k in names}
@@ -466,3 +479,25 @@ def table_summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     return {"mean_abs_error_percent": float(np.mean(errors)),
             "max_abs_error_percent": float(np.max(errors)),
             "runs": len(rows)}
+
+
+def calibrate_runs(runs: Sequence[Run] | None = None, fit=None, *,
+                   overrides: Mapping[str, float] | None = None, bootstrap: int = 200,
+                   seed: int = 0):
+    """Fit the refined model's cluster parameters to the runs' measured TFLOP/s.
+
+    The inputs every run shares (the settings, ``overrides``) are the fit's
+    fixed values and the rest are per-run columns, so ``fit`` may name any
+    shared continuous input.  Returns a ``jaxmodel.calibrate.Calibration``;
+    its ``errors["leave_one_out"]`` is the honest figure.
+    """
+    from jaxmodel.calibrate import calibrate
+
+    runs = sc21_runs() if runs is None else list(runs)
+    inputs = [r.inputs(overrides) for r in runs]
+    shared = {k: v for k, v in inputs[0].items() if all(row[k] == v for row in inputs)}
+    table = {k: np.array([row[k] for row in inputs]) for k in inputs[0] if k not in shared}
+    table["run"] = np.array([f"{r.params_b:g}B" for r in runs])
+    table["measured_hardware_tflops_per_gpu"] = np.array([r.measured_tflops for r in runs])
+    return calibrate(table, fit, model="refined", bootstrap=bootstrap, seed=seed, suggest=0,
+                     **shared)

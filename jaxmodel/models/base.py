@@ -44,6 +44,9 @@ class Model:
         model's validity rule rejects in one evaluated configuration
         (``layout_reasons(inputs, outputs)``; empty when valid), or None; the
         layout search counts candidates by them when none is valid.
+      cluster: the inputs that describe how a particular cluster performs
+        rather than its datasheet or the job (achieved efficiencies, latencies):
+        cluster-wide, continuous, and what ``jaxmodel calibrate`` fits by default.
     """
 
     name: str
@@ -58,6 +61,7 @@ class Model:
                              list[tuple[str, str]]] | None = None
     extra_layout_axes: Callable[[Mapping[str, float], frozenset], dict[str, Any]] | None = None
     exact_products: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    cluster: tuple[str, ...] = ()
 
     def check_products(self, values: Mapping[str, Any], where: str = "") -> None:
         """Refuse inputs (scalars or broadcastable arrays; a spec passes each

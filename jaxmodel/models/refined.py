@@ -322,6 +322,15 @@ INPUTS: tuple[InputField, ...] = (
                "are dropped (0 = dropless)", False, 0.0, True, 0.0, None),
 )
 
+# What a cluster's own measurements pin down (``jaxmodel calibrate``'s default
+# ``--fit``): the achieved fractions of the datasheet rates and the per-step
+# latencies.  They differ between clusters of the same hardware (NCCL version,
+# NIC firmware, kernels); the datasheet figures and the job do not.
+CLUSTER: tuple[str, ...] = (
+    "matmul_efficiency", "hbm_efficiency", "intra_node_efficiency",
+    "inter_node_efficiency", "intra_node_latency_us", "inter_node_latency_us",
+)
+
 OUTPUTS: tuple[OutputField, ...] = (
     SHARED_OUTPUTS["data_parallel"],
     SHARED_OUTPUTS["used_gpus"],
@@ -1147,4 +1156,5 @@ REFINED = Model(
     # tokens_per_step = b m s d, and d <= num_gpus.
     exact_products=(("tokens_per_step", ("micro_batch", "gradient_accum_steps", "seq_length",
                                          "num_gpus")),),
+    cluster=CLUSTER,
 )

@@ -269,4 +269,7 @@ SEED = Model(
     # tokens_per_step = b m s d, and d <= num_gpus.
     exact_products=(("tokens_per_step", ("micro_batch", "gradient_accum_steps", "seq_length",
                                          "num_gpus")),),
+    # The seed has no efficiencies: a cluster is its effective GPU rate and link
+    # bandwidth (what ``jaxmodel calibrate`` fits by default).
+    cluster=("compute_tflops", "link_bandwidth_gb_s"),
 )

@@ -1,0 +1,860 @@
+"""Calibration by autodiff: fit a model's cluster parameters to measured runs.
+
+A cluster's achieved efficiencies and latencies differ from the datasheet
+(NCCL versions, NIC firmware, kernels).  Given a handful of measured runs (one
+row per run: its inputs and one or more ``measured_<output>`` columns), this
+fits a few **cluster-wide** continuous inputs (by default the model's declared
+``cluster`` set; one value shared by every run, never a value per run) by
+least squares on log ratios,
+
+    min over theta   sum_runs sum_outputs w (log predicted(theta) - log measured)^2,
+
+so that a 5% error counts the same on a 1 s and a 100 s step.
+
+The solver is optimistix's Levenberg-Marquardt (Gauss-Newton with a trust
+region), on the model's exact Jacobian from jax (forward mode through the pure
+model), jit-compiled.  Bounds are the inputs' domains, kept by a change of
+variables: ``x = lo + (hi - lo) sigmoid(z)`` for an input with an upper bound
+(efficiencies, fractions), ``x = lo + exp(z)`` for one without (latencies,
+bandwidths), so the solver runs unconstrained in ``z`` and every fitted value
+is in its domain.
+
+One vmapped batch of fits does everything: the fit on all runs, one
+leave-one-out fit per run (that run's weight zero), and the bootstrap
+(``bootstrap`` resamples of the runs with replacement, as multinomial weights),
+each a row of a weights matrix; the compiled program is the same whatever the
+batch.  From them:
+
+* fitted values, with a percentile interval (90% by default) over the
+  bootstrap fits;
+* per-run relative error before (the starting values), after (the fit) and
+  left out (the leave-one-out fit that did not see the run: the honest figure);
+* warnings for what the data cannot pin down: strongly correlated pairs
+  (``|r| >= 0.95`` in the Gauss-Newton covariance), near-singular directions
+  of the column-scaled Jacobian (singular value ratio < ``0.1``), parameters
+  whose interval is wider than half their value, values at a domain bound;
+  each naming layouts that would separate them (the candidates below where the
+  weak direction moves the prediction most);
+* suggestions of what to measure next: layouts of the measured jobs (the same
+  GPU count and global batch, every valid tensor x pipeline x micro-batch
+  split, ``jaxmodel.search.enumerate_layouts``, tensor parallelism within a
+  node where the model has ``gpus_per_node``) where the bootstrap spread of
+  the prediction is widest; layouts with identical predictions are suggested
+  once.
+
+Units: inputs and outputs as named; errors in percent of the measured value.
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import hashlib
+import io
+import math
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxmodel.api import resolve_inputs
+from jaxmodel.config import load_config
+from jaxmodel.errors import InputError, closest
+from jaxmodel.models import DEFAULT_MODEL, Model, get_model
+from jaxmodel.precision import computing
+
+MEASURED = "measured_"
+LABEL_COLUMN = "run"
+DEFAULT_BOOTSTRAP = 200
+DEFAULT_CONFIDENCE = 0.9
+DEFAULT_SUGGEST = 5
+# Identifiability thresholds (module docstring).
+CORRELATED = 0.95
+WEAK_SINGULAR_RATIO = 0.1
+WIDE_INTERVAL = 0.5
+EDGE = 0.005
+# Levenberg-Marquardt tolerances in z (log or logit of the parameter) and steps.
+RTOL = 1e-7
+ATOL = 1e-7
+MAX_STEPS = 100
+MAX_CANDIDATES = 4096
+# A parameter whose largest effect on any measured output is below this (in
+# log units for a change of the parameter by its own size) affects none.
+NO_EFFECT = 1e-9
+
+
+@dataclass(frozen=True)
+class Runs:
+    """Measured runs, checked against a model.
+
+    Attributes:
+      labels: one per run, ``row N`` (1-based data row) or ``row N (label)``.
+      inputs: every model input, float64 arrays of shape ``(n,)`` (columns of
+        the file, the rest from the defaults < presets < config < options).
+      per_run: the input names given as columns of the file.
+      outputs: the measured outputs, in column order.
+      measured: float64 ``(n, k)``; NaN where a run did not measure an output.
+      digest: sha256 of the file's bytes (or of the table's CSV form).
+      source: the file name, or ``"<table>"``.
+    """
+
+    labels: tuple[str, ...]
+    inputs: dict[str, np.ndarray]
+    per_run: tuple[str, ...]
+    outputs: tuple[str, ...]
+    measured: np.ndarray
+    digest: str
+    source: str
+
+    @property
+    def n(self) -> int:
+        return len(self.labels)
+
+
+@dataclass
+class Calibration:
+    """What ``calibrate`` found (see the module docstring).
+
+    Attributes:
+      model: the model's name; fit: the fitted input names, in order.
+      start, values: starting and fitted values by name;
+      intervals: ``name -> (low, high)``, the ``confidence`` bootstrap interval.
+      runs: per run, ``label``, the run's ``layout`` inputs, and per measured
+        output ``measured_<o>``, ``before_<o>``, ``after_<o>``, ``loo_<o>``
+        (predictions) and ``*_error_percent`` for the three.
+      errors: ``before``, ``after``, ``leave_one_out`` -> mean and max absolute
+        error in percent over every measurement.
+      warnings: sentences, one per problem.
+      suggestions: candidate runs to measure next, widest spread first.
+      bootstrap: resamples asked, converged; converged: the main fit's status.
+    """
+
+    model: str
+    fit: tuple[str, ...]
+    outputs: tuple[str, ...]
+    start: dict[str, float]
+    values: dict[str, float]
+    intervals: dict[str, tuple[float, float]]
+    confidence: float
+    runs: list[dict[str, Any]]
+    errors: dict[str, dict[str, float]]
+    warnings: list[str]
+    suggestions: list[dict[str, Any]]
+    bootstrap: dict[str, int]
+    converged: bool
+    digest: str
+    source: str
+    context: dict[str, Any] = field(default_factory=dict)
+    fit_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (NaN as None)."""
+        def clean(v):
+            if isinstance(v, float):
+                return v if math.isfinite(v) else None
+            if isinstance(v, dict):
+                return {k: clean(x) for k, x in v.items()}
+            if isinstance(v, (list, tuple)):
+                return [clean(x) for x in v]
+            return v
+        return clean({
+            "model": self.model, "fit": list(self.fit), "outputs": list(self.outputs),
+            "start": self.start, "values": self.values,
+            "intervals": {k: list(v) for k, v in self.intervals.items()},
+            "confidence": self.confidence, "runs": self.runs, "errors": self.errors,
+            "warnings": self.warnings, "suggestions": self.suggestions,
+            "bootstrap": self.bootstrap, "converged": self.converged,
+            "runs_digest": self.digest, "runs_source": self.source,
+            "context": self.context,
+        })
+
+    def to_toml(self) -> str:
+        """``calibrated.toml``: the fitted values as inputs, the figures as comments.
+
+        Only the fitted inputs are keys, so the file layers over presets like
+        any ``--config`` (``--llm`` and the command line still apply); what the
+        fit assumed (presets, config, fixed inputs) is recorded as comments.
+        """
+        pct = int(round(self.confidence * 100))
+        lines = [
+            f"# Calibrated by jaxmodel calibrate ({_now()}), model {self.model!r}.",
+            f"# Runs: {self.source}, {len(self.runs)} runs, sha256 {self.digest}",
+            "# Measured: " + ", ".join(self.outputs),
+        ]
+        for k, v in self.context.items():
+            lines.append(f"# Fitted with {k}: {v}")
+        e = self.errors
+        lines.append(
+            "# Error (mean / max |%|): before {:.2f} / {:.2f}, after {:.2f} / {:.2f}, "
+            "leave-one-out {:.2f} / {:.2f}".format(
+                e["before"]["mean_abs_percent"], e["before"]["max_abs_percent"],
+                e["after"]["mean_abs_percent"], e["after"]["max_abs_percent"],
+                e["leave_one_out"]["mean_abs_percent"],
+                e["leave_one_out"]["max_abs_percent"]))
+        lines.append(f"# Bootstrap: {self.bootstrap['converged']} of "
+                     f"{self.bootstrap['resamples']} resamples converged; {pct}% intervals "
+                     "below.")
+        for w in self.warnings:
+            lines.append("# Warning: " + w)
+        lines.append("")
+        for name in self.fit:
+            lo, hi = self.intervals[name]
+            lines.append(f"{name} = {_toml_float(self.values[name])}"
+                         f"  # {pct}% {lo:.4g} .. {hi:.4g}; was {self.start[name]:.4g}")
+        return "\n".join(lines) + "\n"
+
+    def write(self, path: str | Path) -> None:
+        """Write ``to_toml()`` atomically (a temporary file renamed into place)."""
+        write_atomic(path, self.to_toml())
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _toml_float(v: float) -> str:
+    return repr(float(f"{v:.6g}"))
+
+
+def write_atomic(path: str | Path, text: str) -> None:
+    """Write ``text`` to ``path`` via a temporary file in the same folder.
+
+    Raises:
+      InputError: the folder is missing or not writable.
+    """
+    p = Path(path)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent or ".")
+    except OSError as e:
+        raise InputError("output", str(path), f"a writable path ({e.strerror})") from None
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, p)
+    except OSError as e:
+        os.unlink(tmp)
+        raise InputError("output", str(path), f"a writable path ({e.strerror})") from None
+
+
+# --------------------------------------------------------------------------- runs
+
+
+def _read_table(source) -> tuple[Any, str, str]:
+    """A pyarrow table, its digest and a name, from a path or in-memory data."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    if isinstance(source, (str, Path)):
+        p = Path(source)
+        try:
+            data = p.read_bytes()
+        except OSError as e:
+            raise InputError("runs", str(source), f"a readable file ({e.strerror})") from None
+        if not data.strip():
+            raise InputError("runs", str(source), "a CSV or Parquet file with a header row "
+                             "and at least one run (the file is empty)")
+        digest = hashlib.sha256(data).hexdigest()
+        try:
+            if data[:4] == b"PAR1":
+                table = pq.read_table(io.BytesIO(data))
+            else:
+                # Only an empty cell is missing ("not measured"); "nan" is a value, refused below.
+                opts = pacsv.ConvertOptions(null_values=[""], strings_can_be_null=True)
+                table = pacsv.read_csv(io.BytesIO(data), convert_options=opts)
+        except (pa.ArrowException, OSError, ValueError) as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise InputError("runs", str(source),
+                             f"a CSV or Parquet file with a header row ({first})") from None
+        return table, digest, str(source)
+    try:
+        if isinstance(source, pa.Table):
+            table = source
+        elif isinstance(source, Mapping):
+            table = pa.table({k: np.atleast_1d(np.asarray(v)) for k, v in source.items()})
+        else:
+            table = pa.Table.from_pylist(list(source))
+    except (pa.ArrowException, TypeError, ValueError) as e:
+        raise InputError("runs", type(source).__name__,
+                         f"a file path, a table or a mapping of columns ({e})") from None
+    buf = io.BytesIO()
+    pacsv.write_csv(table, buf)
+    return table, hashlib.sha256(buf.getvalue()).hexdigest(), "<table>"
+
+
+def read_runs(source, model: Model, base: Mapping[str, float]) -> Runs:
+    """Measured runs from a CSV or Parquet file (or a table), checked.
+
+    Columns: model inputs (per-run values; the others come from ``base``), one
+    or more ``measured_<float output>``, and optionally ``run`` (a label).  An
+    empty cell in a measured column means "not measured"; every run measures at
+    least one output.
+
+    Raises:
+      InputError: one line naming the file, row and column: an empty file, an
+        unknown column, a measurement of an integer output, a bad or NaN value.
+    """
+    import pyarrow as pa
+
+    table, digest, name = _read_table(source)
+    if table.num_rows == 0:
+        raise InputError("runs", name, "at least one run (the file has a header and no rows)")
+    float_outputs = [f.name for f in model.outputs if f.kind == "float"]
+    inputs, outputs, label = [], [], None
+    for col in table.column_names:
+        if col == LABEL_COLUMN:
+            label = col
+        elif col in model.input_names:
+            inputs.append(col)
+        elif col.startswith(MEASURED):
+            out = col[len(MEASURED):]
+            if out not in model.output_names:
+                raise InputError("runs column", col, "measured_<output> for a float output "
+                                 f"of model {model.name!r}"
+                                 f"{closest(col, [MEASURED + o for o in float_outputs])}")
+            kind = model.output_field(out).kind
+            if kind != "float":
+                raise InputError("runs column", col, f"a float output ({out} is "
+                                 f"{'an integer' if kind == 'int' else 'a ' + kind} output, "
+                                 "which a fit cannot use); float outputs: "
+                                 + ", ".join(float_outputs))
+            outputs.append(out)
+        else:
+            hint = closest(col, [*model.input_names,
+                                 *(MEASURED + o for o in float_outputs), LABEL_COLUMN])
+            if not hint and col in model.output_names:
+                hint = f" (did you mean {MEASURED + col!r}?)"
+            raise InputError("runs column", col, f"an input of model {model.name!r}, "
+                             f"measured_<output> or {LABEL_COLUMN!r}{hint}")
+    if not outputs:
+        raise InputError("runs", name, "at least one measured_<output> column, e.g. "
+                         "measured_step_time_ms")
+    n = table.num_rows
+    names = table.column(label).to_pylist() if label else [None] * n
+    labels = tuple(f"row {i + 1}" + (f" ({v})" if v not in (None, "") else "")
+                   for i, v in enumerate(names))
+
+    def numeric(col: str) -> list:
+        column = table.column(col)
+        if not (pa.types.is_integer(column.type) or pa.types.is_floating(column.type)
+                or pa.types.is_null(column.type)):
+            first = next((v for v in column.to_pylist() if v is not None), None)
+            i = column.to_pylist().index(first) if first is not None else 0
+            raise InputError(f"runs {labels[i]} {col}", first, "a number")
+        return column.to_pylist()
+
+    per_run: dict[str, np.ndarray] = {}
+    for col in inputs:
+        f = model.input_field(col)
+        values = numeric(col)
+        checked = []
+        for i, v in enumerate(values):
+            try:
+                if v is None:
+                    raise InputError(col, v, f.allowed() + " (or leave the column out)")
+                checked.append(f.check_scalar(v))
+            except InputError as e:
+                raise InputError(f"runs {labels[i]} {col}", e.value, e.allowed) from None
+        per_run[col] = np.asarray(checked, np.float64)
+    measured = np.full((n, len(outputs)), np.nan)
+    for j, out in enumerate(outputs):
+        col = MEASURED + out
+        for i, v in enumerate(numeric(col)):
+            if v is None:
+                continue
+            x = float(v)
+            if not math.isfinite(x) or x <= 0:
+                raise InputError(f"runs {labels[i]} {col}", x, "a finite number > 0 (a fit "
+                                 "compares log ratios; leave the cell empty if not measured)")
+            measured[i, j] = x
+    for i in range(n):
+        if np.all(np.isnan(measured[i])):
+            raise InputError(f"runs {labels[i]}", "no measurement",
+                             "at least one of " + ", ".join(MEASURED + o for o in outputs))
+    full = {k: np.full(n, float(base[k])) for k in model.input_names}
+    full.update(per_run)
+    return Runs(labels=labels, inputs=full, per_run=tuple(inputs), outputs=tuple(outputs),
+                measured=measured, digest=digest, source=name)
+
+
+# --------------------------------------------------------------------------- fit
+
+
+def _from_z(z, lo, hi):
+    """Parameters from the solver's unconstrained variables (module docstring)."""
+    bounded = jnp.isfinite(hi)
+    zb = jnp.where(bounded, z, 0.0)
+    zu = jnp.where(bounded, 0.0, z)  # no exp overflow on the branch not taken
+    span = jnp.where(bounded, hi - lo, 1.0)
+    return jnp.where(bounded, lo + span * jax.nn.sigmoid(zb), lo + jnp.exp(zu))
+
+
+def _to_z(x: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Inverse of ``_from_z``, starting values nudged off the bounds."""
+    bounded = np.isfinite(hi)
+    span = np.where(bounded, hi - lo, 1.0)
+    frac = np.clip((x - lo) / span, 1e-6, 1.0 - 1e-6)
+    gap = np.maximum(x - lo, 1e-6 * np.maximum(np.abs(x), 1.0))
+    return np.where(bounded, np.log(frac) - np.log1p(-frac), np.log(gap))
+
+
+def _columns(model: Model, fit_index: tuple[int, ...], x, base):
+    """Inputs of every run (``base``: ``(n, I)``) with the fitted columns set to ``x``."""
+    n = base.shape[0]
+    cols = [base[:, i] for i in range(base.shape[1])]
+    for j, i in enumerate(fit_index):
+        cols[i] = jnp.broadcast_to(x[j], (n,))
+    return model.inputs_type(*cols)
+
+
+def _predict_log_x(x, base, model: Model, fit_index, out_names, use):
+    """Log of the measured outputs, ``(n, k)``; 0 where ``use`` is false.
+
+    The double ``where`` keeps gradients finite where an output is not
+    measured and its prediction may be 0 (log 0).
+    """
+    out = jax.vmap(model.apply)(_columns(model, fit_index, x, base))
+    pred = jnp.stack([getattr(out, o) for o in out_names], axis=-1)
+    return jnp.where(use, jnp.log(jnp.where(use, pred, 1.0)), 0.0)
+
+
+def _residuals(z, args, *, model, fit_index, out_names):
+    lo, hi, base, log_measured, weights = args
+    use = weights > 0
+    pred = _predict_log_x(_from_z(z, lo, hi), base, model, fit_index, out_names, use)
+    return jnp.where(use, pred - log_measured, 0.0) * jnp.sqrt(weights)
+
+
+@functools.partial(jax.jit, static_argnames=("model", "fit_index", "out_names"))
+def fit_batch(z0, lo, hi, base, log_measured, weights, *, model: Model,
+              fit_index: tuple[int, ...], out_names: tuple[str, ...]):
+    """Every fit at once: ``vmap`` of one Levenberg-Marquardt solve over weights.
+
+    Args:
+      z0: ``(P,)`` starting point in solver variables; lo, hi: ``(P,)`` domains.
+      base: ``(n, I)`` inputs of the runs; log_measured: ``(n, k)`` (0 where
+        unmeasured); weights: ``(F, n, k)``, one row per fit (0: not used).
+
+    Returns:
+      ``(z (F, P), converged (F,), steps (F,))``.
+    """
+    import optimistix as optx
+
+    residuals = functools.partial(_residuals, model=model, fit_index=fit_index,
+                                  out_names=out_names)
+    solver = optx.LevenbergMarquardt(rtol=RTOL, atol=ATOL)
+
+    def one(w):
+        sol = optx.least_squares(residuals, solver, z0, args=(lo, hi, base, log_measured, w),
+                                 max_steps=MAX_STEPS, throw=False)
+        return sol.value, sol.result == optx.RESULTS.successful, sol.stats["num_steps"]
+
+    return jax.vmap(one)(weights)
+
+
+@functools.partial(jax.jit, static_argnames=("model", "fit_index", "out_names"))
+def _predict_many(zs, lo, hi, base, *, model, fit_index, out_names):
+    """Log predictions ``(S, C, k)`` for parameter samples ``zs (S, P)``."""
+    use = jnp.ones((base.shape[0], len(out_names)), bool)
+    return jax.vmap(lambda z: _predict_log_x(_from_z(z, lo, hi), base, model, fit_index,
+                                             out_names, use))(zs)
+
+
+@functools.partial(jax.jit, static_argnames=("model", "fit_index", "out_names"))
+def _jacobian_z(z, lo, hi, base, *, model, fit_index, out_names):
+    """d log prediction / dz, ``(C, k, P)``."""
+    use = jnp.ones((base.shape[0], len(out_names)), bool)
+    return jax.jacfwd(lambda zz: _predict_log_x(_from_z(zz, lo, hi), base, model, fit_index,
+                                                out_names, use))(z)
+
+
+@functools.partial(jax.jit, static_argnames=("model", "fit_index"))
+def _evaluate(x, base, *, model, fit_index):
+    return jax.vmap(model.apply)(_columns(model, fit_index, x, base))
+
+
+# --------------------------------------------------------------------------- API
+
+
+def check_fit(model: Model, fit: str | Sequence[str] | None, per_run: Sequence[str]
+              ) -> tuple[str, ...]:
+    """The fitted names: known, continuous, cluster-wide (not a per-run column).
+
+    Raises:
+      InputError: naming the offending name and what is allowed.
+    """
+    if fit is None or fit == "" or fit == []:
+        if not model.cluster:
+            raise InputError("--fit", "", f"names of continuous inputs (model {model.name!r} "
+                             "declares no cluster parameters)")
+        names = [n for n in model.cluster if n not in per_run]
+    else:
+        names = [s.strip() for s in fit.split(",")] if isinstance(fit, str) else list(fit)
+    continuous = [f.name for f in model.inputs if not f.integer and f.name not in per_run]
+    if not names:
+        raise InputError("--fit", ",".join(fit or ()), "at least one of " + ", ".join(continuous))
+    seen = set()
+    for name in names:
+        if name in seen:
+            raise InputError("--fit", name, "each name once")
+        seen.add(name)
+        if name not in model.input_names:
+            raise InputError("--fit", name, f"a continuous input of model {model.name!r}"
+                             f"{closest(name, continuous)}: " + ", ".join(continuous))
+        if model.input_field(name).integer:
+            raise InputError("--fit", name, "a continuous input (this one is a whole-number "
+                             "count or switch); continuous: " + ", ".join(continuous))
+        if name in per_run:
+            raise InputError("--fit", name, "a cluster-wide input (it is a column of the runs, "
+                             "a value per run; a fit gives one value for every run)")
+    return tuple(names)
+
+
+def calibrate(runs, fit: str | Sequence[str] | None = None, *,
+              model: str | Model = DEFAULT_MODEL, gpu: str | None = None,
+              llm: str | None = None, config: str | Path | None = None,
+              bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0,
+              confidence: float = DEFAULT_CONFIDENCE, suggest: int = DEFAULT_SUGGEST,
+              **inputs: Any) -> Calibration:
+    """Fit a model's cluster parameters to measured runs (module docstring).
+
+    Args:
+      runs: a CSV or Parquet path, a pyarrow table, a mapping of columns or a
+        list of row dicts (``read_runs``).
+      fit: the inputs to fit (names, or one comma-separated string); default
+        the model's ``cluster`` set (those not given per run).
+      model, gpu, llm, config, **inputs: the values of inputs the runs do not
+        give: defaults < presets < config file < ``inputs``.
+      bootstrap: resamples for the intervals (>= 20); seed: their random seed.
+      confidence: the interval's coverage, in (0, 1).
+      suggest: how many layouts to suggest measuring next (0: none).
+
+    Returns:
+      A ``Calibration``; ``.write(path)`` saves ``calibrated.toml``.
+
+    Raises:
+      InputError: bad runs, names or values (one line).
+    """
+    import time
+
+    from jaxmodel.presets import apply_presets
+
+    m = get_model(model)
+    if not isinstance(bootstrap, int) or isinstance(bootstrap, bool) or bootstrap < 20:
+        raise InputError("bootstrap", bootstrap, "a whole number of resamples >= 20")
+    if not isinstance(suggest, int) or isinstance(suggest, bool) or suggest < 0:
+        raise InputError("suggest", suggest, "a whole number >= 0")
+    if not (isinstance(confidence, (int, float)) and 0.5 <= confidence < 1.0):
+        raise InputError("confidence", confidence, "a fraction in [0.5, 1)")
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise InputError("seed", seed, "a whole number >= 0")
+    values: dict[str, Any] = dict(m.defaults)
+    values.update(apply_presets(m, gpu=gpu, llm=llm))
+    if config is not None:
+        values.update(load_config(config, m))
+    values.update({k: v for k, v in inputs.items() if v is not None})
+    base = {k: float(v) for k, v in resolve_inputs(m, values).items()}
+    data = read_runs(runs, m, base)
+    names = check_fit(m, fit, data.per_run)
+    context = {}
+    if gpu:
+        context["gpu"] = gpu
+    if llm:
+        context["llm"] = llm
+    if config is not None:
+        context["config"] = str(config)
+    fixed = [f"{n} = {base[n]:g}" for n in m.input_names
+             if n not in data.per_run and n not in names and base[n] != m.defaults[n]]
+    if fixed:
+        context["inputs"] = ", ".join(fixed)
+
+    fit_index = tuple(m.input_names.index(n) for n in names)
+    fields = [m.input_field(n) for n in names]
+    lo = np.array([f.low for f in fields], np.float64)
+    hi = np.array([np.inf if f.high is None else f.high for f in fields], np.float64)
+    x0 = np.array([base[n] for n in names], np.float64)
+    z0 = _to_z(x0, lo, hi)
+    x0 = np.clip(x0, lo, hi)
+    base_matrix = np.stack([data.inputs[n] for n in m.input_names], axis=1)
+    mask = ~np.isnan(data.measured)
+    log_measured = np.where(mask, np.log(np.where(mask, data.measured, 1.0)), 0.0)
+    out_names = data.outputs
+    static = {"model": m, "fit_index": fit_index, "out_names": out_names}
+
+    n_meas = int(mask.sum())
+    if n_meas < len(names):
+        raise InputError("--fit", ",".join(names), f"at most {n_meas} parameters: "
+                         f"{n_meas} measurements cannot pin down {len(names)}")
+    start = time.perf_counter()
+    n = data.n
+    candidates = _candidates(m, data)
+    rows_all = base_matrix if candidates is None else np.concatenate(
+        [base_matrix, candidates["rows"]])
+    with computing():
+        lo_j, hi_j, rows_j = jnp.asarray(lo), jnp.asarray(hi), jnp.asarray(rows_all)
+        # Layouts the model calls invalid, and predictions a log cannot take;
+        # runs and candidates in one evaluation.
+        out0 = jax.device_get(_evaluate(jnp.asarray(x0), rows_j, model=m, fit_index=fit_index))
+        _check_runs(m, data, out0)
+        if candidates is not None:
+            candidates = _valid_candidates(candidates, out0, n, out_names)
+            rows_all = base_matrix if candidates is None else np.concatenate(
+                [base_matrix, candidates["rows"]])
+            rows_j = jnp.asarray(rows_all)
+        # d log prediction / dz at the start, then in the inputs' own units:
+        # a parameter that moves no measured output cannot be fitted.
+        dxdz = np.where(np.isfinite(hi), (x0 - lo) * (hi - x0) / np.where(
+            np.isfinite(hi), hi - lo, 1.0), x0 - lo)
+        jz0 = np.asarray(_jacobian_z(jnp.asarray(z0), lo_j, hi_j, rows_j, **static))[:n]
+        scale = np.where(np.isfinite(hi), hi - lo, np.maximum(np.abs(x0), 1e-12))
+        jx = jz0 / np.where(dxdz > 0, dxdz, np.inf)
+        effect = np.max(np.abs(np.where(mask[..., None], jx, 0.0)), axis=(0, 1)) * scale
+        for j, name in enumerate(names):
+            if not effect[j] > NO_EFFECT:
+                raise InputError("--fit", name, "an input that affects a measured output "
+                                 "(it does not move " + ", ".join(out_names)
+                                 + " for any of these runs)")
+
+        # One batch: the fit on every run, the leave-one-out fits, the bootstrap.
+        rng = np.random.default_rng(seed)
+        counts = rng.multinomial(n, np.full(n, 1.0 / n), size=bootstrap).astype(np.float64)
+        loo = 1.0 - np.eye(n)
+        weights = np.concatenate([np.ones((1, n)), loo, counts])[:, :, None] * mask[None]
+        zs, ok, _ = jax.device_get(fit_batch(
+            jnp.asarray(z0), lo_j, hi_j, jnp.asarray(base_matrix), jnp.asarray(log_measured),
+            jnp.asarray(weights), **static))
+        zs, ok = np.asarray(zs), np.asarray(ok)
+        finite = np.all(np.isfinite(zs), axis=1)
+        z_hat, z_boot = zs[0], zs[1 + n:][finite[1 + n:]]
+        xs = np.asarray(_from_z(jnp.asarray(zs), lo_j, hi_j))
+        x_hat, x_boot = xs[0], xs[1 + n:][finite[1 + n:]]
+        # Every prediction in one program: (start, fit, leave-one-out, bootstrap)
+        # x (runs, candidates).
+        preds = np.asarray(_predict_many(jnp.asarray(np.concatenate([z0[None], zs[:1 + n],
+                                                                     z_boot])),
+                                         lo_j, hi_j, rows_j, **static))
+        jz = np.asarray(_jacobian_z(jnp.asarray(z_hat), lo_j, hi_j, rows_j, **static))
+    fit_s = time.perf_counter() - start
+
+    before, after = preds[0, :n], preds[1, :n]
+    left_out = preds[2:2 + n, :n][np.arange(n), np.arange(n)]
+    tail = (1.0 - confidence) / 2.0
+    if len(x_boot):
+        q = np.quantile(x_boot, [tail, 1.0 - tail], axis=0)
+    else:
+        q = np.full((2, len(names)), np.nan)
+    intervals = {nm: (float(q[0, j]), float(q[1, j])) for j, nm in enumerate(names)}
+
+    warnings = []
+    if not bool(ok[0]):
+        warnings.append(f"the fit stopped at the step limit ({MAX_STEPS}) before converging; "
+                        "the values are its last iterate")
+    if n_meas <= len(names):
+        warnings.append(f"{n_meas} measurements for {len(names)} parameters: the fit "
+                        "matches them exactly and says nothing about its error")
+    cand_jac = None if candidates is None else jz[n:]
+    warnings += _identifiability(names, jz[:n], mask, candidates, cand_jac)
+    pct = int(round(confidence * 100))
+    for j, nm in enumerate(names):
+        lo_q, hi_q = intervals[nm]
+        # The change of variables approaches a bound only slowly: within 0.5%
+        # of the range (or of the starting value, for an unbounded input) is at it.
+        at_bound = (abs(x_hat[j] - lo[j]) <= EDGE * scale[j]
+                    or (np.isfinite(hi[j]) and abs(hi[j] - x_hat[j]) <= EDGE * scale[j]))
+        if at_bound:
+            warnings.append(f"{nm} ran to the edge of its domain ({x_hat[j]:.4g}): the model "
+                            "matches the runs no better inside it; check the runs or fit "
+                            "other parameters")
+        elif math.isfinite(lo_q) and (hi_q - lo_q) > WIDE_INTERVAL * abs(x_hat[j]):
+            where = _separating(candidates, cand_jac, np.eye(len(names))[j])
+            warnings.append(f"{nm} is not pinned down by these runs ({pct}% interval "
+                            f"{lo_q:.4g} .. {hi_q:.4g} around {x_hat[j]:.4g})"
+                            + (f"; runs where it matters most: {where}" if where else ""))
+    suggestions = []
+    if candidates is not None and suggest and len(z_boot):
+        cand = preds[:, n:]  # (2 + n + B, C, k)
+        boot_pred = cand[2 + n:]
+        band = np.quantile(boot_pred, [tail, 1.0 - tail], axis=0)
+        spread = np.max(band[1] - band[0], axis=-1)
+        ok_c = np.all(np.isfinite(cand[1]), axis=-1) & np.isfinite(spread)
+        order, shown = [], []
+        # Layouts the model cannot tell apart (the same prediction) are suggested once.
+        for c in np.argsort(-np.where(ok_c, spread, -np.inf), kind="stable"):
+            if len(order) == suggest or not ok_c[c]:
+                break
+            if any(np.allclose(cand[1, c], cand[1, o], rtol=1e-9, atol=0) for o in shown):
+                continue
+            order.append(c)
+            shown.append(c)
+        for c in order:
+            suggestions.append({
+                "run": candidates["text"][c],
+                "spread_percent": float(100.0 * (np.exp(spread[c]) - 1.0)),
+                **{f"predicted_{o}": float(np.exp(cand[1, c, k]))
+                   for k, o in enumerate(out_names)},
+                **{f"low_{o}": float(np.exp(band[0, c, k])) for k, o in enumerate(out_names)},
+                **{f"high_{o}": float(np.exp(band[1, c, k])) for k, o in enumerate(out_names)},
+            })
+    converged = int(np.sum(ok[1 + n:] & finite[1 + n:]))
+    if converged < bootstrap:
+        warnings.append(f"{bootstrap - converged} of {bootstrap} bootstrap fits stopped at the "
+                        f"step limit ({MAX_STEPS}), most often a parameter running to the edge "
+                        "of its domain; their last iterates are in the intervals")
+
+    rows, errs = [], {"before": [], "after": [], "leave_one_out": []}
+    for i in range(data.n):
+        row: dict[str, Any] = {"label": data.labels[i],
+                               "layout": {k: float(data.inputs[k][i]) for k in data.per_run}}
+        for k, o in enumerate(out_names):
+            meas = data.measured[i, k]
+            row[MEASURED + o] = float(meas)
+            for key, pred in (("before", before), ("after", after), ("leave_one_out", left_out)):
+                val = float(np.exp(pred[i, k]))
+                err = 100.0 * (val / meas - 1.0) if mask[i, k] else float("nan")
+                row[f"{key}_{o}"] = val
+                row[f"{key}_{o}_error_percent"] = err
+                if mask[i, k]:
+                    errs[key].append(abs(err))
+        rows.append(row)
+    errors = {k: {"mean_abs_percent": float(np.mean(v)), "max_abs_percent": float(np.max(v))}
+              for k, v in errs.items()}
+    return Calibration(
+        model=m.name, fit=names, outputs=out_names,
+        start={nm: float(x0[j]) for j, nm in enumerate(names)},
+        values={nm: float(x_hat[j]) for j, nm in enumerate(names)},
+        intervals=intervals, confidence=float(confidence), runs=rows, errors=errors,
+        warnings=warnings, suggestions=suggestions,
+        bootstrap={"resamples": bootstrap, "converged": converged},
+        converged=bool(ok[0]), digest=data.digest, source=data.source, context=context,
+        fit_s=fit_s)
+
+
+def _check_runs(model: Model, data: Runs, out0) -> None:
+    """Every run a valid layout whose measured outputs are positive predictions."""
+    valid = np.asarray(getattr(out0, "valid_layout", np.ones(data.n, bool)))
+    for i in range(data.n):
+        row = {k: float(v[i]) for k, v in data.inputs.items()}
+        if not valid[i]:
+            outs = {f.name: np.asarray(getattr(out0, f.name))[i].item() for f in model.outputs}
+            reason = model.verdict(row, outs).split(" -- ", 1)[-1]
+            raise InputError(f"runs {data.labels[i]}", "an invalid layout",
+                             f"runs the model can evaluate ({reason})")
+        for k, o in enumerate(data.outputs):
+            pred = float(np.asarray(getattr(out0, o))[i])
+            if not np.isnan(data.measured[i, k]) and not (math.isfinite(pred) and pred > 0):
+                raise InputError(f"runs {data.labels[i]} {MEASURED + o}", data.measured[i, k],
+                                 f"an output the model predicts as positive (it predicts "
+                                 f"{pred:g} here; a log-ratio fit cannot use it)")
+
+
+def _candidates(model: Model, data: Runs) -> dict | None:
+    """Layouts of the measured jobs not measured yet (module docstring).
+
+    Returns ``{"rows": (C, I) inputs, "text": descriptions}`` or None (the
+    model has no layout inputs, or no other layout exists).  Validity is
+    judged later, with the runs, in one evaluation.
+    """
+    from jaxmodel.search import REQUIRED_INPUTS, enumerate_layouts
+
+    if any(n not in model.input_names for n in REQUIRED_INPUTS):
+        return None
+    names = model.input_names
+    layout = ("tensor_parallel", "pipeline_parallel", "micro_batch", "gradient_accum_steps")
+    rows, text = [], []
+    seen = {tuple(float(data.inputs[k][i]) for k in names) for i in range(data.n)}
+    for i in range(data.n):
+        run = {k: float(data.inputs[k][i]) for k in names}
+        n_gpus = int(run["num_gpus"])
+        d = n_gpus // int(run["tensor_parallel"] * run["pipeline_parallel"])
+        batch = d * int(run["micro_batch"] * run["gradient_accum_steps"])
+        lay = enumerate_layouts(n_gpus, int(run["hidden_dim"]), int(run["num_layers"]), batch)
+        # Tensor parallelism stays within a node, as practised (where the model
+        # knows the node).
+        t_max = run.get("gpus_per_node", math.inf)
+        for c in range(len(lay["tensor_parallel"])):
+            cand = {**run, **{k: float(lay[k][c]) for k in layout}}
+            if cand["tensor_parallel"] > t_max:
+                continue
+            key = tuple(cand[k] for k in names)
+            if key in seen:
+                continue
+            seen.add(key)
+            rows.append(key)
+            text.append(f"{data.labels[i]} with " + " ".join(
+                f"{k}={int(cand[k])}" for k in layout if cand[k] != run[k]))
+    if not rows:
+        return None
+    return {"rows": np.asarray(rows, np.float64), "text": text}
+
+
+def _valid_candidates(candidates, out0, n: int, outputs) -> dict | None:
+    """The candidates the model calls valid, with positive predictions; at most
+    ``MAX_CANDIDATES`` of them."""
+    keep = np.array(getattr(out0, "valid_layout", np.ones(n + len(candidates["text"]), bool)),
+                    bool)[n:]
+    for o in outputs:
+        v = np.asarray(getattr(out0, o))[n:]
+        keep &= np.isfinite(v) & (v > 0)
+    idx = np.flatnonzero(keep)[:MAX_CANDIDATES]
+    if not len(idx):
+        return None
+    return {"rows": candidates["rows"][idx], "text": [candidates["text"][i] for i in idx]}
+
+
+def _separating(candidates, cand_jac, direction: np.ndarray, top: int = 3) -> str:
+    """The candidate runs where moving along ``direction`` (in z) moves a prediction most."""
+    if candidates is None:
+        return ""
+    score = np.max(np.abs(cand_jac @ direction), axis=-1)
+    best = np.argsort(-score, kind="stable")[:top]
+    return "; ".join(candidates["text"][c] for c in best if score[c] > 0)
+
+
+def _identifiability(names, jz, mask, candidates, cand_jac) -> list[str]:
+    """Warnings for correlated pairs and near-singular directions (module doc)."""
+    if len(names) < 2:
+        return []
+    J = np.where(mask[..., None], jz, 0.0).reshape(-1, len(names))
+    norms = np.linalg.norm(J, axis=0)
+    Jn = J / np.where(norms > 0, norms, 1.0)
+    out, reported = [], []
+    gram = Jn.T @ Jn
+    cov = np.linalg.pinv(gram)
+    sd = np.sqrt(np.maximum(np.diag(cov), 1e-300))
+    corr = cov / np.outer(sd, sd)
+    for a in range(len(names)):
+        for b in range(a + 1, len(names)):
+            r = float(corr[a, b])
+            if abs(r) >= CORRELATED:
+                _, _, vt = np.linalg.svd(Jn[:, [a, b]], full_matrices=True)
+                direction = np.zeros(len(names))
+                direction[[a, b]] = vt[-1] / norms[[a, b]].clip(1e-300)
+                where = _separating(candidates, cand_jac, direction)
+                out.append(f"{names[a]} and {names[b]} are strongly correlated (r = {r:+.2f}): "
+                           "these runs cannot tell them apart"
+                           + (f"; runs that would separate them: {where}" if where else ""))
+                reported.append({a, b})
+    _, s, vt = np.linalg.svd(Jn, full_matrices=True)
+    s = np.concatenate([s, np.zeros(len(names) - len(s))])
+    for k in range(len(names)):
+        ratio = s[k] / s[0] if s[0] > 0 else 0.0
+        if ratio >= WEAK_SINGULAR_RATIO:
+            continue
+        involved = {j for j in range(len(names)) if abs(vt[k, j]) >= 0.3}
+        if any(involved <= pair for pair in reported):
+            continue
+        reported.append(involved)
+        direction = vt[k] / norms.clip(1e-300)
+        where = _separating(candidates, cand_jac, direction)
+        out.append(", ".join(names[j] for j in sorted(involved)) + " are not pinned down "
+                   f"together (near-singular Jacobian, singular value ratio {ratio:.1e})"
+                   + (f"; runs that would separate them: {where}" if where else ""))
+    return out
