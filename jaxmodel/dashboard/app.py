@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import sys
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -101,6 +102,17 @@ def build_app(catalog: q.Catalog, *, x64: bool = False):
                suppress_callback_exceptions=True, update_title=None)
     first = catalog.source(catalog.names[0])
     d0 = defaults(first)
+    _quiet_errors(app.server)
+
+    def rows_table():
+        # Dash 4 announces DataTable's move out of the core for a later major version
+        # (the extra pins dash < 5); its server-side sorting is what the table needs.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return dash_table.DataTable(
+                id="rows-table", sort_action="custom", sort_mode="single", sort_by=[],
+                page_action="none", style_table={"overflowX": "auto"},
+                style_cell={"fontFamily": "monospace", "fontSize": "12px"})
 
     def dropdown(id_: str, label: str, **kw) -> html.Div:
         return html.Div([html.Label(label, htmlFor=id_), dcc.Dropdown(id=id_, **kw)],
@@ -140,9 +152,7 @@ def build_app(catalog: q.Catalog, *, x64: bool = False):
                   dcc.Input(id="rows-k", type="number", value=TABLE_ROWS, min=1, max=1000),
                   html.Span(" best by the sorted column (click a column header to sort; "
                             "click a row to open it)")]),
-        dash_table.DataTable(id="rows-table", sort_action="custom", sort_mode="single",
-                             sort_by=[], page_action="none", style_table={"overflowX": "auto"},
-                             style_cell={"fontFamily": "monospace", "fontSize": "12px"}),
+        rows_table(),
     ])
     pareto_tab = dcc.Tab(label="Pareto", value="pareto", children=[
         html.Div([dropdown("pareto-x", "x"),
@@ -608,6 +618,23 @@ def build_app(catalog: q.Catalog, *, x64: bool = False):
         return out if out is not None else figs.message(err)
 
     return app
+
+
+def _quiet_errors(server) -> None:
+    """Requests Dash refuses (a script path it did not register, e.g. ``../``) answer
+    404 in one line, not a 500 with a traceback on the terminal."""
+    from dash.exceptions import DependencyException
+    from werkzeug.exceptions import HTTPException
+
+    @server.errorhandler(Exception)
+    def _refuse(e):
+        if isinstance(e, HTTPException):
+            return e
+        if isinstance(e, DependencyException):
+            return "not found: the dashboard serves only its own scripts\n", 404
+        print(f"jaxmodel dashboard: internal error: {type(e).__name__}: "
+              f"{str(e).splitlines()[0] if str(e) else ''}", file=sys.stderr)
+        return "internal error\n", 500
 
 
 def compare_figure(src: q.Source, ga: q.Grid, gb: q.Grid, name_a: str, name_b: str,

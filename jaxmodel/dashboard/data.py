@@ -439,7 +439,8 @@ class Catalog:
             # can_have_nan: Parquet's float statistics leave NaN out (invalid layouts
             # are NaN), so without it DuckDB prunes, or folds away, NaN rows.
             self._db.execute(f"CREATE VIEW {src.view} AS SELECT * FROM read_parquet([{files}], "
-                             f"hive_partitioning = {hive}, union_by_name = true, can_have_nan = true)")
+                             f"hive_partitioning = {hive}, union_by_name = true, "
+                             "can_have_nan = true)")
             src.columns = _with_duckdb_types(self._db, src)
 
     @property
@@ -555,8 +556,8 @@ def grid(catalog: Catalog, dataset: str, x: str, y: str, value: str, agg: str = 
     n = "count(*)" if agg == "count" else f"count(*) FILTER (WHERE {ok})"
     keys = [xs, ys] + ([fs] if fs else [])
     w = where_clause(src, filters)
-    sql = (f"SELECT {', '.join(keys)}, {a} AS a, {n} AS n, count(*) AS r FROM {src.view} {w.text} "
-           f"GROUP BY ALL LIMIT {MAX_CELLS + 1}")
+    sql = (f"SELECT {', '.join(keys)}, {a} AS a, {n} AS n, count(*) AS r FROM {src.view} "
+           f"{w.text} GROUP BY ALL LIMIT {MAX_CELLS + 1}")
     t = catalog.query(sql, w.params)
     if t.num_rows > MAX_CELLS:
         raise DashboardError(f"more than {MAX_CELLS:,} cells: choose axes with fewer values "

@@ -8,8 +8,8 @@ between precomputed grids (the value and its aggregation; one slider step per
 value of a third input), so no hand-written JavaScript is involved.
 
 Views: a heatmap of the first two varied axes (a menu of values and
-aggregations), the same at each value of a third axis (a slider), lines of the value against the first axis (one per
-value of the second), the regime map, the Pareto front of step time against
+aggregations), the same at each value of a third axis (a slider), lines of
+the value against the first axis (one per value of the second), the regime map, the Pareto front of step time against
 throughput, the top rows, and the schema with the spec.
 """
 
@@ -75,7 +75,8 @@ def heatmap_menu(catalog: q.Catalog, src: q.Source, x: str, y: str):
                          {"title": f"{lbl} by {x} and {y}"}]}
                for k, (_, _, _, lbl) in enumerate(cases)]
     fig.update_layout(title=f"{cases[0][3]} by {x} and {y}", updatemenus=[{
-        "buttons": buttons, "x": 0, "y": 1.2, "xanchor": "left", "direction": "down"}])
+        "buttons": buttons, "x": 1.0, "y": 1.22, "xanchor": "right", "yanchor": "bottom",
+        "direction": "down"}])
     return fig
 
 
