@@ -9,8 +9,9 @@ value of a third input), so no hand-written JavaScript is involved.
 
 Views: a heatmap of the first two varied axes (a menu of values and
 aggregations), the same at each value of a third axis (a slider), lines of
-the value against the first axis (one per value of the second), the regime map, the Pareto front of step time against
-throughput, the top rows, and the schema with the spec.
+the value against the first axis (one per value of the second), the regime
+map, the Pareto front of step time against throughput, the top rows, and the
+schema with the spec.
 """
 
 from __future__ import annotations
