@@ -20,6 +20,8 @@ run: $(STAMP)
 	$(BIN)/jaxmodel plot heatmap out/default --x link_bandwidth_gb_s --y compute_tflops \
 		--value mfu_percent --where "tensor_parallel * pipeline_parallel >= 16" \
 		-o out/default-mfu.png
+	$(BIN)/jaxmodel report out/default -o out/default-report.html
+	@echo "browse the sweep: $(BIN)/jaxmodel dashboard out/default"
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

@@ -613,17 +613,26 @@ def regimes(catalog: Catalog, dataset: str, x: str, y: str, column: str = "regim
         raise DashboardError(f"x and y are both {x!r}: choose two different columns")
     v, ok = _value_expr(src, by)
     rank = _category_rank(info)
-    # The best row: highest value, then the earlier category (as regime_data).
-    sql = (f"SELECT {xs}, {ys}, arg_max({quote(column)}, struct_pack(v := {v}, r := -{rank})) "
-           f"FILTER (WHERE {ok}) AS c, max({v}) FILTER (WHERE {ok}) AS b, count(*) AS n "
-           f"FROM {src.view} {{w}} GROUP BY ALL LIMIT {MAX_CELLS + 1}")
     w = where_clause(src, filters)
-    t = catalog.query(sql.format(w=w.text), w.params)
+    # The best row per cell: the highest value, then the earlier category (as
+    # jaxmodel plot's regime_data).  Two group-bys joined on the cell: the best value
+    # per cell, then the earliest category among the rows that reach it (one
+    # arg_max over a (value, rank) struct is several times slower).
+    cells = (f"SELECT {xs} AS _cx, {ys} AS _cy, max({v}) FILTER (WHERE {ok}) AS _cb "
+             f"FROM {src.view} {w.text} GROUP BY ALL LIMIT {MAX_CELLS + 1}")
+    sql = (f"WITH cells AS ({cells}), hits AS (SELECT _cx, _cy, min({rank}) AS _r "
+           f"FROM {src.view} JOIN cells ON {xs} IS NOT DISTINCT FROM _cx AND "
+           f"{ys} IS NOT DISTINCT FROM _cy {w.text} {'AND' if w.text else 'WHERE'} {ok} "
+           f"AND {v} = _cb GROUP BY ALL) SELECT cells._cx, cells._cy, hits._r, cells._cb "
+           "FROM cells LEFT JOIN hits USING (_cx, _cy)")
+    t = catalog.query(sql, w.params + w.params)
     if t.num_rows > MAX_CELLS:
         raise DashboardError(f"more than {MAX_CELLS:,} cells: choose axes with fewer values")
     if t.num_rows == 0:
         raise DashboardError("no rows match the filters")
-    xv, yv, cv, bv = (t.column(i).to_pylist() for i in range(4))
+    xv, yv, rv, bv = (t.column(i).to_pylist() for i in range(4))
+    cats = info.categories
+    cv = [None if r is None else cats[r] if r < len(cats) else None for r in rv]
     x_values, y_values = _order(src, x, xv), _order(src, y, yv)
     xi = {val: j for j, val in enumerate(x_values)}
     yi = {val: j for j, val in enumerate(y_values)}
@@ -691,14 +700,18 @@ def count_rows(catalog: Catalog, dataset: str, filters: Filters = Filters()) -> 
 
 
 def pareto(catalog: Catalog, dataset: str, x: str, y: str, *, minimize_x: bool = True,
-           minimize_y: bool = False, filters: Filters = Filters(), bins: int = 512) -> pa.Table:
+           minimize_y: bool = False, filters: Filters = Filters(), bins: int = 1024,
+           fetch: int = 20_000) -> pa.Table:
     """The exact Pareto front of ``(x, y)`` over the filtered rows (NaN rows skipped).
 
-    Three scans, no sort of the dataset: the range of ``x``; the best ``y`` per
-    ``x`` bin; then only rows that beat every bin before theirs (a row no
-    better than an earlier bin's best is dominated by that bin's best row) are
-    fetched, and the front is taken among them on the host.  Returns columns
-    ``x``, ``y`` and ``config_id`` (when the dataset has it), front order along x.
+    Scans, no sort of the dataset: the range and count of ``x``; the best ``y``
+    per ``x`` bin; then only the rows that beat the best of every bin before
+    theirs are fetched (a row no better than an earlier bin's best is
+    dominated by that bin's best row); the first non-empty bin, which nothing
+    precedes, is split the same way (up to 4 levels, or fetched whole once it
+    holds at most ``fetch`` rows).  The front is then taken among the
+    candidates on the host.  Returns columns ``x``, ``y`` and ``config_id`` (when
+    the dataset has it), along x; of rows with equal ``(x, y)`` the lowest id.
     """
     src = catalog.source(dataset)
     for c, what in ((x, "x"), (y, "y")):
@@ -710,27 +723,15 @@ def pareto(catalog: Catalog, dataset: str, x: str, y: str, *, minimize_x: bool =
     sy = 1.0 if minimize_y else -1.0
     fx = f"({sx} * {quote(x)})"
     fy = f"({sy} * {quote(y)})"
+    key = ", config_id" if "config_id" in src.columns else ""
     ok = [Sql(f"NOT isnan({quote(c)})") for c in (x, y) if src.columns[c].kind == "float"]
     w = where_clause(src, filters, ok)
-    lo, hi = catalog.query(f"SELECT min({fx}), max({fx}) FROM {src.view} {w.text}",
-                           w.params).to_pylist()[0].values()
-    if lo is None:
+    cand = _front_candidates(catalog, src, fx, fy, key, w, bins, fetch, 0)
+    if cand is None:
         raise DashboardError("no rows match the filters")
-    width = (hi - lo) / bins if hi > lo else 1.0
-    b = f"least(CAST(floor(({fx} - ?) / ?) AS BIGINT), {bins - 1})"
-    per_bin = catalog.query(f"SELECT {b} AS b, min({fy}) AS m FROM {src.view} {w.text} "
-                            "GROUP BY 1", [lo, width, *w.params])
-    best = np.full(bins, np.inf)
-    best[np.asarray(per_bin["b"].to_pylist(), dtype=np.int64)] = per_bin["m"].to_numpy()
-    before = np.concatenate([[np.inf], np.minimum.accumulate(best)[:-1]])
-    key = ", config_id" if "config_id" in src.columns else ""
-    cand = catalog.query(
-        f"SELECT {fx} AS x, {fy} AS y{key} FROM {src.view} {w.text} "
-        f"{'AND' if w.text else 'WHERE'} {fy} < list_extract(?, {b} + 1)",
-        [*w.params, before.tolist(), lo, width])
     cx = cand["x"].to_numpy().astype(np.float64)
     cy = cand["y"].to_numpy().astype(np.float64)
-    ids = (cand["config_id"].to_numpy() if key else np.arange(len(cx)))
+    ids = cand["config_id"].to_numpy() if key else np.arange(len(cx))
     order = np.lexsort((ids, cy, cx))
     keep, run = [], np.inf
     for i in order:
@@ -742,6 +743,41 @@ def pareto(catalog: Catalog, dataset: str, x: str, y: str, *, minimize_x: bool =
     if key:
         out["config_id"] = ids[keep]
     return pa.table(out)
+
+
+def _front_candidates(catalog, src, fx, fy, key, w: Sql, bins, fetch, depth):
+    """Rows of ``w`` that may be on the front (``None`` when ``w`` keeps no row)."""
+    lo, hi, n = catalog.query(f"SELECT min({fx}), max({fx}), count(*) FROM {src.view} "
+                              f"{w.text}", w.params).to_pylist()[0].values()
+    if not n:
+        return None
+    rows = f"SELECT {fx} AS x, {fy} AS y{key} FROM {src.view} {w.text}"
+    if n <= fetch or depth >= 4 or hi <= lo:
+        return catalog.query(rows, w.params)
+    width = (hi - lo) / bins
+    b = f"least(CAST(floor(({fx} - ?) / ?) AS BIGINT), {bins - 1})"
+    per_bin = catalog.query(f"SELECT {b} AS b, min({fy}) AS m FROM {src.view} {w.text} "
+                            "GROUP BY 1", [lo, width, *w.params])
+    best = np.full(bins, np.inf)
+    best[np.asarray(per_bin["b"].to_pylist(), dtype=np.int64)] = per_bin["m"].to_numpy()
+    before = np.concatenate([[np.inf], np.minimum.accumulate(best)[:-1]])
+    first = int(np.flatnonzero(np.isfinite(best))[0])
+    live = np.flatnonzero(np.isfinite(before) & np.isfinite(best))
+    parts = []
+    if len(live):
+        # The thresholds join as a small table (a per-row list lookup is far slower).
+        parts.append(catalog.query(
+            f"SELECT v.x, v.y{key.replace(', ', ', v.')} FROM (SELECT {fx} AS x, {fy} AS y, "
+            f"{b} AS b{key} FROM {src.view} {w.text}) v JOIN (SELECT unnest(?) AS b, "
+            "unnest(?) AS t) bins ON v.b = bins.b WHERE v.y < bins.t",
+            [lo, width, *w.params, live.tolist(), before[live].tolist()]))
+    inner = Sql(f"{w.text[len('WHERE '):]} AND {b} = ?", [*w.params, lo, width, first]) \
+        if w.text else Sql(f"{b} = ?", [lo, width, first])
+    head = _front_candidates(catalog, src, fx, fy, key, Sql("WHERE " + inner.text,
+                                                            inner.params),
+                             bins, fetch, depth + 1)
+    parts.append(head)
+    return pa.concat_tables([p.cast(head.schema) for p in parts])
 
 
 def export_rows(catalog: Catalog, dataset: str, columns: Sequence[str],
