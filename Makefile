@@ -23,8 +23,12 @@ run: $(STAMP)
 	$(BIN)/jaxmodel report out/default -o out/default-report.html
 	@echo "browse the sweep: $(BIN)/jaxmodel dashboard out/default"
 
+# On a workstation `make test` runs the fast set (pyproject's addopts skip
+# `slow`); under CI (CI=true, as .ci/run is run) the same command runs everything.
+TEST_MARKS := $(if $(filter true,$(CI)),-m '',)
+
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(TEST_MARKS)
 
 test-all: $(STAMP)
 	$(BIN)/python -m pytest -q -m ''

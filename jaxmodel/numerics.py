@@ -41,3 +41,18 @@ def positive_part(x):
     that of the hidden side (0).
     """
     return jnp.where(x > 0, x, jnp.zeros_like(x))
+
+
+def percent(part, whole):
+    """``100 part / whole`` for ``0 <= part <= whole`` in exact arithmetic, held in [0, 100].
+
+    XLA may round ``part`` differently where it is fused into ``whole`` (a sum
+    of terms) than where it stands alone, so the rounded quotient can land one
+    ulp outside [0, 1] (MFU of 100.00000000000003).  The clamp uses ``where``,
+    not ``clip``, so that at the bound the derivative is the quotient's own
+    rather than half of it (``clip``'s tie rule).
+    """
+    q = part / whole
+    q = jnp.where(q > 1.0, jnp.ones_like(q), q)
+    q = jnp.where(q < 0.0, jnp.zeros_like(q), q)
+    return 100.0 * q

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxmodel.numerics import positive_part, ring_allreduce_bytes, safe_div
+from jaxmodel.numerics import percent, positive_part, ring_allreduce_bytes, safe_div
 from jaxmodel.precision import computing
 
 
@@ -80,3 +80,14 @@ def test_ring_allreduce_bytes_right_hand_derivative_at_one_way():
     # right; the clamp below 1 must not halve it (as maximum's tie rule would).
     assert grad(ring_allreduce_bytes, 100.0, 1.0, argnums=1) == pytest.approx(200.0)
     assert grad(ring_allreduce_bytes, 100.0, 0.5, argnums=1) == 0.0
+
+
+def test_percent_holds_its_bounds():
+    part = jnp.array([0.0, 0.25, 1.0, 1.0 + 1e-15, -1e-300])
+    np.testing.assert_array_equal(percent(part, jnp.ones(5)), [0.0, 25.0, 100.0, 100.0, 0.0])
+
+
+def test_percent_derivative_at_the_bound_is_the_quotients():
+    # d/dpart (100 part / whole) = 100 / whole, also at part == whole (clip would halve it).
+    assert float(jax.grad(percent)(2.0, 2.0)) == 50.0
+    assert float(jax.grad(percent, argnums=1)(2.0, 2.0)) == -50.0

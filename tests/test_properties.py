@@ -5,7 +5,10 @@ num_gpus >= t p, hidden a multiple of t, layers a multiple of p) rather than
 filtered, so hypothesis never discards examples.
 """
 
+import sys
+
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -14,7 +17,22 @@ import jaxmodel
 # deadline=None: the first example of each test compiles the model (about a
 # second), which hypothesis would otherwise report as a flaky deadline.
 # database=None: no .hypothesis directory in the working tree.
-SETTINGS = settings(max_examples=100, deadline=None, database=None)
+# The fast set is derandomized, so `make test` draws the same examples on every
+# machine and run (a property failing by luck once failed CI at random); the
+# slow set searches wider with fresh randomness each run.
+FAST = settings(max_examples=100, deadline=None, database=None, derandomize=True)
+WIDE = settings(max_examples=2000, deadline=None, database=None)
+
+
+def properties(*strategies):
+    """``@given`` twice: ``test_x`` derandomized (fast set), ``test_x_wide`` random (slow)."""
+    def register(test):
+        module = sys.modules[test.__module__]
+        setattr(module, f"{test.__name__}_wide",
+                pytest.mark.slow(WIDE(given(*strategies)(test))))
+        return FAST(given(*strategies)(test))
+    return register
+
 TERMS = ("compute_time_ms", "tp_comm_ms", "pp_comm_ms", "pipeline_bubble_ms", "dp_allreduce_ms")
 
 
@@ -41,8 +59,7 @@ def evaluate(config, **changes):
     return jaxmodel.evaluate(x64=True, **{**config, **changes})
 
 
-@SETTINGS
-@given(valid_configs())
+@properties(valid_configs())
 def test_step_time_at_least_compute_and_terms_non_negative(config):
     out = evaluate(config)
     assert out.valid_layout
@@ -51,15 +68,10 @@ def test_step_time_at_least_compute_and_terms_non_negative(config):
     assert out.step_time_ms >= out.compute_time_ms > 0
 
 
-# One unit in the last place above 100: see test_mfu_is_exactly_at_most_100.
-MFU_MAX = np.nextafter(100.0, np.inf)
-
-
-@SETTINGS
-@given(valid_configs())
+@properties(valid_configs())
 def test_mfu_in_zero_to_hundred(config):
     out = evaluate(config)
-    assert 0 < out.mfu_percent <= MFU_MAX
+    assert 0 < out.mfu_percent <= 100.0
     assert out.scaling_efficiency_percent == out.mfu_percent
 
 
@@ -73,8 +85,7 @@ def test_mfu_is_exactly_at_most_100():
     assert out.mfu_percent <= 100.0
 
 
-@SETTINGS
-@given(valid_configs(), st.floats(1.0, 1000.0))
+@properties(valid_configs(), st.floats(1.0, 1000.0))
 def test_more_bandwidth_never_slower(config, factor):
     # Every term is non-increasing in B and float addition, multiplication,
     # division and max(0, .) are monotone, so this holds exactly, not just
@@ -87,8 +98,7 @@ def test_more_bandwidth_never_slower(config, factor):
         assert getattr(out, name)[1] <= getattr(out, name)[0], name
 
 
-@SETTINGS
-@given(valid_configs())
+@properties(valid_configs())
 def test_compute_comm_and_bubble_fractions_sum_to_100(config):
     out = evaluate(config)
     total = out.mfu_percent + out.comm_fraction_percent + out.bubble_fraction_percent
@@ -97,8 +107,7 @@ def test_compute_comm_and_bubble_fractions_sum_to_100(config):
         assert 0 <= getattr(out, name) < 100, name
 
 
-@SETTINGS
-@given(valid_configs(), st.integers(1, 4096))
+@properties(valid_configs(), st.integers(1, 4096))
 def test_more_accumulation_steps_never_increase_the_bubble_fraction(config, extra):
     # The bubble (p - 1) / m x compute stays the same in ms (compute grows with
     # m), while the step grows: compute, tp and pp grow with m faster than the
@@ -110,3 +119,28 @@ def test_more_accumulation_steps_never_increase_the_bubble_fraction(config, extr
     assert more <= fewer * (1 + 1e-12)
     if config["pipeline_parallel"] > 1:
         assert more < fewer
+
+
+@pytest.mark.parametrize("x64", [False, True])
+def test_bounded_ratios_hold_their_bounds_exactly(x64):
+    # Regression: batched, XLA rounded the compute term differently inside the
+    # fused step sum than on its own, and 196 of these rows (x64) gave MFU
+    # 100.00000000000003.  Same layouts as valid_configs, drawn by numpy.
+    rng = np.random.default_rng(0)
+    n = 200_000
+    t, p = 2 ** rng.integers(0, 7, n), 2 ** rng.integers(0, 7, n)
+    out = jaxmodel.evaluate(
+        x64=x64,
+        model_params_b=rng.uniform(1, 2000, n),
+        num_gpus=np.maximum(np.maximum(8, t * p), rng.integers(8, 65537, n)),
+        tensor_parallel=t, pipeline_parallel=p,
+        micro_batch=rng.integers(1, 65, n), gradient_accum_steps=rng.integers(1, 513, n),
+        seq_length=rng.integers(128, 131073, n),
+        hidden_dim=t * rng.integers(np.maximum(1, 256 // t), 65536 // t + 1),
+        num_layers=p * rng.integers(1, np.maximum(1, 256 // p) + 1),
+        link_bandwidth_gb_s=rng.uniform(5, 5000, n), compute_tflops=rng.uniform(50, 5000, n),
+    )
+    for name in ("mfu_percent", "comm_fraction_percent", "bubble_fraction_percent",
+                 "scaling_efficiency_percent"):
+        values = getattr(out, name)
+        assert np.all((values >= 0) & (values <= 100)), (name, values.min(), values.max())

@@ -85,7 +85,7 @@ import jax.numpy as jnp
 from jaxmodel.fields import InputField, OutputField
 from jaxmodel.models.base import Model
 from jaxmodel.models.outputs import SHARED_OUTPUTS
-from jaxmodel.numerics import positive_part
+from jaxmodel.numerics import percent, positive_part
 from jaxmodel.verdicts import (
     bottleneck_and_regime,
     invalid_layout_reasons,
@@ -534,7 +534,7 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     hfu = 100.0 * hw_flops / (used * step * peak)
     tokens = b * m * s * d
     throughput = tokens / step
-    share = 100.0 * compute / step
+    share = percent(compute, step)
     # The regime's "compute-bound" test uses the compute share of the step
     # (as the seed does, where it equals MFU): MFU against the true peak also
     # carries the achievable fraction and recompute, which no lever in the
@@ -567,8 +567,8 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
         dp_allreduce_ms=masked(dp * ms),
         dp_allreduce_raw_ms=masked(dp_raw * ms),
         step_time_ms=masked(step * ms),
-        comm_fraction_percent=masked(100.0 * (tp + pp + dp) / step),
-        bubble_fraction_percent=masked(100.0 * bubble / step),
+        comm_fraction_percent=masked(percent(tp + pp + dp, step)),
+        bubble_fraction_percent=masked(percent(bubble, step)),
         scaling_efficiency_percent=masked(share),
         mfu_percent=masked(mfu),
         hfu_percent=masked(hfu),

@@ -32,7 +32,7 @@ import jax.numpy as jnp
 from jaxmodel.fields import InputField, OutputField
 from jaxmodel.models.base import Model
 from jaxmodel.models.outputs import SHARED_OUTPUTS
-from jaxmodel.numerics import positive_part, ring_allreduce_bytes
+from jaxmodel.numerics import percent, positive_part, ring_allreduce_bytes
 from jaxmodel.verdicts import (
     bottleneck_and_regime,
     invalid_layout_reasons,
@@ -214,9 +214,9 @@ def seed_model(x: SeedInputs) -> SeedOutputs:
     dp = positive_part(dp_raw - backward)
     step = compute + tp + pp + bubble + dp
 
-    # 100 (compute / step), not (100 compute) / step: a correctly rounded
-    # quotient of compute <= step is <= 1, so MFU never rounds above 100.
-    mfu = 100.0 * (compute / step)
+    # percent() holds MFU in [0, 100] although XLA may round compute one ulp
+    # differently inside the fused step sum than on its own.
+    mfu = percent(compute, step)
     throughput = tokens / step * 1e3
     bottleneck, regime = bottleneck_and_regime(
         jnp.stack([compute, tp, pp, bubble, dp]), mfu, valid
@@ -238,8 +238,8 @@ def seed_model(x: SeedInputs) -> SeedOutputs:
         dp_allreduce_ms=masked(dp),
         dp_allreduce_raw_ms=masked(dp_raw),
         step_time_ms=masked(step),
-        comm_fraction_percent=masked(100.0 * (tp + pp + dp) / step),
-        bubble_fraction_percent=masked(100.0 * bubble / step),
+        comm_fraction_percent=masked(percent(tp + pp + dp, step)),
+        bubble_fraction_percent=masked(percent(bubble, step)),
         scaling_efficiency_percent=masked(mfu),
         mfu_percent=masked(mfu),
         achieved_tflops_per_gpu=masked(x.compute_tflops * mfu / 100.0),
