@@ -2,7 +2,8 @@
 
 The browser is the system's (``apt-get install chromium chromium-driver``; ``.ci/run``
 installs it); nothing is downloaded.  Without it these tests are skipped on a
-developer's machine and fail in CI (``CI=true``), where they must run.
+developer's machine and fail in CI (``CI=true``), where they must run (``make test``
+runs the slow set there too).
 
 What the page shows is read back from the page itself (the Plotly figure's data) and
 checked against an independent computation: a DuckDB group-by written here, and
@@ -140,6 +141,7 @@ def duck_grid(dataset: Path, where: str, agg: str) -> dict[tuple, float]:
     return {(x, y): v for x, y, v in duckdb.sql(sql).fetchall()}
 
 
+@pytest.mark.slow  # about a minute here (jit compiles, a browser); CI runs the slow set
 def test_filter_view_click_and_what_if(driver, server, dataset, shots):
     """Load the page; change the filter and the view and check the heatmap against a
     DuckDB group-by; click a cell and check the breakdown against jaxmodel.evaluate;
