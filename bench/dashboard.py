@@ -84,7 +84,7 @@ def updates(catalog, name: str):
                         choices={"regime": ["overhead-limited", "communication-bound"]})
     x, y = "link_bandwidth_gb_s", "num_gpus"
 
-    def heat(value, agg, f, facet=None, y=y):
+    def heat(value, agg, f, facet=None, x=x, y=y):
         g = q.grid(catalog, name, x, y, value, agg, f, facet)
         return figs.heatmap(src, g)
 
@@ -97,8 +97,9 @@ def updates(catalog, name: str):
         ("heatmap: + free filter", lambda: heat("mfu_percent", "max", big)),
         ("heatmap: mean step time", lambda: heat("step_time_ms", "mean", big)),
         ("heatmap: sliders + regime choice", lambda: heat("mfu_percent", "max", sliders)),
-        ("heatmap: facet by pipeline_parallel",
-         lambda: heat("mfu_percent", "max", big, facet="pipeline_parallel")),
+        ("heatmap: GPUs x TFLOP/s, facet by p",
+         lambda: heat("mfu_percent", "max", big, facet="pipeline_parallel", x="num_gpus",
+                      y="compute_tflops")),
         ("heatmap: y = compute_tflops", lambda: heat("mfu_percent", "max", big,
                                                      y="compute_tflops")),
         ("lines: one per tensor_parallel", lambda: line(big)),

@@ -397,3 +397,37 @@ def test_report_embeds_aggregates_not_rows(tmp_path, dataset):
     assert "<script src=" not in rest and "http" not in rest.replace("http-equiv", "")
     assert rest.count("Plotly.newPlot") >= 4
     assert len(rest) < 400_000  # aggregates of a 576-row sweep, not its rows
+
+
+def test_dashboard_console_script_serves_and_warns_off_localhost(dataset):
+    """The installed command in a subprocess: the address line, the page, the warning
+    for a non-local --host (127.0.0.2 is still this machine), a busy port in one line."""
+    import socket
+    import subprocess
+    import sys
+    import urllib.request
+
+    exe = Path(sys.executable).parent / "jaxmodel"
+    with socket.socket() as s:
+        s.bind(("127.0.0.2", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([str(exe), "dashboard", str(dataset), "--host", "127.0.0.2",
+                             "--port", str(port), "--no-browser"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("jaxmodel dashboard: dash at http://127.0.0.2:"), line
+        page = urllib.request.urlopen(f"http://127.0.0.2:{port}/", timeout=30).read()
+        assert b"jaxmodel dashboard" in page
+        busy = subprocess.run([str(exe), "dashboard", str(dataset), "--host", "127.0.0.2",
+                               "--port", str(port), "--no-browser"], capture_output=True,
+                              text=True, timeout=120)
+        assert busy.returncode == 2
+        assert busy.stderr.splitlines()[1:] == [
+            f"error: --port {port} / --host 127.0.0.2: cannot listen there (address already "
+            "in use); choose another --port or --host"]
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    assert "warning: --host 127.0.0.2 serves the datasets" in err
+    assert "Traceback" not in err

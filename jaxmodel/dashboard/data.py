@@ -754,15 +754,27 @@ def _front_candidates(catalog, src, fx, fy, key, w: Sql, bins, fetch, depth):
     rows = f"SELECT {fx} AS x, {fy} AS y{key} FROM {src.view} {w.text}"
     if n <= fetch or depth >= 4 or hi <= lo:
         return catalog.query(rows, w.params)
-    width = (hi - lo) / bins
-    b = f"least(CAST(floor(({fx} - ?) / ?) AS BIGINT), {bins - 1})"
-    per_bin = catalog.query(f"SELECT {b} AS b, min({fy}) AS m FROM {src.view} {w.text} "
-                            "GROUP BY 1", [lo, width, *w.params])
+    # Bins even in asinh(x / scale): logarithmic over the decades outputs such as step
+    # times span, linear near zero, so no bin holds most of the rows.
+    scale = max(abs(lo), abs(hi)) * 1e-4
+    t_lo, t_hi = math.asinh(lo / scale), math.asinh(hi / scale)
+    width = (t_hi - t_lo) / bins
+    b = (f"greatest(least(CAST(floor((asinh({fx} / {scale!r}) - ?) / ?) AS BIGINT), "
+         f"{bins - 1}), 0)")
+    lo = t_lo
+    per_bin = catalog.query(f"SELECT {b} AS b, min({fy}) AS m, count(*) AS n FROM {src.view} "
+                            f"{w.text} GROUP BY 1", [lo, width, *w.params])
     best = np.full(bins, np.inf)
-    best[np.asarray(per_bin["b"].to_pylist(), dtype=np.int64)] = per_bin["m"].to_numpy()
+    counts = np.zeros(bins, dtype=np.int64)
+    where = np.asarray(per_bin["b"].to_pylist(), dtype=np.int64)
+    best[where] = per_bin["m"].to_numpy()
+    counts[where] = per_bin["n"].to_numpy()
     before = np.concatenate([[np.inf], np.minimum.accumulate(best)[:-1]])
-    first = int(np.flatnonzero(np.isfinite(best))[0])
-    live = np.flatnonzero(np.isfinite(before) & np.isfinite(best))
+    first = int(np.flatnonzero(counts)[0])
+    small_first = counts[first] <= fetch
+    if small_first:  # every row of the first bin is a candidate: threshold +inf
+        before[first] = np.finfo(np.float64).max
+    live = np.flatnonzero(np.isfinite(before) & (counts > 0))
     parts = []
     if len(live):
         # The thresholds join as a small table (a per-row list lookup is far slower).
@@ -771,12 +783,13 @@ def _front_candidates(catalog, src, fx, fy, key, w: Sql, bins, fetch, depth):
             f"{b} AS b{key} FROM {src.view} {w.text}) v JOIN (SELECT unnest(?) AS b, "
             "unnest(?) AS t) bins ON v.b = bins.b WHERE v.y < bins.t",
             [lo, width, *w.params, live.tolist(), before[live].tolist()]))
-    inner = Sql(f"{w.text[len('WHERE '):]} AND {b} = ?", [*w.params, lo, width, first]) \
-        if w.text else Sql(f"{b} = ?", [lo, width, first])
-    head = _front_candidates(catalog, src, fx, fy, key, Sql("WHERE " + inner.text,
-                                                            inner.params),
-                             bins, fetch, depth + 1)
-    parts.append(head)
+    if not small_first:  # nothing precedes the first bin: split it the same way
+        inner = Sql(f"{w.text[len('WHERE '):]} AND {b} = ?", [*w.params, lo, width, first]) \
+            if w.text else Sql(f"{b} = ?", [lo, width, first])
+        parts.append(_front_candidates(catalog, src, fx, fy, key,
+                                       Sql("WHERE " + inner.text, inner.params),
+                                       bins, fetch, depth + 1))
+    head = parts[0]
     return pa.concat_tables([p.cast(head.schema) for p in parts])
 
 

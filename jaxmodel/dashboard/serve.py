@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
 import sys
 import threading
@@ -20,12 +22,16 @@ def make_server(wsgi_app, host: str, port: int):
     from werkzeug.serving import make_server as _make
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no per-request lines
+    said = io.StringIO()
     try:
-        return _make(host, port, wsgi_app, threaded=True)
+        with contextlib.redirect_stderr(said):  # werkzeug prints its own advice, then exits
+            return _make(host, port, wsgi_app, threaded=True)
     except (OSError, SystemExit) as e:
-        reason = getattr(e, "strerror", None) or str(e) or "in use"
+        reason = getattr(e, "strerror", None) or (
+            "address already in use" if "in use" in said.getvalue() else
+            said.getvalue().strip().splitlines()[0] if said.getvalue().strip() else str(e))
         raise DashboardError(f"--port {port} / --host {host}: cannot listen there "
-                             f"({reason}); choose another --port") from None
+                             f"({reason}); choose another --port or --host") from None
 
 
 def serve(wsgi_app, host: str, port: int, *, open_browser: bool,
