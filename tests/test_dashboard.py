@@ -431,3 +431,39 @@ def test_dashboard_console_script_serves_and_warns_off_localhost(dataset):
         _, err = proc.communicate(timeout=30)
     assert "warning: --host 127.0.0.2 serves the datasets" in err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("reduce", ['top_k = 10\nby = "mfu_percent"',
+                                    'by = "mfu_percent"\ngroup_by = ["num_gpus"]',
+                                    'pareto = ["used_gpus", "step_time_ms"]'])
+def test_reduced_datasets_open_and_aggregate(tmp_path, reduce):
+    text = (SPECS / "dashboard.toml").read_text().replace(
+        "[output]", f"[reduce]\n{reduce}\n\n[output]")
+    path = tmp_path / "reduced"
+    sweep(parse_spec(text, "reduced"), path)
+    c = q.Catalog([path])
+    t = ds.dataset(path, format="parquet").to_table()
+    g = q.grid(c, "reduced", "num_gpus", "tensor_parallel", "config_id", "count")
+    assert int(np.nansum(g.cells)) == t.num_rows == q.count_rows(c, "reduced")
+    c.close()
+
+
+def test_export_downloads_the_filtered_rows_as_csv_and_parquet(client, rows):
+    import base64
+    import io
+
+    import pyarrow.csv as pcsv
+    import pyarrow.parquet as pq
+
+    where = "valid_layout and mfu_percent > 90"
+    want = rows["config_id"][numpy_mask(rows, where)].tolist()
+    for button, read in (("export-csv", lambda b: pcsv.read_csv(io.BytesIO(b))),
+                         ("export-parquet", lambda b: pq.read_table(io.BytesIO(b)))):
+        resp = call(client, "download.data", {"dataset": "dash", "where": where,
+                                              "value": "mfu_percent", button: 1},
+                    f"{button}.n_clicks")
+        sent = resp["download"]["data"]
+        assert sent["filename"] == f"dash-rows.{button.split('-')[1]}"
+        table = read(base64.b64decode(sent["content"]))
+        assert table["config_id"].to_pylist() == want
+        assert {"link_bandwidth_gb_s", "num_gpus", "mfu_percent"} <= set(table.column_names)
