@@ -29,7 +29,7 @@ def _require() -> None:
 def dashboard_command(
     datasets: Annotated[list[Path], typer.Argument(
         help="sweep dataset directories (jaxmodel sweep's output); the first is shown first",
-        metavar="DATASET...")],
+        metavar="DATASET")],
     port: Annotated[int, typer.Option("--port", help="TCP port", min=1, max=65535)] = 8050,
     host: Annotated[str, typer.Option(
         "--host", help="address to listen on (127.0.0.1: this machine only)")] = "127.0.0.1",
