@@ -7,14 +7,25 @@ every few seconds to show that memory stays flat.  Long: about an hour on two
 CPU cores; not part of ``make bench``.
 
   python bench/top_k_1e10.py [--chunk-size 4194304] [--output out/top_layouts_1e10]
+  python bench/top_k_1e10.py --share 400 --devices 1,2 --repeats 3   # a rate sample
 
-Writes bench/results/top_k_1e10.json.
+``--share P`` evaluates only the first 1/P of the chunks (a contiguous
+prefix, as process 0 of P would: a rate sample in a minute instead of the
+whole sweep).  ``--devices 1,2`` runs the sweep once per count of CPU
+devices (``--xla_force_host_platform_device_count``), interleaved
+``--repeats`` times, and reports each count's median rate and the ratio to
+the first (same run, same load).  With a GPU the device count is whatever
+jax finds (``--devices`` is for CPU hosts).
+
+Writes bench/results/top_k_1e10.json (or ``--out``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import statistics
 import subprocess
 import sys
 import threading
@@ -30,23 +41,25 @@ from jaxmodel.sweep import build_plan
 from jaxmodel.engine import run_sweep
 plan = build_plan(sys.argv[1], chunk_size=int(sys.argv[3]))
 t = time.perf_counter()
-r = run_sweep(plan, sys.argv[2], overwrite=True)
+r = run_sweep(plan, sys.argv[2], overwrite=True, process=0, processes=int(sys.argv[4]))
 s = time.perf_counter() - t
 hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM')][0].split()[1]
 print(json.dumps({"configurations": r.configurations_done, "seconds": s,
                   "compile_seconds": r.compile_seconds, "rows": r.rows,
                   "valid_rows": r.valid_rows, "kept_rows": r.extra["kept_rows"],
-                  "peak_rss_mib": int(hwm) / 1024, "traces": plan.traces}))
+                  "peak_rss_mib": int(hwm) / 1024, "traces": plan.traces,
+                  "devices": [str(d) for d in plan.mesh.devices.flat]}))
 """
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--chunk-size", type=int, default=1 << 22)
-    ap.add_argument("--output", default=str(ROOT / "out" / "top_layouts_1e10"))
-    args = ap.parse_args()
+def run_child(args, devices: int | None) -> dict:
+    env = dict(os.environ)
+    if devices is not None:
+        env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") +
+                            f" --xla_force_host_platform_device_count={devices}").strip()
     proc = subprocess.Popen([sys.executable, "-c", CHILD, str(SPEC), args.output,
-                             str(args.chunk_size)], stdout=subprocess.PIPE, text=True)
+                             str(args.chunk_size), str(args.share)], stdout=subprocess.PIPE,
+                            text=True, env=env)
     samples: list[tuple[float, float]] = []
     start = time.perf_counter()
 
@@ -69,10 +82,49 @@ def main() -> None:
     res["rate_configs_per_s"] = res["configurations"] / (res["seconds"] - res["compile_seconds"])
     res["rss_mib_samples"] = samples[:: max(len(samples) // 50, 1)]
     res["chunk_size"] = args.chunk_size
-    print(f"{res['configurations']:,} configurations in {res['seconds']:,.0f} s "
-          f"({res['rate_configs_per_s']:,.0f}/s after {res['compile_seconds']:.1f} s compile), "
-          f"peak RSS {res['peak_rss_mib']:,.0f} MiB, {res['rows']} rows kept")
-    target = ROOT / "bench" / "results" / "top_k_1e10.json"
+    res["share"] = args.share
+    print(f"{len(res['devices'])} device(s): {res['configurations']:,} configurations in "
+          f"{res['seconds']:,.1f} s ({res['rate_configs_per_s']:,.0f}/s after "
+          f"{res['compile_seconds']:.1f} s compile), peak RSS {res['peak_rss_mib']:,.0f} MiB, "
+          f"{res['rows']} rows kept")
+    return res
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--chunk-size", type=int, default=1 << 22)
+    ap.add_argument("--output", default=str(ROOT / "out" / "top_layouts_1e10"))
+    ap.add_argument("--share", type=int, default=1,
+                    help="evaluate the first 1/SHARE of the chunks only")
+    ap.add_argument("--devices", default=None,
+                    help="comma-separated CPU device counts to compare, e.g. 1,2")
+    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "top_k_1e10.json"))
+    args = ap.parse_args()
+    counts = [int(c) for c in args.devices.split(",")] if args.devices else [None]
+    runs: dict[str, list[dict]] = {str(c): [] for c in counts}
+    for _ in range(args.repeats):
+        for c in counts:
+            runs[str(c)].append(run_child(args, c))
+    if counts == [None] and args.repeats == 1:
+        res = runs["None"][0]
+    else:
+        first = str(counts[0])
+        rates = {c: [r["rate_configs_per_s"] for r in rs] for c, rs in runs.items()}
+        res = {
+            "load_average_at_end": os.getloadavg(), "share": args.share,
+            "chunk_size": args.chunk_size, "repeats": args.repeats,
+            "median_rate_configs_per_s": {c: statistics.median(v) for c, v in rates.items()},
+            "median_ratio_to_first": {
+                c: statistics.median(a / b for a, b in zip(v, rates[first], strict=True))
+                for c, v in rates.items()},
+            "runs": runs,
+        }
+        for c, v in res["median_rate_configs_per_s"].items():
+            print(f"devices {c}: median {v:,.0f} configurations/s, "
+                  f"{res['median_ratio_to_first'][c]:.2f}x devices {first}")
+    target = Path(args.out)
+    target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(json.dumps(res, indent=1) + "\n")
     print(f"-> {target}")
 

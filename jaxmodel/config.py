@@ -24,9 +24,11 @@ def load_config(path: str | Path, model: Model) -> dict[str, Any]:
     """
     p = Path(path)
     try:
-        text = p.read_text()
+        text = p.read_bytes().decode("utf-8")
     except OSError as e:
         raise InputError("config", str(path), f"a readable file ({e.strerror})") from None
+    except UnicodeDecodeError as e:
+        raise InputError("config", str(path), f"UTF-8 text (byte {e.start} is not)") from None
     try:
         data = tomllib.loads(text) if p.suffix.lower() == ".toml" else json.loads(text)
     except (ValueError, tomllib.TOMLDecodeError) as e:

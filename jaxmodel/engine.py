@@ -38,23 +38,31 @@ import numpy as np
 import pyarrow as pa
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from jaxmodel.errors import SpecError, closest
+from jaxmodel.errors import JaxmodelError, SpecError, closest
 from jaxmodel.expr import parse
 from jaxmodel.precision import computing, float_dtype
 from jaxmodel.sink import (
+    LOCK_PREFIX,
+    MERGE_LOCK,
     METADATA_FILE,
-    BackgroundWriter,
     Column,
+    DatasetDamaged,
+    FileLock,
     Manifest,
     PartWriter,
+    WriterPool,
+    check_output_path,
     chunk_runs,
     clean_orphans,
     dataset_files,
     done_chunks,
+    foreign_records,
     input_column,
     is_dataset_file,
+    locked_slots,
     output_column,
     part_files,
+    slot_lock,
     to_table,
 )
 from jaxmodel.space import IndexSpace
@@ -71,6 +79,14 @@ class SweepInterrupted(Exception):
 
 class DatasetExists(SpecError):
     """The output directory already holds a dataset (and no --resume/--overwrite)."""
+
+
+class WriteFailed(JaxmodelError):
+    """Writing the dataset failed (a full disk, a file size limit, an I/O error).
+
+    Every chunk recorded before the failure is safe; ``--resume`` continues
+    once the cause is removed.  The message is one line.
+    """
 
 
 @dataclass(frozen=True)
@@ -190,11 +206,19 @@ class Plan:
             if name not in wanted:
                 wanted.append(name)
             c = self.all_columns[name]
-            drawn = {d.name for d in spec.sample.distributions} if spec.sample else set()
-            constant_or_grid = name in self.model.input_names and name not in drawn
-            if pa.types.is_floating(c.type) and not constant_or_grid:
-                raise SpecError(f"output.partition_by: {name!r} takes a different float value "
-                                "on every row; partition by grid inputs or categories")
+            # Readers (pyarrow, DuckDB, Polars, jaxmodel plot) infer a hive key's
+            # type from the directory name: integers and text come back as
+            # such, but a float or a flag would come back as text (sorted as
+            # text, refused by numeric filters).
+            if name == CONFIG_ID:
+                raise SpecError("output.partition_by: 'config_id' would make one directory "
+                                "per row; partition by an integer input or a category")
+            if pa.types.is_floating(c.type) or pa.types.is_boolean(c.type):
+                kind = "a float" if pa.types.is_floating(c.type) else "a true/false flag"
+                raise SpecError(f"output.partition_by: {name!r} is {kind}, which readers "
+                                "would read back from directory names as text; partition "
+                                "by an integer input (e.g. tensor_parallel) or a category "
+                                "(bottleneck, regime), or filter on it when reading")
         self.reducer = reducer
         self.num_groups = 1
         if reducer is not None:
@@ -217,6 +241,17 @@ class Plan:
         if CONFIG_ID not in wanted:
             wanted.insert(0, CONFIG_ID)
         self.columns = [self.all_columns[n] for n in wanted]
+        # Inputs fixed for the whole sweep ([base] or a model default) are
+        # still columns (dashboards group by them), but the device neither
+        # computes nor sends them: the host fills them in (see fetch), and the
+        # writer dictionary-encodes them.
+        drawn = {d.name for d in spec.sample.distributions} if spec.sample else set()
+        varied = {n for d in spec.dims for n in d.names} | drawn
+        dtypes = self.state_dtypes()
+        self.constant = {
+            f.name: dtypes[f.name].type(round(spec.base[f.name]) if f.integer
+                                        else spec.base[f.name])
+            for f in self.model.inputs if f.name in wanted and f.name not in varied}
         self.traces = 0
         self._reduce_step = jax.jit(self._reduce_fn, donate_argnums=0)
         self._step = jax.jit(self._step_fn)
@@ -299,7 +334,7 @@ class Plan:
 
     def _step_fn(self, start, start_digits, offsets, tables):
         cols, keep, count, valid, _ = self._chunk(start, start_digits, offsets, tables)
-        out = {c.name: cols[c.name] for c in self.columns}
+        out = {c.name: cols[c.name] for c in self.columns if c.name not in self.constant}
         if self.filter is not None:
             (idx,) = jnp.nonzero(keep, size=keep.shape[0], fill_value=0)
             out = {k: v[idx] for k, v in out.items()}
@@ -349,6 +384,8 @@ class Plan:
                 self._slices[bucket] = jax.jit(lambda o, b=bucket: {k: v[:b] for k, v in o.items()})
             host = jax.device_get(self._slices[bucket](out))
         host = {k: np.asarray(v)[:n] for k, v in host.items()}
+        for name, value in self.constant.items():
+            host[name] = np.full(n, value)
         return host, n, int(valid)
 
     def rows_for(self, chunk: int) -> tuple[dict[str, np.ndarray], int, int]:
@@ -358,6 +395,37 @@ class Plan:
 
 
 # -- the host loop -----------------------------------------------------------
+
+def usable_cores() -> int:
+    """The CPU cores this process may run on (its affinity mask, as in jax)."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(len(os.sched_getaffinity(0)), 1)
+    return os.cpu_count() or 1
+
+
+def default_writers(plan: Plan) -> int:
+    """Writer threads for ``plan``: the cores not busy feeding the device, within
+    a quarter of the machine's memory.
+
+    On an accelerator one core dispatches chunks and fetches rows, and every
+    other core writes.  On a CPU host the device *is* those cores, but the
+    model costs a few percent of what encoding its rows does
+    (bench/sweep_throughput.py), so every core writes and the model's threads
+    share them.  Each writer holds a part of ``rows_per_file`` rows (about
+    twice its width in memory while encoding), hence the memory cap.
+    """
+    cores = usable_cores()
+    on_cpu = all(d.platform == "cpu" for d in plan.mesh.devices.flat)
+    wanted = cores if on_cpu else cores - 1
+    row_bytes = sum(max(c.type.bit_width // 8, 1) if pa.types.is_primitive(c.type) else 1
+                    for c in plan.columns)
+    part_bytes = 2 * row_bytes * min(plan.spec.output.rows_per_file, plan.size)
+    try:
+        budget = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 4
+    except (ValueError, OSError):
+        budget = 1 << 32
+    return max(1, min(wanted, budget // max(part_bytes, 1) - 1))
+
 
 def my_chunks(num_chunks: int, process: int, processes: int) -> range:
     """The contiguous block of chunks that ``process`` of ``processes`` owns."""
@@ -392,7 +460,40 @@ def dataset_metadata(plan: Plan) -> dict[str, Any]:
 
 def file_metadata(meta: dict[str, Any]) -> dict[str, str]:
     keys = ("spec", "model", "jaxmodel_version", "jax_version", "created", "filter")
-    return {f"jaxmodel.{k}": "" if meta[k] is None else str(meta[k]) for k in keys}
+    out = {f"jaxmodel.{k}": "" if meta[k] is None else str(meta[k]) for k in keys}
+    out["jaxmodel.sweep"] = sweep_key(meta)
+    return out
+
+
+def sweep_key(meta: dict[str, Any]) -> str:
+    """Identity of the computation a dataset holds (spec, model, precision,
+    chunk size): written into every manifest record, part and reducer state."""
+    import hashlib
+
+    text = json.dumps([meta["spec"], meta["model"], meta["x64"], meta["chunk_size"]])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def read_metadata(meta_path: Path) -> dict[str, Any]:
+    """A dataset's ``_jaxmodel.json``, checked to be what jaxmodel writes.
+
+    Raises:
+      DatasetDamaged: unreadable, not JSON, or not of the expected shape.
+    """
+    try:
+        meta = json.loads(meta_path.read_bytes().decode("utf-8"))
+    except OSError as e:
+        raise DatasetDamaged(f"output: cannot read {str(meta_path)!r} ({e.strerror})") from None
+    except ValueError:  # not UTF-8, not JSON
+        meta = None
+    shape = {"spec": str, "model": str, "x64": bool, "chunk_size": int}
+    if not isinstance(meta, dict) or not all(isinstance(meta.get(k), t)
+                                             for k, t in shape.items()):
+        raise DatasetDamaged(
+            f"output: {str(meta_path)!r} is damaged (not the metadata jaxmodel writes); delete "
+            "it and rerun with --resume (the manifests carry the sweep's identity, so it is "
+            "rebuilt), or use --overwrite")
+    return meta
 
 
 def _process_of(path: Path) -> int | None:
@@ -409,8 +510,16 @@ def remove_dataset(directory: Path, processes: Iterable[int] | None = None) -> N
     (and emptied partition directories).  Only the dataset's area is touched
     (see :func:`~jaxmodel.sink.dataset_files`)."""
     keep = None if processes is None else set(processes)
-    for path in list(dataset_files(directory)):
-        if not is_dataset_file(path):
+
+    def order(path: Path) -> int:
+        # Manifests first and the metadata last: a kill in between leaves
+        # unrecorded parts (orphans, deleted on resume), never a metadata file
+        # over rows it does not describe.  Lock files stay: deleting a held
+        # lock's file would let a second run lock a new file of the same name.
+        return 0 if path.name.startswith("_manifest-p") else 2 if path.name == METADATA_FILE else 1
+
+    for path in sorted(dataset_files(directory), key=order):
+        if not is_dataset_file(path) or path.name.startswith(LOCK_PREFIX):
             continue
         owner = _process_of(path)
         if keep is None or owner in keep:
@@ -438,18 +547,29 @@ def _write_metadata(meta_path: Path, meta: dict[str, Any], process: int, *,
 
 
 def prepare_directory(directory: Path, meta: dict[str, Any], *, process: int, processes: int,
-                      resume: bool, overwrite: bool) -> None:
-    """Create, check, clean or adopt the output directory.
+                      resume: bool, overwrite: bool) -> list[FileLock]:
+    """Create, check, lock, clean or adopt the output directory.
+
+    The run takes the advisory lock of its process slot (and process 0 those
+    of the slots it may clean), so a second run into the same slots is refused
+    while the first is alive; the caller releases the returned locks.
 
     ``--overwrite`` deletes the dataset's own files: all of them in a single
     process run; in a run of several processes each deletes only its own
     (process 0 also those of process numbers the run does not have), so no
     process deletes another's finished work.
 
+    A dataset is adopted (resumed) only if its metadata and every manifest
+    record name this computation; a missing metadata file is rebuilt when the
+    manifests do.
+
     Raises:
       DatasetExists: a dataset is there and neither resume nor overwrite was asked.
-      SpecError: the directory holds something else, or another sweep's dataset.
+      DatasetDamaged: the metadata or a manifest cannot be read back.
+      SpecError: the directory holds something else, another sweep's dataset,
+        or another live run holds it.
     """
+    check_output_path(directory)
     meta_path = directory / METADATA_FILE
     if directory.exists() and not directory.is_dir():
         raise SpecError(f"output: {str(directory)!r} exists and is not a directory")
@@ -459,33 +579,87 @@ def prepare_directory(directory: Path, meta: dict[str, Any], *, process: int, pr
         if foreign and not meta_path.exists():
             raise SpecError(f"output: {str(directory)!r} holds other files "
                             f"(e.g. {foreign[0].name}); choose an empty or new directory")
-        own_manifest = Manifest(directory, process).path
-        if overwrite:
-            if processes == 1:
-                remove_dataset(directory)
-            else:
-                others = range(processes, 10_000) if process == 0 else ()
-                remove_dataset(directory, [process, *others])
-                if process == 0 and (directory / "_reduce-merge.lock").exists():
-                    (directory / "_reduce-merge.lock").unlink()
-        elif meta_path.exists():
-            old = json.loads(meta_path.read_text())
-            if not same_sweep(old, meta):
-                raise SpecError(
-                    f"output: {str(directory)!r} holds a dataset of another sweep "
-                    "(different spec, model or precision); use --overwrite to replace it")
-            if not resume and (own_manifest.exists() or processes == 1):
-                raise DatasetExists(
-                    f"output: {str(directory)!r} already holds this sweep's dataset; "
-                    "use --resume to finish it or --overwrite to replace it")
-            if old.get("chunk_size") != meta["chunk_size"]:
-                raise SpecError(
-                    f"--chunk-size: got {meta['chunk_size']}; this dataset was started with "
-                    f"{old.get('chunk_size')} (resume with that, or omit --chunk-size)")
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        replace = overwrite and meta_path.exists() and not same_sweep(
-            json.loads(meta_path.read_text()), meta)
+        locks = _lock_slots(directory, process, processes)
+    except OSError as e:
+        raise SpecError(f"output: cannot write to {str(directory)!r} ({e.strerror})") from None
+    try:
+        _adopt(directory, meta, process=process, processes=processes, resume=resume,
+               overwrite=overwrite)
+    except BaseException:
+        for lock in locks:
+            lock.release()
+        raise
+    return locks
+
+
+def _lock_slots(directory: Path, process: int, processes: int) -> list[FileLock]:
+    """Lock this process's slot, and for process 0 the slots beyond the run's
+    processes that it cleans; refuse if a live run holds any of them."""
+    slots = [process]
+    if process == 0:
+        slots += [n for n in locked_slots(directory) if n >= processes]
+    locks: list[FileLock] = []
+    for n in slots:
+        lock = slot_lock(directory, n)
+        if not lock.try_acquire():
+            for held in locks:
+                held.release()
+            raise SpecError(
+                f"output: {str(directory)!r} is being written by another run ({lock.holder()}"
+                f", process slot {n}); wait for it to finish or stop it, then rerun")
+        locks.append(lock)
+    return locks
+
+
+def _adopt(directory: Path, meta: dict[str, Any], *, process: int, processes: int,
+           resume: bool, overwrite: bool) -> None:
+    meta_path = directory / METADATA_FILE
+    own_manifest = Manifest(directory, process).path
+    if overwrite:
+        if processes == 1:
+            remove_dataset(directory)
+        else:
+            others = range(processes, 10_000) if process == 0 else ()
+            remove_dataset(directory, [process, *others])
+            if process == 0 and (directory / MERGE_LOCK).exists():
+                (directory / MERGE_LOCK).unlink()
+    else:
+        old = read_metadata(meta_path) if meta_path.exists() else None
+        if old is not None and not same_sweep(old, meta):
+            raise SpecError(
+                f"output: {str(directory)!r} holds a dataset of another sweep "
+                "(different spec, model or precision); use --overwrite to replace it")
+        records = Manifest.read_all(directory)
+        # Keyless records (written before records carried keys) are trusted
+        # only under a metadata file that names this sweep.
+        foreign = foreign_records(records, sweep_key(meta), keyless_ok=old is not None)
+        another = SpecError(
+            f"output: {str(directory)!r} holds parts of another sweep"
+            + ("" if old is not None else f" (and has no {METADATA_FILE})")
+            + ": its manifests name another spec, model, precision or chunk size; use "
+            "--overwrite to replace them, or choose another directory")
+        if foreign and old is None:
+            raise another
+        if (old is not None or records) and not resume and (
+                own_manifest.exists() or processes == 1):
+            raise DatasetExists(
+                f"output: {str(directory)!r} already holds this sweep's dataset; "
+                "use --resume to finish it or --overwrite to replace it")
+        if old is not None and old["chunk_size"] != meta["chunk_size"]:
+            raise SpecError(
+                f"--chunk-size: got {meta['chunk_size']}; this dataset was started with "
+                f"{old['chunk_size']} (resume with that, or omit --chunk-size)")
+        if foreign:
+            raise another
+    try:
+        replace = False
+        if overwrite and meta_path.exists():
+            try:
+                replace = not same_sweep(read_metadata(meta_path), meta)
+            except DatasetDamaged:
+                replace = True
         if replace or not meta_path.exists():
             _write_metadata(meta_path, meta, process, replace=replace)
     except OSError as e:
@@ -561,8 +735,11 @@ class _StopFlag:
 
 def run_sweep(plan: Plan, directory: Path, *, resume: bool = False, overwrite: bool = False,
               process: int = 0, processes: int = 1, quiet: bool = True,
-              progress_stream=None) -> SweepResult:
+              progress_stream=None, writers: int | None = None) -> SweepResult:
     """Run the sweep of ``plan`` into ``directory``; see the module docstring.
+
+    ``writers`` threads encode and write parts at once (default:
+    :func:`default_writers`); the dataset does not depend on their number.
 
     Raises:
       DatasetExists / SpecError: directory problems, before any computation.
@@ -573,23 +750,55 @@ def run_sweep(plan: Plan, directory: Path, *, resume: bool = False, overwrite: b
                           processes=processes, quiet=quiet, progress_stream=progress_stream)
     directory = Path(directory)
     meta = dataset_metadata(plan)
-    prepare_directory(directory, meta, process=process, processes=processes,
-                      resume=resume, overwrite=overwrite)
+    locks = prepare_directory(directory, meta, process=process, processes=processes,
+                              resume=resume, overwrite=overwrite)
+    try:
+        return _write_rows(plan, directory, process=process, processes=processes, quiet=quiet,
+                           progress_stream=progress_stream, writers=writers)
+    except OSError as e:
+        raise write_failed(directory, e) from None
+    finally:
+        for lock in locks:
+            lock.release()
+
+
+def write_failed(directory: Path, e: OSError) -> WriteFailed:
+    """The one-line error for an OS error while writing the dataset."""
+    import errno
+    import re
+
+    # pyarrow's writer raises OSError without errno, naming it in the text.
+    found = re.search(r"\[errno (\d+)\]", str(e))
+    code = e.errno if e.errno is not None else int(found.group(1)) if found else None
+    text = (e.strerror or str(e) or type(e).__name__).splitlines()[0]
+    why = "the disk is full" if code in (errno.ENOSPC, errno.EDQUOT) else text
+    where = f" ({e.filename})" if e.filename else ""
+    return WriteFailed(f"output: writing {str(directory)!r} failed: {why}{where}; "
+                       "the chunks finished before it are kept")
+
+
+def _write_rows(plan: Plan, directory: Path, *, process: int, processes: int, quiet: bool,
+                progress_stream, writers: int | None) -> SweepResult:
+    """The plain sweep's loop, with the directory prepared and locked."""
+    Manifest(directory, process).repair()
     stale = [process] + (list(range(processes, 10_000)) if process == 0 else [])
     clean_orphans(directory, stale)
-    done = done_chunks(Manifest.read_all(directory))
+    done = done_chunks(Manifest.read_all(directory, plan.num_chunks))
     todo = Todo(plan, my_chunks(plan.num_chunks, process, processes), done)
     result = SweepResult(directory, plan.size, skipped_chunks=todo.skipped)
-    on_disk = json.loads((directory / METADATA_FILE).read_text())
+    on_disk = read_metadata(directory / METADATA_FILE)
     writer = PartWriter(
         directory, process, plan.columns, file_metadata=file_metadata(on_disk),
         rows_per_file=plan.spec.output.rows_per_file,
         row_group_size=plan.spec.output.row_group_size,
         compression=plan.spec.output.compression,
         partition_by=plan.spec.output.partition_by,
+        sweep=sweep_key(on_disk),
+        constant=plan.constant,
     )
     progress = Progress(todo.configurations, not quiet, progress_stream)
-    background = BackgroundWriter(writer)
+    writers = writers or default_writers(plan)
+    background = WriterPool(writer, writers)
     start = time.perf_counter()
     configs_done = 0
     chunks = iter(todo)
@@ -622,6 +831,7 @@ def run_sweep(plan: Plan, directory: Path, *, resume: bool = False, overwrite: b
     result.bytes = writer.bytes_written
     result.parts = writer.parts_written
     result.configurations_done = configs_done
+    result.extra["writers"] = writers
     if stop.set and result.chunks < todo.count:
         result.interrupted = True
         raise SweepInterrupted(result)
@@ -687,19 +897,35 @@ def save_checkpoint(path: Path, state, info: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def load_checkpoint(path: Path) -> tuple[dict, dict[str, Any]]:
-    with np.load(path) as data:
-        flat = {k: data[k] for k in data.files if k != "__info__"}
-        info = json.loads(str(data["__info__"]))
+def load_checkpoint(path: Path, num_chunks: int | None = None) -> tuple[dict, dict[str, Any]]:
+    """A reducer state and what it covers.
+
+    Raises:
+      DatasetDamaged: the file is not a checkpoint jaxmodel wrote (truncated,
+        overwritten), naming it and what to do.
+    """
+    try:
+        with open(path, "rb") as fh, np.load(fh) as data:  # closed even if damaged
+            flat = {k: data[k] for k in data.files if k != "__info__"}
+            info = json.loads(str(data["__info__"]))
+        ok = (isinstance(info, dict) and isinstance(info.get("sweep"), str)
+              and isinstance(info.get("complete"), bool)
+              and isinstance(info.get("counts"), dict)
+              and all(isinstance(info["counts"].get(k), int) for k in ("rows", "valid"))
+              and isinstance(info.get("chunks"), list)
+              and all(isinstance(c, list) and len(c) == 2 and all(isinstance(v, int) for v in c)
+                      and 0 <= c[0] < c[1] <= (num_chunks if num_chunks is not None else c[1])
+                      for c in info["chunks"]))
+    except Exception:  # np.load raises many kinds on a damaged zip (BadZipFile, ...)
+        ok = False
+    if not ok:
+        raise DatasetDamaged(
+            f"output: the reducer state {str(path)!r} is damaged; delete it and rerun with "
+            "--resume (its chunks are computed again), or use --overwrite")
     return _unflatten(flat), info
 
 
-def _sweep_key(meta: dict[str, Any]) -> str:
-    """Identity of the computation a reducer state belongs to."""
-    import hashlib
-
-    text = json.dumps([meta["spec"], meta["model"], meta["x64"], meta["chunk_size"]])
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+_sweep_key = sweep_key  # reducer states carry the same identity as manifests
 
 
 def _chunks_of(info: dict[str, Any]) -> set[int]:
@@ -718,20 +944,33 @@ def run_reduce(plan: Plan, directory: Path, *, resume: bool, overwrite: bool, pr
     every ``CHECKPOINT_SECONDS`` and at the end, so ``--resume`` continues
     from the last checkpoint.  The process that finds every process's final
     state on disk merges them (the reducers' merge is order-free) and writes
-    the reduced rows as the dataset's one part.
+    the reduced rows as the dataset's one part; a merge cut short (a kill) is
+    redone by the next run that finds every final state.
     """
     directory = Path(directory)
     meta = dataset_metadata(plan)
-    prepare_directory(directory, meta, process=process, processes=processes,
-                      resume=resume, overwrite=overwrite)
+    locks = prepare_directory(directory, meta, process=process, processes=processes,
+                              resume=resume, overwrite=overwrite)
+    try:
+        return _reduce(plan, directory, meta, resume=resume, process=process,
+                       processes=processes, quiet=quiet, progress_stream=progress_stream)
+    except OSError as e:
+        raise write_failed(directory, e) from None
+    finally:
+        for lock in locks:
+            lock.release()
+
+
+def _reduce(plan: Plan, directory: Path, meta: dict[str, Any], *, resume: bool, process: int,
+            processes: int, quiet: bool, progress_stream) -> SweepResult:
     ckpt = _checkpoint_path(directory, process)
-    sweep_key = _sweep_key(meta)
+    key = sweep_key(meta)
     done: set[int] = set()  # chunks folded into this process's state
     counts = {"rows": 0, "valid": 0}
     state = plan.init_state()
     if ckpt.exists() and resume:
-        loaded, info = load_checkpoint(ckpt)
-        if info.get("sweep") == sweep_key:
+        loaded, info = load_checkpoint(ckpt, plan.num_chunks)
+        if info["sweep"] == key:
             state = plan.init_state(loaded)
             done = _chunks_of(info)
             counts = info["counts"]
@@ -740,8 +979,8 @@ def run_reduce(plan: Plan, directory: Path, *, resume: bool, overwrite: bool, pr
     others = set()
     for path in directory.glob("_reduce-p*.npz"):
         if path != ckpt:
-            _, info = load_checkpoint(path)
-            if info.get("sweep") == sweep_key:
+            _, info = load_checkpoint(path, plan.num_chunks)
+            if info["sweep"] == key:
                 others |= _chunks_of(info)
     todo = Todo(plan, my_chunks(plan.num_chunks, process, processes), done | others)
     result = SweepResult(directory, plan.size, skipped_chunks=todo.skipped)
@@ -758,7 +997,7 @@ def run_reduce(plan: Plan, directory: Path, *, resume: bool, overwrite: bool, pr
         pending_counts.clear()
         save_checkpoint(ckpt, state, {"chunks": chunk_runs(done), "counts": counts,
                                       "complete": complete, "processes": processes,
-                                      "sweep": sweep_key})
+                                      "sweep": key})
 
     with computing(), _StopFlag() as stop:
         for i, k in enumerate(todo):
@@ -802,15 +1041,19 @@ def _merge_if_last(plan: Plan, directory: Path, meta: dict[str, Any]):
     Returns the reduced rows if this process wrote them, else ``None`` (another
     process will, when it finishes: each writes its final state before
     looking, so the last one to finish always sees all of them).
+
+    The merge holds an advisory lock (released by the OS if the merger dies)
+    and is recorded like any part, by a manifest line; a merge without its
+    line (cut short by a kill) is cleaned up and redone by the next run.
     """
     from jaxmodel.reduce import merge_states
 
     paths = sorted(directory.glob("_reduce-p*.npz"))
     states, covered = [], set()
-    key = _sweep_key(meta)
+    key = sweep_key(meta)
     for path in paths:
-        state, info = load_checkpoint(path)
-        if info.get("sweep") != key:
+        state, info = load_checkpoint(path, plan.num_chunks)
+        if info["sweep"] != key:
             continue  # another sweep's leftover: never merged
         if not info["complete"]:
             return None
@@ -823,23 +1066,27 @@ def _merge_if_last(plan: Plan, directory: Path, meta: dict[str, Any]):
         covered |= chunks
     if covered != set(range(plan.num_chunks)):
         return None
-    lock = directory / "_reduce-merge.lock"
+    lock = FileLock(directory / MERGE_LOCK)
+    if not lock.try_acquire():
+        return None  # another process is merging right now
     try:
-        fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-    except FileExistsError:
-        return None
-    os.close(fd)
-    merged = merge_states(plan.reducer, states)
-    rows = plan.reducer.rows(merged)
-    writer = PartWriter(directory, 0, plan.columns, file_metadata=file_metadata(meta),
-                        rows_per_file=1 << 62, row_group_size=plan.spec.output.row_group_size,
-                        compression=plan.spec.output.compression)
-    n = len(rows[CONFIG_ID])
-    writer._chunks = list(range(plan.num_chunks))
-    if n:
-        writer._tables = [to_table(plan.columns, rows, writer.full_schema)]
-    writer._rows = n
-    writer.flush(keep_schema=True)
+        if any(r.get("sweep") == key for r in Manifest.read_all(directory)):
+            return None  # merged already
+        clean_orphans(directory, [0])  # what a merge cut short left behind
+        merged = merge_states(plan.reducer, states)
+        rows = plan.reducer.rows(merged)
+        writer = PartWriter(directory, 0, plan.columns, file_metadata=file_metadata(meta),
+                            rows_per_file=1 << 62,
+                            row_group_size=plan.spec.output.row_group_size,
+                            compression=plan.spec.output.compression, sweep=key)
+        n = len(rows[CONFIG_ID])
+        writer._chunks = list(range(plan.num_chunks))
+        if n:
+            writer._tables = [to_table(plan.columns, rows, writer.full_schema)]
+        writer._rows = n
+        writer.flush(keep_schema=True)
+    finally:
+        lock.release()
     if getattr(plan.reducer, "overflowed", None) and plan.reducer.overflowed(merged):
         rows["__overflow__"] = np.array([True])
     return rows

@@ -14,7 +14,18 @@ class InputError(JaxmodelError, ValueError):
         self.field = field
         self.value = value
         self.allowed = allowed
-        super().__init__(f"{field}: got {value!r}; allowed: {allowed}")
+        super().__init__(f"{field}: got {_shown(value)}; allowed: {allowed}")
+
+
+def _shown(value: object) -> str:
+    """A value for a one-line message: huge whole numbers in short form."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**16:
+        try:
+            return f"{value:.3e}"
+        except OverflowError:
+            return f"about 10**{int(abs(value).bit_length() * 0.30103)}"
+    text = repr(value)
+    return text if len(text) <= 200 else text[:120] + " ... " + text[-40:]
 
 
 class SpecError(JaxmodelError, ValueError):

@@ -36,6 +36,12 @@ _TOKEN = re.compile(
     r"|(?P<op><=|>=|==|!=|&&|\|\||[-+*/()<>!,]))"
 )
 _FUNCTIONS = {"abs": 1, "min": 2, "max": 2, "log": 1, "sqrt": 1}
+# Parsing and evaluating are recursive: nesting (parentheses, function calls,
+# not, unary minus) and the depth of the finished tree (a chain of 1,000 "and"
+# is 1,000 levels deep) are capped well below Python's recursion limit.
+MAX_NESTING = 32
+MAX_DEPTH = 200
+MAX_TOKENS = 10_000
 _COMPARISONS = ("<", "<=", ">", ">=", "==", "!=")
 
 
@@ -220,7 +226,18 @@ class _Parser:
             kind = m.lastgroup
             self.tokens.append((kind, m.group(kind), m.start(kind)))
             pos = m.end()
+            if len(self.tokens) > MAX_TOKENS:
+                raise SpecError(f"filter: {_short(text)} is too long (more than {MAX_TOKENS:,} "
+                                "words and symbols); write a shorter condition")
         self.i = 0
+        self.nesting = 0
+
+    def nest(self) -> None:
+        """Enter one level of nesting (a parenthesis, a call, not, unary minus)."""
+        self.nesting += 1
+        if self.nesting > MAX_NESTING:
+            raise SpecError(f"filter: {_short(self.text)} nests more than {MAX_NESTING} levels "
+                            "(parentheses, not, unary minus); simplify it")
 
     def peek(self) -> tuple[str, str, int] | None:
         return self.tokens[self.i] if self.i < len(self.tokens) else None
@@ -261,7 +278,10 @@ class _Parser:
 
     def not_expr(self) -> Node:
         if self.take("not", "!"):
-            return Node("not", (self.not_expr(),))
+            self.nest()
+            node = Node("not", (self.not_expr(),))
+            self.nesting -= 1
+            return node
         return self.comparison()
 
     def comparison(self) -> Node:
@@ -288,7 +308,10 @@ class _Parser:
 
     def unary(self) -> Node:
         if self.take("-"):
-            return Node("neg", (self.unary(),))
+            self.nest()
+            node = Node("neg", (self.unary(),))
+            self.nesting -= 1
+            return node
         return self.atom()
 
     def atom(self) -> Node:
@@ -302,17 +325,21 @@ class _Parser:
         if kind == "str":
             return Node("str", (value[1:-1],))
         if kind == "op" and value == "(":
+            self.nest()
             node = self.or_expr()
             self.expect(")")
+            self.nesting -= 1
             return node
         if kind == "name":
             if value in ("true", "false", "True", "False"):
                 return Node("bool", (value.lower() == "true",))
             if value in _FUNCTIONS and self.take("("):
+                self.nest()
                 args = [self.or_expr()]
                 while self.take(","):
                     args.append(self.or_expr())
                 self.expect(")")
+                self.nesting -= 1
                 if len(args) != _FUNCTIONS[value]:
                     raise SpecError(f"filter: {value}() takes {_FUNCTIONS[value]} argument(s)")
                 return Node(value, tuple(args))
@@ -335,4 +362,23 @@ def parse(text: str, columns: set[str] | None = None) -> Expr:
     root = _Parser(text, columns).parse()
     if root.op in ("num", "str"):
         raise SpecError(f"filter: {text!r} is not a condition")
+    depth = _depth(root)
+    if depth > MAX_DEPTH:
+        raise SpecError(f"filter: {_short(text)} is {depth:,} operations deep (at most "
+                        f"{MAX_DEPTH}); write a shorter condition")
     return Expr(text, root)
+
+
+def _depth(root: Node) -> int:
+    """Depth of the tree, without recursion (the tree may be deeper than the stack)."""
+    deepest, stack = 0, [(root, 1)]
+    while stack:
+        node, d = stack.pop()
+        deepest = max(deepest, d)
+        stack.extend((a, d + 1) for a in node.args if isinstance(a, Node))
+    return deepest
+
+
+def _short(text: str) -> str:
+    """The expression for a one-line message: quoted, long ones cut in the middle."""
+    return repr(text) if len(text) <= 60 else repr(text[:40] + " ... " + text[-15:])

@@ -72,7 +72,10 @@ class InputField:
                 value = float(value)  # numpy scalars; command-line text
             except (TypeError, ValueError):
                 raise InputError(self.name, value, self.allowed()) from None
-        x = float(value)
+        try:
+            x = float(value)
+        except OverflowError:  # a whole number beyond float range (JSON has no limit)
+            raise InputError(self.name, value, self.allowed()) from None
         # Whole numbers are shown as such ("got 0", not "got 0.0" for "--num-gpus 0").
         shown = int(x) if math.isfinite(x) and x.is_integer() and abs(x) < 1e16 else x
         if not math.isfinite(x):

@@ -44,6 +44,10 @@ REQUIRED_INPUTS = LAYOUT_AXES + ("num_gpus", "hidden_dim", "num_layers", "seq_le
 CANDIDATE_COLUMNS = LAYOUT_AXES + ("data_parallel",)
 MAX_TOP = 10_000
 DEFAULT_CHUNK = 1 << 16
+# b m d is handed to the model as counts, which are exact in float32 up to
+# 2**24 (the count inputs' own upper bound); the divisor enumeration is then
+# at most 4,096 candidate divisors' worth of work.
+MAX_GLOBAL_BATCH = 2**24
 
 
 def divisors(n: int) -> np.ndarray:
@@ -157,16 +161,24 @@ def global_batch_of(values: Mapping[str, float], global_batch: int | None,
         raise SpecError("give --global-batch or --global-batch-tokens, not both")
     if global_batch_tokens is not None:
         s = int(values["seq_length"])
-        if global_batch_tokens < 1 or global_batch_tokens % s:
+        if not 1 <= global_batch_tokens <= MAX_GLOBAL_BATCH * s or global_batch_tokens % s:
             raise InputError("global_batch_tokens", global_batch_tokens,
-                             f"a positive multiple of seq_length ({s})")
+                             f"a positive multiple of seq_length ({s}) and <= "
+                             f"{MAX_GLOBAL_BATCH * s} ({MAX_GLOBAL_BATCH} sequences)")
         return global_batch_tokens // s
     if global_batch is not None:
-        if global_batch < 1:
-            raise InputError("global_batch", global_batch, "a whole number >= 1")
+        check_global_batch(global_batch)
         return global_batch
     d = int(values["num_gpus"]) // int(values["tensor_parallel"] * values["pipeline_parallel"])
     return max(d, 1) * int(values["micro_batch"] * values["gradient_accum_steps"])
+
+
+def check_global_batch(global_batch: int) -> None:
+    """Refuse a global batch outside ``[1, MAX_GLOBAL_BATCH]`` (one line)."""
+    if (isinstance(global_batch, bool) or not isinstance(global_batch, (int, np.integer))
+            or not 1 <= global_batch <= MAX_GLOBAL_BATCH):
+        raise InputError("global_batch", global_batch,
+                         f"a whole number >= 1 and <= {MAX_GLOBAL_BATCH}")
 
 
 def _check_model(model: Model) -> None:
@@ -178,9 +190,14 @@ def _check_model(model: Model) -> None:
 
 def _check_column(model: Model, name: str, what: str) -> None:
     names = (CONFIG_ID, *model.input_names, *model.output_names)
-    if name not in names:
-        raise SpecError(f"{what}: no column {name!r}{closest(name, names)}; "
+    if not isinstance(name, str) or name not in names:
+        shown = closest(name, names) if isinstance(name, str) else ""
+        raise SpecError(f"{what}: no column {name!r}{shown}; "
                         f"columns of model {model.name!r}: inputs and outputs")
+    if name in model.output_names and model.output_field(name).kind in ("category", "bool"):
+        raise SpecError(f"{what}: {name!r} is not a number to rank by (it is a "
+                        f"{model.output_field(name).kind}); allowed: an integer or float "
+                        "column such as throughput_tokens_s")
 
 
 def _step_function(model: Model, reducers: tuple, dtype: np.dtype):
@@ -256,6 +273,18 @@ def search(model: str | Model, values: Mapping[str, float], *, global_batch: int
         for name in pareto[:2]:
             _check_column(model, name, "--pareto")
     pinned = dict(pinned or {})
+    for name, value in pinned.items():
+        if name not in LAYOUT_AXES:
+            raise SpecError(f"pinned: {name!r} is not a layout axis{closest(name, LAYOUT_AXES)}"
+                            f"; allowed: {', '.join(LAYOUT_AXES)}")
+        model.input_field(name).check_scalar(value)
+    missing = [n for n in model.input_names if n not in values]
+    if missing:
+        raise SpecError(f"values: no value for {missing[0]!r} (give every input of model "
+                        f"{model.name!r}, e.g. from gather_inputs)")
+    for f in model.inputs:
+        f.check_scalar(values[f.name])  # NaN, out of domain: one line, not an empty result
+    check_global_batch(global_batch)
     n_gpus = int(values["num_gpus"])
 
     start = time.perf_counter()

@@ -147,6 +147,9 @@ def check_request(
     Raises:
       SpecError: one line naming the bad output, input or kind.
     """
+    # One name given as a string means that name, not its letters.
+    of = (of,) if isinstance(of, str) else of
+    wrt = (wrt,) if isinstance(wrt, str) else wrt
     of = default_of(model) if not of else tuple(of)
     wrt = continuous_inputs(model) if not wrt else tuple(wrt)
     floats = differentiable_outputs(model)

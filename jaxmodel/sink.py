@@ -4,6 +4,7 @@ Layout of a dataset directory::
 
     _jaxmodel.json                 what the sweep is (spec, model, versions, size)
     _manifest-p0000.jsonl          one line per finished part of process 0
+    _lock-p0000                    locked (flock) while a run writes process 0
     part-p0000-c000000000000.parquet
     ...                            (under col=value/ directories with partition_by)
 
@@ -16,6 +17,12 @@ Nothing is lost and nothing half-written looks complete:
 * On ``--resume`` the chunks named in the manifests are done; temporary files
   and parts missing from the manifests (a kill between rename and manifest
   line) are deleted, and the remaining chunks are computed again.
+* Every manifest line and part names the computation it belongs to (the
+  ``sweep`` key; ``jaxmodel.sweep`` in file metadata), so a missing or
+  replaced ``_jaxmodel.json`` cannot pair a spec with another sweep's rows.
+  What is read back is validated: a damaged file is a one-line error naming it.
+* A run holds an advisory lock (``_lock-pNNNN``, ``fcntl.flock``) on each
+  process slot it writes; the OS releases it when the holder dies.
 
 Schema: integers int64, floats float32 (float64 with x64), booleans,
 category columns (``bottleneck``, ``regime``) dictionary-encoded strings; each
@@ -32,11 +39,15 @@ nothing from it), statistics kept so that readers can skip row groups.
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
 import os
 import queue
+import socket
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import time
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,9 +56,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from jaxmodel.errors import SpecError
 from jaxmodel.fields import InputField, OutputField
 
 METADATA_FILE = "_jaxmodel.json"
+LOCK_PREFIX = "_lock-p"
+MERGE_LOCK = "_reduce-merge.lock"
 _CATEGORY_INDEX = pa.int8()
 
 
@@ -102,6 +116,20 @@ def to_table(columns: Sequence[Column], data: Mapping[str, np.ndarray],
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
+@dataclass
+class Batch:
+    """Whole chunks taken from a :class:`PartWriter`, to be written as one part.
+
+    ``tables`` hold the kept rows (``rows`` in all); ``empty`` asks for an
+    empty part (the schema only) when there are none.
+    """
+
+    chunks: list[int]
+    tables: list[pa.Table]
+    rows: int
+    empty: bool = False
+
+
 def _fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -110,30 +138,102 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-class Manifest:
-    """The append-only record of one process's finished parts."""
+class DatasetDamaged(SpecError):
+    """A file of the dataset cannot be read back as written (one line: which, what to do)."""
 
-    def __init__(self, directory: Path, process: int):
+
+class Manifest:
+    """The append-only record of one process's finished parts.
+
+    Each line is ``{"parts": [...], "chunks": [[a, b], ...], "rows": n,
+    "sweep": key}``: ``sweep`` is the identity of the computation (see
+    :func:`jaxmodel.engine.sweep_key`), so that no metadata state can pair a
+    spec with another sweep's rows.
+    """
+
+    def __init__(self, directory: Path, process: int, sweep: str | None = None):
         self.path = directory / f"_manifest-p{process:04d}.jsonl"
+        self.sweep = sweep
 
     def append(self, record: Mapping[str, Any]) -> None:
+        if self.sweep is not None:
+            record = {**record, "sweep": self.sweep}
         with open(self.path, "a") as fh:
             fh.write(json.dumps(record) + "\n")
             fh.flush()
             os.fsync(fh.fileno())
 
+    def repair(self) -> None:
+        """Cut a torn last line (a kill mid-append), so that the next record
+        starts on a line of its own instead of being glued to the fragment."""
+        try:
+            with open(self.path, "rb+") as fh:
+                data = fh.read()
+                if data and not data.endswith(b"\n"):
+                    fh.truncate(data.rfind(b"\n") + 1)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+        except FileNotFoundError:
+            pass
+
     @staticmethod
-    def read_all(directory: Path) -> list[dict]:
-        """Every complete manifest line of every process (a torn last line,
-        from a kill mid-write, is ignored: its part is then an orphan)."""
+    def read_all(directory: Path, num_chunks: int | None = None) -> list[dict]:
+        """Every complete manifest line of every process, validated.
+
+        A torn last line (no newline: a kill mid-write) is ignored; its part is
+        then an orphan.  Any other line that is not a well-formed record raises
+        :class:`DatasetDamaged` naming the file and line.  With ``num_chunks``,
+        chunk runs must lie in ``[0, num_chunks)``.
+        """
         records = []
         for path in sorted(directory.glob("_manifest-p*.jsonl")):
-            for line in path.read_text().splitlines():
-                try:
-                    records.append(json.loads(line))
-                except json.JSONDecodeError:
-                    continue
+            try:
+                data = path.read_bytes()
+            except OSError as e:
+                raise DatasetDamaged(f"output: cannot read {str(path)!r} ({e.strerror})") from None
+            lines = data.split(b"\n")
+            lines.pop()  # what follows the last newline: nothing, or a torn line
+            for number, line in enumerate(lines, 1):
+                record = _record(line)
+                if not isinstance(record, str) and num_chunks is not None and any(
+                        b > num_chunks for _, b in record["chunks"]):
+                    record = f"a chunk beyond the sweep's {num_chunks:,}"
+                if isinstance(record, str):
+                    raise DatasetDamaged(
+                        f"output: {str(path)!r} line {number} is damaged ({record}); delete "
+                        "that line and rerun with --resume (its chunks are computed again), "
+                        "or use --overwrite")
+                records.append(record)
         return records
+
+
+def _record(line: bytes) -> dict | str:
+    """A validated manifest record, or what is wrong with it."""
+    try:
+        r = json.loads(line.decode("utf-8"))
+    except ValueError:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        return "not JSON"
+    if not isinstance(r, dict):
+        return "not a record"
+    parts, chunks = r.get("parts"), r.get("chunks")
+    if not isinstance(parts, list) or not all(isinstance(p, str) for p in parts):
+        return "'parts' is not a list of file names"
+    if not isinstance(chunks, list) or not all(
+            isinstance(c, list) and len(c) == 2
+            and all(isinstance(v, int) and not isinstance(v, bool) for v in c)
+            and 0 <= c[0] < c[1] for c in chunks):
+        return "'chunks' is not a list of [first, end) runs"
+    if not isinstance(r.get("sweep", ""), str):
+        return "'sweep' is not a key"
+    return r
+
+
+def foreign_records(records: Sequence[Mapping[str, Any]], sweep: str, *,
+                    keyless_ok: bool) -> list[Mapping[str, Any]]:
+    """Records another computation than ``sweep`` wrote.  Records without a
+    key (written before keys were) count as ours only if ``keyless_ok``."""
+    return [r for r in records
+            if not (r.get("sweep") == sweep or ("sweep" not in r and keyless_ok))]
 
 
 def done_chunks(records: Sequence[Mapping[str, Any]]) -> set[int]:
@@ -146,6 +246,86 @@ def done_chunks(records: Sequence[Mapping[str, Any]]) -> set[int]:
 
 def recorded_parts(records: Sequence[Mapping[str, Any]]) -> set[str]:
     return {p for r in records for p in r["parts"]}
+
+
+class FileLock:
+    """An advisory lock (``fcntl.flock``) on a file of the dataset, held while a
+    run writes (one per process slot, ``_lock-pNNNN``) or merges.  The OS
+    releases it when the holder exits or dies, so a ``kill -9`` leaves no stale
+    lock.  The file records the holder's pid, host and start time for messages.
+    """
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.fd: int | None = None
+
+    def try_acquire(self) -> bool:
+        """Take the lock if no live process holds it."""
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            os.close(fd)
+            if e.errno in (errno.EWOULDBLOCK, errno.EACCES):
+                return False
+            raise
+        os.ftruncate(fd, 0)
+        os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                                 "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}).encode())
+        self.fd = fd
+        return True
+
+    def holder(self) -> str:
+        """Who holds the lock, in words."""
+        try:
+            info = json.loads(self.path.read_text())
+            return f"pid {info['pid']} on {info['host']}, started {info['started']}"
+        except (OSError, ValueError, KeyError, TypeError):
+            return "holder unknown"
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # closing the descriptor releases the flock
+            self.fd = None
+
+
+def slot_lock(directory: Path, process: int) -> FileLock:
+    """The lock of process slot ``process`` of a dataset."""
+    return FileLock(directory / f"{LOCK_PREFIX}{process:04d}")
+
+
+def locked_slots(directory: Path) -> list[int]:
+    """Slot numbers that have a lock file (held or not)."""
+    out = []
+    for path in directory.glob(f"{LOCK_PREFIX}*"):
+        digits = path.name[len(LOCK_PREFIX):]
+        if digits.isdigit():
+            out.append(int(digits))
+    return sorted(out)
+
+
+def check_output_path(directory: Path, what: str = "output") -> None:
+    """Refuse a directory name the file system cannot hold, before anything is
+    created: a name that is not encodable, or a component too long."""
+    text = str(directory)
+    try:
+        raw = os.fsencode(text)
+        text.encode("utf-8")  # pyarrow opens files by UTF-8 names
+    except UnicodeEncodeError:
+        raise SpecError(f"{what}: {text!r} is not a valid UTF-8 name (pyarrow writes only "
+                        "those); choose another directory name") from None
+    longest = 255
+    try:
+        existing = next((p for p in [directory, *directory.parents] if p.exists()), Path("."))
+        longest = os.pathconf(existing, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        pass
+    for part in directory.parts:
+        if len(os.fsencode(part)) > longest:
+            raise SpecError(f"{what}: the name {part[:40]!r}... is {len(os.fsencode(part))} "
+                            f"bytes; allowed: at most {longest} bytes per name")
+    if len(raw) > 3000:
+        raise SpecError(f"{what}: the path is {len(raw)} bytes long; allowed: at most 3000")
 
 
 def dataset_files(directory: Path) -> Iterator[Path]:
@@ -169,6 +349,8 @@ def is_dataset_file(path: Path) -> bool:
         or (name.startswith("part-p") and name.endswith(".parquet"))
         or (name.startswith(".part-p") and name.endswith(".tmp"))
         or name.startswith("_reduce-")
+        or name.startswith(LOCK_PREFIX)
+        or name == MERGE_LOCK
         or (name.startswith(f".{METADATA_FILE}") and name.endswith(".tmp"))
     )
 
@@ -209,12 +391,19 @@ class PartWriter:
     """Accumulates whole chunks into part files of one process.
 
     Call :meth:`add` per chunk (in any order), :meth:`close` at the end.  A
-    part is closed once it holds ``rows_per_file`` rows or more.
+    part is closed once it holds ``rows_per_file`` rows or more.  (A
+    :class:`WriterPool` instead takes whole parts with :meth:`buffer` and
+    :meth:`take` and writes them on its threads with :meth:`write`.)
+
+    ``constant`` names columns that hold one value for the whole sweep (inputs
+    fixed by ``[base]`` or a model default): they are dictionary-encoded, so
+    each costs a few bytes per row group instead of a value per row.
     """
 
     def __init__(self, directory: Path, process: int, columns: Sequence[Column],
                  *, file_metadata: Mapping[str, str], rows_per_file: int,
-                 row_group_size: int, compression: str, partition_by: Sequence[str] = ()):
+                 row_group_size: int, compression: str, partition_by: Sequence[str] = (),
+                 sweep: str | None = None, constant: Collection[str] = ()):
         self.directory = directory
         self.process = process
         self.columns = list(columns)
@@ -227,39 +416,67 @@ class PartWriter:
         self.rows_per_file = rows_per_file
         self.row_group_size = row_group_size
         self.compression = None if compression == "none" else compression
-        self.manifest = Manifest(directory, process)
+        self.manifest = Manifest(directory, process, sweep)
+        self.dictionary = [c.name for c in stored if c.categories or c.name in constant]
         self._chunks: list[int] = []
         self._tables: list[pa.Table] = []
         self._rows = 0
+        self._parts_taken = 0
+        self._lock = threading.Lock()
         self.rows_written = 0
         self.bytes_written = 0
         self.parts_written = 0
 
     def add(self, chunk: int, data: Mapping[str, np.ndarray], rows: int) -> None:
+        if self.buffer(chunk, data, rows):
+            self.flush()
+
+    def buffer(self, chunk: int, data: Mapping[str, np.ndarray], rows: int) -> bool:
+        """Buffer one chunk's rows; whether the buffered part is now full."""
         self._chunks.append(chunk)
         if rows:
             self._tables.append(to_table(self.columns, data, self.full_schema))
             self._rows += rows
-        if self._rows >= self.rows_per_file:
-            self.flush()
+        return self._rows >= self.rows_per_file
 
-    def flush(self, keep_schema: bool = False) -> None:
-        """Write what is buffered as part file(s), then record it.
+    def take(self, keep_schema: bool = False) -> Batch | None:
+        """What is buffered, as one part to write (``None`` if nothing), and an
+        empty buffer.  Which chunks make a part depends only on the order of
+        the chunks, never on how many threads write the parts.
 
-        With ``keep_schema`` (the last flush), a writer that has written no
-        part writes an empty one, so that a dataset whose filter kept nothing
-        still opens with its schema in pyarrow, DuckDB and Polars.
+        With ``keep_schema`` (the last part), a writer that has taken no part
+        with rows takes an empty one, so that a dataset whose filter kept
+        nothing still opens with its schema in pyarrow, DuckDB and Polars.
         """
         if not self._chunks:
-            return
-        first = min(self._chunks)
-        parts: list[str] = []
-        empty = keep_schema and self.parts_written == 0
+            return None
+        empty = keep_schema and self._parts_taken == 0
+        batch = Batch(self._chunks, self._tables, self._rows, empty)
         if self._rows or empty:
-            table = (pa.concat_tables(self._tables) if self._tables
+            self._parts_taken += 1
+        self._chunks, self._tables, self._rows = [], [], 0
+        return batch
+
+    def flush(self, keep_schema: bool = False) -> None:
+        """Write what is buffered as part file(s), then record it."""
+        batch = self.take(keep_schema)
+        if batch is not None:
+            self.write(batch)
+
+    def write(self, batch: Batch) -> None:
+        """Write one part (several files with ``partition_by``), then record it.
+
+        Safe to call from several threads at once: each part has its own
+        files, and the manifest line and the counters are updated under a lock.
+        """
+        first = min(batch.chunks)
+        parts: list[str] = []
+        nbytes = 0
+        if batch.rows or batch.empty:
+            table = (pa.concat_tables(batch.tables) if batch.tables
                      else self.full_schema.empty_table())
             # An empty dataset gets one empty part at its top level.
-            groups = self._partitions(table) if self._rows else [("", table)]
+            groups = self._partitions(table) if batch.rows else [("", table)]
             tmp_final = []
             for subdir, sub in groups:
                 name = f"part-p{self.process:04d}-c{first:012d}.parquet"
@@ -270,15 +487,16 @@ class PartWriter:
                 tmp_final.append((tmp, final))
             for tmp, final in tmp_final:
                 os.replace(tmp, final)
-                self.bytes_written += final.stat().st_size
+                nbytes += final.stat().st_size
                 parts.append(final.relative_to(self.directory).as_posix())
             for parent in {f.parent for _, f in tmp_final}:
                 _fsync_dir(parent)
-        self.manifest.append({"parts": parts, "chunks": chunk_runs(self._chunks),
-                              "rows": self._rows})
-        self.rows_written += self._rows
-        self.parts_written += len(parts)
-        self._chunks, self._tables, self._rows = [], [], 0
+        with self._lock:
+            self.manifest.append({"parts": parts, "chunks": chunk_runs(batch.chunks),
+                                  "rows": batch.rows})
+            self.rows_written += batch.rows
+            self.bytes_written += nbytes
+            self.parts_written += len(parts)
 
     def _partitions(self, table: pa.Table) -> list[tuple[str, pa.Table]]:
         if not self.partition_by:
@@ -298,10 +516,9 @@ class PartWriter:
 
     def _write(self, path: Path, table: pa.Table) -> None:
         table = table.select(self.schema.names).cast(self.schema)
-        dictionary_cols = [c.name for c in self.stored if c.categories]
         with pq.ParquetWriter(path, self.schema, compression=self.compression,
                               compression_level=1 if self.compression == "zstd" else None,
-                              use_dictionary=dictionary_cols or False) as w:
+                              use_dictionary=self.dictionary or False) as w:
             w.write_table(table, row_group_size=self.row_group_size)
         with open(path, "rb+") as fh:
             os.fsync(fh.fileno())
@@ -316,44 +533,70 @@ def _hive(value: Any) -> str:
     return str(value)
 
 
-class BackgroundWriter:
-    """Runs a :class:`PartWriter` on a thread fed through a bounded queue.
+class WriterPool:
+    """Writes a :class:`PartWriter`'s parts on ``threads`` threads at once.
 
-    ``put`` blocks when ``depth`` chunks are waiting, so host memory stays
-    bounded however large the sweep.  An exception on the writer thread is
-    re-raised on the next ``put`` or on ``close``.
+    The caller's thread buffers chunks (:meth:`put`, in chunk order) into
+    parts exactly as one writer would, and hands each full part to the pool;
+    a free thread encodes, writes and records it (pyarrow releases the GIL
+    while encoding and compressing, so the threads run on separate cores).
+    So the parts, their rows and their manifest lines do not depend on the
+    number of threads; only the order of the manifest lines does.
+
+    ``put`` blocks while every thread is busy with a part, so at most
+    ``threads + 1`` parts are in memory however large the sweep.  An exception
+    on a writer thread is re-raised on the next ``put`` or on ``close``; the
+    parts already recorded stay valid, and ``--resume`` redoes the others.
     """
 
     _STOP = object()
 
-    def __init__(self, writer: PartWriter, depth: int = 2):
+    def __init__(self, writer: PartWriter, threads: int = 1):
+        if threads < 1:
+            raise ValueError(f"threads: got {threads}; allowed: 1 or more")
         self.writer = writer
-        self._queue: queue.Queue = queue.Queue(maxsize=depth)
+        self._queue: queue.Queue = queue.Queue()
+        self._free = threading.Semaphore(threads)
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="jaxmodel-writer", daemon=True)
-        self._thread.start()
+        self._threads = [threading.Thread(target=self._run, name=f"jaxmodel-writer-{i}",
+                                          daemon=True) for i in range(threads)]
+        for t in self._threads:
+            t.start()
 
     def _run(self) -> None:
         while True:
-            item = self._queue.get()
-            if item is self._STOP:
+            batch = self._queue.get()
+            if batch is self._STOP:
                 return
-            if self._error is not None:
-                continue
             try:
-                self.writer.add(*item)
-            except BaseException as e:  # re-raised on the main thread
+                if self._error is None:
+                    self.writer.write(batch)
+            except BaseException as e:  # re-raised on the caller's thread
                 self._error = e
+            finally:
+                self._free.release()
+
+    def _submit(self, batch: Batch | None) -> None:
+        if batch is None:
+            return
+        self._free.acquire()
+        self._queue.put(batch)
 
     def put(self, chunk: int, data: Mapping[str, np.ndarray], rows: int) -> None:
         if self._error is not None:
             raise self._error
-        self._queue.put((chunk, data, rows))
+        if self.writer.buffer(chunk, data, rows):
+            self._submit(self.writer.take())
 
     def close(self) -> None:
-        """Drain the queue, close the last part, re-raise any writer error."""
-        self._queue.put(self._STOP)
-        self._thread.join()
+        """Write the last part, wait for every thread, re-raise any writer error."""
+        try:
+            if self._error is None:
+                self._submit(self.writer.take(keep_schema=True))
+        finally:
+            for _ in self._threads:
+                self._queue.put(self._STOP)
+            for t in self._threads:
+                t.join()
         if self._error is not None:
             raise self._error
-        self.writer.close()

@@ -62,6 +62,7 @@ from jaxmodel.expr import Expr, parse
 from jaxmodel.models import DEFAULT_MODEL, Model, get_model
 
 MAX_CONFIGURATIONS = 2**62  # config_id is int64; chunk counts stay exact
+MAX_AXIS = 100_000_000  # values one axis (or sample choice list) may hold: 800 MB as float64
 
 TOP_LEVEL = ("model", "description", "filter", "base", "axes", "zip", "sample", "output",
              "sensitivity", "solve", "reduce")
@@ -231,7 +232,7 @@ def _generate(kind: str, args: Any, where: str, integer: bool) -> np.ndarray:
     nums = [_number(a, where) for a in args]
     if kind in ("linspace", "geomspace"):
         lo, hi = nums[0], nums[1]
-        n = _int(args[2], f"{where} (count)")
+        n = _int(args[2], f"{where} (count)", high=MAX_AXIS)
         if kind == "geomspace" and (lo <= 0 or hi <= 0):
             raise SpecError(f"{where}: geomspace needs positive bounds, got {args!r}")
         arr = (np.linspace if kind == "linspace" else np.geomspace)(lo, hi, n)
@@ -245,8 +246,9 @@ def _generate(kind: str, args: Any, where: str, integer: bool) -> np.ndarray:
         count = int(np.ceil((stop - start) / step))
         if count <= 0:
             raise SpecError(f"{where}: empty axis (start {start:g}, stop {stop:g}, step {step:g})")
-        if count > 100_000_000:
-            raise SpecError(f"{where}: {count} values is more than one axis may hold (1e8)")
+        if count > MAX_AXIS:
+            raise SpecError(f"{where}: {count:,} values is more than one axis may hold "
+                            f"({MAX_AXIS:,})")
         return start + step * np.arange(count, dtype=np.float64)
     lo, hi = nums
     if lo < 1 or hi < lo:
@@ -338,9 +340,12 @@ def load_spec(path: str | Path) -> SweepSpec:
     """
     p = Path(path)
     try:
-        text = p.read_text()
+        text = p.read_bytes().decode("utf-8")
     except OSError as e:
         raise SpecError(f"spec: cannot read {str(path)!r} ({e.strerror})") from None
+    except UnicodeDecodeError as e:
+        raise SpecError(f"spec: {str(path)!r} is not UTF-8 text (byte {e.start}); TOML files "
+                        "are UTF-8") from None
     return parse_spec(text, name=p.stem)
 
 
@@ -438,6 +443,14 @@ def parse_spec(text: str, name: str = "sweep") -> SweepSpec:
     if spec.size > MAX_CONFIGURATIONS:
         raise SpecError(f"spec: {spec.size:.3e} configurations is more than a sweep may hold "
                         f"(2**62 = {MAX_CONFIGURATIONS:.3e}); split it into several specs")
+    # Exact integer outputs (tokens_per_step) must fit int64 for every row:
+    # checked on each input's largest value, before anything is computed.
+    highest = dict(base)
+    for d in spec.dims:
+        highest.update({n: float(np.max(v)) for n, v in zip(d.names, d.values, strict=True)})
+    for dist in (spec.sample.distributions if spec.sample else ()):
+        highest[dist.name] = float(np.max(dist.values)) if dist.kind == "choice" else dist.high
+    model.check_products(highest, where="spec: largest ")
     if filt is not None:
         # Columns are known only once the extra tables are parsed: the engine
         # re-checks the filter against the full column set.

@@ -126,32 +126,61 @@ def build_plan(spec: str | Path | SweepSpec, *, x64: bool = False,
 
 
 def output_directory(spec: SweepSpec, output: str | Path | None) -> Path:
+    """The dataset directory, checked to be a name the file system can hold."""
+    from jaxmodel.sink import check_output_path
+
     if output is not None:
-        return Path(output)
-    if spec.output.path:
-        return Path(spec.output.path)
-    return Path("out") / spec.name
+        path = Path(output)
+    elif spec.output.path:
+        path = Path(spec.output.path)
+    else:
+        path = Path("out") / spec.name
+    check_output_path(path)
+    return path
 
 
 def sweep(spec: str | Path | SweepSpec, output: str | Path | None = None, *,
           x64: bool = False, chunk_size: int = DEFAULT_CHUNK, resume: bool = False,
-          overwrite: bool = False, devices=None) -> SweepResult:
+          overwrite: bool = False, devices=None, writers: int | None = None) -> SweepResult:
     """Run a sweep into a Parquet dataset (the Python form of ``jaxmodel sweep``).
 
     Args:
       spec: a spec file path, or a parsed ``SweepSpec`` (see ``parse_spec``).
       output: dataset directory (default: the spec's ``output.path``, else
         ``out/<spec name>``).
+      writers: threads writing Parquet parts at once (default: the cores not
+        busy feeding the device; see ``jaxmodel.engine.default_writers``).
     """
     plan = build_plan(spec, x64=x64, chunk_size=chunk_size, devices=devices)
     return run_sweep(plan, output_directory(plan.spec, output), resume=resume,
-                     overwrite=overwrite)
+                     overwrite=overwrite, writers=writers)
 
 
-def estimate(plan: Plan) -> dict[str, float]:
+def expected_seconds(configurations: float, rows: float, rate: float, write_rate: float, *,
+                     writers: int, cores: int, on_cpu: bool) -> float:
+    """Wall time of a sweep from its parts' rates: the device evaluates
+    ``rate`` configurations/s, one writer thread encodes and writes
+    ``write_rate`` rows/s, and ``writers`` threads share ``cores`` cores.
+
+    The slowest of: the device; the writers (no faster than one per core);
+    and, on a CPU host, where the model runs on the writers' cores, all the
+    CPU work spread over every core.
+    """
+    device_s = configurations / max(rate, 1e-9)
+    write_s = rows / max(write_rate, 1e-9)
+    seconds = max(device_s, write_s / max(min(writers, cores), 1))
+    if on_cpu:
+        seconds = max(seconds, (device_s + write_s) / max(cores, 1))
+    return seconds
+
+
+def estimate(plan: Plan, writers: int | None = None) -> dict[str, float]:
     """Expected rows, bytes and seconds of a sweep, from a probe of evenly
     spread configurations evaluated in memory and encoded to Parquet in memory
-    (nothing is written to disk)."""
+    (nothing is written to disk).  The time counts ``writers`` writer threads
+    (default: as many as the sweep would use)."""
+    from jaxmodel.engine import default_writers, usable_cores
+
     n = int(min(plan.size, PROBE))
     ids = np.unique(np.linspace(0, plan.size - 1, n).astype(np.int64))
     with computing():
@@ -184,10 +213,15 @@ def estimate(plan: Plan) -> dict[str, float]:
                             else c.type.bit_width // 8 for c in plan.columns)
     rate = len(ids) / max(seconds, 1e-9)
     write_rate = max(table.num_rows, 1) / max(write_s, 1e-9)
+    writers = writers or default_writers(plan)
+    on_cpu = all(d.platform == "cpu" for d in plan.mesh.devices.flat)
     return {
         "probe": len(ids), "keep_fraction": fraction, "rows": rows,
-        "bytes": rows * bytes_per_row, "rate": rate,
-        "seconds": max(plan.size / rate, rows / write_rate), "compile_seconds": compile_s,
+        "bytes": rows * bytes_per_row, "rate": rate, "write_rate": write_rate,
+        "writers": writers, "seconds": expected_seconds(
+            plan.size, rows, rate, write_rate, writers=writers, cores=usable_cores(),
+            on_cpu=on_cpu),
+        "compile_seconds": compile_s,
     }
 
 

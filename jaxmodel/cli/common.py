@@ -120,6 +120,7 @@ def gather_inputs(model_name: str, config: str | None,
         typed.add(name)
     checked = {f.name: f.check_scalar(values[f.name], text=f.name in typed)
                for f in model.inputs}
+    model.check_products(checked)
     return model, checked
 
 

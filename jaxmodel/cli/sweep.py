@@ -1,6 +1,5 @@
 """``jaxmodel sweep SPEC.toml``: run a sweep specification into a Parquet dataset."""
 
-import json
 import os
 import re
 import shlex
@@ -10,7 +9,13 @@ from typing import Annotated
 import typer
 
 from jaxmodel.cli.common import X64Option, reports_errors
-from jaxmodel.engine import DEFAULT_CHUNK, SweepInterrupted, run_sweep
+from jaxmodel.engine import (
+    DEFAULT_CHUNK,
+    SweepInterrupted,
+    WriteFailed,
+    read_metadata,
+    run_sweep,
+)
 from jaxmodel.errors import SpecError
 from jaxmodel.spec import load_spec
 from jaxmodel.sweep import build_plan, estimate, output_directory
@@ -67,6 +72,9 @@ def sweep_command(
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="print the size, expected rows, bytes and time; write nothing")] = False,
     x64: X64Option = False,
+    writers: Annotated[int | None, typer.Option(
+        "--writers", help="threads writing Parquet parts at once (default: the cores "
+        "not busy feeding the device); the dataset is the same for any number")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress, no summary")] = False,
     distributed: Annotated[bool, typer.Option(
         "--distributed", help="initialise jax.distributed from the environment "
@@ -84,6 +92,8 @@ def sweep_command(
     """Run a sweep specification (TOML) into a Parquet dataset."""
     if resume and overwrite:
         raise SpecError("--resume: use either --resume or --overwrite, not both")
+    if writers is not None and writers < 1:
+        raise SpecError(f"--writers: got {writers}; allowed: a whole number of threads, 1 or more")
     spec = load_spec(spec_path)
     # jax.distributed must start before anything touches a device.
     process, processes = (0, 1) if dry_run else _processes(
@@ -92,11 +102,11 @@ def sweep_command(
     directory = output_directory(plan.spec, output)
     chunk_size_given = chunk_size != DEFAULT_CHUNK
     if resume and not chunk_size_given and (directory / "_jaxmodel.json").exists():
-        stored = json.loads((directory / "_jaxmodel.json").read_text()).get("chunk_size")
+        stored = read_metadata(directory / "_jaxmodel.json")["chunk_size"]
         if stored and stored != plan.chunk_size:
             plan = build_plan(spec, x64=x64, chunk_size=stored)
     if dry_run:
-        est = estimate(plan)
+        est = estimate(plan, writers)
         rows = ("expected rows: " + (f"{plan.size:,}" if plan.filter is None else
                                      f"~{est['rows']:,.0f} (filter keeps "
                                      f"{100 * est['keep_fraction']:.3g}% of a probe of "
@@ -113,28 +123,41 @@ def sweep_command(
             rows,
             size,
             f"expected time: ~{est['seconds']:,.1f} s + ~{est['compile_seconds']:.1f} s compile "
-            f"({est['rate']:,.0f} configurations/s measured on the probe)",
+            f"with {est['writers']} writer{'s' * (est['writers'] > 1)} (the probe: "
+            f"{est['rate']:,.0f} configurations/s evaluated, {est['write_rate']:,.0f} rows/s "
+            "written per writer)",
             f"output: {directory}",
         ]
         typer.echo("\n".join(lines))
         return
-    try:
-        result = run_sweep(plan, directory, resume=resume, overwrite=overwrite,
-                           process=process, processes=processes, quiet=quiet)
-    except SweepInterrupted as e:
-        r = e.args[0]
+    def resume_command() -> str:
         again = [str(spec_path), "-o", str(directory), "--resume"]
         if plan.chunk_size != DEFAULT_CHUNK and plan.chunk_size != plan.size:
             again += ["--chunk-size", str(plan.chunk_size)]
         again += ["--x64"] * x64 + (["--shard", shard] if shard else [])
+        again += ["--writers", str(writers)] if writers else []
         again += ["--distributed"] * distributed
         if coordinator:
             again += ["--coordinator", coordinator, "--num-processes", str(num_processes),
                       "--process-id", str(process_id)]
+        return f"jaxmodel sweep {shlex.join(again)}"
+
+    try:
+        result = run_sweep(plan, directory, resume=resume, overwrite=overwrite,
+                           process=process, processes=processes, quiet=quiet, writers=writers)
+    except SweepInterrupted as e:
+        r = e.args[0]
         typer.echo(f"interrupted after {r.chunks} chunks ({r.rows:,} rows written); resume "
-                   f"with: jaxmodel sweep {shlex.join(again)}", err=True)
+                   f"with: {resume_command()}", err=True)
         raise typer.Exit(130) from None
+    except WriteFailed as e:
+        typer.echo(f"error: {e}; once fixed, resume with: {resume_command()}", err=True)
+        raise typer.Exit(1) from None
     if quiet:
+        return
+    if plan.reducer is not None and result.chunks == 0 and result.reduced is not None:
+        typer.echo(f"merged the finished reducer states into {result.rows:,} rows -> "
+                   f"{directory}")
         return
     if result.chunks == 0 and result.skipped_chunks:
         typer.echo(f"nothing to do: {directory} is complete ({result.skipped_chunks} chunks)")

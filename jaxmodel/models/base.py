@@ -6,7 +6,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from jaxmodel.errors import InputError
 from jaxmodel.fields import InputField, OutputField
+
+# An exact int64 output is a product of counts; keeping the product <= 2**62
+# leaves a factor of two to 2**63, so a float64 check of it is never fooled.
+MAX_EXACT_PRODUCT = 2**62
 
 
 @dataclass(frozen=True)
@@ -25,7 +30,10 @@ class Model:
         to floats so that they can be differentiated); integer outputs are int64.
       verdict: host-side text for one configuration,
         ``verdict(inputs: Mapping[str, float], outputs: Mapping[str, Any]) -> str``.
-      continuous: input names that may be differentiated (see sensitivities).
+      exact_products: ``(output, inputs)`` pairs: an exact int64 output bounded
+        by the product of those count inputs (``tokens_per_step <= b m s N``).
+        Every caller refuses inputs whose product exceeds ``MAX_EXACT_PRODUCT``
+        (:meth:`check_products`), so the output can never wrap around.
     """
 
     name: str
@@ -36,6 +44,26 @@ class Model:
     outputs_type: type[NamedTuple]
     apply: Callable[[Any], Any]
     verdict: Callable[[Mapping[str, float], Mapping[str, Any]], str]
+    exact_products: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    def check_products(self, values: Mapping[str, Any], where: str = "") -> None:
+        """Refuse inputs (scalars or broadcastable arrays; a spec passes each
+        input's largest value) whose ``exact_products`` exceed the int64 range.
+
+        Raises:
+          InputError: naming the inputs, the product and the limit.
+        """
+        import numpy as np
+
+        for output, names in self.exact_products:
+            product = np.ones(())
+            for name in names:
+                product = product * np.asarray(values[name], dtype=np.float64)
+            if np.any(product > MAX_EXACT_PRODUCT):
+                worst = int(np.max(product))
+                raise InputError(where + " x ".join(names), worst,
+                                 f"a product of at most 2**62 ({float(MAX_EXACT_PRODUCT):.3g})"
+                                 f", so that {output} is an exact int64")
 
     @property
     def input_names(self) -> tuple[str, ...]:

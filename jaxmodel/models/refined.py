@@ -638,4 +638,7 @@ REFINED = Model(
     outputs_type=RefinedOutputs,
     apply=refined_model,
     verdict=refined_verdict,
+    # tokens_per_step = b m s d, and d <= num_gpus.
+    exact_products=(("tokens_per_step", ("micro_batch", "gradient_accum_steps", "seq_length",
+                                         "num_gpus")),),
 )

@@ -264,4 +264,7 @@ SEED = Model(
     outputs_type=SeedOutputs,
     apply=seed_model,
     verdict=seed_verdict,
+    # tokens_per_step = b m s d, and d <= num_gpus.
+    exact_products=(("tokens_per_step", ("micro_batch", "gradient_accum_steps", "seq_length",
+                                         "num_gpus")),),
 )
