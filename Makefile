@@ -12,7 +12,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install --quiet -e '.[test,plot]'
+	$(BIN)/python -m pip install --quiet -e '.[test,plot,dashboard]'
 	touch $(STAMP)
 
 run: $(STAMP)
@@ -20,6 +20,8 @@ run: $(STAMP)
 	$(BIN)/jaxmodel plot heatmap out/default --x link_bandwidth_gb_s --y compute_tflops \
 		--value mfu_percent --where "tensor_parallel * pipeline_parallel >= 16" \
 		-o out/default-mfu.png
+	$(BIN)/jaxmodel report out/default -o out/default-report.html
+	@echo "browse the sweep: $(BIN)/jaxmodel dashboard out/default"
 
 # On a workstation `make test` runs the fast set (pyproject's addopts skip
 # `slow`); under CI (CI=true, as .ci/run is run) the same command runs everything.

@@ -1,0 +1,118 @@
+"""One configuration of a sweep, evaluated live by the jax model.
+
+A dataset row holds the inputs the sweep wrote; the others are the sweep's
+fixed ``[base]`` values (from the spec stored in the dataset).  The
+breakdown, the tornado and the what-if panel all go through the package API
+(:func:`jaxmodel.evaluate`, :func:`jaxmodel.sensitivities`) and the model's
+declared fields; the step-time terms are the breakdown's
+(:data:`jaxmodel.plot.TERMS`, the outputs every model declares), so nothing
+here re-implements the model.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+import jaxmodel
+from jaxmodel.dashboard.data import DashboardError, Source
+from jaxmodel.errors import JaxmodelError
+from jaxmodel.models import Model
+from jaxmodel.plot import TERMS
+
+
+def inputs_of_row(src: Source, row: Mapping[str, Any]) -> dict[str, float]:
+    """The model inputs of a dataset row: its input columns over the sweep's base."""
+    values = dict(src.base)
+    for name in src.model.input_names:
+        if name in row and row[name] is not None:
+            values[name] = float(row[name])
+    return values
+
+
+def check_inputs(model: Model, values: Mapping[str, Any]) -> dict[str, float]:
+    """Each input checked by its field (a what-if box may hold anything).
+
+    Raises:
+      DashboardError: one line naming the input, the value and what is allowed.
+    """
+    out: dict[str, float] = {}
+    for f in model.inputs:
+        v = values.get(f.name, f.default)
+        if v is None or (isinstance(v, str) and not v.strip()):
+            raise DashboardError(f"{f.name}: empty; allowed: {f.allowed()}")
+        try:
+            out[f.name] = f.check_scalar(v, text=isinstance(v, str))
+        except JaxmodelError as e:
+            raise DashboardError(str(e)) from None
+    return out
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """One configuration's outputs and step-time breakdown.
+
+    Attributes:
+      inputs: the inputs evaluated.
+      outputs: output name -> value (floats; categories as names; NaN invalid).
+      terms: (label, output name, ms) for each step-time term the model declares.
+      valid: whether the layout is valid.
+    """
+
+    inputs: dict[str, float]
+    outputs: dict[str, Any]
+    terms: tuple[tuple[str, str, float], ...]
+    valid: bool
+
+
+def evaluate(model: Model, inputs: Mapping[str, float], *, x64: bool = False) -> Evaluation:
+    """``jaxmodel.evaluate`` on one configuration."""
+    try:
+        out = jaxmodel.evaluate(model, x64=x64, **inputs)
+    except JaxmodelError as e:
+        raise DashboardError(str(e)) from None
+    values: dict[str, Any] = {}
+    for f, v in zip(model.outputs, out, strict=True):
+        v = np.asarray(v).item()
+        if f.kind == "category":
+            v = f.categories[int(v)]
+        elif f.kind == "float":
+            v = float(v)
+        values[f.name] = v
+    terms = tuple((label, col, float(values[col])) for label, col in TERMS
+                  if col in values)
+    return Evaluation(dict(inputs), values, terms, bool(values.get("valid_layout", True)))
+
+
+@dataclass(frozen=True)
+class Tornado:
+    """Elasticities of ``output`` (+1% of an input -> % of the output), largest first."""
+
+    output: str
+    value: float
+    inputs: tuple[str, ...]
+    elasticities: tuple[float, ...]
+
+
+def tornado(model: Model, inputs: Mapping[str, float], output: str = "step_time_ms", *,
+            x64: bool = False) -> Tornado:
+    """``jaxmodel.sensitivities`` (elasticities) of one output, ranked by magnitude.
+
+    Raises:
+      DashboardError: an invalid layout (its sensitivities are undefined) or a bad name.
+    """
+    try:
+        s = jaxmodel.sensitivities(dict(inputs), of=[output], kind="elasticity", model=model,
+                                   x64=x64)
+    except JaxmodelError as e:
+        raise DashboardError(str(e)) from None
+    if not bool(np.asarray(s.valid)):
+        raise DashboardError("sensitivities: the layout is invalid, so they are undefined")
+    e = {w: float(np.asarray(s.elasticity(output, w))) for w in s.wrt}
+    ranked = sorted((w for w in e if math.isfinite(e[w])), key=lambda w: -abs(e[w]))
+    return Tornado(output, float(np.asarray(s.values[output])), tuple(ranked),
+                   tuple(e[w] for w in ranked))

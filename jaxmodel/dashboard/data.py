@@ -1,0 +1,836 @@
+"""Server-side queries over sweep datasets: DuckDB over the Parquet parts.
+
+Every view of the dashboard (and of the static report) is one small result of
+one SQL query: a group-by over the filtered rows (heatmap, line chart, regime
+map), a bounded sample (scatter), the top rows (table) or the Pareto front.
+DuckDB reads only the columns a query names (projection pushdown) and skips
+row groups by the Parquet statistics of simple conditions (filter pushdown),
+so nothing loads a whole dataset into memory.
+
+Safety: the only paths read are the part files of the datasets named when the
+:class:`Catalog` was built.  SQL text is assembled only from column names
+checked against the dataset's schema (then quoted) and fixed keywords; every
+value from a request (a bound, a category, a number of a filter) is a bound
+parameter.  The free filter box is parsed by the project's own filter parser
+(:mod:`jaxmodel.expr`) into a tree, which is translated here; its text never
+reaches DuckDB.
+
+NaN (an invalid layout's metrics) follows the filter language's numpy
+semantics, not DuckDB's (where NaN is larger than every number): a comparison
+with NaN is false (``!=`` true), and aggregates skip NaN, as
+``jaxmodel plot heatmap`` does.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from jaxmodel.errors import JaxmodelError, closest
+from jaxmodel.expr import Node, parse
+from jaxmodel.models import Model, get_model
+from jaxmodel.sink import METADATA_FILE, part_files
+
+AGGS = ("max", "min", "mean", "count")
+KINDS = ("heatmap", "line", "scatter", "regimes")
+MAX_CELLS = 100_000  # groups a view may return (a 316 x 316 heatmap)
+SCATTER_POINTS = 4_000
+EXPORT_ROWS = 1_000_000
+_SQL_AGG = {"max": "max", "min": "min", "mean": "avg"}
+
+
+class DashboardError(JaxmodelError):
+    """A request the dashboard cannot answer: shown as one line in the page."""
+
+
+def quote(name: str) -> str:
+    """A column name as a SQL identifier (names are checked before this)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+@dataclass(frozen=True)
+class ColumnInfo:
+    """One column: kind (``int``, ``float``, ``bool``, ``category``), unit, meaning."""
+
+    name: str
+    kind: str
+    unit: str
+    description: str
+    categories: tuple[str, ...] = ()
+
+    @property
+    def numeric(self) -> bool:
+        return self.kind in ("int", "float")
+
+
+def _kind(t: pa.DataType) -> str:
+    if pa.types.is_dictionary(t) or pa.types.is_string(t) or pa.types.is_large_string(t):
+        return "category"
+    if pa.types.is_boolean(t):
+        return "bool"
+    if pa.types.is_integer(t):
+        return "int"
+    if pa.types.is_floating(t):
+        return "float"
+    return "other"
+
+
+@dataclass
+class Source:
+    """One dataset: its parts, schema, sweep metadata and a DuckDB view.
+
+    Attributes:
+      name: the label users pick it by (the directory name, made unique).
+      path: the dataset directory.
+      files: its Parquet parts (the only files ever read for it).
+      hive: whether it is partitioned (``col=value`` directories).
+      columns: column name -> :class:`ColumnInfo`, in schema order.
+      meta: the dataset's ``_jaxmodel.json``.
+      model: the cost model the sweep ran.
+      base: every input's fixed value in the sweep (the spec's ``[base]``).
+      varied: the inputs the sweep varied that are columns, in spec order.
+      levels: for varied inputs with a known set of values (grid axes,
+        ``choice`` draws), those values ascending; categories' names.
+      ranges: for every varied numeric input, ``(low, high)``.
+      view: the DuckDB view name.
+    """
+
+    name: str
+    path: Path
+    files: list[str]
+    hive: bool
+    columns: dict[str, ColumnInfo]
+    meta: dict[str, Any]
+    model: Model
+    base: dict[str, float]
+    varied: tuple[str, ...]
+    levels: dict[str, tuple] = field(default_factory=dict)
+    ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
+    view: str = ""
+
+    @property
+    def spec_text(self) -> str:
+        return str(self.meta.get("spec", ""))
+
+    def column(self, name: str, what: str) -> ColumnInfo:
+        """The column ``name``, or a one-line error naming ``what`` and the closest name."""
+        if not isinstance(name, str) or name not in self.columns:
+            raise DashboardError(f"{what}: no column {name!r} in dataset {self.name!r}"
+                                 f"{closest(str(name), self.columns)}")
+        return self.columns[name]
+
+    def numeric_columns(self) -> list[str]:
+        return [c for c, i in self.columns.items() if i.numeric]
+
+    def axis_columns(self) -> list[str]:
+        """Columns with a small known set of values: heatmap / line / regime axes."""
+        out = [c for c in self.varied if c in self.levels]
+        out += [c for c, i in self.columns.items() if i.kind in ("category", "bool")]
+        return out
+
+
+def _read_meta(path: Path) -> dict[str, Any]:
+    meta_path = path / METADATA_FILE
+    try:
+        meta = json.loads(meta_path.read_text())
+    except (OSError, ValueError):
+        meta = None
+    if not isinstance(meta, dict) or "spec" not in meta:
+        raise DashboardError(f"dataset {str(path)!r}: not a jaxmodel dataset (no readable "
+                             f"{METADATA_FILE}; write one with jaxmodel sweep)")
+    return meta
+
+
+def open_source(path: str | Path, name: str) -> Source:
+    """Read a dataset's metadata and schema (not its rows).
+
+    Raises:
+      DashboardError: missing, not a directory, not a jaxmodel dataset, no parts.
+    """
+    from jaxmodel.spec import parse_spec
+
+    path = Path(path)
+    if not path.exists():
+        raise DashboardError(f"dataset {str(path)!r}: no such directory")
+    if not path.is_dir():
+        raise DashboardError(f"dataset {str(path)!r}: not a directory (a dataset is the "
+                             "directory jaxmodel sweep wrote)")
+    meta = _read_meta(path)
+    files = [str(p.resolve()) for p in part_files(path)]
+    if not files:
+        raise DashboardError(f"dataset {str(path)!r}: no Parquet parts (an unfinished sweep? "
+                             "jaxmodel sweep SPEC --resume)")
+    try:
+        spec = parse_spec(meta["spec"], meta.get("spec_name", "sweep"))
+    except JaxmodelError as e:
+        raise DashboardError(f"dataset {str(path)!r}: its spec does not parse ({e})") from None
+    model = get_model(meta.get("model", spec.model.name))
+    hive = any(Path(f).parent != path.resolve() for f in files)
+    try:
+        schema = pq.read_schema(files[0])
+    except (OSError, pa.ArrowException) as e:
+        raise DashboardError(f"dataset {str(path)!r}: {str(e).splitlines()[0]}") from None
+    columns: dict[str, ColumnInfo] = {}
+    for f in schema:
+        md = {k.decode(): v.decode() for k, v in (f.metadata or {}).items()}
+        cats = tuple(md["categories"].split(",")) if md.get("categories") else ()
+        kind = _kind(f.type)
+        if kind != "other":
+            columns[f.name] = ColumnInfo(f.name, kind, md.get("unit", ""),
+                                         md.get("description", ""), cats)
+    for part in spec.output.partition_by if hive else ():
+        if part not in columns:  # partition columns live in the directory names
+            fld = model.input_field(part) if part in model.input_names else None
+            columns[part] = ColumnInfo(part, "int" if fld is None or fld.integer else "float",
+                                       fld.unit if fld else "", fld.doc if fld else "")
+    varied = tuple(n for n in spec.varied if n in columns)
+    levels: dict[str, tuple] = {}
+    ranges: dict[str, tuple[float, float]] = {}
+    for d in spec.dims:
+        for n, values in zip(d.names, _dim_values(d), strict=True):
+            if n in columns:
+                vals = tuple(sorted({float(v) for v in values}))
+                levels[n] = vals
+                ranges[n] = (vals[0], vals[-1])
+    if spec.sample is not None:
+        for d in spec.sample.distributions:
+            if d.name not in columns:
+                continue
+            if d.values is not None:
+                vals = tuple(sorted({float(v) for v in d.values}))
+                levels[d.name] = vals
+                ranges[d.name] = (vals[0], vals[-1])
+            else:
+                ranges[d.name] = (float(d.low), float(d.high))
+    for c, info in columns.items():
+        if info.kind == "category" and info.categories:
+            levels[c] = info.categories
+        elif info.kind == "bool":
+            levels[c] = (False, True)
+    return Source(name, path, files, hive, columns, meta, model, dict(spec.base), varied,
+                  levels, ranges)
+
+
+def _dim_values(d) -> list[np.ndarray]:
+    """A grid dimension's values, one array per input (a zip group has several)."""
+    return [np.asarray(v) for v in d.values]
+
+
+# ------------------------------------------------------------------ filters
+
+
+@dataclass
+class Sql:
+    """A SQL fragment and its bound parameters."""
+
+    text: str
+    params: list[Any] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Filters:
+    """What the page's filter widgets ask for.
+
+    Attributes:
+      ranges: numeric column -> ``(low, high)``, inclusive.
+      choices: category or boolean column (or a numeric one with few values)
+        -> the values kept.
+      where: the free filter box (the sweep filter language), or ``""``.
+    """
+
+    ranges: Mapping[str, Sequence[float]] = field(default_factory=dict)
+    choices: Mapping[str, Sequence[Any]] = field(default_factory=dict)
+    where: str = ""
+
+
+def where_clause(src: Source, filters: Filters, extra: Sequence[Sql] = ()) -> Sql:
+    """``WHERE ...`` for the filters (or ``""``), every value a parameter.
+
+    Raises:
+      DashboardError: an unknown column, a bad range or choice, a bad filter text.
+    """
+    parts: list[Sql] = []
+    for name, bounds in filters.ranges.items():
+        info = src.column(name, "range filter")
+        if not info.numeric:
+            raise DashboardError(f"range filter: column {name!r} is not numeric")
+        lo, hi = _bounds(name, bounds)
+        parts.append(Sql(f"{quote(name)} BETWEEN ? AND ?", [lo, hi]))
+    for name, values in filters.choices.items():
+        info = src.column(name, "choice filter")
+        values = list(values) if isinstance(values, (list, tuple)) else [values]
+        if not values:
+            parts.append(Sql("FALSE"))
+            continue
+        checked = [_choice(info, v) for v in values]
+        marks = ", ".join("?" for _ in checked)
+        parts.append(Sql(f"{quote(name)} IN ({marks})", checked))
+    if filters.where and filters.where.strip():
+        parts.append(filter_sql(src, filters.where))
+    parts.extend(extra)
+    if not parts:
+        return Sql("")
+    return Sql("WHERE " + " AND ".join(f"({p.text})" for p in parts),
+               [v for p in parts for v in p.params])
+
+
+def _bounds(name: str, bounds: Sequence[Any]) -> tuple[float, float]:
+    try:
+        lo, hi = (float(b) for b in bounds)
+    except (TypeError, ValueError):
+        raise DashboardError(f"range filter {name}: got {bounds!r}; allowed: two numbers "
+                             "[low, high]") from None
+    if not (math.isfinite(lo) and math.isfinite(hi)) or lo > hi:
+        raise DashboardError(f"range filter {name}: got {[lo, hi]!r}; allowed: finite "
+                             "numbers with low <= high")
+    return lo, hi
+
+
+def _choice(info: ColumnInfo, value: Any) -> Any:
+    if info.kind == "category":
+        if not isinstance(value, str) or (info.categories and value not in info.categories):
+            allowed = ", ".join(info.categories) or "a name"
+            raise DashboardError(f"choice filter {info.name}: got {value!r}; allowed: {allowed}")
+        return value
+    if info.kind == "bool":
+        if not isinstance(value, bool):
+            raise DashboardError(f"choice filter {info.name}: got {value!r}; allowed: "
+                                 "true, false")
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(
+            value):
+        raise DashboardError(f"choice filter {info.name}: got {value!r}; allowed: numbers")
+    return float(value)
+
+
+def filter_sql(src: Source, text: str) -> Sql:
+    """The free filter box as SQL: parsed by :func:`jaxmodel.expr.parse` against the
+    dataset's columns, its kinds checked, then translated node by node."""
+    if not isinstance(text, str):
+        raise DashboardError(f"filter: expected text, got {text!r}")
+    try:
+        expr = parse(text, set(src.columns))
+        booleans = {c for c, i in src.columns.items() if i.kind == "bool"}
+        cats = {c: i.categories for c, i in src.columns.items() if i.kind == "category"}
+        expr.check_condition(booleans, cats)
+        for a, b in _category_pairs(expr.root, cats):
+            if b.args[0] not in cats[a.args[0]] and cats[a.args[0]]:
+                raise DashboardError(f"filter: {b.args[0]!r} is not a value of {a.args[0]} "
+                                     f"(one of {', '.join(cats[a.args[0]])})")
+    except JaxmodelError as e:
+        raise DashboardError(str(e)) from None
+    return _sql(src, expr.root)
+
+
+def _category_pairs(node: Node, cats):
+    if node.op in ("==", "!="):
+        a, b = node.args
+        if a.op == "str":
+            a, b = b, a
+        if a.op == "col" and a.args[0] in cats and b.op == "str":
+            yield a, b
+    for a in node.args:
+        if isinstance(a, Node):
+            yield from _category_pairs(a, cats)
+
+
+_CMP = {"<": "<", "<=": "<=", ">": ">", ">=": ">=", "==": "=", "!=": "<>"}
+_ARITH = {"+": "+", "-": "-", "*": "*", "/": "/"}
+_FUNC = {"abs": "abs", "min": "least", "max": "greatest", "log": "ln", "sqrt": "sqrt"}
+
+
+def _may_nan(src: Source, node: Node) -> bool:
+    """Whether a numeric node can be NaN (a float column, or a function of one)."""
+    if node.op == "col":
+        return src.columns[node.args[0]].kind == "float"
+    if node.op in ("num", "str", "bool"):
+        return False
+    if node.op in ("/", "log", "sqrt"):
+        return True
+    return any(_may_nan(src, a) for a in node.args if isinstance(a, Node))
+
+
+def _sql(src: Source, node: Node) -> Sql:
+    op = node.op
+    if op == "num":
+        return Sql("?::DOUBLE", [float(node.args[0])])
+    if op == "str":
+        return Sql("?", [str(node.args[0])])
+    if op == "bool":
+        return Sql("TRUE" if node.args[0] else "FALSE")
+    if op == "col":
+        src.column(node.args[0], "filter")
+        return Sql(quote(node.args[0]))
+    args = [_sql(src, a) for a in node.args]
+    params = [v for a in args for v in a.params]
+    if op in ("and", "or"):
+        return Sql(f"({args[0].text} {op.upper()} {args[1].text})", params)
+    if op == "not":
+        return Sql(f"(NOT {args[0].text})", params)
+    if op in _CMP:
+        text = f"({args[0].text} {_CMP[op]} {args[1].text})"
+        nan = [a for a, n in zip(args, node.args, strict=True) if _may_nan(src, n)]
+        if nan:
+            # numpy: any comparison with NaN is false, except != (true); in DuckDB
+            # NaN is the largest number, so spell it out.
+            guard = " OR ".join(f"isnan({a.text})" for a in nan)
+            guard_params = [v for a in nan for v in a.params]
+            if op == "!=":
+                return Sql(f"(({guard}) OR coalesce({text}, TRUE))", guard_params + params)
+            return Sql(f"(NOT ({guard}) AND coalesce({text}, FALSE))", guard_params + params)
+        return Sql(f"coalesce({text}, {'TRUE' if op == '!=' else 'FALSE'})", params)
+    if op in _ARITH:
+        a, b = args
+        if op == "/":  # numpy: x / 0 is inf or NaN; DuckDB gives NULL
+            return Sql(f"({a.text}::DOUBLE / {b.text}::DOUBLE)", params)
+        return Sql(f"({a.text} {_ARITH[op]} {b.text})", params)
+    if op == "neg":
+        return Sql(f"(-{args[0].text})", params)
+    if op in ("log", "sqrt"):  # numpy: NaN for negatives, -inf for log(0)
+        a = args[0]
+        fn = _FUNC[op]
+        zero = "'-inf'::DOUBLE" if op == "log" else "0::DOUBLE"
+        return Sql(f"(CASE WHEN {a.text} < 0 THEN 'nan'::DOUBLE WHEN {a.text} = 0 THEN {zero} "
+                   f"ELSE {fn}({a.text}) END)", a.params * 3)
+    if op in _FUNC:
+        return Sql(f"{_FUNC[op]}({', '.join(a.text for a in args)})", params)
+    raise DashboardError(f"filter: unsupported operation {op!r}")
+
+
+# ------------------------------------------------------------------ catalog
+
+
+class Catalog:
+    """The datasets named on the command line, each a DuckDB view over its parts.
+
+    Queries run on a cursor per call (DuckDB cursors are per thread), so the
+    web server may answer requests in several threads.
+    """
+
+    def __init__(self, paths: Sequence[str | Path], *, threads: int | None = None):
+        import duckdb
+
+        if not paths:
+            raise DashboardError("datasets: give at least one dataset directory")
+        self.sources: dict[str, Source] = {}
+        for i, p in enumerate(paths):
+            name = Path(p).resolve().name or f"dataset{i}"
+            while name in self.sources:
+                name = f"{name}-{i}"
+            src = open_source(p, name)
+            src.view = f"ds{i}"
+            self.sources[name] = src
+        self._db = duckdb.connect(":memory:")
+        if threads:
+            self._db.execute(f"SET threads = {int(threads)}")
+        self._lock = threading.Lock()
+        for src in self.sources.values():
+            files = ", ".join("'" + f.replace("'", "''") + "'" for f in src.files)
+            hive = "true" if src.hive else "false"
+            # can_have_nan: Parquet's float statistics leave NaN out (invalid layouts
+            # are NaN), so without it DuckDB prunes, or folds away, NaN rows.
+            self._db.execute(f"CREATE VIEW {src.view} AS SELECT * FROM read_parquet([{files}], "
+                             f"hive_partitioning = {hive}, union_by_name = true, "
+                             "can_have_nan = true)")
+            src.columns = _with_duckdb_types(self._db, src)
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.sources)
+
+    def source(self, name: str) -> Source:
+        if name not in self.sources:
+            raise DashboardError(f"dataset: got {name!r}; allowed: {', '.join(self.sources)}")
+        return self.sources[name]
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> pa.Table:
+        """Run one query on a fresh cursor; DuckDB errors become one line."""
+        import duckdb
+
+        with self._lock:
+            cur = self._db.cursor()
+        try:
+            rel = cur.sql(sql, params=list(params))
+            # DuckDB 1.4 added to_arrow_table; 2.0 dropped fetch_arrow_table.
+            fetch = getattr(rel, "to_arrow_table", None) or rel.fetch_arrow_table
+            return fetch()
+        except duckdb.Error as e:
+            raise DashboardError("query: " + str(e).splitlines()[0]) from None
+        finally:
+            cur.close()
+
+    def close(self) -> None:
+        self._db.close()
+
+
+def _with_duckdb_types(db, src: Source) -> dict[str, ColumnInfo]:
+    """Keep only columns DuckDB sees, in its order (partition columns included)."""
+    rows = db.execute(f"DESCRIBE {src.view}").fetchall()
+    out: dict[str, ColumnInfo] = {}
+    for name, dtype, *_ in rows:
+        if name in src.columns:
+            out[name] = src.columns[name]
+        elif src.hive:
+            kind = "float" if dtype in ("DOUBLE", "FLOAT") else "int" if "INT" in dtype else (
+                "category")
+            out[name] = ColumnInfo(name, kind, "", "partition column")
+    return out
+
+
+# -------------------------------------------------------------------- views
+
+
+@dataclass(frozen=True)
+class Grid:
+    """An aggregated view: ``cells[f][i, j]`` for facet ``facets[f]``, ``y_values[i]``
+    and ``x_values[j]`` (NaN where no row has a finite value)."""
+
+    x: str
+    y: str
+    value: str
+    agg: str
+    facet: str | None
+    x_values: tuple
+    y_values: tuple
+    facets: tuple
+    cells: np.ndarray  # (facets, y, x), float64
+    counts: np.ndarray  # (facets, y, x), int64: rows with a finite value
+    rows: int  # rows under the filter
+
+
+def _dim_sql(src: Source, name: str, what: str) -> str:
+    src.column(name, what)
+    return quote(name)
+
+
+def _order(src: Source, name: str, values: Sequence[Any]) -> list[Any]:
+    """Distinct values in display order: ascending, categories in their own order."""
+    info = src.columns[name]
+    vals = list(dict.fromkeys(values))
+    if info.kind == "category" and info.categories:
+        rank = {c: i for i, c in enumerate(info.categories)}
+        return sorted(vals, key=lambda v: (rank.get(v, len(rank)), str(v)))
+    return sorted(vals, key=lambda v: (v is None, v))
+
+
+def _value_expr(src: Source, value: str) -> tuple[str, str]:
+    """The value as SQL, and the condition for a row to count (finite values)."""
+    info = src.column(value, "value")
+    if not info.numeric and info.kind != "bool":
+        raise DashboardError(f"value: column {value!r} is {info.kind}, not a number")
+    v = quote(value)
+    if info.kind == "bool":
+        return f"{v}::INTEGER", f"{v} IS NOT NULL"
+    if info.kind == "float":
+        return v, f"NOT isnan({v})"
+    return v, f"{v} IS NOT NULL"
+
+
+def grid(catalog: Catalog, dataset: str, x: str, y: str, value: str, agg: str = "max",
+         filters: Filters = Filters(), facet: str | None = None) -> Grid:
+    """``agg`` of ``value`` per ``(x, y)`` (per facet value), one group-by query.
+
+    Raises:
+      DashboardError: unknown columns, a bad aggregation, x == y, too many cells, no rows.
+    """
+    src = catalog.source(dataset)
+    if agg not in AGGS:
+        raise DashboardError(f"aggregation: got {agg!r}; allowed: {', '.join(AGGS)}")
+    xs, ys = _dim_sql(src, x, "x"), _dim_sql(src, y, "y")
+    if x == y:
+        raise DashboardError(f"x and y are both {x!r}: choose two different columns")
+    fs = _dim_sql(src, facet, "facet") if facet else None
+    if facet and facet in (x, y):
+        raise DashboardError(f"facet {facet!r} is already an axis: choose another column")
+    v, ok = _value_expr(src, value)
+    a = "count(*)" if agg == "count" else f"{_SQL_AGG[agg]}({v}) FILTER (WHERE {ok})"
+    n = "count(*)" if agg == "count" else f"count(*) FILTER (WHERE {ok})"
+    keys = [xs, ys] + ([fs] if fs else [])
+    w = where_clause(src, filters)
+    sql = (f"SELECT {', '.join(keys)}, {a} AS a, {n} AS n, count(*) AS r FROM {src.view} "
+           f"{w.text} GROUP BY ALL LIMIT {MAX_CELLS + 1}")
+    t = catalog.query(sql, w.params)
+    if t.num_rows > MAX_CELLS:
+        raise DashboardError(f"more than {MAX_CELLS:,} cells: choose axes with fewer values "
+                             "or filter first")
+    if t.num_rows == 0:
+        raise DashboardError("no rows match the filters")
+    cols = [t.column(i).to_pylist() for i in range(t.num_columns)]
+    xv, yv = cols[0], cols[1]
+    fv = cols[2] if fs else [None] * t.num_rows
+    av, nv, rv = cols[-3], cols[-2], cols[-1]
+    x_values = _order(src, x, xv)
+    y_values = _order(src, y, yv)
+    f_values = _order(src, facet, fv) if facet else [None]
+    xi = {val: j for j, val in enumerate(x_values)}
+    yi = {val: j for j, val in enumerate(y_values)}
+    fi = {val: j for j, val in enumerate(f_values)}
+    cells = np.full((len(f_values), len(y_values), len(x_values)), np.nan)
+    counts = np.zeros(cells.shape, dtype=np.int64)
+    for xx, yy, ff, aa, nn in zip(xv, yv, fv, av, nv, strict=True):
+        k = (fi[ff], yi[yy], xi[xx])
+        counts[k] = nn
+        cells[k] = np.nan if aa is None or not nn else float(aa)
+    return Grid(x, y, value, agg, facet, tuple(x_values), tuple(y_values),
+                tuple(f_values) if facet else (), cells, counts, int(sum(rv)))
+
+
+@dataclass(frozen=True)
+class Categorical:
+    """A regime map: per cell the category of ``column`` of the row with the highest
+    ``by`` (ties: the earlier category); ``""`` where no row has a finite ``by``."""
+
+    x: str
+    y: str
+    column: str
+    by: str
+    x_values: tuple
+    y_values: tuple
+    names: np.ndarray  # (y, x) object array of category names
+    best: np.ndarray  # (y, x) the ``by`` value of the chosen row
+
+
+def regimes(catalog: Catalog, dataset: str, x: str, y: str, column: str = "regime",
+            by: str = "mfu_percent", filters: Filters = Filters()) -> Categorical:
+    """Per ``(x, y)`` the ``column`` category of the best row by ``by`` (one query)."""
+    src = catalog.source(dataset)
+    info = src.column(column, "category column")
+    if info.kind != "category":
+        raise DashboardError(f"category column: {column!r} is {info.kind}; allowed: "
+                             + ", ".join(c for c, i in src.columns.items()
+                                         if i.kind == "category"))
+    xs, ys = _dim_sql(src, x, "x"), _dim_sql(src, y, "y")
+    if x == y:
+        raise DashboardError(f"x and y are both {x!r}: choose two different columns")
+    v, ok = _value_expr(src, by)
+    rank = _category_rank(info)
+    w = where_clause(src, filters)
+    # The best row per cell: the highest value, then the earlier category (as
+    # jaxmodel plot's regime_data).  Two group-bys joined on the cell: the best value
+    # per cell, then the earliest category among the rows that reach it (one
+    # arg_max over a (value, rank) struct is several times slower).
+    cells = (f"SELECT {xs} AS _cx, {ys} AS _cy, max({v}) FILTER (WHERE {ok}) AS _cb "
+             f"FROM {src.view} {w.text} GROUP BY ALL LIMIT {MAX_CELLS + 1}")
+    sql = (f"WITH cells AS ({cells}), hits AS (SELECT _cx, _cy, min({rank}) AS _r "
+           f"FROM {src.view} JOIN cells ON {xs} IS NOT DISTINCT FROM _cx AND "
+           f"{ys} IS NOT DISTINCT FROM _cy {w.text} {'AND' if w.text else 'WHERE'} {ok} "
+           f"AND {v} = _cb GROUP BY ALL) SELECT cells._cx, cells._cy, hits._r, cells._cb "
+           "FROM cells LEFT JOIN hits USING (_cx, _cy)")
+    t = catalog.query(sql, w.params + w.params)
+    if t.num_rows > MAX_CELLS:
+        raise DashboardError(f"more than {MAX_CELLS:,} cells: choose axes with fewer values")
+    if t.num_rows == 0:
+        raise DashboardError("no rows match the filters")
+    xv, yv, rv, bv = (t.column(i).to_pylist() for i in range(4))
+    cats = info.categories
+    cv = [None if r is None else cats[r] if r < len(cats) else None for r in rv]
+    x_values, y_values = _order(src, x, xv), _order(src, y, yv)
+    xi = {val: j for j, val in enumerate(x_values)}
+    yi = {val: j for j, val in enumerate(y_values)}
+    names = np.full((len(y_values), len(x_values)), "", dtype=object)
+    best = np.full(names.shape, np.nan)
+    none = "invalid" if "invalid" in info.categories else ""
+    for xx, yy, cc, bb in zip(xv, yv, cv, bv, strict=True):
+        names[yi[yy], xi[xx]] = cc if cc is not None else none
+        best[yi[yy], xi[xx]] = np.nan if bb is None else float(bb)
+    return Categorical(x, y, column, by, tuple(x_values), tuple(y_values), names, best)
+
+
+def _category_rank(info: ColumnInfo) -> str:
+    """The category's position in its declared order, as SQL (for tie-breaking)."""
+    if not info.categories:
+        return "0"
+    cases = " ".join(f"WHEN '{c}' THEN {i}" for i, c in enumerate(info.categories)
+                     if "'" not in c)
+    return f"(CASE {quote(info.name)} {cases} ELSE {len(info.categories)} END)"
+
+
+def scatter(catalog: Catalog, dataset: str, x: str, y: str, color: str | None = None,
+            filters: Filters = Filters(), points: int = SCATTER_POINTS) -> pa.Table:
+    """A reproducible sample of at most ``points`` filtered rows (x, y, color, config_id):
+    the rows with the smallest hash of their ``config_id``."""
+    src = catalog.source(dataset)
+    cols = [x, y] + ([color] if color else [])
+    for c, what in zip(cols, ("x", "y", "colour"), strict=False):
+        src.column(c, what)
+    for c, what in ((x, "x"), (y, "y")):
+        if not src.columns[c].numeric:
+            raise DashboardError(f"{what}: column {c!r} is {src.columns[c].kind}, not a number")
+    key = "config_id" if "config_id" in src.columns else None
+    sel = list(dict.fromkeys(cols + ([key] if key else [])))
+    w = where_clause(src, filters)
+    order = f"ORDER BY hash({quote(key)}), {quote(key)}" if key else ""
+    sql = (f"SELECT {', '.join(quote(c) for c in sel)} FROM {src.view} {w.text} {order} "
+           f"LIMIT {int(points)}")
+    return catalog.query(sql, w.params)
+
+
+def top_rows(catalog: Catalog, dataset: str, by: str, *, descending: bool = True, k: int = 20,
+             filters: Filters = Filters(), columns: Sequence[str] | None = None) -> pa.Table:
+    """The ``k`` best filtered rows by ``by`` (NaN last), ties by ``config_id``."""
+    src = catalog.source(dataset)
+    info = src.column(by, "sort")
+    if not 1 <= int(k) <= 10_000:
+        raise DashboardError(f"rows: got {k!r}; allowed: 1 to 10000")
+    cols = list(columns) if columns else list(src.columns)
+    for c in cols:
+        src.column(c, "table column")
+    extra = [Sql(f"NOT isnan({quote(by)})")] if info.kind == "float" else []
+    w = where_clause(src, filters, extra)
+    tie = ", config_id" if "config_id" in src.columns else ""
+    sql = (f"SELECT {', '.join(quote(c) for c in cols)} FROM {src.view} {w.text} "
+           f"ORDER BY {quote(by)} {'DESC' if descending else 'ASC'}{tie} LIMIT {int(k)}")
+    return catalog.query(sql, w.params)
+
+
+def count_rows(catalog: Catalog, dataset: str, filters: Filters = Filters()) -> int:
+    src = catalog.source(dataset)
+    w = where_clause(src, filters)
+    return int(catalog.query(f"SELECT count(*) FROM {src.view} {w.text}",
+                             w.params).column(0)[0].as_py())
+
+
+def pareto(catalog: Catalog, dataset: str, x: str, y: str, *, minimize_x: bool = True,
+           minimize_y: bool = False, filters: Filters = Filters(), bins: int = 1024,
+           fetch: int = 20_000) -> pa.Table:
+    """The exact Pareto front of ``(x, y)`` over the filtered rows (NaN rows skipped).
+
+    Scans, no sort of the dataset: the range and count of ``x``; the best ``y``
+    per ``x`` bin; then only the rows that beat the best of every bin before
+    theirs are fetched (a row no better than an earlier bin's best is
+    dominated by that bin's best row); the first non-empty bin, which nothing
+    precedes, is split the same way (up to 4 levels, or fetched whole once it
+    holds at most ``fetch`` rows).  The front is then taken among the
+    candidates on the host.  Returns columns ``x``, ``y`` and ``config_id`` (when
+    the dataset has it), along x; of rows with equal ``(x, y)`` the lowest id.
+    """
+    src = catalog.source(dataset)
+    for c, what in ((x, "x"), (y, "y")):
+        if not src.column(c, what).numeric:
+            raise DashboardError(f"{what}: column {c!r} is not a number")
+    if x == y:
+        raise DashboardError(f"x and y are both {x!r}: choose two different columns")
+    sx = 1.0 if minimize_x else -1.0  # work in "minimise both"
+    sy = 1.0 if minimize_y else -1.0
+    fx = f"({sx} * {quote(x)})"
+    fy = f"({sy} * {quote(y)})"
+    key = ", config_id" if "config_id" in src.columns else ""
+    ok = [Sql(f"NOT isnan({quote(c)})") for c in (x, y) if src.columns[c].kind == "float"]
+    w = where_clause(src, filters, ok)
+    cand = _front_candidates(catalog, src, fx, fy, key, w, bins, fetch, 0)
+    if cand is None:
+        raise DashboardError("no rows match the filters")
+    cx = cand["x"].to_numpy().astype(np.float64)
+    cy = cand["y"].to_numpy().astype(np.float64)
+    ids = cand["config_id"].to_numpy() if key else np.arange(len(cx))
+    order = np.lexsort((ids, cy, cx))
+    keep, run = [], np.inf
+    for i in order:
+        if cy[i] < run:
+            keep.append(i)
+            run = cy[i]
+    keep = np.asarray(keep, dtype=np.int64)
+    out = {"x": cx[keep] * sx, "y": cy[keep] * sy}
+    if key:
+        out["config_id"] = ids[keep]
+    return pa.table(out)
+
+
+def _front_candidates(catalog, src, fx, fy, key, w: Sql, bins, fetch, depth):
+    """Rows of ``w`` that may be on the front (``None`` when ``w`` keeps no row)."""
+    lo, hi, n = catalog.query(f"SELECT min({fx}), max({fx}), count(*) FROM {src.view} "
+                              f"{w.text}", w.params).to_pylist()[0].values()
+    if not n:
+        return None
+    rows = f"SELECT {fx} AS x, {fy} AS y{key} FROM {src.view} {w.text}"
+    if n <= fetch or depth >= 4 or hi <= lo:
+        return catalog.query(rows, w.params)
+    # Bins even in asinh(x / scale): logarithmic over the decades outputs such as step
+    # times span, linear near zero, so no bin holds most of the rows.
+    scale = max(abs(lo), abs(hi)) * 1e-4
+    t_lo, t_hi = math.asinh(lo / scale), math.asinh(hi / scale)
+    width = (t_hi - t_lo) / bins
+    b = (f"greatest(least(CAST(floor((asinh({fx} / {scale!r}) - ?) / ?) AS BIGINT), "
+         f"{bins - 1}), 0)")
+    lo = t_lo
+    per_bin = catalog.query(f"SELECT {b} AS b, min({fy}) AS m, count(*) AS n FROM {src.view} "
+                            f"{w.text} GROUP BY 1", [lo, width, *w.params])
+    best = np.full(bins, np.inf)
+    counts = np.zeros(bins, dtype=np.int64)
+    where = np.asarray(per_bin["b"].to_pylist(), dtype=np.int64)
+    best[where] = per_bin["m"].to_numpy()
+    counts[where] = per_bin["n"].to_numpy()
+    before = np.concatenate([[np.inf], np.minimum.accumulate(best)[:-1]])
+    first = int(np.flatnonzero(counts)[0])
+    small_first = counts[first] <= fetch
+    if small_first:  # every row of the first bin is a candidate: threshold +inf
+        before[first] = np.finfo(np.float64).max
+    live = np.flatnonzero(np.isfinite(before) & (counts > 0))
+    parts = []
+    if len(live):
+        # The thresholds join as a small table (a per-row list lookup is far slower).
+        parts.append(catalog.query(
+            f"SELECT v.x, v.y{key.replace(', ', ', v.')} FROM (SELECT {fx} AS x, {fy} AS y, "
+            f"{b} AS b{key} FROM {src.view} {w.text}) v JOIN (SELECT unnest(?) AS b, "
+            "unnest(?) AS t) bins ON v.b = bins.b WHERE v.y < bins.t",
+            [lo, width, *w.params, live.tolist(), before[live].tolist()]))
+    if not small_first:  # nothing precedes the first bin: split it the same way
+        inner = Sql(f"{w.text[len('WHERE '):]} AND {b} = ?", [*w.params, lo, width, first]) \
+            if w.text else Sql(f"{b} = ?", [lo, width, first])
+        parts.append(_front_candidates(catalog, src, fx, fy, key,
+                                       Sql("WHERE " + inner.text, inner.params),
+                                       bins, fetch, depth + 1))
+    head = parts[0]
+    return pa.concat_tables([p.cast(head.schema) for p in parts])
+
+
+def export_rows(catalog: Catalog, dataset: str, columns: Sequence[str],
+                filters: Filters = Filters(), limit: int = EXPORT_ROWS) -> pa.Table:
+    """The filtered rows' ``columns`` (at most ``limit``), in ``config_id`` order."""
+    src = catalog.source(dataset)
+    cols = list(dict.fromkeys(columns))
+    for c in cols:
+        src.column(c, "export column")
+    w = where_clause(src, filters)
+    order = "ORDER BY config_id" if "config_id" in src.columns else ""
+    return catalog.query(f"SELECT {', '.join(quote(c) for c in cols)} FROM {src.view} "
+                         f"{w.text} {order} LIMIT {int(limit)}", w.params)
+
+
+def row_by_id(catalog: Catalog, dataset: str, config_id: int) -> dict[str, Any]:
+    """One row by its ``config_id``."""
+    src = catalog.source(dataset)
+    src.column("config_id", "row")
+    t = catalog.query(f"SELECT * FROM {src.view} WHERE config_id = ? LIMIT 1", [int(config_id)])
+    if not t.num_rows:
+        raise DashboardError(f"config_id: no row {config_id} in dataset {dataset!r}")
+    return t.to_pylist()[0]
+
+
+def best_in_cell(catalog: Catalog, dataset: str, cell: Mapping[str, Any], value: str,
+                 filters: Filters = Filters(), *, lowest: bool = False) -> dict[str, Any]:
+    """The filtered row with the highest (``lowest``: lowest) ``value`` among those
+    whose columns equal ``cell`` (a clicked heatmap cell or line point)."""
+    src = catalog.source(dataset)
+    extra = []
+    for name, v in cell.items():
+        info = src.column(name, "cell")
+        extra.append(Sql(f"{quote(name)} = ?", [_choice(info, v) if info.kind != "int"
+                                               else float(v)]))
+    v, ok = _value_expr(src, value)
+    w = where_clause(src, filters, extra)
+    tie = ", config_id" if "config_id" in src.columns else ""
+    order = f"CASE WHEN {ok} THEN 0 ELSE 1 END, {v} {'ASC' if lowest else 'DESC'}{tie}"
+    t = catalog.query(f"SELECT * FROM {src.view} {w.text} ORDER BY {order} LIMIT 1", w.params)
+    if not t.num_rows:
+        raise DashboardError("no row in that cell under the filters")
+    return t.to_pylist()[0]

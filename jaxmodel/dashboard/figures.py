@@ -1,0 +1,267 @@
+"""Plotly figures of the dashboard's views (shared by the live app and the report).
+
+Each builder takes the small result of one query (:mod:`jaxmodel.dashboard.data`)
+or one evaluation (:mod:`jaxmodel.dashboard.config`) and returns a
+``plotly.graph_objects.Figure``; the data behind a chart is what the query
+returned, so a test can read it back from the page.  Axes with geometric
+values (bandwidths, GPU counts) are drawn on a log scale, as ``jaxmodel plot``
+does (:func:`jaxmodel.plot.axis_scale`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from jaxmodel.dashboard.config import Evaluation, Tornado
+from jaxmodel.dashboard.data import Categorical, Grid, Source
+from jaxmodel.plot import _CATEGORY_COLORS, _TERM_COLORS, axis_scale
+
+TEMPLATE = "plotly_white"
+
+
+def _go():
+    import plotly.graph_objects as go
+
+    return go
+
+
+def unit(src: Source | None, name: str) -> str:
+    if src is None or name not in src.columns:
+        return ""
+    return src.columns[name].unit.split(" (")[0].strip()
+
+
+def label(src: Source | None, name: str) -> str:
+    u = unit(src, name)
+    return f"{name} ({u})" if u else name
+
+
+def _ticks(values: np.ndarray, most: int = 10) -> dict:
+    """At most ``most`` ticks at grid values, labelled as ``jaxmodel plot`` labels them."""
+    from jaxmodel.plot import _fmt
+
+    step = max(1, math.ceil(len(values) / most))
+    shown = [float(v) for v in values[::step]]
+    return {"tickvals": shown, "ticktext": [_fmt(v) for v in shown]}
+
+
+def _axis(values: Sequence, title: str) -> dict:
+    """Plotly axis settings: log for geometric values, labelled categories for a few
+    irregular values or names, linear otherwise; ticks at the grid's values."""
+    v = np.asarray(values)
+    if v.dtype.kind not in "iuf":
+        return {"title": title, "type": "category"}
+    scale = axis_scale(v)
+    if scale == "log":
+        return {"title": title, "type": "log", **_ticks(np.sort(v.astype(float)))}
+    if scale == "index":
+        return {"title": title, "type": "category", **_ticks(v, most=len(v))}
+    return {"title": title, **(_ticks(np.sort(v.astype(float))) if len(v) <= 40 else {})}
+
+
+def _clean(values: Sequence) -> list:
+    """Axis values for JSON: whole floats as ints, names as text."""
+    out = []
+    for v in values:
+        if isinstance(v, float) and v.is_integer() and abs(v) < 2**53:
+            out.append(int(v))
+        elif isinstance(v, (bool, np.bool_)):
+            out.append(str(bool(v)).lower())
+        else:
+            out.append(v)
+    return out
+
+
+def _z(a: np.ndarray) -> list:
+    return [[None if not math.isfinite(float(c)) else float(c) for c in row] for row in a]
+
+
+def heatmap(src: Source | None, g: Grid, *, title: str | None = None,
+            diff: bool = False):
+    """One heatmap per facet value (side by side), the value on a shared colour scale."""
+    go = _go()
+    from plotly.subplots import make_subplots
+
+    n = max(1, len(g.facets))
+    names = [f"{g.facet} = {_clean([f])[0]}" for f in g.facets] if g.facets else None
+    fig = make_subplots(rows=1, cols=n, subplot_titles=names, shared_yaxes=True,
+                        horizontal_spacing=0.04)
+    finite = g.cells[np.isfinite(g.cells)]
+    lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+    if diff:
+        lim = max(abs(lo), abs(hi)) or 1.0
+        lo, hi = -lim, lim
+    what = "count" if g.agg == "count" else f"{g.agg} {g.value}"
+    for f in range(n):
+        fig.add_trace(go.Heatmap(
+            x=_clean(g.x_values), y=_clean(g.y_values), z=_z(g.cells[f]),
+            zmin=lo, zmax=hi, colorscale="RdBu" if diff else "Viridis",
+            showscale=f == 0, colorbar={"title": {"text": "difference" if diff else what}},
+            customdata=g.counts[f].tolist(),
+            hovertemplate=(f"{g.x}=%{{x}}<br>{g.y}=%{{y}}<br>{what}=%{{z:.4g}}"
+                           "<br>rows with a value: %{customdata}<extra></extra>"),
+            name=str(names[f]) if names else what), row=1, col=f + 1)
+        fig.update_xaxes(**_axis(g.x_values, label(src, g.x)), row=1, col=f + 1)
+    fig.update_yaxes(**_axis(g.y_values, label(src, g.y)), row=1, col=1)
+    fig.update_layout(template=TEMPLATE, title=title or f"{what} by {g.x} and {g.y}",
+                      margin={"t": 70, "l": 70, "r": 20, "b": 60}, plot_bgcolor="#EEEEEE")
+    return fig
+
+
+def lines(src: Source | None, g: Grid, *, title: str | None = None):
+    """One line per value of ``g.y`` (the series input), x along ``g.x``."""
+    go = _go()
+    from plotly.subplots import make_subplots
+
+    n = max(1, len(g.facets))
+    names = [f"{g.facet} = {_clean([f])[0]}" for f in g.facets] if g.facets else None
+    fig = make_subplots(rows=1, cols=n, subplot_titles=names, shared_yaxes=True,
+                        horizontal_spacing=0.04)
+    what = "count" if g.agg == "count" else f"{g.agg} {g.value}"
+    for f in range(n):
+        for i, series in enumerate(g.y_values):
+            fig.add_trace(go.Scatter(
+                x=_clean(g.x_values), y=[None if not math.isfinite(c) else float(c)
+                                         for c in g.cells[f, i]],
+                mode="lines+markers", name=f"{g.y}={_clean([series])[0]}",
+                legendgroup=str(i), showlegend=f == 0,
+                line={"color": _palette(i)}, marker={"size": 5}), row=1, col=f + 1)
+        fig.update_xaxes(**_axis(g.x_values, label(src, g.x)), row=1, col=f + 1)
+    fig.update_yaxes(title=f"{g.agg} {label(src, g.value)}" if g.agg != "count" else "rows",
+                     row=1, col=1)
+    fig.update_layout(template=TEMPLATE, title=title or f"{what} against {g.x}, "
+                      f"one line per {g.y}", legend={"title": {"text": g.y}},
+                      margin={"t": 70, "l": 70, "r": 20, "b": 60})
+    return fig
+
+
+def _palette(i: int) -> str:
+    import plotly.express.colors as pc  # noqa: F401  (plotly ships the palettes)
+    from plotly.colors import qualitative
+
+    return qualitative.Plotly[i % len(qualitative.Plotly)]
+
+
+def scatter(src: Source | None, table, x: str, y: str, color: str | None, *,
+            title: str | None = None):
+    """Sampled rows as points (colour by a column when asked)."""
+    go = _go()
+    d = {c: table.column(c).to_pylist() for c in table.column_names}
+    ids = d.get("config_id")
+    marker: dict = {"size": 5, "opacity": 0.7}
+    if color and color in d:
+        cv = d[color]
+        if cv and isinstance(cv[0], str):
+            cats = list(dict.fromkeys(cv))
+            marker["color"] = [_CATEGORY_COLORS.get(c, _palette(cats.index(c))) for c in cv]
+        else:
+            marker.update(color=[None if v is None or (isinstance(v, float) and
+                                                       not math.isfinite(v)) else v
+                                 for v in cv], colorscale="Viridis", showscale=True,
+                          colorbar={"title": {"text": color}})
+    fig = go.Figure(go.Scattergl(
+        x=d[x], y=d[y], mode="markers", marker=marker, customdata=ids,
+        hovertemplate=(f"{x}=%{{x:.4g}}<br>{y}=%{{y:.4g}}"
+                       + ("<br>config_id=%{customdata}" if ids else "") + "<extra></extra>")))
+    fig.update_layout(template=TEMPLATE, title=title or f"{y} against {x} "
+                      f"({len(d[x]):,} rows sampled)",
+                      xaxis=_axis(np.asarray(d[x], dtype=float), label(src, x)) if d[x]
+                      else {"title": x},
+                      yaxis={"title": label(src, y)},
+                      margin={"t": 60, "l": 70, "r": 20, "b": 60})
+    return fig
+
+
+def regime_map(src: Source | None, c: Categorical, *, title: str | None = None):
+    """A categorical heatmap: each category its own colour, names in the hover."""
+    go = _go()
+    cats = [n for n in (src.columns[c.column].categories if src and c.column in src.columns
+                        else ()) or sorted(set(c.names.ravel()) - {""})]
+    code = {n: i for i, n in enumerate(cats)}
+    z = [[code.get(n) if n else None for n in row] for row in c.names]
+    k = max(1, len(cats))
+    colorscale = []
+    for i, n in enumerate(cats):
+        col = _CATEGORY_COLORS.get(n, _palette(i))
+        colorscale += [[i / k, col], [(i + 1) / k, col]]
+    fig = go.Figure(go.Heatmap(
+        x=_clean(c.x_values), y=_clean(c.y_values), z=z, zmin=-0.5, zmax=k - 0.5,
+        colorscale=colorscale or "Viridis", text=c.names.tolist(),
+        customdata=_z(c.best),
+        hovertemplate=(f"{c.x}=%{{x}}<br>{c.y}=%{{y}}<br>{c.column}: %{{text}}"
+                       f"<br>best {c.by}=%{{customdata:.4g}}<extra></extra>"),
+        colorbar={"tickvals": list(range(k)), "ticktext": cats, "title": {"text": c.column}}))
+    fig.update_layout(template=TEMPLATE,
+                      title=title or f"{c.column} of the best row by {c.by}",
+                      xaxis=_axis(c.x_values, label(src, c.x)),
+                      yaxis=_axis(c.y_values, label(src, c.y)),
+                      margin={"t": 60, "l": 70, "r": 20, "b": 60}, plot_bgcolor="#EEEEEE")
+    return fig
+
+
+def pareto(src: Source | None, table, x: str, y: str, *, title: str | None = None):
+    go = _go()
+    d = {k: table.column(k).to_pylist() for k in table.column_names}
+    ids = d.get("config_id")
+    fig = go.Figure(go.Scatter(
+        x=d["x"], y=d["y"], mode="lines+markers", line={"shape": "hv"},
+        customdata=ids, marker={"size": 7, "color": "#C44E52"},
+        hovertemplate=(f"{x}=%{{x:.4g}}<br>{y}=%{{y:.4g}}"
+                       + ("<br>config_id=%{customdata}" if ids else "") + "<extra></extra>")))
+    fig.update_layout(template=TEMPLATE, title=title or f"Pareto front: {y} against {x} "
+                      f"({len(d['x'])} rows)", xaxis={"title": label(src, x)},
+                      yaxis={"title": label(src, y)},
+                      margin={"t": 60, "l": 70, "r": 20, "b": 60})
+    return fig
+
+
+def breakdown(evals: Sequence[Evaluation], names: Sequence[str], *, title: str | None = None):
+    """Stacked step-time terms per configuration, MFU on top."""
+    go = _go()
+    fig = go.Figure()
+    if not evals:
+        return fig
+    for k, (lbl, col, _) in enumerate(evals[0].terms):
+        fig.add_trace(go.Bar(
+            x=list(names), y=[e.terms[k][2] if e.valid else 0.0 for e in evals],
+            name=lbl, marker={"color": _TERM_COLORS[k % len(_TERM_COLORS)]},
+            hovertemplate=f"{lbl} ({col})=%{{y:.4g}} ms<extra></extra>"))
+    for e, n in zip(evals, names, strict=True):
+        text = f"{e.outputs['mfu_percent']:.1f}% MFU" if e.valid else "invalid"
+        top = e.outputs["step_time_ms"] if e.valid else 0.0
+        fig.add_annotation(x=n, y=top, text=text, showarrow=False, yshift=10)
+    fig.update_layout(template=TEMPLATE, barmode="stack", yaxis={"title": "step time (ms)"},
+                      title=title or "Step-time breakdown", legend={"title": {
+                          "text": "step-time term"}},
+                      margin={"t": 60, "l": 70, "r": 20, "b": 40})
+    return fig
+
+
+def tornado(t: Tornado, *, title: str | None = None):
+    go = _go()
+    ys = list(t.inputs)[::-1]
+    xs = list(t.elasticities)[::-1]
+    fig = go.Figure(go.Bar(
+        x=xs, y=ys, orientation="h",
+        marker={"color": ["#C44E52" if v < 0 else "#4C72B0" for v in xs]},
+        text=[f"{v:+.3f}" for v in xs], textposition="outside",
+        hovertemplate="+1% of %{y} -> %{x:+.4f}% " + t.output + "<extra></extra>"))
+    lim = max((abs(v) for v in xs), default=1.0) * 1.3 or 1.0
+    fig.update_layout(template=TEMPLATE, xaxis={"title": f"% change of {t.output} per +1% of "
+                                                "the input", "range": [-lim, lim]},
+                      title=title or f"Sensitivity of {t.output} = {t.value:.4g}",
+                      margin={"t": 60, "l": 170, "r": 20, "b": 50})
+    return fig
+
+
+def message(text: str):
+    """An empty figure carrying a message (shown where a chart would be)."""
+    go = _go()
+    fig = go.Figure()
+    fig.add_annotation(text=text, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
+                       font={"size": 14})
+    fig.update_layout(template=TEMPLATE, xaxis={"visible": False}, yaxis={"visible": False})
+    return fig

@@ -1,0 +1,469 @@
+"""The dashboard's server side: its queries against numpy over the same rows, its filter
+translation against the filter language's own numpy evaluator, the configuration panel
+against ``jaxmodel.evaluate`` and the sweep's own columns, and bad requests over HTTP."""
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pyarrow.dataset as ds
+import pytest
+from typer.testing import CliRunner
+
+pytest.importorskip("dash")
+pytest.importorskip("duckdb")
+
+import jaxmodel  # noqa: E402
+from jaxmodel import plot  # noqa: E402
+from jaxmodel.cli import app as cli_app  # noqa: E402
+from jaxmodel.dashboard import config as cfg  # noqa: E402
+from jaxmodel.dashboard import data as q  # noqa: E402
+from jaxmodel.dashboard.app import build_app  # noqa: E402
+from jaxmodel.expr import parse  # noqa: E402
+from jaxmodel.spec import parse_spec  # noqa: E402
+from jaxmodel.sweep import sweep  # noqa: E402
+
+SPECS = Path(__file__).parent / "specs"
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("dash") / "dash"
+    sweep(SPECS / "dashboard.toml", path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def partitioned(tmp_path_factory) -> Path:
+    text = (SPECS / "dashboard.toml").read_text() + 'partition_by = ["tensor_parallel"]\n'
+    path = tmp_path_factory.mktemp("dash") / "parts"
+    sweep(parse_spec(text, "parts"), path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def catalog(dataset, partitioned):
+    c = q.Catalog([dataset, partitioned])
+    yield c
+    c.close()
+
+
+@pytest.fixture(scope="module")
+def rows(dataset) -> dict[str, np.ndarray]:
+    """Every column as numpy (categories as names): the independent reference."""
+    t = ds.dataset(dataset, format="parquet").to_table()
+    out = {}
+    for name in t.column_names:
+        col = t.column(name).combine_chunks()
+        if hasattr(col, "dictionary_decode"):
+            col = col.dictionary_decode()
+        out[name] = col.to_numpy(zero_copy_only=False)
+    return out
+
+
+def numpy_mask(rows, text: str) -> np.ndarray:
+    """The filter evaluated by the filter language's own numpy evaluator."""
+    expr = parse(text, set(rows))
+    cats = {"bottleneck": jaxmodel.BOTTLENECKS, "regime": jaxmodel.REGIMES}
+    cols = {n: (np.array([cats[n].index(v) for v in rows[n]]) if n in cats else rows[n])
+            for n in expr.columns()}
+    with np.errstate(all="ignore"):
+        return np.broadcast_to(np.asarray(expr.evaluate_numpy(cols, cats), dtype=bool),
+                               rows["config_id"].shape)
+
+
+# --- queries ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("agg", q.AGGS)
+@pytest.mark.parametrize("where", ["", "valid_layout and micro_batch == 4",
+                                   'bottleneck != "compute" or mfu_percent < 50'])
+def test_heatmap_cells_equal_a_numpy_group_by(catalog, rows, agg, where):
+    f = q.Filters(ranges={"num_gpus": (16, 64)}, choices={"tensor_parallel": [1, 8]},
+                  where=where)
+    g = q.grid(catalog, "dash", "link_bandwidth_gb_s", "pipeline_parallel", "step_time_ms",
+               agg, f)
+    keep = (rows["num_gpus"] >= 16) & np.isin(rows["tensor_parallel"], [1, 8])
+    if where:
+        keep &= numpy_mask(rows, where)
+    assert g.rows == keep.sum()
+    for i, yv in enumerate(g.y_values):
+        for j, xv in enumerate(g.x_values):
+            cell = keep & (rows["link_bandwidth_gb_s"] == xv) & (rows["pipeline_parallel"] == yv)
+            v = rows["step_time_ms"][cell].astype(np.float64)
+            finite = v[np.isfinite(v)]
+            if agg == "count":  # a cell without rows is blank
+                expect = float(cell.sum()) if cell.any() else math.nan
+            elif not finite.size:
+                expect = math.nan
+            else:
+                expect = {"max": np.max, "min": np.min, "mean": np.mean}[agg](finite)
+            got = g.cells[0, i, j]
+            assert (math.isnan(got) and math.isnan(expect)) or got == pytest.approx(
+                expect, rel=1e-6), (xv, yv)
+
+
+def test_facets_and_partitioned_datasets_agree(catalog):
+    g = q.grid(catalog, "dash", "num_gpus", "pipeline_parallel", "mfu_percent", "max",
+               facet="tensor_parallel")
+    p = q.grid(catalog, "parts", "num_gpus", "pipeline_parallel", "mfu_percent", "max",
+               facet="tensor_parallel")
+    assert g.facets == p.facets == (1, 4, 8)
+    np.testing.assert_array_equal(g.cells, p.cells)
+    for k, t in enumerate(g.facets):
+        one = q.grid(catalog, "dash", "num_gpus", "pipeline_parallel", "mfu_percent", "max",
+                     q.Filters(choices={"tensor_parallel": [t]}))
+        np.testing.assert_array_equal(one.cells[0], g.cells[k])
+
+
+FILTERS = [
+    "mfu_percent >= 40",
+    "mfu_percent != 100",  # NaN != 100 is true
+    "not (step_time_ms < 1000)",  # NaN rows pass: the comparison is false
+    'bottleneck == "tp_comm" or regime == "invalid"',
+    "valid_layout and tensor_parallel * pipeline_parallel >= 8",
+    "abs(step_time_ms - 1000) < 500 and max(micro_batch, 2) == 4",
+    "log(link_bandwidth_gb_s) > 5 and sqrt(num_gpus) >= 4",
+    "-pipeline_parallel < -2 || !valid_layout",
+    "throughput_tokens_s / used_gpus > 1000",
+]
+
+
+@pytest.mark.parametrize("text", FILTERS)
+def test_filters_keep_the_rows_the_filter_language_keeps(catalog, rows, text):
+    got = q.count_rows(catalog, "dash", q.Filters(where=text))
+    assert got == int(numpy_mask(rows, text).sum())
+
+
+def test_regime_map_equals_the_plot_commands_map(catalog, dataset):
+    c = q.regimes(catalog, "dash", "link_bandwidth_gb_s", "num_gpus", "bottleneck",
+                  "mfu_percent", q.Filters(where="micro_batch == 1"))
+    ref = plot.regime_data(dataset, "link_bandwidth_gb_s", "num_gpus", "bottleneck", "best",
+                           "mfu_percent", "micro_batch == 1")
+    assert c.x_values == tuple(ref.x_values) and c.y_values == tuple(ref.y_values)
+    np.testing.assert_array_equal(c.names, ref.names())
+
+
+def brute_front(x, y, ids):
+    """Minimise both: the rows no other row dominates (of equal points, the lowest id)."""
+    ok = np.isfinite(x) & np.isfinite(y)
+    x, y, ids = x[ok], y[ok], ids[ok]
+    keep = []
+    for i in range(len(x)):
+        dominated = ((x <= x[i]) & (y <= y[i]) & ((x < x[i]) | (y < y[i]))).any()
+        same = (x == x[i]) & (y == y[i]) & (ids < ids[i])
+        if not dominated and not same.any():
+            keep.append(i)
+    return sorted(ids[keep].tolist())
+
+
+@pytest.mark.parametrize("bins, fetch", [(7, 10), (3, 40), (1024, 20_000)])
+@pytest.mark.parametrize("minimize_x, minimize_y", [(True, False), (False, True),
+                                                    (True, True)])
+def test_pareto_front_equals_a_brute_force_front(catalog, rows, bins, fetch, minimize_x,
+                                                 minimize_y):
+    t = q.pareto(catalog, "dash", "step_time_ms", "throughput_tokens_s", bins=bins,
+                 fetch=fetch, minimize_x=minimize_x, minimize_y=minimize_y,
+                 filters=q.Filters(where="num_gpus >= 16"))
+    keep = rows["num_gpus"] >= 16
+    sx, sy = (1 if minimize_x else -1), (1 if minimize_y else -1)
+    want = brute_front(sx * rows["step_time_ms"][keep].astype(np.float64),
+                       sy * rows["throughput_tokens_s"][keep].astype(np.float64),
+                       rows["config_id"][keep])
+    assert sorted(t["config_id"].to_pylist()) == want
+    assert len(want) >= 1
+
+
+def test_top_rows_are_sorted_and_skip_nan(catalog, rows):
+    t = q.top_rows(catalog, "dash", "step_time_ms", descending=True, k=5,
+                   columns=["config_id", "step_time_ms"])
+    v = rows["step_time_ms"].astype(np.float64)
+    order = np.lexsort((rows["config_id"], -np.where(np.isfinite(v), v, -np.inf)))[:5]
+    assert t["config_id"].to_pylist() == rows["config_id"][order].tolist()
+
+
+def test_scatter_is_a_repeatable_sample_under_the_filter(catalog, rows):
+    f = q.Filters(where="valid_layout")
+    a = q.scatter(catalog, "dash", "step_time_ms", "mfu_percent", "regime", f, points=50)
+    b = q.scatter(catalog, "dash", "step_time_ms", "mfu_percent", "regime", f, points=50)
+    assert a.equals(b) and a.num_rows == 50
+    valid = set(rows["config_id"][rows["valid_layout"]].tolist())
+    assert set(a["config_id"].to_pylist()) <= valid
+
+
+def test_export_rows_are_the_filtered_rows(catalog, rows):
+    t = q.export_rows(catalog, "dash", ["config_id", "mfu_percent"],
+                      q.Filters(where="mfu_percent > 90"))
+    assert t["config_id"].to_pylist() == rows["config_id"][
+        rows["mfu_percent"] > 90].tolist()
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda c: q.grid(c, "dash", "link_bandwidth", "num_gpus", "mfu_percent"),
+     "x: no column 'link_bandwidth' in dataset 'dash' (did you mean 'link_bandwidth_gb_s'?)"),
+    (lambda c: q.grid(c, "dash", 'num_gpus" from x; --', "micro_batch", "mfu_percent"),
+     "x: no column"),
+    (lambda c: q.grid(c, "dash", "num_gpus", "micro_batch", "mfu_percent", "sum"),
+     "aggregation: got 'sum'; allowed: max, min, mean, count"),
+    (lambda c: q.grid(c, "dash", "num_gpus", "num_gpus", "mfu_percent"), "x and y are both"),
+    (lambda c: q.grid(c, "dash", "num_gpus", "micro_batch", "regime"), "value: column 'regime'"),
+    (lambda c: q.count_rows(c, "../etc", q.Filters()), "dataset: got '../etc'; allowed: dash"),
+    (lambda c: q.count_rows(c, "dash", q.Filters(where="mfu_percent >")), "filter:"),
+    (lambda c: q.count_rows(c, "dash", q.Filters(where="mfu_percnt > 1")),
+     "filter: unknown column 'mfu_percnt' (did you mean 'mfu_percent'?)"),
+    (lambda c: q.count_rows(c, "dash", q.Filters(where='bottleneck == "tp"')),
+     "is not a value of bottleneck"),
+    (lambda c: q.count_rows(c, "dash", q.Filters(where="1; DROP TABLE x")), "filter:"),
+    (lambda c: q.count_rows(c, "dash", q.Filters(where="__import__('os')")), "filter:"),
+    (lambda c: q.count_rows(c, "dash", q.Filters(ranges={"num_gpus": (64, 8)})),
+     "range filter num_gpus"),
+    (lambda c: q.count_rows(c, "dash", q.Filters(choices={"regime": ["fast"]})),
+     "choice filter regime: got 'fast'"),
+])
+def test_bad_requests_are_one_line_errors(catalog, call, message):
+    with pytest.raises(q.DashboardError) as e:
+        call(catalog)
+    assert message in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def test_only_jaxmodel_datasets_open(tmp_path, dataset):
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "plain" / "x.parquet").write_bytes(b"not parquet")
+    (tmp_path / "file.txt").write_text("x")
+    for path, message in ((tmp_path / "missing", "no such directory"),
+                          (tmp_path / "file.txt", "not a directory"),
+                          (tmp_path / "plain", "not a jaxmodel dataset")):
+        with pytest.raises(q.DashboardError, match=message):
+            q.Catalog([path])
+
+
+def test_a_dataset_reads_only_its_own_parts(tmp_path, dataset):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(dataset, copy)
+    shutil.copytree(dataset, copy / "nested")  # another dataset below it is not read
+    c = q.Catalog([copy])
+    assert q.count_rows(c, "copy") == q.count_rows(q.Catalog([dataset]), "dash")
+
+
+# --- one configuration --------------------------------------------------------
+
+
+def test_breakdown_of_a_row_is_the_model_on_its_inputs(catalog, rows):
+    src = catalog.source("dash")
+    i = int(np.flatnonzero(rows["valid_layout"] & (rows["pipeline_parallel"] > 1))[0])
+    row = q.row_by_id(catalog, "dash", int(rows["config_id"][i]))
+    inputs = cfg.inputs_of_row(src, row)
+    assert inputs["model_params_b"] == 13 and inputs["num_layers"] == 40  # the spec's base
+    ev = cfg.evaluate(src.model, inputs)
+    direct = jaxmodel.evaluate("seed", **inputs)
+    for _, col, ms in ev.terms:
+        assert ms == float(getattr(direct, col))
+        assert ms == pytest.approx(float(rows[col][i]), rel=1e-6)  # what the sweep wrote
+    assert [c for _, c, _ in ev.terms] == [c for _, c in plot.TERMS]
+
+
+def test_tornado_is_the_sensitivities_ranked(catalog):
+    src = catalog.source("dash")
+    inputs = cfg.inputs_of_row(src, q.top_rows(catalog, "dash", "step_time_ms", k=1,
+                                               filters=q.Filters(where="valid_layout and "
+                                                                 "pipeline_parallel == 2")
+                                               ).to_pylist()[0])
+    t = cfg.tornado(src.model, inputs, "step_time_ms")
+    ref = plot.tornado_data(src.model, inputs, "step_time_ms")
+    assert t.inputs == ref.inputs
+    np.testing.assert_allclose(t.elasticities, ref.elasticities)
+
+
+def test_what_if_values_are_checked_by_the_model_fields(catalog):
+    model = catalog.source("dash").model
+    with pytest.raises(q.DashboardError, match=r"num_gpus: got 0; allowed: a whole number"):
+        cfg.check_inputs(model, {"num_gpus": "0"})
+    with pytest.raises(q.DashboardError, match="tensor_parallel: empty"):
+        cfg.check_inputs(model, {"tensor_parallel": ""})
+    assert cfg.check_inputs(model, {"num_gpus": "128"})["num_gpus"] == 128.0
+
+
+# --- HTTP -----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def client(catalog):
+    app = build_app(catalog)
+    c = app.server.test_client()
+    deps = c.get("/_dash-dependencies").get_json()
+    return c, deps
+
+
+def call(client, output: str, values: dict, changed: str):
+    """POST one callback as the page does; unspecified inputs are None, patterns []."""
+    c, deps = client
+    dep = next(d for d in deps if output in d["output"])
+    outs = dep["output"].strip(".").split("...")
+    outputs = [{"id": o.rsplit(".", 1)[0], "property": o.rsplit(".", 1)[1]} for o in outs]
+
+    def entry(spec):
+        if spec["id"].startswith("{"):
+            return []
+        return {"id": spec["id"], "property": spec["property"],
+                "value": values.get(spec["id"])}
+
+    body = {"output": dep["output"], "outputs": outputs,
+            "inputs": [entry(s) for s in dep["inputs"]],
+            "state": [entry(s) for s in dep["state"]], "changedPropIds": [changed]}
+    r = c.post("/_dash-update-component", json=body)
+    assert r.status_code == 200, r.data[:300]
+    return r.get_json()["response"]
+
+
+VIEW = {"dataset": "dash", "kind": "heatmap", "x": "link_bandwidth_gb_s", "y": "num_gpus",
+        "value": "mfu_percent", "agg": "max", "where": ""}
+
+
+def test_http_view_answers_with_the_grid(client, catalog):
+    resp = call(client, "view-graph.figure", VIEW, "x.value")
+    z = resp["view-graph"]["figure"]["data"][0]["z"]
+    g = q.grid(catalog, "dash", "link_bandwidth_gb_s", "num_gpus", "mfu_percent", "max")
+    assert z == [[None if math.isnan(v) else v for v in r] for r in g.cells[0].tolist()]
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"where": "mfu_percent >"}, "filter: "),
+    ({"where": "os.system('x')"}, "filter: "),
+    ({"where": "mfu_percent > 1; select 1"}, "filter: "),
+    ({"x": "nope"}, "x: no column 'nope'"),
+    ({"value": "x\" FROM read_csv('/etc/passwd') --"}, "value: no column"),
+    ({"dataset": "/etc"}, "dataset: got '/etc'; allowed: dash, parts"),
+    ({"dataset": "../dash"}, "dataset: got '../dash'"),
+    ({"kind": "pie"}, "view: got 'pie'"),
+])
+def test_http_bad_requests_answer_one_line_in_the_page(client, change, message):
+    resp = call(client, "view-graph.figure", {**VIEW, **change}, "where.value")
+    errors = [v for k, v in resp.items() if k == "errors"][0]["data"]
+    assert message in errors["view"]
+    assert "\n" not in errors["view"] and "Traceback" not in json.dumps(resp)
+    shown = resp["view-graph"]["figure"]["layout"]["annotations"][0]["text"]
+    assert shown == errors["view"]
+
+
+@pytest.mark.parametrize("path", [
+    "/../../etc/passwd", "/%2e%2e/%2e%2e/etc/passwd", "/assets/../../../etc/passwd",
+    "/_dash-component-suites/dash/../../../../etc/passwd",
+    "/_dash-component-suites/plotly/package_data/../../../../../../etc/passwd",
+    "/_dash-component-suites/jaxmodel/dashboard/data.py", "/_dash-component-suites/os/x.js",
+    "/dash/part-p0000-c000000000000.parquet", "/_jaxmodel.json",
+])
+def test_http_serves_no_file_outside_its_own_bundles(client, path, capsys):
+    """Unknown paths get the app's page (Dash routes every path to it) or a 404."""
+    c, _ = client
+    r = c.get(path)
+    page = b'id="react-entry-point"' in r.data
+    assert (r.status_code == 200 and page) or r.status_code in (400, 404), (path, r.status_code)
+    for leaked in (b"root:", b"PAR1", b"DashboardError", b'"spec"'):
+        assert leaked not in r.data
+    assert "Traceback" not in capsys.readouterr().err
+
+
+# --- command line ----------------------------------------------------------------
+
+
+def test_dashboard_command_errors_are_one_line(tmp_path):
+    result = runner.invoke(cli_app, ["dashboard", str(tmp_path / "missing"), "--no-browser"])
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1 and "no such directory" in result.stderr
+
+
+def test_report_refuses_other_extensions_and_bad_datasets(tmp_path, dataset):
+    r = runner.invoke(cli_app, ["report", str(dataset), "-o", str(tmp_path / "r.pdf")])
+    assert r.exit_code == 2 and "must end in .html" in r.stderr
+    r = runner.invoke(cli_app, ["report", str(tmp_path), "-o", str(tmp_path / "r.html")])
+    assert r.exit_code == 2 and "not a jaxmodel dataset" in r.stderr
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_report_embeds_aggregates_not_rows(tmp_path, dataset):
+    out = tmp_path / "report.html"
+    r = runner.invoke(cli_app, ["report", str(dataset), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    from plotly.offline import get_plotlyjs
+
+    text = out.read_text()
+    assert text.count(get_plotlyjs()) == 1  # plotly.js inline, once
+    rest = text.replace(get_plotlyjs(), "")
+    assert "<script src=" not in rest and "http" not in rest.replace("http-equiv", "")
+    assert rest.count("Plotly.newPlot") >= 4
+    assert len(rest) < 400_000  # aggregates of a 576-row sweep, not its rows
+
+
+def test_dashboard_console_script_serves_and_warns_off_localhost(dataset):
+    """The installed command in a subprocess: the address line, the page, the warning
+    for a non-local --host (127.0.0.2 is still this machine), a busy port in one line."""
+    import socket
+    import subprocess
+    import sys
+    import urllib.request
+
+    exe = Path(sys.executable).parent / "jaxmodel"
+    with socket.socket() as s:
+        s.bind(("127.0.0.2", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([str(exe), "dashboard", str(dataset), "--host", "127.0.0.2",
+                             "--port", str(port), "--no-browser"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("jaxmodel dashboard: dash at http://127.0.0.2:"), line
+        page = urllib.request.urlopen(f"http://127.0.0.2:{port}/", timeout=30).read()
+        assert b"jaxmodel dashboard" in page
+        busy = subprocess.run([str(exe), "dashboard", str(dataset), "--host", "127.0.0.2",
+                               "--port", str(port), "--no-browser"], capture_output=True,
+                              text=True, timeout=120)
+        assert busy.returncode == 2
+        assert busy.stderr.splitlines()[1:] == [
+            f"error: --port {port} / --host 127.0.0.2: cannot listen there (address already "
+            "in use); choose another --port or --host"]
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    assert "warning: --host 127.0.0.2 serves the datasets" in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("reduce", ['top_k = 10\nby = "mfu_percent"',
+                                    'by = "mfu_percent"\ngroup_by = ["num_gpus"]',
+                                    'pareto = ["used_gpus", "step_time_ms"]'])
+def test_reduced_datasets_open_and_aggregate(tmp_path, reduce):
+    text = (SPECS / "dashboard.toml").read_text().replace(
+        "[output]", f"[reduce]\n{reduce}\n\n[output]")
+    path = tmp_path / "reduced"
+    sweep(parse_spec(text, "reduced"), path)
+    c = q.Catalog([path])
+    t = ds.dataset(path, format="parquet").to_table()
+    g = q.grid(c, "reduced", "num_gpus", "tensor_parallel", "config_id", "count")
+    assert int(np.nansum(g.cells)) == t.num_rows == q.count_rows(c, "reduced")
+    c.close()
+
+
+def test_export_downloads_the_filtered_rows_as_csv_and_parquet(client, rows):
+    import base64
+    import io
+
+    import pyarrow.csv as pcsv
+    import pyarrow.parquet as pq
+
+    where = "valid_layout and mfu_percent > 90"
+    want = rows["config_id"][numpy_mask(rows, where)].tolist()
+    for button, read in (("export-csv", lambda b: pcsv.read_csv(io.BytesIO(b))),
+                         ("export-parquet", lambda b: pq.read_table(io.BytesIO(b)))):
+        resp = call(client, "download.data", {"dataset": "dash", "where": where,
+                                              "value": "mfu_percent", button: 1},
+                    f"{button}.n_clicks")
+        sent = resp["download"]["data"]
+        assert sent["filename"] == f"dash-rows.{button.split('-')[1]}"
+        table = read(base64.b64decode(sent["content"]))
+        assert table["config_id"].to_pylist() == want
+        assert {"link_bandwidth_gb_s", "num_gpus", "mfu_percent"} <= set(table.column_names)
