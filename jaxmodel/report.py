@@ -154,6 +154,7 @@ def table(doc: Mapping[str, Any]) -> str:
 _MEMORY_PARTS = (
     ("weights, gradients, optimizer", "model_state_gb_per_gpu"),
     ("activations", "activation_gb_per_gpu"),
+    ("workspaces and reserved", "other_memory_gb_per_gpu"),
 )
 
 
