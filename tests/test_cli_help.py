@@ -20,7 +20,9 @@ def panels(text: str) -> dict[str, list[str]]:
         if head:
             title = head.group(1)
             out[title] = []
-        elif title and (opt := re.match(r"^│\s+(--[\w-]+)", line)):
+        # The option stands one space in; a description wrapped onto a line of
+        # its own may also begin with "--", but further in.
+        elif title and (opt := re.match(r"^│ (--[\w-]+)", line)):
             out[title].append(opt.group(1))
     return out
 
