@@ -38,13 +38,19 @@ def enable_compile_cache(environ=None) -> Path | None:
 
     Every program is cached, however short its compile (jax's default skips
     those under 1 s; a CLI command compiles several such).  An unusable
-    directory only costs the speed-up: jax warns and compiles as before.
+    directory only costs the speed-up: jax compiles as before.  Its warning
+    about a cache entry it could not write is silenced, so that a full disk
+    is reported once, by the sweep's own one-line error, not also by jax.
     """
+    import warnings
+
     import jax
 
     path = cache_dir(environ)
     if path is None:
         return None
+    warnings.filterwarnings("ignore", message="Error writing persistent compilation cache",
+                            category=UserWarning)
     jax.config.update("jax_compilation_cache_dir", str(path))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
