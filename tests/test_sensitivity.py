@@ -344,7 +344,9 @@ def random_refined_configs(n: int, seed: int = 3) -> dict[str, np.ndarray]:
         if f.high is not None:  # fractions in (0, 1]
             out[f.name] = rng.uniform(0.3, 1.0, n)
         else:
-            out[f.name] = f.default * np.exp(rng.uniform(-1.5, 1.5, n))
+            # Held in the domain: an input whose default is its lower bound
+            # (moe_imbalance >= 1) stays at or above it.
+            out[f.name] = np.maximum(f.default * np.exp(rng.uniform(-1.5, 1.5, n)), f.low)
     out["gpu_memory_gb"] = rng.uniform(80.0, 200.0, n)  # most layouts fit
     out["micro_batch"] = rng.integers(1, 3, n).astype(float)
     out["gradient_accum_steps"] = rng.integers(4, 65, n).astype(float)
