@@ -17,12 +17,12 @@ input file it names (a ``.toml``, ``.json`` or ``.csv`` argument that is not
 an ``-o`` output) exists relative to the repository root, where the README's
 commands are run, or is written by an earlier command's ``-o``.
 
-``-m slow``: every command but ``dashboard`` (a server, until Ctrl-C) runs,
-in README order, in-process from a scratch directory that holds links to the
+``-m slow``: every command but ``dashboard`` (a server, until Ctrl-C) runs, in
+README order, in-process from a scratch directory that holds links to the
 repository's ``sweeps/`` and ``tests/`` (so outputs such as ``out/default``
-and ``docs/*.png`` land there), and must exit 0; a sweep over more than ``MAX_RUN_CONFIGS`` configurations gets ``--dry-run``
-(it is checked, sized and probed, not written).  Then the python snippets run
-in the same directory.
+and ``docs/*.png`` land there), and must exit 0; a sweep over more than
+``MAX_RUN_CONFIGS`` configurations gets ``--dry-run`` (it is checked, sized
+and probed, not written). Then the python snippets run in the same directory.
 """
 
 import re
