@@ -16,6 +16,22 @@ os.environ["JAXMODEL_COMPILE_CACHE"] = _COMPILE_CACHE
 def pytest_sessionfinish(session, exitstatus):
     shutil.rmtree(_COMPILE_CACHE, ignore_errors=True)
 
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_compile_cache_in_this_process():
+    """Tests that call ``jaxmodel.cli.main`` in this process leave jax's cache off.
+
+    Turned on here it stays on for the rest of the session, and jax then
+    serialises every one of the suite's hundreds of programs; one such CPU
+    serialisation crashed the whole suite once in CI (a segfault inside jax's
+    ``put_executable_and_time``).  The console scripts the tests start use the
+    scratch cache above, and test_compile_cache checks the cache through them.
+    """
+    from unittest import mock
+
+    with mock.patch("jaxmodel.cli.enable_compile_cache", lambda: None):
+        yield
+
 DATA = Path(__file__).parent / "data"
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "reference"
 

@@ -302,12 +302,36 @@ def test_sensitivities_to_imbalance_bandwidth_and_expert_parallelism():
     d_e = float(sens.gradient("step_time_ms", "expert_parallel"))
     assert d_imb > 0 and d_bw < 0 and math.isfinite(d_e)
     # Against central finite differences of the model itself.
-    for name, grad in (("moe_imbalance", d_imb), ("network_bandwidth_gb_s", d_bw)):
-        step = 1e-4 * v[name]
-        hi = jaxmodel.evaluate(REFINED, x64=True, **{**v, name: v[name] + step})
-        lo = jaxmodel.evaluate(REFINED, x64=True, **{**v, name: v[name] - step})
-        fd = (float(hi.step_time_ms) - float(lo.step_time_ms)) / (2 * step)
-        assert grad == pytest.approx(fd, rel=1e-4), name
+    step = 1e-4 * v["network_bandwidth_gb_s"]
+    fd = central_difference(v, "network_bandwidth_gb_s", step)
+    assert d_bw == pytest.approx(fd, rel=1e-4)
+
+
+def central_difference(v, name, step, output="step_time_ms"):
+    hi = jaxmodel.evaluate(REFINED, x64=True, **{**v, name: v[name] + step})
+    lo = jaxmodel.evaluate(REFINED, x64=True, **{**v, name: v[name] - step})
+    return (float(getattr(hi, output)) - float(getattr(lo, output))) / (2 * step)
+
+
+@pytest.mark.slow
+def test_imbalance_gradient_is_the_slope_through_the_tile_padding(monkeypatch):
+    """The busiest expert's rows are padded to whole tiles, a staircase whose
+    local slope is 0 (or infinite); the gradient is its mean slope.  With the
+    shape model off, GEMM time is linear in the rows, so that gradient equals
+    the central difference of the same model with the padding taken out."""
+    v = qwen3(moe_imbalance=1.2, gemm_shape_model=0)
+    sens = jaxmodel.sensitivities(v, of=["step_time_ms"], wrt=["moe_imbalance"],
+                                  model="refined", x64=True)
+    grad = float(sens.gradient("step_time_ms", "moe_imbalance"))
+    step = 1e-4 * v["moe_imbalance"]
+    padded = central_difference(v, "moe_imbalance", step)
+    with monkeypatch.context() as patch:
+        patch.setattr(moe, "tile_padded_rows", lambda groups, m: groups * m)
+        jaxmodel.api.batched.cache_clear()  # trace the patched model afresh
+        unpadded = central_difference(v, "moe_imbalance", step)
+    jaxmodel.api.batched.cache_clear()  # and leave none of it behind
+    assert grad == pytest.approx(unpadded, rel=1e-6)
+    assert padded < 0.9 * grad  # the padded staircase is flat here: a real difference
 
 
 # --- CLI ---------------------------------------------------------------------------

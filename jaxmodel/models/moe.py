@@ -330,18 +330,25 @@ def _passes(gemm, m, n, k):
     return jnp.stack([gemm(m, n, k), gemm(m, k, n), gemm(k, n, m)])
 
 
+def tile_padded_rows(groups, m):
+    """Rows of ``groups`` GEMMs of ``m`` rows each, every group padded to whole
+    ``GEMM_TILE_M`` tiles.  The padding is a step; its gradient is that of the
+    unpadded rows ``groups m`` (the relaxation sensitivities report: the
+    staircase's mean slope, not its zero or infinite local one)."""
+    exact = groups * m
+    padded = groups * jnp.ceil(m / GEMM_TILE_M - 1e-6) * GEMM_TILE_M
+    return exact + jax.lax.stop_gradient(padded - exact)
+
+
 def _grouped_passes(gemm, groups, m, n, k, hbm_rate):
     """The three passes of a grouped GEMM: ``groups`` GEMMs of ``m`` rows each.
 
     One kernel schedules every group's tiles together, so it runs as one GEMM
     of the groups' tile-padded rows stacked (each group pads to whole tiles:
     tile quantization per expert, wave quantization over all), plus reading
-    the ``groups - 1`` further weight matrices (bf16).  The padding is a step:
-    its gradient is that of the unpadded rows.
+    the ``groups - 1`` further weight matrices (bf16); see :func:`tile_padded_rows`.
     """
-    exact = groups * m
-    padded = groups * jnp.ceil(m / GEMM_TILE_M - 1e-6) * GEMM_TILE_M
-    rows = exact + jax.lax.stop_gradient(padded - exact)
+    rows = tile_padded_rows(groups, m)
     weights = (groups - 1.0) * DISPATCH_BYTES * n * k / hbm_rate
     fwd = gemm(rows, n, k) + weights
     dgrad = gemm(rows, k, n) + weights
