@@ -9,8 +9,9 @@ Two kinds, both per configuration and vmapped over batches:
   gives e% more output".  Column ``e_<output>__<input>``.
 
 Only float outputs are differentiated (counts, flags and categories are steps).
-Gradients are forward mode (one ``jax.jvp`` per input asked for, all outputs at
-once), which suits a handful of inputs against many rows.
+Gradients are forward mode (all outputs at once; one ``jax.jvp`` per input for
+a handful of inputs, batched tangents for more: see ``_tangents``), which suits
+inputs fewer than rows.
 
 How each input of the seed model is treated:
 
@@ -277,18 +278,11 @@ def sensitivity_kernel(
         grads: dict[str, Any] = {}
         elast: dict[str, Any] = {}
         y = values(x)
-        for w in smooth:
-            # One jvp per input, the others closed over: their tangents are
-            # symbolic zeros, which XLA drops (about 2.5x faster than jacfwd's
-            # batched tangents on CPU); the primal is shared by CSE.
-            def along(v, w=w):
-                return values(x._replace(**{w: v}))
-
-            v0 = getattr(x, w)
-            _, dy = jax.jvp(along, (v0,), (jnp.ones_like(v0),))
+        for w, dy in zip(smooth, _tangents(values, x, smooth), strict=True):
             # The model masks invalid rows with where(valid, v, nan), whose
             # tangent is 0, not NaN: mask the derivatives by the values.
             dy = jnp.where(jnp.isfinite(y), dy, jnp.nan)
+            v0 = getattr(x, w)
             for i, o in enumerate(of):
                 grads[o, w] = dy[i]
                 elast[o, w] = _elasticity(dy[i], v0, y[i])
@@ -310,6 +304,41 @@ def sensitivity_kernel(
         return cols
 
     return kernel
+
+
+# Up to this many inputs get a jvp each; more share one jvp of batched tangents.
+SEPARATE_JVPS = 8
+
+
+def _tangents(values, x, names):
+    """``d values(x) / d x.name`` for each name (a list of arrays like ``values(x)``).
+
+    Up to ``SEPARATE_JVPS`` inputs: one ``jax.jvp`` per input, the others
+    closed over, so their tangents are symbolic zeros that XLA drops (about
+    2.5x faster to run than batched tangents on CPU; the primal is shared by
+    CSE).  More inputs: one jvp whose tangent is batched over the inputs (as
+    ``jax.jacfwd`` does), so the program holds one copy of the model's tangent
+    rather than one per input: for the refined model's ~90 inputs the
+    separate jvps made a program that took minutes and gigabytes to compile.
+    """
+    if len(names) <= SEPARATE_JVPS:
+        out = []
+        for w in names:
+            v0 = getattr(x, w)
+            _, dy = jax.jvp(lambda v, w=w: values(x._replace(**{w: v})), (v0,),
+                            (jnp.ones_like(v0),))
+            out.append(dy)
+        return out
+    if not names:
+        return []
+    v0 = jnp.stack([getattr(x, w) for w in names])
+
+    def along(v):
+        return values(x._replace(**{w: v[i] for i, w in enumerate(names)}))
+
+    basis = jnp.eye(len(names), dtype=v0.dtype)
+    dys = jax.vmap(lambda tangent: jax.jvp(along, (v0,), (tangent,))[1])(basis)
+    return list(dys)
 
 
 _TABLE_KEYS = ("of", "wrt", "kind")

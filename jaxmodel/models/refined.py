@@ -115,7 +115,7 @@ from jaxmodel.fields import InputField, OutputField
 from jaxmodel.models import moe
 from jaxmodel.models.base import Model
 from jaxmodel.models.outputs import SHARED_OUTPUTS
-from jaxmodel.numerics import percent, positive_part
+from jaxmodel.numerics import batch_calls, percent, positive_part
 from jaxmodel.verdicts import (
     _divisors_near,
     bottleneck_and_regime,
@@ -612,15 +612,30 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     # --- compute: one micro-batch, one layer, one GPU, in seconds -----------
     # Each layer GEMM [tok, k] x [k, n] forward, its input gradient [tok, n] x
     # [n, k] and its weight gradient [k, tok] x [tok, n], at its shape's rate.
-    shapes = layer_gemm_shapes(x)
-    gemm_fwd_s = sum(gemm_seconds(x, tok, n_, k_, fp8, hbm_rate) for n_, k_ in shapes)
-    gemm_dgrad_s = sum(gemm_seconds(x, tok, k_, n_, fp8, hbm_rate) for n_, k_ in shapes)
-    gemm_wgrad_s = sum(gemm_seconds(x, k_, n_, tok, fp8, hbm_rate) for n_, k_ in shapes)
     # The average layer of an MoE / MLA model: its attention GEMMs, the dense
     # FFN or the router, shared and routed experts (grouped GEMMs of the
     # busiest rank), weighted by the share of MoE layers.
-    moe_gemm = moe.layer_gemm_seconds(
-        x, tok, lambda m_, n_, k_: gemm_seconds(x, m_, n_, k_, fp8, hbm_rate), hbm_rate)
+    # Without FlashAttention the two batched GEMMs (QK^T, attention x V) of
+    # each head run at their shape's efficiency; the output layer's logits
+    # GEMM runs in bf16.  Every GEMM of the step is costed in one vectorised
+    # call (numerics.batch_calls): one copy of the shape model, not sixty.
+    qw = attention_width(x)
+    head_dim = jnp.where(plain, qw / a, moe.head_dim(x))
+    rows = b * (a / t) * s / c
+
+    def step_gemms(gemm):
+        shapes = layer_gemm_shapes(x)
+        dense = (sum(gemm(tok, n_, k_, fp8) for n_, k_ in shapes),
+                 sum(gemm(tok, k_, n_, fp8) for n_, k_ in shapes),
+                 sum(gemm(k_, n_, tok, fp8) for n_, k_ in shapes))
+        layer = moe.layer_gemm_seconds(x, tok, lambda m_, n_, k_: gemm(m_, n_, k_, fp8),
+                                       hbm_rate)
+        unfused = gemm(rows, s, head_dim, 0.0) + gemm(rows, head_dim, s, 0.0)
+        logit = (gemm(tok, V / t, h, 0.0), gemm(tok, h, V / t, 0.0), gemm(h, V / t, tok, 0.0))
+        return dense, layer, unfused, logit
+
+    (gemm_fwd_s, gemm_dgrad_s, gemm_wgrad_s), moe_gemm, unfused_s, logit_gemms = batch_calls(
+        step_gemms, lambda m_, n_, k_, low: gemm_seconds(x, m_, n_, k_, low, hbm_rate))
     gemm_fwd_s = jnp.where(plain, gemm_fwd_s, moe_gemm[0])
     gemm_dgrad_s = jnp.where(plain, gemm_dgrad_s, moe_gemm[1])
     gemm_wgrad_s = jnp.where(plain, gemm_wgrad_s, moe_gemm[2])
@@ -628,17 +643,11 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     # Attention core, 4 b s^2 h per sequence counted in full (as MFU counts it);
     # FlashAttention executes only the unmasked half of a causal square and
     # recomputes QK^T in its backward (backward 2.5 x forward).  Without it the
-    # two batched GEMMs (QK^T, attention x V) of each head run at their shape's
-    # efficiency, backward 2 x forward.
-    qw = attention_width(x)
+    # two batched GEMMs (unfused_s above), backward 2 x forward.
     attn_fwd_flops = 4.0 * b * s * s * qw / (t * c)
     attn_fwd_flops = jnp.where(plain, attn_fwd_flops,
                                b * s * s * moe.attention_core_flops(x) / (t * c))
     causal = jnp.where(x.causal_mask > 0.5, 0.5, 1.0) * flash + (1.0 - flash)
-    head_dim = jnp.where(plain, qw / a, moe.head_dim(x))
-    rows = b * (a / t) * s / c
-    unfused_s = (gemm_seconds(x, rows, s, head_dim, 0.0, hbm_rate)
-                 + gemm_seconds(x, rows, head_dim, s, 0.0, hbm_rate))
     flash_s = causal * attn_fwd_flops / (peak * x.attention_efficiency)
     attn_fwd_s = flash * flash_s + (1.0 - flash) * unfused_s
     attn_bwd_s = 2.0 * attn_fwd_s
@@ -678,11 +687,10 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
 
     # Output layer and loss (last stage): logits GEMM in bf16, fused softmax
     # cross-entropy memory-bound.
-    logit_fwd_s = gemm_seconds(x, tok, V / t, h, 0.0, hbm_rate)
     ce_bytes = jnp.where(x.cross_entropy_fusion > 0.5, _LOGIT_BYTES, _LOGIT_UNFUSED_BYTES)
     logit_bytes = ce_bytes * tok * V / t
-    logit_s = (logit_fwd_s + gemm_seconds(x, tok, h, V / t, 0.0, hbm_rate)
-               + gemm_seconds(x, h, V / t, tok, 0.0, hbm_rate) + logit_bytes / hbm_rate)
+    logit_fwd_s = logit_gemms[0]
+    logit_s = logit_gemms[0] + logit_gemms[1] + logit_gemms[2] + logit_bytes / hbm_rate
 
     # The busiest stage: the last (its layers and the output layer) or, with
     # an uneven split, a middle one holding a whole unit more.
