@@ -357,12 +357,7 @@ def random_refined_configs(n: int, seed: int = 3) -> dict[str, np.ndarray]:
     return out
 
 
-_NEW_2026_INPUTS = frozenset({
-    "attention_efficiency", "capacity_factor", "fp8_tflops", "kernel_overhead_us",
-    "moe_imbalance", "moe_overlap", "param_gather_overlap", "reserved_memory_gb", "tp_overlap"})
-
-
-@pytest.mark.skip(reason="unverified after the 2026/MoE merge (over 400 s here); issues 11/12")
+@pytest.mark.slow
 def test_refined_model_gradients_equal_central_differences():
     """Model-generic: the refined model, headline outputs against every continuous input.
 
@@ -381,12 +376,13 @@ def test_refined_model_gradients_equal_central_differences():
     compared = total = 0
     with computing():
         apply = jax.jit(jax.vmap(model.apply))
-        # The 2026 and MoE inputs (issues 11 and 12, still open) are left out:
-        # one of their pairs disagrees with its central difference, unresolved
-        # at the merge; the inputs this test was written for are all checked.
-        for name in [n for n in continuous_inputs(model) if n not in _NEW_2026_INPUTS]:
+        for name in continuous_inputs(model):
             x = configs[name]
             h = np.minimum(1e-3 * x, 0.25) if model.input_field(name).integer else 1e-3 * x
+            # An input at 0 (a mode code such as head_dim 0 = h / a, or
+            # capacity_factor 0 = dropless) gets an absolute step; a jump
+            # there is a kink to the detector below.
+            h = np.where(x != 0, h, 1e-3)
             batch = {k: np.tile(v, 5) for k, v in configs.items()}
             batch[name] = np.concatenate([x + h, x - h, x + h / 2, x - h / 2, x])
             xs = model.inputs_type(*(jnp.asarray(batch[f.name], jnp.float64)
@@ -396,7 +392,8 @@ def test_refined_model_gradients_equal_central_differences():
                 v = getattr(out, o).reshape(5, -1)
                 fd = (4 * (v[2] - v[3]) / h - (v[0] - v[1]) / (2 * h)) / 3
                 f = np.abs(v[4])
-                floor = np.maximum(1e-10 * f / x, 1e3 * np.finfo(float).eps * f / h)
+                floor = np.maximum(1e-10 * f / np.maximum(np.abs(x), h),
+                                   1e3 * np.finfo(float).eps * f / h)
                 # One-sided differences differ by h f'' where f is smooth (halving
                 # with h, to O(h^3)) plus the jump in slope at a kink (constant).
                 gap = (v[0] - 2 * v[4] + v[1]) / h
@@ -407,9 +404,15 @@ def test_refined_model_gradients_equal_central_differences():
                 err = np.abs(g - fd)
                 bad = smooth & (err > 1e-6 * np.abs(g) + floor)
                 assert not bad.any(), (o, name, np.flatnonzero(bad)[:3])
-                compared += smooth.sum()
-                total += keep.sum()
-    assert compared >= 0.9 * total
+                # Mode codes at 0 jump there (head_dim 0 means h / a): checked
+                # where smooth, but not counted towards the coverage.
+                compared += (smooth & (x != 0)).sum()
+                total += (keep & (x != 0)).sum()
+    # Most pairs are smooth.  The rest sit on steps of the physics at round
+    # values: a layer count that splits exactly over p v stages (one layer more
+    # puts a whole layer on a stage) and GEMM dimensions at whole tiles (one
+    # column more costs a whole tile); about 14% of the pairs at these seeds.
+    assert compared >= 0.8 * total
 
 
 def test_elasticity_identities(configs, autodiff):
