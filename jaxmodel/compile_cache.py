@@ -38,9 +38,11 @@ def enable_compile_cache(environ=None) -> Path | None:
 
     Every program is cached, however short its compile (jax's default skips
     those under 1 s; a CLI command compiles several such).  An unusable
-    directory only costs the speed-up: jax compiles as before.  Its warning
-    about a cache entry it could not write is silenced, so that a full disk
-    is reported once, by the sweep's own one-line error, not also by jax.
+    directory only costs the speed-up: jax compiles as before.  Its warnings
+    about an entry it could not write or read are silenced: a full disk is
+    reported once, by the sweep's own one-line error, not also by jax; and
+    since jax writes an entry in place, a full disk or a file size limit can
+    leave one cut short, which the next run simply compiles and writes again.
     """
     import warnings
 
@@ -49,8 +51,9 @@ def enable_compile_cache(environ=None) -> Path | None:
     path = cache_dir(environ)
     if path is None:
         return None
-    warnings.filterwarnings("ignore", message="Error writing persistent compilation cache",
-                            category=UserWarning)
+    for action in ("writing", "reading"):
+        warnings.filterwarnings("ignore", category=UserWarning,
+                                message=f"Error {action} persistent compilation cache")
     jax.config.update("jax_compilation_cache_dir", str(path))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)

@@ -3,6 +3,7 @@
 Speed is measured in bench/startup.py, not here."""
 
 import io
+import json
 import os
 import subprocess
 import sys
@@ -47,6 +48,23 @@ def test_console_script_fills_the_cache_under_xdg_cache_home(tmp_path):
     env["XDG_CACHE_HOME"] = str(tmp_path / "xdg2")
     assert _run(["eval", "--no-profile"], env).returncode == 0
     assert not (tmp_path / "xdg2").exists()
+
+
+def test_a_truncated_cache_entry_is_recompiled_silently(tmp_path):
+    """jax writes an entry in place, so a full disk or a file size limit can
+    leave it cut short; the next run recompiles it with no warning on stderr."""
+    env = {k: v for k, v in os.environ.items() if k != ENV}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "xdg")
+    first = _run(["eval", "--no-profile"], env)
+    assert first.returncode == 0, first.stderr
+    entries = [p for p in (tmp_path / "xdg" / "jaxmodel" / "jax").iterdir()
+               if p.name.endswith("-cache")]
+    assert entries
+    for entry in entries:
+        entry.write_bytes(entry.read_bytes()[: entry.stat().st_size // 2])
+    again = _run(["eval", "--no-profile"], env)
+    assert again.returncode == 0 and again.stderr == ""
+    assert json.loads(again.stdout)["outputs"] == json.loads(first.stdout)["outputs"]
 
 
 class _Terminal(io.StringIO):
