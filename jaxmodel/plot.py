@@ -289,12 +289,12 @@ def layout_configs(model: Model, base: Mapping[str, float], *, x64: bool = False
                    top: int = 16) -> tuple[list[dict[str, float]], list[str]]:
     """The ``top`` fastest valid layouts of ``base``'s model on its GPUs, same global batch.
 
-    Layouts are ``jaxmodel.search.enumerate_layouts`` (t | hidden, p | layers,
+    Layouts are ``jaxmodel.searching.enumerate_layouts`` (t | hidden, p | layers,
     every GPU used, d b m = the configuration's global batch), ranked by step
     time (then enumeration order).
     """
     from jaxmodel.api import evaluate
-    from jaxmodel.search import LAYOUT_AXES, enumerate_layouts, global_batch_of
+    from jaxmodel.searching import LAYOUT_AXES, enumerate_layouts, global_batch_of
 
     batch_size = global_batch_of(base, None, None)
     lay = enumerate_layouts(int(base["num_gpus"]), int(base["hidden_dim"]),

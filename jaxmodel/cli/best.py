@@ -16,7 +16,7 @@ from jaxmodel.cli.common import (
 from jaxmodel.errors import SpecError
 from jaxmodel.models import Model
 from jaxmodel.report import to_json
-from jaxmodel.search import (
+from jaxmodel.searching import (
     LAYOUT_AXES,
     SearchResult,
     explain_no_valid,
