@@ -37,7 +37,7 @@ batch.  From them:
   weak direction moves the prediction most);
 * suggestions of what to measure next: layouts of the measured jobs (the same
   GPU count and global batch, every valid tensor x pipeline x micro-batch
-  split, ``jaxmodel.searching.enumerate_layouts``, tensor parallelism within a
+  split, ``jaxmodel.models.layout.enumerate_layouts``, tensor parallelism within a
   node where the model has ``gpus_per_node``) where the bootstrap spread of
   the prediction is widest; layouts with identical predictions are suggested
   once.
@@ -762,7 +762,7 @@ def _candidates(model: Model, data: Runs) -> dict | None:
     model has no layout inputs, or no other layout exists).  Validity is
     judged later, with the runs, in one evaluation.
     """
-    from jaxmodel.searching import REQUIRED_INPUTS, enumerate_layouts
+    from jaxmodel.models.layout import REQUIRED_INPUTS, enumerate_layouts
 
     if any(n not in model.input_names for n in REQUIRED_INPUTS):
         return None

@@ -329,7 +329,7 @@ class Plan:
         if self.filter is not None:
             keep = keep & self.filter.evaluate_jax(cols, self.categories)
         count = jnp.sum(keep, dtype=jnp.int64)
-        valid = jnp.sum(keep & cols["valid_layout"], dtype=jnp.int64)
+        valid = jnp.sum(keep & cols[self.model.validity], dtype=jnp.int64)
         return cols, keep, count, valid, digits
 
     def _step_fn(self, start, start_digits, offsets, tables):
