@@ -113,6 +113,8 @@ def test_the_toy_declares_what_the_engine_derives():
                                      ("optimizer offload", "offload_ms"))
     with pytest.raises(ValueError, match="inputs_type fields"):
         Model(**{**TOY.__dict__, "inputs_type": NamedTuple("Wrong", [("a", Any)])})
+    with pytest.raises(ValueError, match="bottleneck output's categories"):
+        Model(**{**TOY.__dict__, "terms": TERMS[:2]})  # offload undeclared: codes would shift
 
 
 def test_evaluate_and_verdict_are_the_hand_derivation():

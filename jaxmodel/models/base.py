@@ -140,6 +140,13 @@ class Model:
                 fail(f"term {term.name!r}: kind {term.kind!r}")
         if len({t.name for t in self.terms}) != len(self.terms):
             fail("two terms share a name")
+        if "bottleneck" in kinds:
+            from jaxmodel.models.terms import bottleneck_categories
+
+            # The device codes the argmax over the terms into these categories.
+            if self.output_field("bottleneck").categories != bottleneck_categories(self.terms):
+                fail("the bottleneck output's categories are not "
+                     "bottleneck_categories(terms)")
         for name in self.steps:
             if name not in self.input_names:
                 fail(f"stepped input {name!r} is not an input")
