@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from jaxmodel.errors import JaxmodelError, SpecError, closest
+from jaxmodel.errors import JaxmodelError, closest
 from jaxmodel.models import DEFAULT_MODEL, Model, get_model
 from jaxmodel.models.layout import BANDWIDTH, GPUS, LABELS, TITLE
 from jaxmodel.models.terms import SHARED_TERMS
@@ -284,12 +284,11 @@ def layout_configs(model: Model, base: Mapping[str, float], *, x64: bool = False
     if space is None:
         raise PlotError(f"breakdown --layouts: model {model.name!r} declares no layout space")
     batch_size = space.global_batch(base)
-    try:
-        lay = space.candidates(model, base, batch_size, extra=False)
-    except SpecError:
-        raise PlotError(f"breakdown --layouts: no layout of {int(base[space.gpus])} GPUs "
-                        f"fits a global batch of {batch_size} sequences") from None
+    lay = space.candidates(model, base, batch_size, extra=False)
     n = len(lay[space.axes[0]])
+    if not n:
+        raise PlotError(f"breakdown --layouts: no layout of {int(base[space.gpus])} GPUs "
+                        f"fits a global batch of {batch_size} sequences")
     batch = {name: np.full(n, float(base[name])) for name in model.input_names}
     for a in space.axes:
         batch[a] = lay[a].astype(np.float64)

@@ -209,6 +209,8 @@ def search(model: str | Model, values: Mapping[str, float], *, global_batch: int
     cand = space.candidates(model, values, global_batch, allow_idle=allow_idle,
                             pinned=pinned, vary=vary, also=also)
     n = len(next(iter(cand.values())))
+    if n == 0:
+        raise space.no_layout_error(values, global_batch, allow_idle=allow_idle, pinned=pinned)
     group_ids, group_keys = None, None
     if group_by:
         stacked = np.stack([cand[g] for g in group_by], axis=1)

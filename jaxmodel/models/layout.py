@@ -156,11 +156,8 @@ class LayoutSpace:
         Returns:
           int64 columns ``axes`` and ``data_parallel`` (int64), the varied and
           the model's own axes; with ``allow_idle`` also ``num_gpus``, the GPUs
-          each row runs on (``d t c p``).
-
-        Raises:
-          SpecError: no layout fits (one line, with counts and the nearest
-            global batches that have layouts).
+          each row runs on (``d t c p``).  Empty columns when no layout fits
+          (:meth:`no_layout_error` says why).
         """
         pinned = dict(pinned or {})
         vary = dict(vary or {})
@@ -174,8 +171,6 @@ class LayoutSpace:
             cand = {key: np.repeat(col, k) for key, col in cand.items()}
             cand[name] = np.tile(np.asarray(vals, np.float64), len(cand[name]) // k
                                  if name in cand else len(cand[TENSOR]) // k)
-        if len(cand[TENSOR]) == 0:
-            raise _layout_error(n_gpus, hidden, layers, global_batch, allow_idle, pinned)
         if extra:
             # (an axis the user varies explicitly is not crossed twice)
             own = self.extra_axes(values, also)
@@ -184,6 +179,14 @@ class LayoutSpace:
         if allow_idle:
             cand[GPUS] = (cand[DATA] * cand[TENSOR] * cand.get(CONTEXT, 1) * cand[PIPELINE])
         return cand
+
+    def no_layout_error(self, values: Mapping[str, float], global_batch: int, *,
+                        allow_idle: bool = False,
+                        pinned: Mapping[str, int] | None = None) -> SpecError:
+        """Why no layout fits (one line, with counts of the (t, p) pairs by why
+        they give none, and the nearest global batches that have layouts)."""
+        return _layout_error(int(values[GPUS]), int(values[HIDDEN]), int(values[LAYERS]),
+                             global_batch, allow_idle, dict(pinned or {}))
 
     def vary_values(self, model: Model, name: str, values: Sequence[float] | None,
                     inputs: Mapping[str, float]) -> list[float]:
