@@ -772,7 +772,7 @@ def _candidates(model: Model, data: Runs) -> dict | None:
     seen = {tuple(float(data.inputs[k][i]) for k in names) for i in range(data.n)}
     for i in range(data.n):
         run = {k: float(data.inputs[k][i]) for k in names}
-        lay = space.candidates(model, run, space.global_batch(run), extra=False)
+        lay = space.candidates(run, space.global_batch(run), extra=False)
         # Tensor parallelism stays within a node, as practised (where the model
         # knows the node).
         t_max = run.get("gpus_per_node", math.inf)

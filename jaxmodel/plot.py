@@ -284,7 +284,7 @@ def layout_configs(model: Model, base: Mapping[str, float], *, x64: bool = False
     if space is None:
         raise PlotError(f"breakdown --layouts: model {model.name!r} declares no layout space")
     batch_size = space.global_batch(base)
-    lay = space.candidates(model, base, batch_size, extra=False)
+    lay = space.candidates(base, batch_size, extra=False)
     n = len(lay[space.axes[0]])
     if not n:
         raise PlotError(f"breakdown --layouts: no layout of {int(base[space.gpus])} GPUs "

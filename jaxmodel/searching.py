@@ -206,7 +206,7 @@ def search(model: str | Model, values: Mapping[str, float], *, global_batch: int
         if name not in model.input_names or name in space.axes:
             raise SpecError(f"--vary: {name!r} is not an input of model {model.name!r} "
                             "outside the layout axes" + closest(name, model.input_names))
-    cand = space.candidates(model, values, global_batch, allow_idle=allow_idle,
+    cand = space.candidates(values, global_batch, allow_idle=allow_idle,
                             pinned=pinned, vary=vary, also=also)
     n = len(next(iter(cand.values())))
     if n == 0:

@@ -18,7 +18,6 @@ from jaxmodel.models import Model
 from jaxmodel.report import to_json
 from jaxmodel.searching import (
     SearchResult,
-    explain_no_valid,
     row_dicts,
     search,
 )
@@ -224,8 +223,8 @@ def best_command(
     doc = _document(m, values, result, allow_idle)
     why = None
     if result.valid == 0:
-        why = explain_no_valid(m, values, global_batch=batch, allow_idle=allow_idle,
-                               pinned=pinned, x64=x64)
+        why = space.explain_no_valid(m, values, global_batch=batch, allow_idle=allow_idle,
+                                     pinned=pinned, x64=x64)
         doc["why_no_valid"] = why.document()
     notes = _notes(m, values, bool(doc["top"]))
     doc["notes"] = notes

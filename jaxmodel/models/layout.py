@@ -139,7 +139,7 @@ class LayoutSpace:
     def sequence_length(self, values: Mapping[str, float]) -> int:
         return int(values[SEQUENCE])
 
-    def candidates(self, model: Model, values: Mapping[str, float], global_batch: int, *,
+    def candidates(self, values: Mapping[str, float], global_batch: int, *,
                    allow_idle: bool = False, pinned: Mapping[str, int] | None = None,
                    vary: Mapping[str, Sequence[float]] | None = None,
                    also: Sequence[str] = (), extra: bool = True) -> dict[str, np.ndarray]:
