@@ -34,7 +34,7 @@ from jaxmodel.models import get_model
 from jaxmodel.precision import computing
 from jaxmodel.validate import sc21_runs
 
-C = importlib.import_module("jaxmodel.calibrate")
+C = importlib.import_module("jaxmodel.calibration")
 HERE = Path(__file__).resolve().parent
 
 

@@ -58,7 +58,7 @@ ROWS_PER_BANDWIDTH = 9 * 4 * 4 * 5 * 4 * 8  # 23,040
 def dataset(rows: int) -> tuple[Path, float | None]:
     """The engine-written dataset of about ``rows`` rows; the sweep's seconds if written now."""
     from jaxmodel.spec import parse_spec
-    from jaxmodel.sweep import sweep
+    from jaxmodel.sweeping import sweep
 
     bandwidths = max(2, round(rows / ROWS_PER_BANDWIDTH))
     path = ROOT / "out" / f"bench-dashboard-{rows:.0e}".replace("+", "")

@@ -45,7 +45,7 @@ from reference import seed_reference  # noqa: E402
 
 import jaxmodel  # noqa: E402
 from jaxmodel.reduce import TopK  # noqa: E402
-from jaxmodel.search import LAYOUT_AXES, enumerate_layouts, evaluate_and_reduce  # noqa: E402
+from jaxmodel.searching import LAYOUT_AXES, enumerate_layouts, evaluate_and_reduce  # noqa: E402
 
 QUESTION = {"model_params_b": 175.0, "num_layers": 96, "hidden_dim": 12288, "num_gpus": 512}
 GLOBAL_BATCH = 1536

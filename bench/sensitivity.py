@@ -43,7 +43,7 @@ from jaxmodel.models import get_model
 from jaxmodel.precision import computing, float_dtype
 from jaxmodel.sensitivity import sensitivity_column_info, sensitivity_kernel
 from jaxmodel.sink import Column
-from jaxmodel.solve import solve_column_info, solve_kernel
+from jaxmodel.solving import solve_column_info, solve_kernel
 from jaxmodel.spec import parse_spec
 
 ROOT = Path(__file__).resolve().parents[1]

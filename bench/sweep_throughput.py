@@ -66,7 +66,7 @@ from jaxmodel.engine import DEFAULT_CHUNK, run_sweep, usable_cores  # noqa: E402
 from jaxmodel.precision import computing  # noqa: E402
 from jaxmodel.sink import to_table  # noqa: E402
 from jaxmodel.spec import load_spec, parse_spec  # noqa: E402
-from jaxmodel.sweep import build_plan, estimate, expected_seconds  # noqa: E402
+from jaxmodel.sweeping import build_plan, estimate, expected_seconds  # noqa: E402
 
 SPEC = ROOT / "sweeps" / "default.toml"
 LOAD_AT_START = (0.0, 0.0, 0.0)
@@ -195,7 +195,7 @@ def rss_child(configs: int, directory: Path) -> dict:
     size = load_spec(spec_path).size
     # VmHWM, the process's own high-water mark: ru_maxrss would carry the
     # parent's peak across fork + exec on Linux.
-    code = ("import sys, time; from jaxmodel.sweep import sweep; t=time.perf_counter(); "
+    code = ("import sys, time; from jaxmodel.sweeping import sweep; t=time.perf_counter(); "
             "r = sweep(sys.argv[1]); s = time.perf_counter()-t; "
             "hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM')][0]; "
             "print(r.rows, s, hwm.split()[1])")
@@ -297,7 +297,7 @@ def main() -> None:
         refined_constants = constant_columns(refined)
         process = whole_process(args.bandwidths, N, args.repeats, tmp, args.chunk_size)
 
-        # The model's projection (jaxmodel.sweep.expected_seconds) from this
+        # The model's projection (jaxmodel.sweeping.expected_seconds) from this
         # run's rates: per-writer rate (e1), device rate (a).
         per_writer = rates_de["e1"]
         projection = {

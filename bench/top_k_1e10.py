@@ -37,7 +37,7 @@ SPEC = ROOT / "sweeps" / "top_layouts_1e10.toml"
 
 CHILD = """
 import json, sys, time
-from jaxmodel.sweep import build_plan
+from jaxmodel.sweeping import build_plan
 from jaxmodel.engine import run_sweep
 plan = build_plan(sys.argv[1], chunk_size=int(sys.argv[3]))
 t = time.perf_counter()

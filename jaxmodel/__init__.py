@@ -9,21 +9,22 @@ The public API, one entry per step of the flow (spec -> device -> Parquet):
 * ``calibrate`` -- fit a model's cluster parameters to measured runs.
 
 (``jaxmodel.sweep``, ``jaxmodel.search``, ``jaxmodel.solve`` and ``jaxmodel.calibrate`` are these
-functions; import names from their modules with ``from jaxmodel.sweep import ...``.)
+functions; their modules are named for the activity, so that neither shadows the other:
+``jaxmodel.sweeping``, ``jaxmodel.searching``, ``jaxmodel.solving``, ``jaxmodel.calibration``.)
 """
 
 from jaxmodel import presets
 from jaxmodel.api import evaluate
-from jaxmodel.calibrate import Calibration, calibrate
+from jaxmodel.calibration import Calibration, calibrate
 from jaxmodel.errors import InputError, JaxmodelError, SpecError
 from jaxmodel.models import DEFAULT_MODEL, MODELS, Model, get_model
 from jaxmodel.models.seed import SeedInputs, SeedOutputs, seed_model
 from jaxmodel.reduce import GroupBest, Pareto, TopK
-from jaxmodel.search import SearchResult, search
+from jaxmodel.searching import SearchResult, search
 from jaxmodel.sensitivity import Sensitivities, sensitivities
-from jaxmodel.solve import Solution, solve
+from jaxmodel.solving import Solution, solve
 from jaxmodel.spec import SweepSpec, load_spec, parse_spec
-from jaxmodel.sweep import sweep
+from jaxmodel.sweeping import sweep
 from jaxmodel.verdicts import BOTTLENECKS, REGIMES
 
 __version__ = "0.1.0"

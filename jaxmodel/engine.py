@@ -41,6 +41,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxmodel.errors import JaxmodelError, SpecError, closest
 from jaxmodel.expr import parse
 from jaxmodel.precision import computing, float_dtype
+from jaxmodel.reduce import CONFIG_ID
 from jaxmodel.sink import (
     LOCK_PREFIX,
     MERGE_LOCK,
@@ -70,7 +71,6 @@ from jaxmodel.spec import SweepSpec
 
 DEFAULT_CHUNK = 1 << 20
 MAX_CHUNK = 1 << 30  # offsets are int32 (see IndexSpace.chunk_digits)
-CONFIG_ID = "config_id"
 
 
 class SweepInterrupted(Exception):
@@ -329,7 +329,7 @@ class Plan:
         if self.filter is not None:
             keep = keep & self.filter.evaluate_jax(cols, self.categories)
         count = jnp.sum(keep, dtype=jnp.int64)
-        valid = jnp.sum(keep & cols["valid_layout"], dtype=jnp.int64)
+        valid = jnp.sum(keep & cols[self.model.validity], dtype=jnp.int64)
         return cols, keep, count, valid, digits
 
     def _step_fn(self, start, start_digits, offsets, tables):

@@ -36,7 +36,9 @@ from typing import Any
 import numpy as np
 
 from jaxmodel.errors import JaxmodelError, closest
-from jaxmodel.models import Model
+from jaxmodel.models import DEFAULT_MODEL, Model, get_model
+from jaxmodel.models.layout import BANDWIDTH, GPUS, LABELS, TITLE
+from jaxmodel.models.terms import SHARED_TERMS
 
 DPI = 100
 DEFAULT_SIZE = (960, 600)
@@ -44,27 +46,18 @@ FORMATS = (".png", ".svg")
 INSTALL_HINT = "install the plot extra: pip install 'jaxmodel[plot]'"
 AGGS = ("max", "mean", "min")
 RULES = ("best", "most")
-TERMS: tuple[tuple[str, str], ...] = (
-    ("compute", "compute_time_ms"),
-    ("TP all-reduce", "tp_comm_ms"),
-    ("PP send/recv", "pp_comm_ms"),
-    ("pipeline bubble", "pipeline_bubble_ms"),
-    ("exposed DP all-reduce", "dp_allreduce_ms"),
-)
-# Terms shown when the model has them (the refined model's expert all-to-all).
-OPTIONAL_TERMS: tuple[tuple[str, str], ...] = (
-    ("exposed expert all-to-all", "moe_comm_ms"),
-)
-_TERM_COLORS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860")
 
 
 def shown_terms(model: Model) -> tuple[tuple[str, str], ...]:
-    """``TERMS`` and the ``OPTIONAL_TERMS`` the model outputs, in stacking order."""
-    return TERMS + tuple(t for t in OPTIONAL_TERMS if t[1] in model.output_names)
+    """``(label, output)`` of the model's step-time terms, in stacking order."""
+    return tuple((t.label, t.output) for t in model.terms)
+
+
+# The default model's terms (what a breakdown of the default model stacks).
+TERMS: tuple[tuple[str, str], ...] = shown_terms(get_model(DEFAULT_MODEL))
 _CATEGORY_COLORS = {
-    # bottlenecks
-    "compute": "#4C72B0", "tp_comm": "#DD8452", "pp_comm": "#55A868",
-    "pipeline_bubble": "#C44E52", "dp_allreduce": "#8172B3", "moe_comm": "#937860",
+    # bottlenecks: the shared terms' colours (a model's own terms use theirs)
+    **{t.name: t.colour for t in SHARED_TERMS},
     # regimes
     "compute-bound": "#4C72B0", "overhead-limited": "#64B5CD",
     "communication-bound": "#DD8452", "bubble-bound": "#C44E52",
@@ -174,7 +167,7 @@ def profile_data(model: Model, inputs: Mapping[str, float], *, x64: bool = False
     gpus, eff_g = curves["eff_vs_gpus"]
     bws, eff_b = curves["eff_vs_bw"]
     return ProfileData(np.asarray(gpus), np.asarray(eff_g), np.asarray(bws), np.asarray(eff_b),
-                       float(inputs["num_gpus"]), float(inputs["link_bandwidth_gb_s"]), own)
+                       float(curves["at"][GPUS]), float(curves["at"][BANDWIDTH]), own)
 
 
 def plot_profile(model: Model, inputs: Mapping[str, float], output: str | Path, *,
@@ -191,14 +184,14 @@ def plot_profile(model: Model, inputs: Mapping[str, float], output: str | Path, 
               f"({_fmt(data.own_gpus)} GPUs, {data.own_mfu:.1f}%)", **mark)
     ax_g.set_xscale("log", base=2)
     ax_g.xaxis.set_major_formatter(_formatter())
-    ax_g.set_xlabel(_label("GPUs", model.input_field("num_gpus").unit))
+    ax_g.set_xlabel(_label("GPUs", model.input_field(GPUS).unit))
     ax_g.set_ylabel("MFU (%)")
     ax_g.set_title(f"MFU vs GPU count ({_fmt(data.own_bandwidth_gb_s)} GB/s links)")
     ax_b.plot(data.bandwidths_gb_s, data.mfu_vs_bandwidth, marker="o", markersize=3,
               color="#4C72B0", label="MFU")
     ax_b.plot([data.own_bandwidth_gb_s], [data.own_mfu], label=f"this configuration "
               f"({_fmt(data.own_bandwidth_gb_s)} GB/s, {data.own_mfu:.1f}%)", **mark)
-    ax_b.set_xlabel(_label("link bandwidth", model.input_field("link_bandwidth_gb_s").unit))
+    ax_b.set_xlabel(_label("link bandwidth", model.input_field(BANDWIDTH).unit))
     ax_b.set_title(f"MFU vs link bandwidth ({_fmt(data.own_gpus)} GPUs)")
     for ax in (ax_g, ax_b):
         ax.grid(True, alpha=0.3)
@@ -210,9 +203,7 @@ def plot_profile(model: Model, inputs: Mapping[str, float], output: str | Path, 
 
 
 def _layout_text(inputs: Mapping[str, float]) -> str:
-    keys = (("P", "model_params_b"), ("t", "tensor_parallel"), ("p", "pipeline_parallel"),
-            ("b", "micro_batch"), ("m", "gradient_accum_steps"))
-    parts = [f"{k}={_fmt(inputs[n])}" + ("B" if k == "P" else "") for k, n in keys if n in inputs]
+    parts = [f"{k}={_fmt(inputs[n])}" + ("B" if k == "P" else "") for k, n in TITLE if n in inputs]
     return " ".join(parts)
 
 
@@ -227,7 +218,8 @@ def _formatter():
 
 @dataclass(frozen=True)
 class BreakdownData:
-    """Step-time terms (ms) of each bar, in ``TERMS`` order; NaN for an invalid layout."""
+    """Step-time terms (ms) of each bar by output, in the model's ``terms``
+    order; NaN for an invalid layout."""
 
     labels: tuple[str, ...]
     terms: dict[str, np.ndarray]
@@ -244,9 +236,6 @@ def breakdown_data(model: Model, configs: Sequence[Mapping[str, float]],
 
     if not configs:
         raise PlotError("breakdown: no configuration to show")
-    missing = [c for _, c in TERMS if c not in model.output_names]
-    if missing:
-        raise PlotError(f"breakdown: model {model.name!r} has no output {missing[0]!r}")
     batch = {n: np.array([float(c[n]) for c in configs]) for n in model.input_names}
     out = evaluate(model, x64=x64, **batch)
     terms = {col: np.asarray(getattr(out, col), dtype=np.float64)
@@ -256,7 +245,7 @@ def breakdown_data(model: Model, configs: Sequence[Mapping[str, float]],
     return BreakdownData(tuple(labels), terms,
                          np.asarray(out.step_time_ms, dtype=np.float64),
                          np.asarray(out.mfu_percent, dtype=np.float64),
-                         np.asarray(out.valid_layout, dtype=bool),
+                         np.asarray(getattr(out, model.validity), dtype=bool),
                          tuple(dict(c) for c in configs))
 
 
@@ -276,63 +265,59 @@ def compare_configs(base: Mapping[str, float], compare: Mapping[str, Sequence[fl
     return configs, labels
 
 
-_SHORT = {"tensor_parallel": "t", "pipeline_parallel": "p", "micro_batch": "b",
-          "gradient_accum_steps": "m", "num_gpus": "N", "link_bandwidth_gb_s": "B",
-          "compute_tflops": "F", "data_parallel": "d"}
-
-
 def _short(name: str) -> str:
-    return _SHORT.get(name, name)
+    return LABELS.get(name, name)
 
 
 def layout_configs(model: Model, base: Mapping[str, float], *, x64: bool = False,
                    top: int = 16) -> tuple[list[dict[str, float]], list[str]]:
     """The ``top`` fastest valid layouts of ``base``'s model on its GPUs, same global batch.
 
-    Layouts are ``jaxmodel.search.enumerate_layouts`` (t | hidden, p | layers,
-    every GPU used, d b m = the configuration's global batch), ranked by step
+    Layouts are the model's layout space (``Model.layout.candidates``: for the
+    3D-parallel models t | hidden, p | layers, every GPU used, d b m = the
+    configuration's global batch; not the model's own axes), ranked by step
     time (then enumeration order).
     """
     from jaxmodel.api import evaluate
-    from jaxmodel.search import LAYOUT_AXES, enumerate_layouts, global_batch_of
 
-    batch_size = global_batch_of(base, None, None)
-    lay = enumerate_layouts(int(base["num_gpus"]), int(base["hidden_dim"]),
-                            int(base["num_layers"]), batch_size)
-    if not len(lay["tensor_parallel"]):
-        raise PlotError(f"breakdown --layouts: no layout of {int(base['num_gpus'])} GPUs "
+    space = model.layout
+    if space is None:
+        raise PlotError(f"breakdown --layouts: model {model.name!r} declares no layout space")
+    batch_size = space.global_batch(base)
+    lay = space.candidates(base, batch_size, extra=False)
+    n = len(lay[space.axes[0]])
+    if not n:
+        raise PlotError(f"breakdown --layouts: no layout of {int(base[space.gpus])} GPUs "
                         f"fits a global batch of {batch_size} sequences")
-    batch = {n: np.full(len(lay["tensor_parallel"]), float(base[n])) for n in model.input_names}
-    for a in LAYOUT_AXES:
+    batch = {name: np.full(n, float(base[name])) for name in model.input_names}
+    for a in space.axes:
         batch[a] = lay[a].astype(np.float64)
     out = evaluate(model, x64=x64, **batch)
     step = np.asarray(out.step_time_ms, dtype=np.float64)
-    ok = np.flatnonzero(np.asarray(out.valid_layout) & np.isfinite(step))
+    ok = np.flatnonzero(np.asarray(getattr(out, model.validity)) & np.isfinite(step))
     chosen = ok[np.argsort(step[ok], kind="stable")][:top]
     configs, labels = [], []
     for i in chosen:
         c = dict(base)
-        c.update({a: float(lay[a][i]) for a in LAYOUT_AXES})
+        c.update({a: float(lay[a][i]) for a in space.axes})
         configs.append(c)
-        labels.append(" ".join(f"{_short(a)}{int(lay[a][i])}" for a in LAYOUT_AXES))
+        labels.append(" ".join(f"{_short(a)}{int(lay[a][i])}" for a in space.axes))
     return configs, labels
 
 
 def plot_breakdown(model: Model, configs: Sequence[Mapping[str, float]], output: str | Path, *,
                    labels: Sequence[str] | None = None, title: str | None = None,
                    size: tuple[int, int] = DEFAULT_SIZE, x64: bool = False) -> BreakdownData:
-    """A stacked bar of compute, TP, PP, bubble and exposed DP per configuration."""
+    """A stacked bar of the model's step-time terms per configuration."""
     output = check_output(output)
     fig = _figure(size)
     data = breakdown_data(model, configs, labels, x64=x64)
     ax = fig.subplots()
     x = np.arange(len(data.labels))
     bottom = np.zeros(len(x))
-    names = dict((col, name) for name, col in shown_terms(model))
-    for col, color in zip(data.terms, _TERM_COLORS, strict=False):
-        name = names[col]
-        v = np.nan_to_num(data.terms[col], nan=0.0)
-        ax.bar(x, v, bottom=bottom, color=color, label=name, width=0.7)
+    for term in model.terms:
+        v = np.nan_to_num(data.terms[term.output], nan=0.0)
+        ax.bar(x, v, bottom=bottom, color=term.colour, label=term.label, width=0.7)
         bottom += v
     top = float(np.nanmax(data.step_time_ms)) if data.valid.any() else 1.0
     for i in range(len(x)):

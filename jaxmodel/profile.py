@@ -8,6 +8,7 @@ import numpy as np
 
 from jaxmodel.api import evaluate
 from jaxmodel.models import Model
+from jaxmodel.models.layout import BANDWIDTH, GPUS, PIPELINE, TENSOR
 
 PROFILE_POINTS = 48
 GPU_SPAN = 32  # the GPU curve runs from t p up to GPU_SPAN x num_gpus
@@ -23,8 +24,8 @@ def profile_points(inputs: Mapping[str, float]) -> tuple[np.ndarray, np.ndarray]
       ``32 num_gpus``, each rounded down to a multiple of ``t p`` (duplicates
       kept), and 48 bandwidths evenly spaced from 20 GB/s to twice the input.
     """
-    tp = int(inputs["tensor_parallel"]) * int(inputs["pipeline_parallel"])
-    raw = np.geomspace(tp, GPU_SPAN * int(inputs["num_gpus"]), PROFILE_POINTS)
+    tp = int(inputs[TENSOR]) * int(inputs[PIPELINE])
+    raw = np.geomspace(tp, GPU_SPAN * int(inputs[GPUS]), PROFILE_POINTS)
     gpus = (np.floor(raw / tp + 1e-9) * tp).astype(np.int64)
     # Keep every point a legal ``num_gpus``: at least one replica (t p) even
     # when t p exceeds 32 num_gpus (the curve then runs downward and would
@@ -33,7 +34,7 @@ def profile_points(inputs: Mapping[str, float]) -> tuple[np.ndarray, np.ndarray]
     # instead of raising on the profile of a valid command line.
     top = MAX_PROFILE_GPUS if tp > MAX_PROFILE_GPUS else MAX_PROFILE_GPUS // tp * tp
     gpus = np.minimum(np.maximum(gpus, tp), top)
-    bandwidths = np.linspace(BW_LOW_GB_S, 2.0 * float(inputs["link_bandwidth_gb_s"]),
+    bandwidths = np.linspace(BW_LOW_GB_S, 2.0 * float(inputs[BANDWIDTH]),
                              PROFILE_POINTS)
     return gpus, bandwidths
 
@@ -42,12 +43,14 @@ def profile_curves(model: Model, inputs: Mapping[str, float], *, x64: bool = Fal
     """Both curves as ``(x, mfu_percent)`` arrays, evaluated in one batch.
 
     Returns:
-      ``{"eff_vs_gpus": (gpus, eff), "eff_vs_bw": (bandwidths, eff)}``.
+      ``{"eff_vs_gpus": (gpus, eff), "eff_vs_bw": (bandwidths, eff), "at":
+      {gpus input: the configuration's, bandwidth input: the configuration's}}``.
     """
     gpus, bandwidths = profile_points(inputs)
     n = PROFILE_POINTS
     batch = {k: np.full(2 * n, v, dtype=np.float64) for k, v in inputs.items()}
-    batch["num_gpus"][:n] = gpus
-    batch["link_bandwidth_gb_s"][n:] = bandwidths
+    batch[GPUS][:n] = gpus
+    batch[BANDWIDTH][n:] = bandwidths
     mfu = np.asarray(evaluate(model, x64=x64, **batch).mfu_percent, dtype=np.float64)
-    return {"eff_vs_gpus": (gpus, mfu[:n]), "eff_vs_bw": (bandwidths, mfu[n:])}
+    return {"eff_vs_gpus": (gpus, mfu[:n]), "eff_vs_bw": (bandwidths, mfu[n:]),
+            "at": {GPUS: int(inputs[GPUS]), BANDWIDTH: float(inputs[BANDWIDTH])}}

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from jaxmodel.models import Model
+from jaxmodel.models.layout import PIPELINE, TENSOR
 
 _DECIMALS_BY_NAME = {"throughput_tokens_s": 0, "per_gpu_tokens_s": 1}
 _DECIMALS_BY_UNIT = {"ms": 3, "%": 1, "TFLOP/s": 1, "GB": 2}
@@ -82,8 +83,7 @@ def seed_document(
             "bubble_ms": _round(float(outputs["pipeline_bubble_ms"]), 3),
             "dp_ms": _round(float(outputs["dp_allreduce_ms"]), 3),
             "step_ms": _round(float(outputs["step_time_ms"]), 3),
-            "num_gpus": int(inputs["num_gpus"]),
-            "link_bandwidth_gb_s": float(inputs["link_bandwidth_gb_s"]),
+            **curves["at"],
             "mfu_percent": _round(float(outputs["mfu_percent"]), 1),
         }
     doc["steps"] = steps
@@ -109,25 +109,17 @@ def to_json(doc: Mapping[str, Any]) -> str:
     return json.dumps(json_safe(doc), allow_nan=False)
 
 
-_BREAKDOWN = (
-    ("compute", "compute_time_ms"),
-    ("tensor-parallel all-reduce", "tp_comm_ms"),
-    ("pipeline point-to-point", "pp_comm_ms"),
-    ("pipeline bubble", "pipeline_bubble_ms"),
-    ("exposed DP all-reduce", "dp_allreduce_ms"),
-)
-
-
-def table(doc: Mapping[str, Any]) -> str:
-    """The document for a person: step-time breakdown, headline rates, verdict."""
+def table(doc: Mapping[str, Any], model: Model) -> str:
+    """The document for a person: the model's step-time terms, headline rates, verdict."""
     out = doc["outputs"]
+    breakdown = [(t.title or t.label, t.output) for t in model.terms]
     lines = [doc["model"], ""]
     inputs = "  ".join(f"{k}={v}" for k, v in doc["inputs"].items())
     lines += [f"inputs: {inputs}", ""]
     step = out["step_time_ms"]
-    width = max(len(label) for label, _ in _BREAKDOWN)
+    width = max(len(label) for label, _ in breakdown)
     lines.append(f"{'step-time term':<{width}}  {'ms':>12}  {'share':>6}")
-    for label, key in _BREAKDOWN:
+    for label, key in breakdown:
         v = out[key]
         if v is None:
             lines.append(f"{label:<{width}}  {'-':>12}  {'-':>6}")
@@ -136,10 +128,10 @@ def table(doc: Mapping[str, Any]) -> str:
     total = "-" if step is None else f"{step:,.3f}"
     lines.append(f"{'step time':<{width}}  {total:>12}  {'100.0%' if step else '-':>6}")
     lines.append("")
-    lines.append(f"layout: t={doc['inputs']['tensor_parallel']} "
-                 f"p={doc['inputs']['pipeline_parallel']} d={out['data_parallel']} "
+    lines.append(f"layout: t={doc['inputs'][TENSOR]} p={doc['inputs'][PIPELINE]} "
+                 f"d={out['data_parallel']} "
                  f"({out['used_gpus']} GPUs used, {out['idle_gpus']} idle, "
-                 f"valid: {'yes' if out['valid_layout'] else 'no'})")
+                 f"valid: {'yes' if out[model.validity] else 'no'})")
     lines.append(f"bottleneck: {out['bottleneck']}")
     if step is not None:
         lines.append(f"MFU: {out['mfu_percent']}%   achieved: {out['achieved_tflops_per_gpu']} "

@@ -56,15 +56,16 @@ exactly zero (the exposed DP all-reduce while hidden, the PP term at p = 1) is 0
 when its gradient is 0 too (it stays zero), else NaN (a relative change of a
 zero quantity is undefined).
 
-Other models: inputs are continuous unless stepped.  If the model declares an
-optional ``steps`` attribute (``{name: f(inputs) -> next value}``), that is the
-stepped set; otherwise it is ``num_gpus`` with the rule above (when the model
-has ``num_gpus``, ``tensor_parallel`` and ``pipeline_parallel``) and every
-switch: an integer input with at most ``SWITCH_VALUES`` allowed values (the
-refined model's flags ``zero_stage``, ``flash_attention``, ..., its
-``recompute`` mode and ``mlp_weight_matrices``), stepped to the next allowed
-value (the previous one at the top of the range).  Stepped inputs are left out
-of the default ``wrt`` but can be asked for by name.
+Every model declares its stepped inputs (``Model.steps``, ``{name:
+f(inputs) -> next value}``); the others are ``Model.continuous``.  The
+3D-parallel models step ``num_gpus`` with the rule above
+(``jaxmodel.models.layout.replica_step``) and every switch
+(``jaxmodel.models.common.switch_steps``: an integer input with at most
+``SWITCH_VALUES`` allowed values, such as the refined model's flags
+``zero_stage``, ``flash_attention``, ..., its ``recompute`` mode and
+``mlp_weight_matrices``), stepped to the next allowed value (the previous one
+at the top of the range).  Stepped inputs are left out of the default ``wrt``
+but can be asked for by name.
 """
 
 from __future__ import annotations
@@ -87,48 +88,15 @@ KINDS: tuple[str, ...] = ("gradient", "elasticity", "both")
 DEFAULT_OF: tuple[str, ...] = ("step_time_ms", "mfu_percent", "throughput_tokens_s")
 
 
-def _next_replica_count(x) -> Any:
-    """N' = (floor(N / (t c p)) + 1) t c p: the next GPU count that adds a replica
-    (``c``, context parallelism, where the model has it)."""
-    tp = jnp.round(x.tensor_parallel) * jnp.round(x.pipeline_parallel)
-    if hasattr(x, "context_parallel"):
-        tp = tp * jnp.round(x.context_parallel)
-    return (jnp.floor(jnp.round(x.num_gpus) / tp) + 1.0) * tp
-
-
-# An integer input with at most this many allowed values is a switch (a flag,
-# a mode), not a count: it has no continuous relaxation.
-SWITCH_VALUES = 4
-
-
-def _next_switch_value(name: str, high: float) -> Callable[[Any], Any]:
-    """The next allowed value of a switch (the previous one at the top)."""
-
-    def next_value(x):
-        v = jnp.round(getattr(x, name))
-        return jnp.where(v + 1.0 <= high, v + 1.0, v - 1.0)
-
-    return next_value
-
-
 def stepped_inputs(model: Model) -> dict[str, Callable[[Any], Any]]:
-    """Inputs reported as a discrete difference: ``{name: next_value(inputs)}``."""
-    declared = getattr(model, "steps", None)
-    if declared is not None:
-        return dict(declared)
-    steps: dict[str, Callable[[Any], Any]] = {}
-    if {"num_gpus", "tensor_parallel", "pipeline_parallel"} <= set(model.input_names):
-        steps["num_gpus"] = _next_replica_count
-    for f in model.inputs:
-        if f.integer and f.high is not None and f.high - f.low < SWITCH_VALUES:
-            steps[f.name] = _next_switch_value(f.name, f.high)
-    return steps
+    """Inputs reported as a discrete difference: ``{name: next_value(inputs)}``
+    (``Model.steps``)."""
+    return dict(model.steps)
 
 
 def continuous_inputs(model: Model) -> tuple[str, ...]:
     """Inputs differentiated by autodiff (every input that is not stepped)."""
-    steps = stepped_inputs(model)
-    return tuple(n for n in model.input_names if n not in steps)
+    return model.continuous
 
 
 def differentiable_outputs(model: Model) -> tuple[str, ...]:

@@ -54,6 +54,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from jaxmodel.errors import SpecError
@@ -507,8 +508,8 @@ class PartWriter:
         for key in uniq:
             mask = None
             for col, value in key.items():
-                cond = pa.compute.equal(table[col], pa.scalar(value, type=table[col].type))
-                mask = cond if mask is None else pa.compute.and_(mask, cond)
+                cond = pc.equal(table[col], pa.scalar(value, type=table[col].type))
+                mask = cond if mask is None else pc.and_(mask, cond)
             sub = table.filter(mask).drop_columns(self.partition_by)
             subdir = "/".join(f"{col}={_hive(value)}" for col, value in key.items())
             out.append((subdir, sub))

@@ -488,10 +488,10 @@ def calibrate_runs(runs: Sequence[Run] | None = None, fit=None, *,
 
     The inputs every run shares (the settings, ``overrides``) are the fit's
     fixed values and the rest are per-run columns, so ``fit`` may name any
-    shared continuous input.  Returns a ``jaxmodel.calibrate.Calibration``;
+    shared continuous input.  Returns a ``jaxmodel.calibration.Calibration``;
     its ``errors["leave_one_out"]`` is the honest figure.
     """
-    from jaxmodel.calibrate import calibrate
+    from jaxmodel.calibration import calibrate
 
     runs = sc21_runs() if runs is None else list(runs)
     inputs = [r.inputs(overrides) for r in runs]

@@ -246,3 +246,19 @@ def test_unknown_model_raises():
     with pytest.raises(InputError) as e:
         jaxmodel.evaluate("nonesuch")
     assert e.value.field == "model" and e.value.value == "nonesuch" and "seed" in e.value.allowed
+
+
+@pytest.mark.parametrize("function, module", [("sweep", "sweeping"), ("search", "searching"),
+                                              ("solve", "solving"),
+                                              ("calibrate", "calibration")])
+def test_an_entry_point_and_its_module_do_not_shadow_each_other(function, module):
+    # ``import jaxmodel.search as s`` once gave the function ``search``: the
+    # package attribute named like the module was the re-exported function.
+    import importlib
+    import types
+
+    mod = importlib.import_module(f"jaxmodel.{module}")
+    assert isinstance(mod, types.ModuleType)
+    assert getattr(jaxmodel, module) is mod
+    assert callable(getattr(jaxmodel, function))
+    assert getattr(jaxmodel, function) is getattr(mod, function)

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 import jaxmodel
 from jaxmodel.cli import app
-from jaxmodel.search import enumerate_layouts, explain_no_valid
+from jaxmodel.searching import enumerate_layouts, explain_no_valid
 
 runner = CliRunner()
 REFINED = jaxmodel.get_model("refined")

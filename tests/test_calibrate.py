@@ -27,7 +27,7 @@ from jaxmodel.config import load_config
 from jaxmodel.models import get_model
 from jaxmodel.spec import load_spec
 
-C = importlib.import_module("jaxmodel.calibrate")  # jaxmodel.calibrate is the function
+C = importlib.import_module("jaxmodel.calibration")
 runner = CliRunner()
 
 # Seed-model layouts: (num_gpus, t, p, b, m), mixing compute- and comm-heavy runs.

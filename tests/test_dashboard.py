@@ -22,7 +22,7 @@ from jaxmodel.dashboard import data as q  # noqa: E402
 from jaxmodel.dashboard.app import build_app  # noqa: E402
 from jaxmodel.expr import parse  # noqa: E402
 from jaxmodel.spec import parse_spec  # noqa: E402
-from jaxmodel.sweep import sweep  # noqa: E402
+from jaxmodel.sweeping import sweep  # noqa: E402
 
 SPECS = Path(__file__).parent / "specs"
 runner = CliRunner()

@@ -31,7 +31,7 @@ from jaxmodel.dashboard.data import Catalog  # noqa: E402
 from jaxmodel.dashboard.report import write_report  # noqa: E402
 from jaxmodel.dashboard.serve import Background  # noqa: E402
 from jaxmodel.spec import load_spec  # noqa: E402
-from jaxmodel.sweep import sweep  # noqa: E402
+from jaxmodel.sweeping import sweep  # noqa: E402
 
 SPEC = Path(__file__).parent / "specs" / "dashboard.toml"
 WAIT_S = 60

@@ -3,7 +3,7 @@
 import pytest
 
 from jaxmodel.engine import dataset_bytes
-from jaxmodel.sweep import build_plan, estimate, parse_spec, sweep
+from jaxmodel.sweeping import build_plan, estimate, parse_spec, sweep
 
 # 102,400 configurations, more than the probe, in the default sweep's shape.
 SPEC = """

@@ -285,7 +285,7 @@ def test_sigkill_at_any_moment_then_resume_equals_uninterrupted(tmp_path):
 
 def test_four_devices_give_the_same_rows(tmp_path):
     script = (
-        "import sys, jax; from jaxmodel.sweep import build_plan; "
+        "import sys, jax; from jaxmodel.sweeping import build_plan; "
         "from jaxmodel.engine import run_sweep; "
         f"p = build_plan({str(SMALL)!r}, chunk_size=100); "
         "assert p.mesh.devices.size == 4, p.mesh; "

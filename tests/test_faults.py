@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from jaxmodel.spec import load_spec
-from jaxmodel.sweep import build_plan, run_sweep
+from jaxmodel.sweeping import build_plan, run_sweep
 
 pytestmark = pytest.mark.slow
 

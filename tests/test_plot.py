@@ -18,7 +18,7 @@ from jaxmodel import plot
 from jaxmodel.cli import app
 from jaxmodel.sensitivity import sensitivities
 from jaxmodel.spec import parse_spec
-from jaxmodel.sweep import sweep
+from jaxmodel.sweeping import sweep
 
 pytest.importorskip("matplotlib")
 import matplotlib.image  # noqa: E402

@@ -294,7 +294,7 @@ def test_best_picks_context_parallelism_for_long_context():
 
 def test_vary_values_and_errors():
     from jaxmodel.errors import SpecError
-    from jaxmodel.search import vary_values
+    from jaxmodel.searching import vary_values
     assert vary_values(REFINED, "zero_stage", None, 64, 4096) == [0.0, 1.0, 2.0, 3.0]
     assert vary_values(REFINED, "fp8", None, 64, 4096) == [0.0, 1.0]
     assert vary_values(REFINED, "context_parallel", None, 16, 4096) == [1.0, 2.0, 4.0, 8.0,

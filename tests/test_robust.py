@@ -22,10 +22,10 @@ from jaxmodel.cli import app
 from jaxmodel.engine import Plan, run_sweep
 from jaxmodel.errors import InputError, SpecError
 from jaxmodel.expr import parse
-from jaxmodel.search import search
+from jaxmodel.searching import search
 from jaxmodel.sensitivity import sensitivities
 from jaxmodel.spec import load_spec, parse_spec
-from jaxmodel.sweep import build_plan
+from jaxmodel.sweeping import build_plan
 
 SPECS = Path(__file__).parent / "specs"
 SMALL = SPECS / "small.toml"

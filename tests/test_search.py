@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 import jaxmodel
 from jaxmodel.cli import app
 from jaxmodel.errors import SpecError
-from jaxmodel.search import divisors, enumerate_layouts, search
+from jaxmodel.searching import divisors, enumerate_layouts, search
 
 runner = CliRunner()
 SEED = jaxmodel.get_model("seed")
@@ -184,7 +184,7 @@ def test_pareto_front_equals_brute_force():
 
 
 def test_global_batch_options():
-    from jaxmodel.search import global_batch_of
+    from jaxmodel.searching import global_batch_of
 
     assert global_batch_of(SEED.defaults, None, None) == 32  # the seed's b m d = 1 x 16 x 2
     assert global_batch_of(SEED.defaults, 12, None) == 12

@@ -18,7 +18,7 @@ import jaxmodel
 from jaxmodel.cli import app
 from jaxmodel.errors import SpecError
 from jaxmodel.precision import computing
-from jaxmodel.solve import describe, parse_solve_table, solve_columns, solve_kernel
+from jaxmodel.solving import describe, parse_solve_table, solve_columns, solve_kernel
 
 runner = CliRunner()
 SEED = jaxmodel.get_model("seed")

@@ -12,9 +12,9 @@ import jaxmodel
 from jaxmodel.engine import SweepInterrupted, run_sweep
 from jaxmodel.errors import SpecError
 from jaxmodel.sensitivity import sensitivities
-from jaxmodel.solve import solve
+from jaxmodel.solving import solve
 from jaxmodel.spec import parse_spec
-from jaxmodel.sweep import build_plan
+from jaxmodel.sweeping import build_plan
 
 GRID = """
 [base]
@@ -249,7 +249,7 @@ def test_reductions_are_the_same_on_four_devices(tmp_path):
         spec_path = tmp_path / f"{name}.toml"
         spec_path.write_text(GRID + table)
         script = (
-            "import sys; from jaxmodel.sweep import build_plan; "
+            "import sys; from jaxmodel.sweeping import build_plan; "
             "from jaxmodel.engine import run_sweep; "
             "p = build_plan(sys.argv[1], chunk_size=100); "
             "assert p.mesh.devices.size == 4; run_sweep(p, sys.argv[2])"

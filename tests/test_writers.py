@@ -20,7 +20,7 @@ from jaxmodel.cli import main
 from jaxmodel.engine import Plan, WriteFailed, default_writers, run_sweep
 from jaxmodel.sink import PartWriter
 from jaxmodel.spec import load_spec, parse_spec
-from jaxmodel.sweep import expected_seconds
+from jaxmodel.sweeping import expected_seconds
 
 SPECS = Path(__file__).parent / "specs"
 SMALL = SPECS / "small.toml"

@@ -16,24 +16,12 @@ from jaxmodel.cli.common import (
 from jaxmodel.errors import SpecError
 from jaxmodel.models import Model
 from jaxmodel.report import to_json
-from jaxmodel.search import (
-    LAYOUT_AXES,
+from jaxmodel.searching import (
     SearchResult,
-    explain_no_valid,
-    global_batch_of,
     row_dicts,
     search,
-    vary_values,
 )
 
-# Short headers of the layout columns, in table order.
-_LAYOUT_HEADERS = (("tensor_parallel", "t"), ("context_parallel", "c"),
-                   ("pipeline_parallel", "p"),
-                   ("data_parallel", "d"), ("expert_parallel", "e"),
-                   ("expert_tensor_parallel", "etp"), ("micro_batch", "b"),
-                   ("gradient_accum_steps", "m"), ("idle_gpus", "idle"))
-# Shown only when some row differs from this value.
-_HIDDEN_WHEN = {"idle_gpus": 0, "expert_parallel": 1, "expert_tensor_parallel": 1}
 _HEADLINE = ("step_time_ms", "mfu_percent", "throughput_tokens_s", "bottleneck",
              "memory_gb_per_gpu", "model_state_gb_per_gpu", "activation_gb_per_gpu")
 # Short headers where the output's name is long.
@@ -54,9 +42,10 @@ def _cell(value: Any) -> str:
 def _table(model: Model, rows: list[dict[str, Any]], first: list[str],
            title: str) -> list[str]:
     """Rank, the layout, the ``first`` columns, then the headline outputs."""
-    cols = [(name, head) for name, head in _LAYOUT_HEADERS
-            if name in rows[0] and (name not in _HIDDEN_WHEN
-                                    or any(r[name] != _HIDDEN_WHEN[name] for r in rows))]
+    hidden_when = model.layout.hidden_when
+    cols = [(name, head) for name, head in model.layout.symbols.items()
+            if name in rows[0] and (name not in hidden_when
+                                    or any(r[name] != hidden_when[name] for r in rows))]
     extra = first + [n for n in _HEADLINE if n in model.output_names and n not in first]
     cols += [(n, _SHORT_HEADERS.get(n, n)) for n in extra if n not in dict(cols)]
     cells = [[str(i + 1)] + [_cell(r[name]) for name, _ in cols] for i, r in enumerate(rows)]
@@ -67,25 +56,12 @@ def _table(model: Model, rows: list[dict[str, Any]], first: list[str],
     return lines
 
 
-def _term_column(model: Model, term: str) -> str | None:
-    name = "compute_time_ms" if term == "compute" else f"{term}_ms"
-    return name if name in model.output_names else None
-
-
-def _short_layout(row: dict[str, Any]) -> str:
-    return " ".join(f"{head}{row[name]}" for name, head in _LAYOUT_HEADERS
-                    if name in row and name != "idle_gpus"
-                    and (name not in _HIDDEN_WHEN or row[name] != _HIDDEN_WHEN[name]))
-
-
 def why_best(model: Model, rows: list[dict[str, Any]], by: str) -> list[str]:
     """Why the first row wins: its verdict, and the step-time terms in which it
     beats the runner-up (largest differences first)."""
-    from jaxmodel.verdicts import BOTTLENECKS
-
     best = rows[0]
     inputs = {f.name: best[f.name] for f in model.inputs}
-    lines = [f"why #1 ({_short_layout(best)}): {model.verdict(inputs, best)}"]
+    lines = [f"why #1 ({model.layout.summary(best)}): {model.verdict(inputs, best)}"]
     if "memory_gb_per_gpu" in best and best["memory_gb_per_gpu"] is not None:
         lines.append(f"  it fits: {best['memory_gb_per_gpu']:.1f} GB per GPU of "
                      f"{inputs['gpu_memory_gb']:g} GB")
@@ -93,15 +69,15 @@ def why_best(model: Model, rows: list[dict[str, Any]], by: str) -> list[str]:
         return lines
     second = rows[1]
     diffs = []
-    for term in BOTTLENECKS:
-        col = _term_column(model, term)
-        if col and best[col] is not None and second[col] is not None:
-            diffs.append((best[col] - second[col], term))
+    for term in model.terms:
+        col = term.output
+        if best[col] is not None and second[col] is not None:
+            diffs.append((best[col] - second[col], term.name))
     diffs.sort(key=lambda d: -abs(d[0]))
     parts = [f"{term} {delta:+,.0f} ms" for delta, term in diffs if abs(delta) >= 0.5]
     gap = best[by] - second[by] if best[by] is not None and second[by] is not None else 0.0
-    lines.append(f"  against #2 ({_short_layout(second)}): {by} {gap:+,.4g}; step-time terms "
-                 f"#1 - #2: " + (", ".join(parts[:4]) if parts else "equal"))
+    lines.append(f"  against #2 ({model.layout.summary(second)}): {by} {gap:+,.4g}; "
+                 "step-time terms #1 - #2: " + (", ".join(parts[:4]) if parts else "equal"))
     return lines
 
 
@@ -113,14 +89,13 @@ def _summary(r: SearchResult) -> str:
 
 def _document(model: Model, values: dict[str, float], r: SearchResult,
               allow_idle: bool) -> dict[str, Any]:
-    extra = model.extra_layout_axes(values, frozenset()) if model.extra_layout_axes else {}
-    searched = set(LAYOUT_AXES) | set(extra)
+    searched = set(model.layout.axes) | set(model.layout.extra_axes(values))
     fixed = {f.name: (int(values[f.name]) if f.integer else values[f.name])
              for f in model.inputs if f.name not in searched}
     doc: dict[str, Any] = {
         "model": model.name,
         "question": {**fixed, "global_batch": r.global_batch,
-                     "global_batch_tokens": r.global_batch * int(values["seq_length"]),
+                     "global_batch_tokens": r.global_batch * model.layout.sequence_length(values),
                      "allow_idle": allow_idle},
         "by": r.by,
         "maximize": r.maximize,
@@ -219,14 +194,17 @@ def best_command(
     if chunk is not None and chunk < 1:
         raise SpecError(f"--chunk: got {chunk}; allowed: a whole number >= 1")
     m, values = gather_inputs(model, config, inputs)
+    if m.layout is None:
+        raise SpecError(f"model {m.name!r} declares no layout space to search")
+    space = m.layout
     also = tuple(a.strip() for a in search_axes.split(",") if a.strip()) if search_axes else ()
-    extra = tuple(m.extra_layout_axes(values, frozenset(also))) if m.extra_layout_axes else ()
+    extra = tuple(space.extra_axes(values, also))
     for a in also:
         if a not in extra:
             raise SpecError(f"--search-axes: got {a!r}; allowed: "
                             + (", ".join(extra) or f"none for model {m.name!r}"))
-    pinned = {k: int(values[k]) for k in LAYOUT_AXES + extra if inputs.get(k) is not None}
-    batch = global_batch_of(values, global_batch, global_batch_tokens)
+    pinned = {k: int(values[k]) for k in space.axes + extra if inputs.get(k) is not None}
+    batch = space.global_batch(values, global_batch, global_batch_tokens)
     groups = tuple(g.strip() for g in group_by.split(",") if g.strip()) if group_by else ()
     varied = {}
     for item in vary or ():
@@ -237,8 +215,7 @@ def best_command(
         except ValueError:
             raise SpecError(f"--vary: got {item!r}; allowed: NAME or NAME=V1,V2,... with "
                             "numbers") from None
-        varied[name.strip()] = vary_values(m, name.strip(), numbers, int(values["num_gpus"]),
-                                           int(values.get("seq_length", 1)))
+        varied[name.strip()] = space.vary_values(m, name.strip(), numbers, values)
     result = search(m, values, global_batch=batch, by=minimize or by or "throughput_tokens_s",
                     maximize=minimize is None, top=top, allow_idle=allow_idle, pinned=pinned,
                     group_by=groups, pareto=_pareto_option(pareto), x64=x64, chunk=chunk,
@@ -246,8 +223,8 @@ def best_command(
     doc = _document(m, values, result, allow_idle)
     why = None
     if result.valid == 0:
-        why = explain_no_valid(m, values, global_batch=batch, allow_idle=allow_idle,
-                               pinned=pinned, x64=x64)
+        why = space.explain_no_valid(m, values, global_batch=batch, allow_idle=allow_idle,
+                                     pinned=pinned, x64=x64)
         doc["why_no_valid"] = why.document()
     notes = _notes(m, values, bool(doc["top"]))
     doc["notes"] = notes
@@ -256,10 +233,10 @@ def best_command(
         return
     q = doc["question"]
     direction = "max" if result.maximize else "min"
-    lines = [f"model {m.name}: {q['num_gpus']:,} GPUs, global batch {batch:,} sequences "
+    lines = [f"model {m.name}: {q[space.gpus]:,} GPUs, global batch {batch:,} sequences "
              f"({q['global_batch_tokens']:,} tokens); ranked by {result.by} ({direction})"]
     if doc["top"]:
-        shown = [result.by] + [n for n in varied if n != "context_parallel"]
+        shown = [result.by] + [n for n in varied if n not in space.symbols]
         lines += [""] + _table(m, doc["top"], shown, f"best {len(doc['top'])} layouts:")
         lines += [""] + doc["why"]
     else:

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 import typer
 
-from jaxmodel.calibrate import DEFAULT_BOOTSTRAP, DEFAULT_SUGGEST, Calibration, calibrate
+from jaxmodel.calibration import DEFAULT_BOOTSTRAP, DEFAULT_SUGGEST, Calibration, calibrate
 from jaxmodel.cli.common import (
     PRESET_OPTIONS,
     ConfigOption,

@@ -40,4 +40,4 @@ def eval_command(
     wall_ms = (time.perf_counter() - start) * 1e3
     doc = seed_document(m, values, outputs, m.verdict(values, outputs), curves=curves,
                         node=socket.gethostname(), wall_ms=wall_ms)
-    typer.echo(to_json(doc) if output_format == "json" else table(doc))
+    typer.echo(to_json(doc) if output_format == "json" else table(doc, m))

@@ -119,7 +119,7 @@ def breakdown_command(
     if layouts:
         configs, labels = plots.layout_configs(m, values, x64=x64, top=top)
         title = (f"Step-time breakdown: the {len(configs)} fastest layouts of "
-                 f"{values['num_gpus']:g} GPUs ({m.name} model)")
+                 f"{values[m.layout.gpus]:g} GPUs ({m.name} model)")
     elif compare:
         asked = _compare(compare, m.input_names)
         for name, vs in asked.items():

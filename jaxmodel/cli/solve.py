@@ -16,7 +16,7 @@ from jaxmodel.cli.common import (
     with_input_options,
 )
 from jaxmodel.report import printed_inputs, to_json
-from jaxmodel.solve import describe, parse_target, solve
+from jaxmodel.solving import describe, parse_target, solve
 
 
 def _num(v: Any) -> float | str | None:

@@ -18,7 +18,7 @@ from jaxmodel.engine import (
 )
 from jaxmodel.errors import SpecError
 from jaxmodel.spec import load_spec
-from jaxmodel.sweep import build_plan, estimate, output_directory
+from jaxmodel.sweeping import build_plan, estimate, output_directory
 
 
 def _human_bytes(n: float) -> str:

@@ -4,9 +4,8 @@ A dataset row holds the inputs the sweep wrote; the others are the sweep's
 fixed ``[base]`` values (from the spec stored in the dataset).  The
 breakdown, the tornado and the what-if panel all go through the package API
 (:func:`jaxmodel.evaluate`, :func:`jaxmodel.sensitivities`) and the model's
-declared fields; the step-time terms are the breakdown's
-(:data:`jaxmodel.plot.TERMS`, the outputs every model declares), so nothing
-here re-implements the model.
+declared fields; the step-time terms are the model's declared ``terms``, so
+nothing here re-implements the model.
 """
 
 from __future__ import annotations
@@ -22,7 +21,6 @@ import jaxmodel
 from jaxmodel.dashboard.data import DashboardError, Source
 from jaxmodel.errors import JaxmodelError
 from jaxmodel.models import Model
-from jaxmodel.plot import TERMS
 
 
 def inputs_of_row(src: Source, row: Mapping[str, Any]) -> dict[str, float]:
@@ -61,12 +59,14 @@ class Evaluation:
       outputs: output name -> value (floats; categories as names; NaN invalid).
       terms: (label, output name, ms) for each step-time term the model declares.
       valid: whether the layout is valid.
+      colours: each term's colour, in ``terms`` order.
     """
 
     inputs: dict[str, float]
     outputs: dict[str, Any]
     terms: tuple[tuple[str, str, float], ...]
     valid: bool
+    colours: tuple[str, ...] = ()
 
 
 def evaluate(model: Model, inputs: Mapping[str, float], *, x64: bool = False) -> Evaluation:
@@ -83,9 +83,9 @@ def evaluate(model: Model, inputs: Mapping[str, float], *, x64: bool = False) ->
         elif f.kind == "float":
             v = float(v)
         values[f.name] = v
-    terms = tuple((label, col, float(values[col])) for label, col in TERMS
-                  if col in values)
-    return Evaluation(dict(inputs), values, terms, bool(values.get("valid_layout", True)))
+    terms = tuple((t.label, t.output, float(values[t.output])) for t in model.terms)
+    return Evaluation(dict(inputs), values, terms, bool(values[model.validity]),
+                      tuple(t.colour for t in model.terms))
 
 
 @dataclass(frozen=True)

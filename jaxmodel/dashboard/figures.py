@@ -17,7 +17,7 @@ import numpy as np
 
 from jaxmodel.dashboard.config import Evaluation, Tornado
 from jaxmodel.dashboard.data import Categorical, Grid, Source
-from jaxmodel.plot import _CATEGORY_COLORS, _TERM_COLORS, axis_scale
+from jaxmodel.plot import _CATEGORY_COLORS, axis_scale
 
 TEMPLATE = "plotly_white"
 
@@ -227,7 +227,7 @@ def breakdown(evals: Sequence[Evaluation], names: Sequence[str], *, title: str |
     for k, (lbl, col, _) in enumerate(evals[0].terms):
         fig.add_trace(go.Bar(
             x=list(names), y=[e.terms[k][2] if e.valid else 0.0 for e in evals],
-            name=lbl, marker={"color": _TERM_COLORS[k % len(_TERM_COLORS)]},
+            name=lbl, marker={"color": evals[0].colours[k]},
             hovertemplate=f"{lbl} ({col})=%{{y:.4g}} ms<extra></extra>"))
     for e, n in zip(evals, names, strict=True):
         text = f"{e.outputs['mfu_percent']:.1f}% MFU" if e.valid else "invalid"

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from jaxmodel.errors import InputError
-from jaxmodel.models.base import Model
+from jaxmodel.models.base import Model, Term
+from jaxmodel.models.layout import LayoutSpace
 from jaxmodel.models.refined import REFINED
 from jaxmodel.models.seed import SEED
 
@@ -21,4 +22,4 @@ def get_model(name: str | Model = DEFAULT_MODEL) -> Model:
         raise InputError("model", name, "one of " + ", ".join(sorted(MODELS))) from None
 
 
-__all__ = ["DEFAULT_MODEL", "MODELS", "Model", "get_model"]
+__all__ = ["DEFAULT_MODEL", "MODELS", "LayoutSpace", "Model", "Term", "get_model"]

@@ -1,17 +1,55 @@
-"""What every cost model offers the engine: fields, a pure function, a verdict."""
+"""What every cost model offers the engine: fields, a pure function, its terms, a verdict."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from jaxmodel.errors import InputError
 from jaxmodel.fields import InputField, OutputField
 
+if TYPE_CHECKING:
+    from jaxmodel.models.layout import LayoutSpace
+
 # An exact int64 output is a product of counts; keeping the product <= 2**62
 # leaves a factor of two to 2**63, so a float64 check of it is never fooled.
 MAX_EXACT_PRODUCT = 2**62
+
+
+TermKind = Literal["compute", "bubble", "communication"]
+
+
+class Term(NamedTuple):
+    """One step-time term of a model, as everything outside the model sees it.
+
+    Bottleneck categories, regimes, verdicts, plot stacks, report tables and
+    the dashboard's breakdown are all derived from a model's ``terms``.
+
+    Attributes:
+      name: the bottleneck category it sets when it is the largest term
+        (``tp_comm``); a name in ``jaxmodel.models.terms.SHARED_TERMS`` keeps
+        that category's code.
+      output: the output column holding the term, in ms (``tp_comm_ms``).
+      label: a short legend label (``TP all-reduce``).
+      colour: its colour in plots, ``#rrggbb``.
+      kind: which regime it sets as the largest term: ``compute``
+        (compute-bound or overhead-limited), ``bubble`` (bubble-bound) or
+        ``communication`` (communication-bound).
+      title: the longer label of text tables (``tensor-parallel all-reduce``).
+      what: the term in a verdict sentence (``the tensor-parallel all-reduce``).
+      lever: ``lever(inputs, outputs) -> str``, the verdict's concrete lever
+        when this collective is the bottleneck (host side), or None.
+    """
+
+    name: str
+    output: str
+    label: str
+    colour: str
+    kind: TermKind = "communication"
+    title: str = ""
+    what: str = ""
+    lever: Callable[[Mapping[str, float], Mapping[str, Any]], str] | None = None
 
 
 @dataclass(frozen=True)
@@ -30,12 +68,19 @@ class Model:
         to floats so that they can be differentiated); integer outputs are int64.
       verdict: host-side text for one configuration,
         ``verdict(inputs: Mapping[str, float], outputs: Mapping[str, Any]) -> str``.
-      continuous: input names that may be differentiated (see sensitivities).
-      extra_layout_axes: layout axes the model adds to the search's t x p x b
-        product, ``extra_layout_axes(values, also) -> {input name: candidate
-        values}`` for one configuration of inputs; ``also`` names optional axes
-        the user asked to search (e.g. ``expert_tensor_parallel``).  ``None``:
-        none.
+      terms: the step-time terms (:class:`Term`), in stacking and tie-break
+        order; the ``bottleneck`` output's categories are
+        ``jaxmodel.models.terms.bottleneck_categories(terms)``.
+      validity: the bool output that says whether a configuration is valid
+        (the engine masks and counts rows by it; invalid rows have NaN metrics).
+      steps: the stepped inputs, ``{name: next_value(inputs) -> value}``:
+        inputs that act only through a step function (a replica count, a
+        switch), whose sensitivity is a discrete difference to the value
+        ``next_value`` gives.  Every other input is ``continuous``.
+      layout: the model's layout space (its axes, how to enumerate candidate
+        layouts for a GPU count and global batch, the replica count), which
+        search, ``jaxmodel best`` and the ``--layouts`` breakdown ask; None: the
+        model cannot be searched.
       exact_products: ``(output, inputs)`` pairs: an exact int64 output bounded
         by the product of those count inputs (``tokens_per_step <= b m s N``).
         Every caller refuses inputs whose product exceeds ``MAX_EXACT_PRODUCT``
@@ -57,11 +102,71 @@ class Model:
     outputs_type: type[NamedTuple]
     apply: Callable[[Any], Any]
     verdict: Callable[[Mapping[str, float], Mapping[str, Any]], str]
+    terms: tuple[Term, ...]
+    validity: str = "valid_layout"
+    # (not compared: a mapping is unhashable, and a model is a static jit argument)
+    steps: Mapping[str, Callable[[Any], Any]] = field(default_factory=dict, compare=False)
     layout_reasons: Callable[[Mapping[str, float], Mapping[str, Any]],
                              list[tuple[str, str]]] | None = None
-    extra_layout_axes: Callable[[Mapping[str, float], frozenset], dict[str, Any]] | None = None
+    layout: LayoutSpace | None = None
     exact_products: tuple[tuple[str, tuple[str, ...]], ...] = ()
     cluster: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        """Check the declarations against each other (a model is built once, at import).
+
+        Raises:
+          ValueError: naming the model and the declaration that disagrees.
+        """
+        def fail(what: str) -> None:
+            raise ValueError(f"model {self.name!r}: {what}")
+
+        # Inputs are built positionally, inputs_type(*values): the orders must agree.
+        if tuple(self.inputs_type._fields) != self.input_names:
+            fail(f"inputs_type fields {self.inputs_type._fields} differ from the inputs "
+                 f"{self.input_names}")
+        if tuple(self.outputs_type._fields) != self.output_names:
+            fail(f"outputs_type fields {self.outputs_type._fields} differ from the outputs "
+                 f"{self.output_names}")
+        kinds = {f.name: f.kind for f in self.outputs}
+        if kinds.get(self.validity) != "bool":
+            fail(f"validity {self.validity!r} is not a bool output")
+        if not self.terms:
+            fail("no step-time terms")
+        for term in self.terms:
+            if kinds.get(term.output) != "float":
+                fail(f"term {term.name!r}: {term.output!r} is not a float output")
+            if term.kind not in ("compute", "bubble", "communication"):
+                fail(f"term {term.name!r}: kind {term.kind!r}")
+        if len({t.name for t in self.terms}) != len(self.terms):
+            fail("two terms share a name")
+        if "bottleneck" in kinds:
+            from jaxmodel.models.terms import bottleneck_categories
+
+            # The device codes the argmax over the terms into these categories.
+            if self.output_field("bottleneck").categories != bottleneck_categories(self.terms):
+                fail("the bottleneck output's categories are not "
+                     "bottleneck_categories(terms)")
+        for name in self.steps:
+            if name not in self.input_names:
+                fail(f"stepped input {name!r} is not an input")
+        for name in (*self.cluster, *(n for _, names in self.exact_products for n in names)):
+            if name not in self.input_names:
+                fail(f"{name!r} is not an input")
+        if self.layout is not None:
+            self.layout.check(self)
+
+    @property
+    def continuous(self) -> tuple[str, ...]:
+        """Inputs differentiated by autodiff: every input that is not stepped."""
+        return tuple(n for n in self.input_names if n not in self.steps)
+
+    def term(self, name: str) -> Term:
+        """The term called ``name``."""
+        for t in self.terms:
+            if t.name == name:
+                return t
+        raise KeyError(name)
 
     def check_products(self, values: Mapping[str, Any], where: str = "") -> None:
         """Refuse inputs (scalars or broadcastable arrays; a spec passes each

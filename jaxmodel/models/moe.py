@@ -289,7 +289,7 @@ def _divisors(n: int) -> np.ndarray:
 
 
 def expert_layout_axes(values, also=frozenset()) -> dict[str, np.ndarray]:
-    """The expert layout a search ranges over (host side, ``Model.extra_layout_axes``).
+    """The expert layout a search ranges over (host side, ``LayoutSpace.extra``).
 
     ``expert_parallel``: every divisor of ``num_experts`` up to ``num_gpus``
     (just 1 for a dense model); ``expert_tensor_parallel`` when ``also`` names

@@ -7,7 +7,8 @@ sensitivities and plots rely on these names meaning the same everywhere.
 from __future__ import annotations
 
 from jaxmodel.fields import OutputField
-from jaxmodel.verdicts import BOTTLENECKS, REGIMES
+from jaxmodel.models.terms import SHARED_TERMS, bottleneck_output
+from jaxmodel.models.verdicts import REGIMES
 
 SHARED_OUTPUTS: dict[str, OutputField] = {f.name: f for f in (
     OutputField("data_parallel", "replicas", "d = floor(num_gpus / (t p))", "int"),
@@ -19,6 +20,6 @@ SHARED_OUTPUTS: dict[str, OutputField] = {f.name: f for f in (
     OutputField("bubble_fraction_percent", "%", "pipeline bubble / step", "float"),
     OutputField("throughput_tokens_s", "tokens/s", "tokens_per_step / step time", "float"),
     OutputField("per_gpu_tokens_s", "tokens/s", "throughput / used_gpus", "float"),
-    OutputField("bottleneck", "", "largest step-time term", "category", BOTTLENECKS),
+    bottleneck_output(SHARED_TERMS),
     OutputField("regime", "", "verdict regime", "category", REGIMES),
 )}

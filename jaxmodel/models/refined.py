@@ -98,6 +98,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from functools import partial
 from typing import Any, NamedTuple
 
 import jax
@@ -114,13 +115,32 @@ from jaxmodel.collectives import (
 from jaxmodel.fields import InputField, OutputField
 from jaxmodel.models import moe
 from jaxmodel.models.base import Model
+from jaxmodel.models.common import (
+    MAX_COUNT,
+    count,
+    masked,
+    positive,
+    switch,
+    switch_steps,
+    whole,
+)
+from jaxmodel.models.layout import CONTEXT, GPUS, PIPELINE, TENSOR, LayoutSpace, replica_step
 from jaxmodel.models.outputs import SHARED_OUTPUTS
-from jaxmodel.numerics import batch_calls, percent, positive_part
-from jaxmodel.verdicts import (
+from jaxmodel.models.terms import (
+    COMPUTE,
+    DP_ALLREDUCE,
+    MOE_COMM,
+    PIPELINE_BUBBLE,
+    PP_COMM,
+    TP_COMM,
+    bottleneck_output,
+)
+from jaxmodel.models.verdicts import (
     _divisors_near,
     bottleneck_and_regime,
     render_verdict,
 )
+from jaxmodel.numerics import batch_calls, percent, positive_part
 
 DESCRIPTION = (
     "refined 3D-parallelism (TP x PP x DP) model -- architecture FLOPs with recompute, "
@@ -128,8 +148,6 @@ DESCRIPTION = (
     "per-GPU memory (Narayanan et al. 2021; Korthikanti et al. 2022); context "
     "parallelism, ZeRO-3, FP8, shape-aware GEMMs, zero-bubble schedules"
 )
-
-_MAX_COUNT = float(2**24)
 
 # Bytes moved by the memory-bound kernels of one layer's forward pass, per
 # element of the tensor named (bf16 = 2 bytes, a dropout mask 1 byte).  The
@@ -171,70 +189,58 @@ _LOGIT_MEMORY_BYTES = 10.0
 _BF16 = 2.0
 
 
-def _count(name, unit, doc, default, high=_MAX_COUNT, low=1.0):
-    return InputField(name, unit, doc, True, low, True, float(default), high)
-
-
-def _switch(name, doc, default, high=1.0):
-    return InputField(name, "code", doc, True, 0.0, True, float(default), high)
-
-
-def _positive(name, unit, doc, default, high=None):
-    return InputField(name, unit, doc, False, 0.0, False, float(default), high)
-
-
 INPUTS: tuple[InputField, ...] = (
     # Layout and batch.  Ranks are ordered tensor, context, (expert), data,
     # pipeline, as Megatron-LM places them.
-    _count("num_gpus", "GPUs", "GPUs available to the job (N)", 64),
-    _count("tensor_parallel", "ways", "tensor-parallel degree t", 8),
-    _count("context_parallel", "ways", "context-parallel degree c: each sequence split over "
+    count("num_gpus", "GPUs", "GPUs available to the job (N)", 64),
+    count("tensor_parallel", "ways", "tensor-parallel degree t", 8),
+    count("context_parallel", "ways", "context-parallel degree c: each sequence split over "
            "c ranks", 1),
-    _count("pipeline_parallel", "stages", "pipeline-parallel stages p", 4),
-    _count("virtual_stages", "chunks per GPU",
+    count("pipeline_parallel", "stages", "pipeline-parallel stages p", 4),
+    count("virtual_stages", "chunks per GPU",
            "model chunks per GPU v (1 = plain 1F1B; interleaved 1F1B when > 1; 2 for ZB-V)", 1),
-    _count("micro_batch", "sequences", "sequences per micro-batch b", 1),
-    _count("gradient_accum_steps", "micro-batches", "micro-batches per step m", 16),
+    count("micro_batch", "sequences", "sequences per micro-batch b", 1),
+    count("gradient_accum_steps", "micro-batches", "micro-batches per step m", 16),
     # Architecture (defaults: Llama-2-70B, Touvron et al. 2023, Table 1 / config).
-    _count("seq_length", "tokens", "sequence length s", 4096),
-    _count("hidden_dim", "", "hidden size h", 8192),
-    _count("num_layers", "", "transformer layers L", 80),
-    _count("num_heads", "", "attention heads a", 64),
-    _count("num_kv_heads", "", "key/value heads (grouped-query attention; = a for MHA)", 8),
-    _count("head_dim", "", "width of one attention head (0: h / a, as in GPT and Llama; "
+    count("seq_length", "tokens", "sequence length s", 4096),
+    count("hidden_dim", "", "hidden size h", 8192),
+    count("num_layers", "", "transformer layers L", 80),
+    count("num_heads", "", "attention heads a", 64),
+    count("num_kv_heads", "", "key/value heads (grouped-query attention; = a for MHA)", 8),
+    count("head_dim", "", "width of one attention head (0: h / a, as in GPT and Llama; "
            "Qwen3 uses 128 with a x 128 != h)", 0, low=0.0),
-    _count("ffn_hidden_dim", "", "feed-forward hidden size f (4 h for GPT)", 28672),
-    _count("mlp_weight_matrices", "", "feed-forward weight matrices (2 GeLU, 3 SwiGLU)", 3,
+    count("ffn_hidden_dim", "", "feed-forward hidden size f (4 h for GPT)", 28672),
+    count("mlp_weight_matrices", "", "feed-forward weight matrices (2 GeLU, 3 SwiGLU)", 3,
            high=3.0, low=2.0),
-    _count("vocab_size", "tokens", "vocabulary size V", 32000),
-    _switch("tied_embeddings", "input and output embeddings shared (1) or not (0)", 0),
-    _switch("causal_mask", "causal (decoder) attention (1): FlashAttention skips the masked "
+    count("vocab_size", "tokens", "vocabulary size V", 32000),
+    switch("tied_embeddings", "input and output embeddings shared (1) or not (0)", 0),
+    switch("causal_mask", "causal (decoder) attention (1): FlashAttention skips the masked "
             "half of the score blocks; without FlashAttention the full square is computed", 1),
     # Training software.  Defaults: current Megatron-LM practice for a model of
     # this size (Korthikanti et al. 2022: selective recompute with sequence
     # parallelism; FlashAttention; gradient reduction overlapped with the
     # backward pass, as PyTorch DDP and Megatron-LM --overlap-grad-reduce do).
-    _switch("recompute", "activation recompute: 0 none, 1 selective, 2 full", 1, high=2.0),
-    _switch("sequence_parallel", "sequence parallelism with TP (1) or not (0)", 1),
-    _switch("zero_stage", "sharding over data x context ranks: 0 none, 1 optimizer states "
+    switch("recompute", "activation recompute: 0 none, 1 selective, 2 full", 1, high=2.0),
+    switch("sequence_parallel", "sequence parallelism with TP (1) or not (0)", 1),
+    switch("zero_stage", "sharding over data x context ranks: 0 none, 1 optimizer states "
             "(Megatron distributed optimizer), 2 + gradients, 3 + weights (FSDP)", 0,
             high=3.0),
     InputField("zero_shard_degree", "ranks", "ranks that shard the ZeRO states (hybrid "
                "sharding, replicated across the rest); 0 = all data x context ranks", True,
-               0.0, True, 0.0, _MAX_COUNT),
-    _switch("flash_attention", "FlashAttention (1): no s^2 score tensors in memory", 1),
-    _switch("cp_comm", "context-parallel K/V exchange: 0 ring of point-to-point sends "
+               0.0, True, 0.0, MAX_COUNT),
+    switch("flash_attention", "FlashAttention (1): no s^2 score tensors in memory", 1),
+    switch("cp_comm", "context-parallel K/V exchange: 0 ring of point-to-point sends "
             "overlapped with attention (Megatron-LM), 1 all-gather (Llama 3)", 0),
-    _switch("cross_entropy_fusion", "fused softmax cross-entropy kernel (1) or unfused "
+    switch("cross_entropy_fusion", "fused softmax cross-entropy kernel (1) or unfused "
             "PyTorch ops (0, Megatron-Core without --cross-entropy-loss-fusion)", 1),
-    _switch("pipeline_schedule", "0 1F1B (interleaved when v > 1), 1 ZB-H1 (v = 1), 2 ZB-V "
+    switch("pipeline_schedule", "0 1F1B (interleaved when v > 1), 1 ZB-H1 (v = 1), 2 ZB-V "
             "(v = 2); Qi et al. 2023", 0, high=2.0),
-    _switch("pipeline_split_embedding", "count the input embedding and the output layer + "
+    switch("pipeline_split_embedding", "count the input embedding and the output layer + "
             "loss as one layer each in the pipeline split (Megatron-LM "
             "--account-for-embedding/loss-in-pipeline-split)", 0),
-    _switch("fp8", "FP8 matrix work in the layers (1) or BF16 (0); the output layer, "
+    switch("fp8", "FP8 matrix work in the layers (1) or BF16 (0); the output layer, "
             "attention, norms and optimizer stay BF16/FP32", 0),
-    _count("grad_buffer_bytes", "bytes", "bytes per gradient in the accumulation buffer "
+    count("grad_buffer_bytes", "bytes", "bytes per gradient in the accumulation buffer "
            "and on the wire (4: Megatron-LM's fp32 main_grad with bf16; 2: bf16)", 4,
            high=4.0),
     InputField("dp_overlap", "fraction", "share of the last micro-batch's backward pass that "
@@ -256,32 +262,32 @@ INPUTS: tuple[InputField, ...] = (
     # large NCCL transfers over InfiniBand run at about 90% of line rate.
     # Latencies: a small all-reduce on 8 NVLink GPUs takes 10-15 us over 14 ring
     # steps (about 1 us a step); an InfiniBand hop with NCCL's proxy about 5 us.
-    _positive("compute_tflops", "TFLOP/s (1 T = 1e12)", "peak dense bf16 FLOP/s per GPU", 989),
-    _positive("fp8_tflops", "TFLOP/s (1 T = 1e12)", "peak dense FP8 FLOP/s per GPU", 1979),
-    _count("num_sms", "SMs", "streaming multiprocessors (compute units) per GPU", 132,
+    positive("compute_tflops", "TFLOP/s (1 T = 1e12)", "peak dense bf16 FLOP/s per GPU", 989),
+    positive("fp8_tflops", "TFLOP/s (1 T = 1e12)", "peak dense FP8 FLOP/s per GPU", 1979),
+    count("num_sms", "SMs", "streaming multiprocessors (compute units) per GPU", 132,
            high=4096.0),
     InputField("matmul_efficiency", "fraction", "achievable fraction of peak for large "
                "matrix multiplies (the ceiling of the shape model)", False, 0.0, False, 0.7,
                1.0),
-    _switch("gemm_shape_model", "each GEMM's efficiency from its shape: tile and wave "
+    switch("gemm_shape_model", "each GEMM's efficiency from its shape: tile and wave "
             "quantization and arithmetic intensity (1), or matmul_efficiency for all (0)", 1),
     InputField("attention_efficiency", "fraction", "achievable fraction of the bf16 peak in "
                "the fused (Flash) attention kernels, forward and backward", False, 0.0, False,
                0.55, 1.0),
     InputField("kernel_overhead_us", "us", "fixed cost per kernel launch not hidden by "
                "the previous kernel (CUDA launch and ramp)", False, 0.0, True, 4.0, None),
-    _positive("hbm_bandwidth_tb_s", "TB/s (1 TB = 1e12 bytes)", "GPU memory bandwidth", 3.35),
+    positive("hbm_bandwidth_tb_s", "TB/s (1 TB = 1e12 bytes)", "GPU memory bandwidth", 3.35),
     InputField("hbm_efficiency", "fraction", "achievable fraction of memory bandwidth",
                False, 0.0, False, 0.8, 1.0),
-    _positive("gpu_memory_gb", "GB (1 GB = 1e9 bytes)", "memory per GPU", 80),
+    positive("gpu_memory_gb", "GB (1 GB = 1e9 bytes)", "memory per GPU", 80),
     InputField("reserved_memory_gb", "GB (1 GB = 1e9 bytes)", "memory the model cannot use: "
                "CUDA context, NCCL buffers, library workspaces, allocator fragmentation",
                False, 0.0, True, 4.0, None),
-    _count("gpus_per_node", "GPUs", "GPUs sharing the intra-node fabric (the NVLink domain)",
+    count("gpus_per_node", "GPUs", "GPUs sharing the intra-node fabric (the NVLink domain)",
            8),
-    _positive("link_bandwidth_gb_s", "GB/s (1 GB = 1e9 bytes)",
+    positive("link_bandwidth_gb_s", "GB/s (1 GB = 1e9 bytes)",
               "intra-node (NVLink) bandwidth per GPU, one direction", 450),
-    _positive("network_bandwidth_gb_s", "GB/s (1 GB = 1e9 bytes)",
+    positive("network_bandwidth_gb_s", "GB/s (1 GB = 1e9 bytes)",
               "inter-node network bandwidth per GPU, one direction", 50),
     InputField("intra_node_efficiency", "fraction", "achieved fraction of intra-node "
                "bandwidth in collectives", False, 0.0, False, 0.8, 1.0),
@@ -293,26 +299,26 @@ INPUTS: tuple[InputField, ...] = (
                False, 0.0, True, 5.0, None),
     # Mixture of experts and attention variants (formulas in jaxmodel.models.moe).
     # num_experts = 1 is a dense model: every input below but head_dim is unused.
-    _count("num_experts", "experts", "routed experts per MoE layer E (1 = dense)", 1),
-    _count("experts_per_token", "experts", "routed experts per token k (top-k)", 1),
-    _count("moe_ffn_hidden_dim", "", "feed-forward hidden size of one expert f_e", 2048),
-    _count("shared_experts", "experts", "always-active experts of size f_e per MoE layer", 0,
+    count("num_experts", "experts", "routed experts per MoE layer E (1 = dense)", 1),
+    count("experts_per_token", "experts", "routed experts per token k (top-k)", 1),
+    count("moe_ffn_hidden_dim", "", "feed-forward hidden size of one expert f_e", 2048),
+    count("shared_experts", "experts", "always-active experts of size f_e per MoE layer", 0,
            low=0.0),
-    _count("dense_layers", "layers", "leading layers with a dense FFN of ffn_hidden_dim", 0,
+    count("dense_layers", "layers", "leading layers with a dense FFN of ffn_hidden_dim", 0,
            low=0.0),
-    _count("moe_layer_interval", "layers", "every n-th layer after the dense ones is MoE "
+    count("moe_layer_interval", "layers", "every n-th layer after the dense ones is MoE "
            "(1 = all)", 1),
-    _switch("attention", "attention: 0 multi-head / grouped-query, 1 multi-head latent (MLA)", 0),
-    _count("q_lora_rank", "", "MLA query compression rank (0 = uncompressed queries)", 0,
+    switch("attention", "attention: 0 multi-head / grouped-query, 1 multi-head latent (MLA)", 0),
+    count("q_lora_rank", "", "MLA query compression rank (0 = uncompressed queries)", 0,
            low=0.0),
-    _count("kv_lora_rank", "", "MLA key/value compression rank", 512, low=0.0),
-    _count("qk_rope_dim", "", "MLA rotary dimension of queries and keys per head", 64,
+    count("kv_lora_rank", "", "MLA key/value compression rank", 512, low=0.0),
+    count("qk_rope_dim", "", "MLA rotary dimension of queries and keys per head", 64,
            low=0.0),
-    _count("expert_parallel", "ways", "expert-parallel degree e (divides num_experts)", 1),
-    _count("expert_tensor_parallel", "ways", "tensor parallelism inside each expert", 1),
-    _switch("moe_dispatcher", "token dispatcher: 0 flat all-to-all, 1 hierarchical "
+    count("expert_parallel", "ways", "expert-parallel degree e (divides num_experts)", 1),
+    count("expert_tensor_parallel", "ways", "tensor parallelism inside each expert", 1),
+    switch("moe_dispatcher", "token dispatcher: 0 flat all-to-all, 1 hierarchical "
             "(DeepEP: once per node over the network, then NVLink)", 0),
-    _count("max_nodes_per_token", "nodes", "node-limited routing: nodes a token may reach "
+    count("max_nodes_per_token", "nodes", "node-limited routing: nodes a token may reach "
            "(0 = no limit)", 0, low=0.0),
     InputField("moe_overlap", "fraction", "share of the expert all-to-all hidden by compute "
                "(1F1B all-to-all overlap, DualPipe)", False, 0.0, True, 0.0, 1.0),
@@ -330,6 +336,11 @@ CLUSTER: tuple[str, ...] = (
     "matmul_efficiency", "hbm_efficiency", "intra_node_efficiency",
     "inter_node_efficiency", "intra_node_latency_us", "inter_node_latency_us",
 )
+
+# The step-time terms, in stacking and tie-break order.  Context-parallel
+# traffic (cp_comm_ms) competes for the bottleneck within the tensor-parallel
+# term (both are model-parallel collectives inside each layer).
+TERMS = (COMPUTE, TP_COMM, PP_COMM, PIPELINE_BUBBLE, DP_ALLREDUCE, MOE_COMM)
 
 OUTPUTS: tuple[OutputField, ...] = (
     SHARED_OUTPUTS["data_parallel"],
@@ -386,7 +397,7 @@ OUTPUTS: tuple[OutputField, ...] = (
                 "transient buffers) of the fullest stage", "float"),
     OutputField("other_memory_gb_per_gpu", "GB", "kernel workspaces and reserved_memory_gb",
                 "float"),
-    SHARED_OUTPUTS["bottleneck"],
+    bottleneck_output(TERMS),
     SHARED_OUTPUTS["regime"],
 )
 
@@ -401,11 +412,6 @@ RefinedOutputs = NamedTuple(  # noqa: UP014 -- fields generated from OUTPUTS
     "RefinedOutputs", [(f.name, Any) for f in OUTPUTS]
 )
 RefinedOutputs.__doc__ = "Outputs of one configuration.  Integers int64, floats in the input dtype."
-
-
-def _whole(x):
-    """A relaxed count as an exact int64 (zero gradient: counts are steps)."""
-    return jnp.round(x).astype(jnp.int64)
 
 
 def network(x) -> Network:
@@ -524,12 +530,12 @@ def moe_layout_ok(x, t_i, dc_i):
     folding); ``k <= E``; ``etp`` divides the expert width.  A dense model
     needs only ``e = 1`` (``e`` divides ``E = 1``).
     """
-    E, e, etp = _whole(x.num_experts), _whole(x.expert_parallel), _whole(x.expert_tensor_parallel)
+    E, e, etp = whole(x.num_experts), whole(x.expert_parallel), whole(x.expert_tensor_parallel)
     dense = E == 1
     folded = jnp.maximum(t_i * dc_i, 1)
     return ((E % e == 0)
-            & (dense | ((folded % (etp * e) == 0) & (_whole(x.experts_per_token) <= E)
-                        & (_whole(x.moe_ffn_hidden_dim) % etp == 0))))
+            & (dense | ((folded % (etp * e) == 0) & (whole(x.experts_per_token) <= E)
+                        & (whole(x.moe_ffn_hidden_dim) % etp == 0))))
 
 
 def refined_model(x: RefinedInputs) -> RefinedOutputs:
@@ -545,32 +551,32 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
       ``RefinedOutputs``.  Timings are NaN for an invalid layout.
     """
     fdt = jnp.result_type(x.hidden_dim)
-    n_i, t_i, p_i = _whole(x.num_gpus), _whole(x.tensor_parallel), _whole(x.pipeline_parallel)
-    c_i = _whole(x.context_parallel)
-    v_i, m_i = _whole(x.virtual_stages), _whole(x.gradient_accum_steps)
+    n_i, t_i, p_i = whole(x.num_gpus), whole(x.tensor_parallel), whole(x.pipeline_parallel)
+    c_i = whole(x.context_parallel)
+    v_i, m_i = whole(x.virtual_stages), whole(x.gradient_accum_steps)
     d_i = n_i // (t_i * c_i * p_i)
     used_i = d_i * t_i * c_i * p_i
-    tokens_i = _whole(x.micro_batch) * m_i * _whole(x.seq_length) * d_i
-    heads_i, kv_i = _whole(x.num_heads), _whole(x.num_kv_heads)
-    split_i = _whole(x.pipeline_split_embedding)
-    schedule = _whole(x.pipeline_schedule)
-    zero_i = _whole(x.zero_stage)
+    tokens_i = whole(x.micro_batch) * m_i * whole(x.seq_length) * d_i
+    heads_i, kv_i = whole(x.num_heads), whole(x.num_kv_heads)
+    split_i = whole(x.pipeline_split_embedding)
+    schedule = whole(x.pipeline_schedule)
+    zero_i = whole(x.zero_stage)
     dc_i = jnp.maximum(d_i, 1) * c_i
-    shard_i = jnp.where(_whole(x.zero_shard_degree) == 0, dc_i, _whole(x.zero_shard_degree))
+    shard_i = jnp.where(whole(x.zero_shard_degree) == 0, dc_i, whole(x.zero_shard_degree))
     well_formed = (
         (d_i >= 1)
-        & (_whole(x.num_layers) + 2 * split_i >= p_i * v_i)
-        & (_whole(x.hidden_dim) % t_i == 0)
+        & (whole(x.num_layers) + 2 * split_i >= p_i * v_i)
+        & (whole(x.hidden_dim) % t_i == 0)
         & (heads_i % t_i == 0)
         & (kv_i % t_i == 0)
         & (heads_i % kv_i == 0)
         & ((v_i == 1) | (m_i % p_i == 0) | (schedule == 2))
         & (((schedule == 0)) | ((schedule == 1) & (v_i == 1)) | ((schedule == 2) & (v_i == 2)))
-        & ((c_i == 1) | (_whole(x.seq_length) % (2 * c_i) == 0))
+        & ((c_i == 1) | (whole(x.seq_length) % (2 * c_i) == 0))
         & (shard_i <= dc_i) & (dc_i % jnp.maximum(shard_i, 1) == 0)
         & moe_layout_ok(x, t_i, c_i * d_i)
     )
-    recompute = _whole(x.recompute)
+    recompute = whole(x.recompute)
     full = (recompute == 2).astype(fdt)
     selective = (recompute == 1).astype(fdt)
     sp = x.sequence_parallel
@@ -815,7 +821,7 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     # --- context parallelism: K and V of the local chunk, per layer ---------
     # The context group has stride t, so it leaves the node when t c > G.
     kv_bytes = 2.0 * _BF16 * tok * qw * (kv / a) / t
-    cp_crosses = (t_i * c_i > _whole(G)).astype(fdt)
+    cp_crosses = (t_i * c_i > whole(G)).astype(fdt)
     cp_per_node = jnp.clip(G / t, 1.0, c)
     hop = point_to_point(kv_bytes, cp_crosses, net)
     hops = c - 1.0
@@ -832,7 +838,7 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     cp = m * stage_layers * cp_layer
 
     # --- pipeline: 2 v m transfers; inter-node unless the job is one node.
-    crosses = (used_i > _whole(G)).astype(fdt)
+    crosses = (used_i > whole(G)).astype(fdt)
     gather = (1.0 - sp) * all_gather(act_bytes, t, jnp.minimum(t, G), net)
     p2p_one = point_to_point(act_bytes / t, crosses, net) + gather
     pp = pp_active * 2.0 * v * m * p2p_one
@@ -946,14 +952,11 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     # verdict addresses.  Context-parallel traffic counts with the tensor-
     # parallel term (both are model-parallel collectives inside each layer).
     bottleneck, regime = bottleneck_and_regime(
-        jnp.stack([compute, tp + cp, pp, bubble, dp, moe_comm]), share, valid
+        TERMS, (compute, tp + cp, pp, bubble, dp, moe_comm), share, valid
     )
 
-    def masked(val):
-        return jnp.where(valid, val, jnp.nan).astype(fdt)
-
-    def formed(val):
-        return jnp.where(well_formed, val, jnp.nan).astype(fdt)
+    valid_only = partial(masked, valid, dtype=fdt)
+    formed = partial(masked, well_formed, dtype=fdt)
 
     ms = 1e3
     return RefinedOutputs(
@@ -971,29 +974,29 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
                          ).astype(fdt),
         expert_data_parallel=jnp.where(
             well_formed, (t_i * c_i * d_i) // jnp.where(
-                _whole(x.num_experts) == 1, 1, _whole(etp) * _whole(e)), 0),
-        compute_time_ms=masked(compute * ms),
-        recompute_ms=masked(recompute_s * ms),
-        memory_bound_ms=masked(memory_bound * ms),
-        tp_comm_ms=masked(tp * ms),
-        cp_comm_ms=masked(cp * ms),
-        pp_comm_ms=masked(pp * ms),
-        pipeline_bubble_ms=masked(bubble * ms),
-        dp_allreduce_ms=masked(dp * ms),
-        dp_allreduce_raw_ms=masked(dp_raw * ms),
-        moe_comm_ms=masked(moe_comm * ms),
-        moe_comm_raw_ms=masked(moe_raw * ms),
-        step_time_ms=masked(step * ms),
-        comm_fraction_percent=masked(percent(
+                whole(x.num_experts) == 1, 1, whole(etp) * whole(e)), 0),
+        compute_time_ms=valid_only(compute * ms),
+        recompute_ms=valid_only(recompute_s * ms),
+        memory_bound_ms=valid_only(memory_bound * ms),
+        tp_comm_ms=valid_only(tp * ms),
+        cp_comm_ms=valid_only(cp * ms),
+        pp_comm_ms=valid_only(pp * ms),
+        pipeline_bubble_ms=valid_only(bubble * ms),
+        dp_allreduce_ms=valid_only(dp * ms),
+        dp_allreduce_raw_ms=valid_only(dp_raw * ms),
+        moe_comm_ms=valid_only(moe_comm * ms),
+        moe_comm_raw_ms=valid_only(moe_raw * ms),
+        step_time_ms=valid_only(step * ms),
+        comm_fraction_percent=valid_only(percent(
             jnp.where(has_experts, tp + cp + pp + dp + moe_comm, tp + cp + pp + dp), step)),
-        bubble_fraction_percent=masked(percent(bubble, step)),
-        scaling_efficiency_percent=masked(share),
-        mfu_percent=masked(mfu),
-        hfu_percent=masked(hfu),
-        achieved_tflops_per_gpu=masked(x.compute_tflops * mfu / 100.0),
-        hardware_tflops_per_gpu=masked(x.compute_tflops * hfu / 100.0),
-        throughput_tokens_s=masked(throughput),
-        per_gpu_tokens_s=masked(throughput / used),
+        bubble_fraction_percent=valid_only(percent(bubble, step)),
+        scaling_efficiency_percent=valid_only(share),
+        mfu_percent=valid_only(mfu),
+        hfu_percent=valid_only(hfu),
+        achieved_tflops_per_gpu=valid_only(x.compute_tflops * mfu / 100.0),
+        hardware_tflops_per_gpu=valid_only(x.compute_tflops * hfu / 100.0),
+        throughput_tokens_s=valid_only(throughput),
+        per_gpu_tokens_s=valid_only(throughput / used),
         memory_gb_per_gpu=formed(memory_gb),
         model_state_gb_per_gpu=formed(state / 1e9),
         activation_gb_per_gpu=formed(activations / 1e9),
@@ -1041,11 +1044,11 @@ def layout_reasons(inputs: Mapping[str, float], outputs: Mapping[str, Any]
             f"hidden size {hidden} does not split evenly over {t} tensor-parallel ranks",
             f"Choose a tensor-parallel degree that divides {hidden}.",
         ))
-    for what, count in (("attention heads", heads), ("key/value heads", kv)):
-        if count % t:
+    for what, heads_count in (("attention heads", heads), ("key/value heads", kv)):
+        if heads_count % t:
             reasons.append((
-                f"{count} {what} do not split evenly over {t} tensor-parallel ranks",
-                f"Choose a tensor-parallel degree that divides {count}.",
+                f"{heads_count} {what} do not split evenly over {t} tensor-parallel ranks",
+                f"Choose a tensor-parallel degree that divides {heads_count}.",
             ))
     if heads % kv:
         reasons.append((f"{heads} attention heads do not group evenly into {kv} key/value "
@@ -1144,7 +1147,7 @@ def uneven_note(inputs: Mapping[str, float]) -> str:
 
 def refined_verdict(inputs: Mapping[str, float], outputs: Mapping[str, Any]) -> str:
     """The verdict sentence for one evaluated configuration."""
-    verdict = render_verdict(inputs, outputs, layout_reasons(inputs, outputs))
+    verdict = render_verdict(TERMS, inputs, outputs, layout_reasons(inputs, outputs))
     if verdict.startswith("invalid"):
         return verdict
     return verdict + uneven_note(inputs)
@@ -1159,8 +1162,11 @@ REFINED = Model(
     outputs_type=RefinedOutputs,
     apply=refined_model,
     verdict=refined_verdict,
+    terms=TERMS,
+    # d = floor(N / (t p c)): N is stepped, and so is every switch.
+    steps={GPUS: replica_step((TENSOR, PIPELINE, CONTEXT)), **switch_steps(INPUTS)},
+    layout=LayoutSpace(context=True, extra=moe.expert_layout_axes),
     layout_reasons=layout_reasons,
-    extra_layout_axes=moe.expert_layout_axes,
     # tokens_per_step = b m s d, and d <= num_gpus.
     exact_products=(("tokens_per_step", ("micro_batch", "gradient_accum_steps", "seq_length",
                                          "num_gpus")),),

@@ -25,6 +25,7 @@ says what is wrong and how to fix it.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from typing import Any, NamedTuple
 
 import jax.numpy as jnp
@@ -32,46 +33,49 @@ import jax.numpy as jnp
 from jaxmodel.collectives import ring_allreduce_bytes
 from jaxmodel.fields import InputField, OutputField
 from jaxmodel.models.base import Model
+from jaxmodel.models.common import count, masked, positive, whole
+from jaxmodel.models.layout import GPUS, PIPELINE, TENSOR, LayoutSpace, replica_step
 from jaxmodel.models.outputs import SHARED_OUTPUTS
-from jaxmodel.numerics import percent, positive_part
-from jaxmodel.verdicts import (
+from jaxmodel.models.terms import (
+    COMPUTE,
+    DP_ALLREDUCE,
+    PIPELINE_BUBBLE,
+    PP_COMM,
+    TP_COMM,
+    bottleneck_output,
+)
+from jaxmodel.models.verdicts import (
+    _divisors_near,
+    _multiples_near,
     bottleneck_and_regime,
-    invalid_layout_reasons,
     render_verdict,
 )
+from jaxmodel.numerics import percent, positive_part
 
 DESCRIPTION = (
     "reduced-order 3D-parallelism (TP x PP x DP) communication model -- compute roofline "
     "+ TP/PP/DP collective costs, pipeline bubble, backward overlap (educational)"
 )
 
-# Counts are carried as floats (so they can be relaxed and differentiated);
-# 2**24 keeps every whole number exactly representable in float32.
-_MAX_COUNT = float(2**24)
 
 
-def _count(name, unit, doc, default, high=_MAX_COUNT):
-    return InputField(name, unit, doc, True, 1.0, True, float(default), high)
-
-
-def _positive(name, unit, doc, default):
-    return InputField(name, unit, doc, False, 0.0, False, float(default), None)
-
+# The step-time terms, in stacking and tie-break order.
+TERMS = (COMPUTE, TP_COMM, PP_COMM, PIPELINE_BUBBLE, DP_ALLREDUCE)
 
 INPUTS: tuple[InputField, ...] = (
-    _positive("model_params_b", "billions of parameters", "model size P / 1e9", 70),
-    _count("num_gpus", "GPUs", "GPUs available to the job (N)", 64),
-    _count("tensor_parallel", "ways", "tensor-parallel degree t", 8),
-    _count("pipeline_parallel", "stages", "pipeline-parallel stages p", 4),
-    _count("micro_batch", "sequences", "sequences per micro-batch b", 1),
-    _count("gradient_accum_steps", "micro-batches", "micro-batches per step m", 16),
-    _count("seq_length", "tokens", "sequence length s", 4096),
-    _count("hidden_dim", "", "hidden size h", 8192),
-    _count("num_layers", "", "transformer layers L", 80),
-    _positive(
+    positive("model_params_b", "billions of parameters", "model size P / 1e9", 70),
+    count("num_gpus", "GPUs", "GPUs available to the job (N)", 64),
+    count("tensor_parallel", "ways", "tensor-parallel degree t", 8),
+    count("pipeline_parallel", "stages", "pipeline-parallel stages p", 4),
+    count("micro_batch", "sequences", "sequences per micro-batch b", 1),
+    count("gradient_accum_steps", "micro-batches", "micro-batches per step m", 16),
+    count("seq_length", "tokens", "sequence length s", 4096),
+    count("hidden_dim", "", "hidden size h", 8192),
+    count("num_layers", "", "transformer layers L", 80),
+    positive(
         "link_bandwidth_gb_s", "GB/s (1 GB = 1e9 bytes)", "bandwidth of every link (B)", 450
     ),
-    _positive("compute_tflops", "TFLOP/s (1 T = 1e12)", "dense FLOP/s per GPU (F)", 500),
+    positive("compute_tflops", "TFLOP/s (1 T = 1e12)", "dense FLOP/s per GPU (F)", 500),
 )
 
 OUTPUTS: tuple[OutputField, ...] = (
@@ -94,7 +98,7 @@ OUTPUTS: tuple[OutputField, ...] = (
     OutputField("achieved_tflops_per_gpu", "TFLOP/s", "compute_tflops * mfu", "float"),
     SHARED_OUTPUTS["throughput_tokens_s"],
     SHARED_OUTPUTS["per_gpu_tokens_s"],
-    SHARED_OUTPUTS["bottleneck"],
+    bottleneck_output(TERMS),
     SHARED_OUTPUTS["regime"],
 )
 
@@ -141,11 +145,6 @@ class SeedOutputs(NamedTuple):
     regime: Any
 
 
-def _whole(x):
-    """A relaxed count as an exact int64 (zero gradient: counts are steps)."""
-    return jnp.round(x).astype(jnp.int64)
-
-
 def _floor_div(a, b):
     """``floor(a / b)`` of counts as an exact int64, computed in floating point.
 
@@ -177,13 +176,13 @@ def seed_model(x: SeedInputs) -> SeedOutputs:
     Returns:
       ``SeedOutputs``.  Timings are NaN for an invalid layout.
     """
-    n_i, t_i, p_i = _whole(x.num_gpus), _whole(x.tensor_parallel), _whole(x.pipeline_parallel)
+    n_i, t_i, p_i = whole(x.num_gpus), whole(x.tensor_parallel), whole(x.pipeline_parallel)
     d_i = _floor_div(x.num_gpus, x.tensor_parallel * x.pipeline_parallel)
     used_i = d_i * t_i * p_i
     # t p beyond 2**24 is inexact as a float: one integer correction step.
     d_i = d_i - (used_i > n_i)
     used_i = d_i * t_i * p_i
-    tokens_i = _whole(x.micro_batch) * _whole(x.gradient_accum_steps) * _whole(x.seq_length) * d_i
+    tokens_i = whole(x.micro_batch) * whole(x.gradient_accum_steps) * whole(x.seq_length) * d_i
     valid = (
         (d_i >= 1)
         & (_divides(x.pipeline_parallel, x.num_layers))
@@ -219,12 +218,9 @@ def seed_model(x: SeedInputs) -> SeedOutputs:
     # differently inside the fused step sum than on its own.
     mfu = percent(compute, step)
     throughput = tokens / step * 1e3
-    bottleneck, regime = bottleneck_and_regime(
-        jnp.stack([compute, tp, pp, bubble, dp]), mfu, valid
-    )
+    bottleneck, regime = bottleneck_and_regime(TERMS, (compute, tp, pp, bubble, dp), mfu, valid)
 
-    def masked(v):
-        return jnp.where(valid, v, jnp.nan).astype(fdt)
+    valid_only = partial(masked, valid, dtype=fdt)
 
     return SeedOutputs(
         data_parallel=d_i,
@@ -232,28 +228,65 @@ def seed_model(x: SeedInputs) -> SeedOutputs:
         idle_gpus=n_i - used_i,
         valid_layout=valid,
         tokens_per_step=tokens_i,
-        compute_time_ms=masked(compute),
-        tp_comm_ms=masked(tp),
-        pp_comm_ms=masked(pp),
-        pipeline_bubble_ms=masked(bubble),
-        dp_allreduce_ms=masked(dp),
-        dp_allreduce_raw_ms=masked(dp_raw),
-        step_time_ms=masked(step),
-        comm_fraction_percent=masked(percent(tp + pp + dp, step)),
-        bubble_fraction_percent=masked(percent(bubble, step)),
-        scaling_efficiency_percent=masked(mfu),
-        mfu_percent=masked(mfu),
-        achieved_tflops_per_gpu=masked(x.compute_tflops * mfu / 100.0),
-        throughput_tokens_s=masked(throughput),
-        per_gpu_tokens_s=masked(throughput / used),
+        compute_time_ms=valid_only(compute),
+        tp_comm_ms=valid_only(tp),
+        pp_comm_ms=valid_only(pp),
+        pipeline_bubble_ms=valid_only(bubble),
+        dp_allreduce_ms=valid_only(dp),
+        dp_allreduce_raw_ms=valid_only(dp_raw),
+        step_time_ms=valid_only(step),
+        comm_fraction_percent=valid_only(percent(tp + pp + dp, step)),
+        bubble_fraction_percent=valid_only(percent(bubble, step)),
+        scaling_efficiency_percent=valid_only(mfu),
+        mfu_percent=valid_only(mfu),
+        achieved_tflops_per_gpu=valid_only(x.compute_tflops * mfu / 100.0),
+        throughput_tokens_s=valid_only(throughput),
+        per_gpu_tokens_s=valid_only(throughput / used),
         bottleneck=bottleneck,
         regime=regime,
     )
 
 
+def invalid_layout_reasons(inputs: Mapping[str, float]) -> list[tuple[str, str]]:
+    """(problem, fix) pairs for each broken part of the layout validity rule."""
+    n, t, p = int(inputs["num_gpus"]), int(inputs["tensor_parallel"]), int(
+        inputs["pipeline_parallel"]
+    )
+    layers, hidden = int(inputs["num_layers"]), int(inputs["hidden_dim"])
+    reasons = []
+    if t * p > n:
+        reasons.append(
+            (
+                f"tensor x pipeline = {t} x {p} = {t * p} GPUs per replica, "
+                f"more than the {n} available",
+                f"Use at least {t * p} GPUs, or lower tensor or pipeline parallelism "
+                f"so that t x p <= {n}.",
+            )
+        )
+    if layers % p:
+        reasons.append(
+            (
+                f"{layers} layers do not split evenly into {p} pipeline stages",
+                f"Choose a pipeline depth that divides {layers} "
+                f"(nearest: {_divisors_near(layers, p)}), or a layer count that is a "
+                f"multiple of {p} ({_multiples_near(layers, p)}).",
+            )
+        )
+    if hidden % t:
+        reasons.append(
+            (
+                f"hidden size {hidden} does not split evenly over {t} tensor-parallel ranks",
+                f"Choose a tensor-parallel degree that divides {hidden} "
+                f"(nearest: {_divisors_near(hidden, t)}), or a hidden size that is a "
+                f"multiple of {t} ({_multiples_near(hidden, t)}).",
+            )
+        )
+    return reasons
+
+
 def seed_verdict(inputs: Mapping[str, float], outputs: Mapping[str, Any]) -> str:
     """The verdict sentence for one evaluated configuration."""
-    return render_verdict(inputs, outputs, invalid_layout_reasons(inputs))
+    return render_verdict(TERMS, inputs, outputs, invalid_layout_reasons(inputs))
 
 
 SEED = Model(
@@ -265,6 +298,10 @@ SEED = Model(
     outputs_type=SeedOutputs,
     apply=seed_model,
     verdict=seed_verdict,
+    terms=TERMS,
+    # d = floor(N / (t p)): N is stepped; the seed has no switches.
+    steps={GPUS: replica_step((TENSOR, PIPELINE))},
+    layout=LayoutSpace(),
     layout_reasons=lambda inputs, outputs: invalid_layout_reasons(inputs),
     # tokens_per_step = b m s d, and d <= num_gpus.
     exact_products=(("tokens_per_step", ("micro_batch", "gradient_accum_steps", "seq_length",

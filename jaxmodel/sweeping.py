@@ -32,7 +32,7 @@ def extras_for(spec: SweepSpec, x64: bool) -> list[Extra]:
         sensitivity_column_info,
         sensitivity_kernel,
     )
-    from jaxmodel.solve import parse_solve_table, solve_column_info, solve_kernel
+    from jaxmodel.solving import parse_solve_table, solve_column_info, solve_kernel
 
     float_type = pa.float64() if x64 else pa.float32()
     extras = []

@@ -37,7 +37,7 @@ batch.  From them:
   weak direction moves the prediction most);
 * suggestions of what to measure next: layouts of the measured jobs (the same
   GPU count and global batch, every valid tensor x pipeline x micro-batch
-  split, ``jaxmodel.search.enumerate_layouts``, tensor parallelism within a
+  split, ``Model.layout.candidates``, tensor parallelism within a
   node where the model has ``gpus_per_node``) where the bootstrap spread of
   the prediction is widest; layouts with identical predictions are suggested
   once.
@@ -762,26 +762,23 @@ def _candidates(model: Model, data: Runs) -> dict | None:
     model has no layout inputs, or no other layout exists).  Validity is
     judged later, with the runs, in one evaluation.
     """
-    from jaxmodel.search import REQUIRED_INPUTS, enumerate_layouts
+    from jaxmodel.models.layout import TENSOR
 
-    if any(n not in model.input_names for n in REQUIRED_INPUTS):
+    space = model.layout
+    if space is None:
         return None
     names = model.input_names
-    layout = ("tensor_parallel", "pipeline_parallel", "micro_batch", "gradient_accum_steps")
     rows, text = [], []
     seen = {tuple(float(data.inputs[k][i]) for k in names) for i in range(data.n)}
     for i in range(data.n):
         run = {k: float(data.inputs[k][i]) for k in names}
-        n_gpus = int(run["num_gpus"])
-        d = n_gpus // int(run["tensor_parallel"] * run["pipeline_parallel"])
-        batch = d * int(run["micro_batch"] * run["gradient_accum_steps"])
-        lay = enumerate_layouts(n_gpus, int(run["hidden_dim"]), int(run["num_layers"]), batch)
+        lay = space.candidates(run, space.global_batch(run), extra=False)
         # Tensor parallelism stays within a node, as practised (where the model
         # knows the node).
         t_max = run.get("gpus_per_node", math.inf)
-        for c in range(len(lay["tensor_parallel"])):
-            cand = {**run, **{k: float(lay[k][c]) for k in layout}}
-            if cand["tensor_parallel"] > t_max:
+        for c in range(len(lay[TENSOR])):
+            cand = {**run, **{k: float(lay[k][c]) for k in space.axes}}
+            if cand[TENSOR] > t_max:
                 continue
             key = tuple(cand[k] for k in names)
             if key in seen:
@@ -789,7 +786,7 @@ def _candidates(model: Model, data: Runs) -> dict | None:
             seen.add(key)
             rows.append(key)
             text.append(f"{data.labels[i]} with " + " ".join(
-                f"{k}={int(cand[k])}" for k in layout if cand[k] != run[k]))
+                f"{k}={int(cand[k])}" for k in space.axes if cand[k] != run[k]))
     if not rows:
         return None
     return {"rows": np.asarray(rows, np.float64), "text": text}

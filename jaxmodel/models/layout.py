@@ -1,0 +1,522 @@
+"""The layout space of the 3D-parallel models: its axes and its candidates.
+
+A model owns the layouts a search ranges over (``Model.layout``), as Calculon's
+model owns its parallelism enumeration; search, ``jaxmodel best``, the
+``--layouts`` breakdown and sensitivities ask it and never name its inputs.
+
+Given a model, a cluster of ``N`` GPUs and a global batch of ``G`` sequences,
+the candidates (:meth:`LayoutSpace.candidates`) are every
+
+* ``t`` dividing ``hidden_dim`` and ``p`` dividing ``num_layers`` (the seed
+  model's validity rule) with ``t p <= N``;
+* ``d = N / (t p)``, which must be whole (with ``allow_idle``: every ``d``
+  from 1 to ``floor(N / (t p))`` that divides ``G``, leaving ``N - d t p``
+  GPUs idle; such a row is evaluated on the ``d t p`` GPUs it uses and
+  reported with ``num_gpus = N`` and ``idle_gpus = N - d t p``);
+* ``b`` dividing ``G / d`` and ``m = G / (d b)``, so that ``b m d = G``;
+* crossed with the model's own layout axes, if it declares any
+  (``LayoutSpace.extra``: the refined model's expert parallelism ``e``,
+  and ``expert_tensor_parallel`` when asked).
+
+Their global index ``config_id`` follows that order: ``t`` ascending, then
+``p``, then ``d`` (with ``allow_idle``), then ``b``, then the model's axes.
+The enumeration runs on the host in numpy: it is a ragged product of divisor
+lists (a few int64 operations per candidate, about 1 s per 10^8), and the
+candidate table (4 integers a row) is tiny next to what the model computes
+per row.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import jax.numpy as jnp
+import numpy as np
+
+from jaxmodel.errors import InputError, SpecError, closest
+
+if TYPE_CHECKING:
+    from jaxmodel.models.base import Model
+
+# The inputs the 3D-parallel layout space is made of.
+GPUS = "num_gpus"
+TENSOR = "tensor_parallel"
+PIPELINE = "pipeline_parallel"
+CONTEXT = "context_parallel"
+MICRO_BATCH = "micro_batch"
+ACCUMULATION = "gradient_accum_steps"
+HIDDEN = "hidden_dim"
+LAYERS = "num_layers"
+SEQUENCE = "seq_length"
+# (an output: replicas of the model; a column of every candidate table)
+DATA = "data_parallel"
+# The bandwidth of the seed's profile curve (MFU against GPUs and bandwidth).
+BANDWIDTH = "link_bandwidth_gb_s"
+
+LAYOUT_AXES = (TENSOR, PIPELINE, MICRO_BATCH, ACCUMULATION)
+REQUIRED_INPUTS = LAYOUT_AXES + (GPUS, HIDDEN, LAYERS, SEQUENCE)
+# Candidate columns known before evaluation (usable for ``group_by``).
+CANDIDATE_COLUMNS = LAYOUT_AXES + (DATA,)
+# b m d is handed to the model as counts, which are exact in float32 up to
+# 2**24 (the count inputs' own upper bound); the divisor enumeration is then
+# at most 4,096 candidate divisors' worth of work.
+MAX_GLOBAL_BATCH = 2**24
+# Short names of layout columns (tables, labels), in table order.
+SYMBOLS: dict[str, str] = {TENSOR: "t", CONTEXT: "c", PIPELINE: "p", DATA: "d",
+                           "expert_parallel": "e", "expert_tensor_parallel": "etp",
+                           MICRO_BATCH: "b", ACCUMULATION: "m", "idle_gpus": "idle"}
+# Short names of inputs in plot labels (``t=8 p=4``); others keep their names.
+LABELS: dict[str, str] = {TENSOR: "t", PIPELINE: "p", MICRO_BATCH: "b", ACCUMULATION: "m",
+                          GPUS: "N", BANDWIDTH: "B", "compute_tflops": "F", DATA: "d"}
+# A configuration's title in plots: (symbol, input), shown where the input exists.
+TITLE: tuple[tuple[str, str], ...] = (("P", "model_params_b"), ("t", TENSOR), ("p", PIPELINE),
+                                      ("b", MICRO_BATCH), ("m", ACCUMULATION))
+# Layout columns shown only where some row differs from this value.
+HIDDEN_WHEN: dict[str, int] = {"idle_gpus": 0, "expert_parallel": 1,
+                               "expert_tensor_parallel": 1}
+
+
+def replica_step(axes: Sequence[str]) -> Callable[[Any], Any]:
+    """``Model.steps`` rule for ``num_gpus``: N' = (floor(N / q) + 1) q, the next
+    GPU count that adds a replica of ``q`` GPUs, ``q`` the product of ``axes``
+    (``t p``, or ``t p c`` with context parallelism).
+
+    ``N`` acts only through ``d = floor(N / q)``, so its derivative at fixed
+    ``d`` is 0 and tells a user nothing; sensitivities report the discrete
+    difference to ``N'`` instead.
+    """
+
+    def next_replica_count(x):
+        q = jnp.round(getattr(x, axes[0]))
+        for name in axes[1:]:
+            q = q * jnp.round(getattr(x, name))
+        return (jnp.floor(jnp.round(getattr(x, GPUS)) / q) + 1.0) * q
+
+    return next_replica_count
+
+
+@dataclass(frozen=True)
+class LayoutSpace:
+    """The layouts a model can be searched over (``Model.layout``).
+
+    Attributes:
+      context: the model has context parallelism (``context_parallel``), which
+        ``vary`` may put into the layout (``d = N / (t c p)``).
+      extra: the model's own layout axes,
+        ``extra(values, also) -> {input name: candidate values}`` for one
+        configuration of inputs; ``also`` names optional axes the user asked
+        to search (e.g. ``expert_tensor_parallel``).  None: none.
+    """
+
+    context: bool = False
+    extra: Callable[[Mapping[str, float], frozenset], dict[str, Any]] | None = None
+
+    axes = LAYOUT_AXES
+    required = REQUIRED_INPUTS
+    columns = CANDIDATE_COLUMNS
+    gpus = GPUS
+    symbols = SYMBOLS
+    hidden_when = HIDDEN_WHEN
+
+    def check(self, model: Model) -> None:
+        """Raise ``ValueError`` if ``model`` lacks an input this space needs."""
+        for name in (*self.required, *((CONTEXT,) if self.context else ())):
+            if name not in model.input_names:
+                raise ValueError(f"model {model.name!r}: its layout space needs input {name!r}")
+
+    def extra_axes(self, values: Mapping[str, float], also=frozenset()) -> dict[str, Any]:
+        """The model's own axes for ``values`` (``{}`` without any)."""
+        return {} if self.extra is None else self.extra(values, frozenset(also))
+
+    def global_batch(self, values: Mapping[str, float], global_batch: int | None = None,
+                     global_batch_tokens: int | None = None) -> int:
+        """:func:`global_batch_of`."""
+        return global_batch_of(values, global_batch, global_batch_tokens)
+
+    def sequence_length(self, values: Mapping[str, float]) -> int:
+        return int(values[SEQUENCE])
+
+    def candidates(self, values: Mapping[str, float], global_batch: int, *,
+                   allow_idle: bool = False, pinned: Mapping[str, int] | None = None,
+                   vary: Mapping[str, Sequence[float]] | None = None,
+                   also: Sequence[str] = (), extra: bool = True) -> dict[str, np.ndarray]:
+        """Every candidate layout of ``values`` for ``global_batch``, in ``config_id`` order.
+
+        Args:
+          pinned: layout axes (``axes`` or the model's own) held at one value.
+          vary: other inputs to search over, ``{name: values}``: the context
+            degree enters the layout (``d = N / (t c p)``), any other input
+            multiplies every layout by its values.
+          also: optional model axes to search too (``extra``).
+          extra: cross with the model's own axes.
+
+        Returns:
+          int64 columns ``axes`` and ``data_parallel`` (int64), the varied and
+          the model's own axes; with ``allow_idle`` also ``num_gpus``, the GPUs
+          each row runs on (``d t c p``).  Empty columns when no layout fits
+          (:meth:`no_layout_error` says why).
+        """
+        pinned = dict(pinned or {})
+        vary = dict(vary or {})
+        n_gpus, hidden, layers = int(values[GPUS]), int(values[HIDDEN]), int(values[LAYERS])
+        contexts = ([int(v) for v in vary.pop(CONTEXT)] if self.context and CONTEXT in vary
+                    else None)
+        cand = enumerate_layouts(n_gpus, hidden, layers, global_batch, allow_idle=allow_idle,
+                                 pinned=pinned, contexts=contexts)
+        for name, vals in vary.items():
+            k = len(vals)
+            cand = {key: np.repeat(col, k) for key, col in cand.items()}
+            cand[name] = np.tile(np.asarray(vals, np.float64), len(cand[name]) // k
+                                 if name in cand else len(cand[TENSOR]) // k)
+        if extra:
+            # (an axis the user varies explicitly is not crossed twice)
+            own = self.extra_axes(values, also)
+            cand = cross_extra_axes(cand, {k: v for k, v in own.items() if k not in cand},
+                                    pinned)
+        if allow_idle:
+            cand[GPUS] = (cand[DATA] * cand[TENSOR] * cand.get(CONTEXT, 1) * cand[PIPELINE])
+        return cand
+
+    def no_layout_error(self, values: Mapping[str, float], global_batch: int, *,
+                        allow_idle: bool = False,
+                        pinned: Mapping[str, int] | None = None) -> SpecError:
+        """Why no layout fits (one line, with counts of the (t, p) pairs by why
+        they give none, and the nearest global batches that have layouts)."""
+        return _layout_error(int(values[GPUS]), int(values[HIDDEN]), int(values[LAYERS]),
+                             global_batch, allow_idle, dict(pinned or {}))
+
+    def vary_values(self, model: Model, name: str, values: Sequence[float] | None,
+                    inputs: Mapping[str, float]) -> list[float]:
+        """:func:`vary_values` for the configuration ``inputs``."""
+        return vary_values(model, name, values, int(inputs[GPUS]), int(inputs[SEQUENCE]))
+
+    def explain_no_valid(self, model: Model, values: Mapping[str, float], *,
+                         global_batch: int, allow_idle: bool = False,
+                         pinned: Mapping[str, int] | None = None, x64: bool = False) -> NoValid:
+        """:func:`explain_no_valid`."""
+        return explain_no_valid(model, values, global_batch=global_batch,
+                                allow_idle=allow_idle, pinned=pinned, x64=x64)
+
+    def summary(self, row: Mapping[str, Any]) -> str:
+        """``t8 p4 d2 b1 m16``: a row's layout columns (those in ``hidden_when``
+        only where they differ from its value; ``idle_gpus`` never)."""
+        return " ".join(f"{head}{row[name]}" for name, head in self.symbols.items()
+                        if name in row and name != "idle_gpus"
+                        and (name not in self.hidden_when or row[name] != self.hidden_when[name]))
+
+
+def divisors(n: int) -> np.ndarray:
+    """Every positive divisor of ``n``, ascending, as int64."""
+    if n < 1:
+        return np.zeros(0, np.int64)
+    small = np.arange(1, math.isqrt(n) + 1, dtype=np.int64)
+    small = small[n % small == 0]
+    return np.unique(np.concatenate([small, n // small]))
+
+
+def enumerate_layouts(num_gpus: int, hidden_dim: int, num_layers: int, global_batch: int,
+                      *, allow_idle: bool = False,
+                      pinned: Mapping[str, int] | None = None,
+                      contexts: Sequence[int] | None = None) -> dict[str, np.ndarray]:
+    """The candidate layouts, in ``config_id`` order (module docstring).
+
+    Args:
+      pinned: layout axes held at one value (e.g. ``{"tensor_parallel": 8}``).
+      contexts: context-parallel degrees to try (each splits every sequence over
+        c ranks, so ``d = N / (t c p)``); ``None``: no context parallelism and no
+        ``context_parallel`` column.
+
+    Returns:
+      int64 columns ``tensor_parallel``, ``pipeline_parallel``,
+      ``micro_batch``, ``gradient_accum_steps`` and ``data_parallel`` (and
+      ``context_parallel``, after ``tensor_parallel`` in the order, when asked).
+    """
+    pinned = dict(pinned or {})
+    ts = divisors(hidden_dim)
+    ps = divisors(num_layers)
+    cs = np.asarray(sorted(set(contexts or (1,))), np.int64)
+    t, c, p = (a.ravel() for a in np.meshgrid(ts, cs, ps, indexing="ij"))
+    tp = t * c * p
+    keep = tp <= num_gpus
+    if not allow_idle:
+        keep &= num_gpus % tp == 0
+    for name, col in ((TENSOR, t), (PIPELINE, p)):
+        if name in pinned:
+            keep &= col == pinned[name]
+    t, c, p = t[keep], c[keep], p[keep]
+    if allow_idle:
+        # Every replica count d <= floor(N / (t c p)) that divides the batch,
+        # ascending: fewer replicas can win (a whole batch at a deeper pipeline).
+        ds = divisors(global_batch)
+        fit = ds[None, :] <= (num_gpus // (t * c * p))[:, None]
+        row, col = np.nonzero(fit)
+        t, c, p, d = t[row], c[row], p[row], ds[col]
+    else:
+        d = num_gpus // (t * c * p)
+        whole = global_batch % d == 0
+        t, c, p, d = t[whole], c[whole], p[whole], d[whole]
+    # b runs over the divisors of G that divide G / d: one boolean matrix of
+    # (layout, divisor), read row by row, keeps the order t, p, b.
+    bs = divisors(global_batch)
+    fits = (global_batch // d)[:, None] % bs[None, :] == 0
+    if MICRO_BATCH in pinned:
+        fits &= bs[None, :] == pinned[MICRO_BATCH]
+    row, col = np.nonzero(fits)
+    b = bs[col]
+    m = global_batch // (d[row] * b)
+    out = {TENSOR: t[row], PIPELINE: p[row], MICRO_BATCH: b,
+           ACCUMULATION: m, DATA: d[row]}
+    if contexts is not None:
+        out[CONTEXT] = c[row]
+    if ACCUMULATION in pinned:
+        sel = m == pinned[ACCUMULATION]
+        out = {k: v[sel] for k, v in out.items()}
+    return out
+
+
+def cross_extra_axes(cand: dict[str, np.ndarray], extra: Mapping[str, np.ndarray],
+                     pinned: Mapping[str, int]) -> dict[str, np.ndarray]:
+    """``cand`` crossed with each extra axis (the last one fastest); a pinned
+    axis keeps only its pinned value."""
+    out = dict(cand)
+    for name, values in extra.items():
+        values = np.asarray(values, np.int64)
+        if name in pinned:
+            values = np.array([pinned[name]], np.int64)
+        rows, k = len(next(iter(out.values()))), len(values)
+        out = {c: np.repeat(v, k) for c, v in out.items()}
+        out[name] = np.tile(values, rows)
+    return out
+
+
+def vary_values(model: Model, name: str, values: Sequence[float] | None,
+                num_gpus: int, seq_length: int) -> list[float]:
+    """The values ``--vary NAME[=v1,v2,...]`` searches over.
+
+    Given values are checked against the input's domain.  Without values: a
+    switch (an integer input with at most four allowed values) takes every
+    allowed value; ``context_parallel`` takes the powers of two up to 64 (and
+    ``num_gpus``) whose 2 c chunks split the sequence (the causal balance).
+
+    Raises:
+      SpecError: an unknown input, or one that needs explicit values.
+    """
+    if name not in model.input_names:
+        raise SpecError(f"--vary: {name!r} is not an input of model {model.name!r}"
+                        + closest(name, model.input_names))
+    field = model.input_field(name)
+    if values:
+        return [field.check_scalar(v) for v in values]
+    if name == CONTEXT:
+        return [float(c) for c in (1, 2, 4, 8, 16, 32, 64)
+                if c <= num_gpus and seq_length % (2 * c) == 0 or c == 1]
+    if field.integer and field.high is not None and field.high - field.low < 4:
+        return [float(v) for v in range(int(field.low), int(field.high) + 1)]
+    raise SpecError(f"--vary: {name} is not a switch; give its values, e.g. {name}=1,2,4")
+
+
+def _layout_error(num_gpus: int, hidden_dim: int, num_layers: int, global_batch: int,
+                  allow_idle: bool, pinned: Mapping[str, int]) -> SpecError:
+    what = f"a global batch of {global_batch} sequences on {num_gpus} GPUs"
+    if pinned:
+        what += " with " + ", ".join(f"{k}={v}" for k, v in pinned.items())
+    rule = ("d <= floor(N / (t p)) must divide the global batch" if allow_idle
+            else "d = N / (t p) must be whole and divide the global batch (or --allow-idle)")
+    counts = ", ".join(f"{n:,} {why}" for why, n in
+                       _pair_counts(num_gpus, hidden_dim, num_layers, global_batch,
+                                    allow_idle, pinned).items() if n)
+    nearest = nearest_batches(num_gpus, hidden_dim, num_layers, global_batch, allow_idle,
+                              pinned)
+    hint = f"; nearest global batches with layouts: {nearest}" if nearest else ""
+    return SpecError(f"no layout fits {what}: t | hidden_dim, p | num_layers, {rule} "
+                     f"({counts}){hint}")
+
+
+def _pair_counts(num_gpus: int, hidden_dim: int, num_layers: int, global_batch: int,
+                 allow_idle: bool, pinned: Mapping[str, int]) -> dict[str, int]:
+    """(t, p) pairs with t | hidden_dim, p | num_layers, counted by why they give
+    no candidate (or that they give some)."""
+    t, p = (a.ravel() for a in np.meshgrid(divisors(hidden_dim), divisors(num_layers),
+                                           indexing="ij"))
+    for name, col in ((TENSOR, t), (PIPELINE, p)):
+        if name in pinned:
+            sel = col == pinned[name]
+            t, p = t[sel], p[sel]
+    tp = t * p
+    big = tp > num_gpus
+    idle = ~big & (num_gpus % tp != 0) & (not allow_idle)
+    ok = ~big & ~idle
+    d = num_gpus // np.where(ok, tp, 1)
+    if allow_idle:  # some d <= floor(N / (t p)) divides G: the smallest, 1, always does
+        batch = np.zeros_like(ok)
+    else:
+        batch = ok & (global_batch % d != 0)
+    return {"need more than num_gpus (t p > N)": int(big.sum()),
+            "leave GPUs idle (t p does not divide num_gpus)": int(idle.sum()),
+            "have d = N / (t p) not dividing the global batch": int(batch.sum()),
+            "give candidates": int((ok & ~batch).sum())}
+
+
+def nearest_batches(num_gpus: int, hidden_dim: int, num_layers: int, global_batch: int,
+                    allow_idle: bool, pinned: Mapping[str, int], limit: int = 4096) -> str:
+    """The global batches nearest ``global_batch`` (below and above) with layouts."""
+    found = []
+    for step in (-1, 1):
+        g = global_batch + step
+        while 1 <= g <= global_batch + limit:
+            if len(enumerate_layouts(num_gpus, hidden_dim, num_layers, g,
+                                     allow_idle=allow_idle, pinned=pinned)[MICRO_BATCH]):
+                found.append(f"{g:,}")
+                break
+            g += step
+    return " or ".join(found)
+
+
+@dataclass
+class NoValid:
+    """Why a search found no valid layout (``explain_no_valid``).
+
+    Attributes:
+      pairs: why -> (t, p) pairs (t | hidden_dim, p | num_layers) that give
+        no candidate, and how many give some.
+      counts: why -> evaluated candidates, by the first problem the model's
+        rule finds.
+      examples: why -> one problem sentence of that kind, with its figures.
+      closest: the candidate closest to fitting in memory (row dict) or None,
+        with ``memory_over_gb``.
+      changes: single changes that would give a valid layout, as text.
+    """
+
+    pairs: dict[str, int]
+    counts: dict[str, int]
+    examples: dict[str, str]
+    closest: dict[str, Any] | None
+    changes: list[str]
+
+    def lines(self) -> list[str]:
+        out = ["no valid layout.", "(t, p) pairs with t | hidden_dim and p | num_layers:"]
+        width = max(len(f"{n:,}") for n in (*self.counts.values(), *self.pairs.values()))
+        out += [f"  {n:>{width},}  {why}" for why, n in self.pairs.items()]
+        out.append(f"candidates evaluated ({sum(self.counts.values()):,}), by reason:")
+        for why, n in self.counts.items():
+            example = self.examples.get(why)
+            out.append(f"  {n:>{width},}  " + (f"like: {example}" if example else why))
+        if self.closest is not None:
+            c = self.closest
+            out.append(f"closest to fitting: t{c['tensor_parallel']} p{c['pipeline_parallel']} "
+                       f"d{c['data_parallel']} b{c['micro_batch']} m{c['gradient_accum_steps']}"
+                       f" needs {c['memory_gb_per_gpu']:,.1f} GB per GPU, "
+                       f"{c['memory_over_gb']:,.1f} GB over {c['gpu_memory_gb']:g} GB")
+        out += [f"nearest change: {c}" for c in self.changes]
+        return out
+
+    def document(self) -> dict[str, Any]:
+        return {"counts": self.counts, "examples": self.examples, "closest": self.closest,
+                "changes": self.changes}
+
+
+def explain_no_valid(model: str | Model, values: Mapping[str, float], *, global_batch: int,
+                     allow_idle: bool = False, pinned: Mapping[str, int] | None = None,
+                     x64: bool = False) -> NoValid:
+    """Count a search's candidates by why they are invalid; find the nearest fix.
+
+    The candidates are evaluated again on the host side of the API (this runs
+    only when a search found nothing).  Memory (a model with
+    ``memory_gb_per_gpu`` and ``fits_in_memory``): the candidate that misses by
+    the least, and the GPU memory that would make it fit.  Other rules: the
+    model's ``layout_reasons``, grouped by kind.  The enumeration's own
+    rejections ((t, p) pairs leaving GPUs idle or not dividing the batch) and,
+    without ``allow_idle``, how many candidates ``--allow-idle`` would add.
+    """
+    import re
+
+    from jaxmodel.api import evaluate
+    from jaxmodel.models import get_model
+
+    model = get_model(model)
+    pinned = dict(pinned or {})
+    n_gpus, h, L = (int(values[k]) for k in (GPUS, HIDDEN, LAYERS))
+    counts: dict[str, int] = {}
+    examples: dict[str, str] = {}
+    pairs = _pair_counts(n_gpus, h, L, global_batch, allow_idle, pinned)
+    cand = enumerate_layouts(n_gpus, h, L, global_batch, allow_idle=allow_idle, pinned=pinned)
+    layout = {k: cand[k].astype(float) for k in LAYOUT_AXES}
+    layout[GPUS] = (cand[DATA] * cand[TENSOR]
+                          * cand[PIPELINE]).astype(float)
+    out = evaluate(model, x64=x64, **{**values, **layout})
+    valid = np.asarray(getattr(out, "valid_layout", np.ones(len(layout[GPUS]), bool)))
+    closest, changes = None, []
+    memory = getattr(out, "memory_gb_per_gpu", None)
+    fits = getattr(out, "fits_in_memory", None)
+    rule_rows = ~valid
+    if memory is not None and fits is not None:
+        over_mem = ~valid & np.isfinite(memory) & ~fits
+        rule_rows &= ~over_mem
+        if over_mem.any():
+            why = "do not fit in memory"
+            counts[why] = int(over_mem.sum())
+            excess = np.where(over_mem, memory - values["gpu_memory_gb"], np.inf)
+            i = int(np.argmin(excess))
+            closest = {**{k: int(cand[k][i]) for k in (*LAYOUT_AXES, DATA)},
+                       "memory_gb_per_gpu": float(memory[i]),
+                       "gpu_memory_gb": float(values["gpu_memory_gb"]),
+                       "memory_over_gb": float(excess[i])}
+            need = math.ceil(float(memory[i]) * 10) / 10
+            changes.append(f"gpu_memory_gb >= {need:g} (the closest layout then fits)")
+    if rule_rows.any() and model.layout_reasons is not None:
+        seen: dict[tuple, str] = {}
+        for i in np.flatnonzero(rule_rows):
+            key = tuple(int(cand[k][i]) for k in (*LAYOUT_AXES, DATA))
+            if key not in seen:
+                row_in = {**values, **{k: float(v[i]) for k, v in layout.items()}}
+                row_out = {f: np.asarray(getattr(out, f))[i] for f in model.output_names}
+                reasons = model.layout_reasons(row_in, row_out)
+                seen[key] = reasons[0][0] if reasons else "invalid"
+            problem = seen[key]
+            kind = re.sub(r"\d[\d,.]*", "#", problem)
+            counts[kind] = counts.get(kind, 0) + 1
+            examples.setdefault(kind, problem)
+    elif rule_rows.any():
+        counts["break the model's layout rule"] = int(rule_rows.sum())
+    if not allow_idle:
+        more = len(enumerate_layouts(n_gpus, h, L, global_batch, allow_idle=True,
+                                     pinned=pinned)[MICRO_BATCH]) - len(cand[MICRO_BATCH])
+        if more:
+            changes.append(f"--allow-idle adds {more:,} candidates with idle GPUs")
+    return NoValid(pairs={k: v for k, v in pairs.items() if v}, counts=counts,
+                   examples={k: v for k, v in examples.items() if k != v},
+                   closest=closest, changes=changes)
+
+
+def global_batch_of(values: Mapping[str, float], global_batch: int | None,
+                    global_batch_tokens: int | None) -> int:
+    """Global batch in sequences: given, from tokens, or the configuration's own b m d.
+
+    Raises:
+      SpecError: both given, or tokens not a multiple of ``seq_length``.
+    """
+    if global_batch is not None and global_batch_tokens is not None:
+        raise SpecError("give --global-batch or --global-batch-tokens, not both")
+    if global_batch_tokens is not None:
+        s = int(values[SEQUENCE])
+        if not 1 <= global_batch_tokens <= MAX_GLOBAL_BATCH * s or global_batch_tokens % s:
+            raise InputError("global_batch_tokens", global_batch_tokens,
+                             f"a positive multiple of seq_length ({s}) and <= "
+                             f"{MAX_GLOBAL_BATCH * s} ({MAX_GLOBAL_BATCH} sequences)")
+        return global_batch_tokens // s
+    if global_batch is not None:
+        check_global_batch(global_batch)
+        return global_batch
+    d = int(values[GPUS]) // int(values[TENSOR] * values[PIPELINE])
+    return max(d, 1) * int(values[MICRO_BATCH] * values[ACCUMULATION])
+
+
+def check_global_batch(global_batch: int) -> None:
+    """Refuse a global batch outside ``[1, MAX_GLOBAL_BATCH]`` (one line)."""
+    if (isinstance(global_batch, bool) or not isinstance(global_batch, (int, np.integer))
+            or not 1 <= global_batch <= MAX_GLOBAL_BATCH):
+        raise InputError("global_batch", global_batch,
+                         f"a whole number >= 1 and <= {MAX_GLOBAL_BATCH}")
