@@ -16,10 +16,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from jaxmodel.engine import DEFAULT_CHUNK, Extra, Plan, SweepResult, run_sweep
+from jaxmodel.engine import DEFAULT_CHUNK, Extra, Plan, SweepResult, read_metadata, run_sweep
 from jaxmodel.errors import SpecError, closest
 from jaxmodel.precision import computing
-from jaxmodel.sink import Column, float_column, to_table
+from jaxmodel.sink import METADATA_FILE, Column, float_column, to_table
 from jaxmodel.spec import SweepSpec, load_spec, parse_spec
 
 PROBE = 1 << 16
@@ -139,8 +139,20 @@ def output_directory(spec: SweepSpec, output: str | Path | None) -> Path:
     return path
 
 
+def chunk_size_for(directory: Path, chunk_size: int | None, resume: bool) -> int:
+    """The chunk size a run uses: the one asked for; else, resuming, the one
+    the dataset was started with (it is part of the sweep's identity, so a
+    resumed run must continue the same chunks); else ``DEFAULT_CHUNK``."""
+    if chunk_size is not None:
+        return chunk_size
+    meta = directory / METADATA_FILE
+    if resume and meta.exists():
+        return read_metadata(meta)["chunk_size"] or DEFAULT_CHUNK
+    return DEFAULT_CHUNK
+
+
 def sweep(spec: str | Path | SweepSpec, output: str | Path | None = None, *,
-          x64: bool = False, chunk_size: int = DEFAULT_CHUNK, resume: bool = False,
+          x64: bool = False, chunk_size: int | None = None, resume: bool = False,
           overwrite: bool = False, devices=None, writers: int | None = None) -> SweepResult:
     """Run a sweep into a Parquet dataset (the Python form of ``jaxmodel sweep``).
 
@@ -148,12 +160,17 @@ def sweep(spec: str | Path | SweepSpec, output: str | Path | None = None, *,
       spec: a spec file path, or a parsed ``SweepSpec`` (see ``parse_spec``).
       output: dataset directory (default: the spec's ``output.path``, else
         ``out/<spec name>``).
+      chunk_size: configurations per device chunk (default: ``DEFAULT_CHUNK``,
+        or with ``resume`` the dataset's own; see :func:`chunk_size_for`).
       writers: threads writing Parquet parts at once (default: the cores not
         busy feeding the device; see ``jaxmodel.engine.default_writers``).
     """
-    plan = build_plan(spec, x64=x64, chunk_size=chunk_size, devices=devices)
-    return run_sweep(plan, output_directory(plan.spec, output), resume=resume,
-                     overwrite=overwrite, writers=writers)
+    if not isinstance(spec, SweepSpec):
+        spec = load_spec(spec)
+    directory = output_directory(spec, output)
+    plan = build_plan(spec, x64=x64, chunk_size=chunk_size_for(directory, chunk_size, resume),
+                      devices=devices)
+    return run_sweep(plan, directory, resume=resume, overwrite=overwrite, writers=writers)
 
 
 def expected_seconds(configurations: float, rows: float, rate: float, write_rate: float, *,

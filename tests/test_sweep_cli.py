@@ -156,3 +156,19 @@ def test_filters_that_are_not_conditions_fail_before_writing(tmp_path, capsys, f
     code, _, err = run(["sweep", str(path), "-o", str(tmp_path / "ds")], capsys)
     assert code == 2 and message in err and err.count("\n") == 1
     assert not (tmp_path / "ds").exists()
+
+
+def test_python_resume_reuses_the_stored_chunk_size_as_the_cli_does(tmp_path, capsys):
+    """The chunk size is part of a sweep's identity; resuming without one
+    continues with the dataset's own, in Python as on the command line."""
+    import jaxmodel
+
+    jaxmodel.sweep(SMALL, tmp_path / "py", chunk_size=500)
+    rows = ds.dataset(tmp_path / "py").count_rows()
+    again = jaxmodel.sweep(SMALL, tmp_path / "py", resume=True)
+    assert again.chunks == 0 and again.configurations_done == 0
+    assert ds.dataset(tmp_path / "py").count_rows() == rows
+    assert run(["sweep", str(SMALL), "-o", str(tmp_path / "cli"), "--chunk-size", "500"],
+               capsys)[0] == 0
+    code, out, err = run(["sweep", str(SMALL), "-o", str(tmp_path / "cli"), "--resume"], capsys)
+    assert code == 0 and "nothing to do" in out, err

@@ -13,12 +13,11 @@ from jaxmodel.engine import (
     DEFAULT_CHUNK,
     SweepInterrupted,
     WriteFailed,
-    read_metadata,
     run_sweep,
 )
 from jaxmodel.errors import SpecError
 from jaxmodel.spec import load_spec
-from jaxmodel.sweeping import build_plan, estimate, output_directory
+from jaxmodel.sweeping import build_plan, chunk_size_for, estimate, output_directory
 
 
 def _human_bytes(n: float) -> str:
@@ -63,8 +62,9 @@ def sweep_command(
     output: Annotated[Path | None, typer.Option(
         "-o", "--output", help="dataset directory (default: the spec's output.path, "
         "else out/<spec name>)")] = None,
-    chunk_size: Annotated[int, typer.Option(
-        "--chunk-size", help="configurations per device chunk", min=1)] = DEFAULT_CHUNK,
+    chunk_size: Annotated[int | None, typer.Option(
+        "--chunk-size", help=f"configurations per device chunk (default: {DEFAULT_CHUNK:,}; "
+        "with --resume, the dataset's own)", min=1)] = None,
     resume: Annotated[bool, typer.Option(
         "--resume", help="finish an interrupted sweep in the same directory")] = False,
     overwrite: Annotated[bool, typer.Option(
@@ -98,13 +98,8 @@ def sweep_command(
     # jax.distributed must start before anything touches a device.
     process, processes = (0, 1) if dry_run else _processes(
         distributed, coordinator, num_processes, process_id, shard)
-    plan = build_plan(spec, x64=x64, chunk_size=chunk_size)
-    directory = output_directory(plan.spec, output)
-    chunk_size_given = chunk_size != DEFAULT_CHUNK
-    if resume and not chunk_size_given and (directory / "_jaxmodel.json").exists():
-        stored = read_metadata(directory / "_jaxmodel.json")["chunk_size"]
-        if stored and stored != plan.chunk_size:
-            plan = build_plan(spec, x64=x64, chunk_size=stored)
+    directory = output_directory(spec, output)
+    plan = build_plan(spec, x64=x64, chunk_size=chunk_size_for(directory, chunk_size, resume))
     if dry_run:
         est = estimate(plan, writers)
         rows = ("expected rows: " + (f"{plan.size:,}" if plan.filter is None else
