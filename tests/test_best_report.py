@@ -6,6 +6,7 @@ import json
 import re
 
 import numpy as np
+import pytest
 from typer.testing import CliRunner
 
 import jaxmodel
@@ -17,6 +18,7 @@ REFINED = jaxmodel.get_model("refined")
 LLAMA3_70B = ["--model", "refined", "--gpu", "h100-sxm", "--llm", "llama3-70b"]
 
 
+@pytest.mark.slow
 def test_eval_table_shows_memory_and_its_breakdown():
     """Llama-3-70B, t8 p4 (the defaults) on H100s.  By hand: one layer's weight
     matrices W = 2 h^2 (1 + kv / a) + 3 h f = 855,638,016; the first stage holds
@@ -48,6 +50,7 @@ def test_seed_eval_table_has_no_memory_section():
     assert "memory per GPU" not in result.output
 
 
+@pytest.mark.slow
 def test_best_table_shows_memory_columns():
     result = runner.invoke(app, ["best", *LLAMA3_70B, "--num-gpus", "64", "--global-batch",
                                  "64", "--top", "3"])
@@ -73,6 +76,7 @@ def test_best_with_the_seed_model_says_it_has_no_memory_limit():
     assert "--model refined" in result.output
 
 
+@pytest.mark.slow
 def test_no_valid_layout_is_explained_by_counts_and_the_nearest_fix():
     """Llama-3-70B on 64 GPUs of 20 GB: nothing fits.  Counts against every
     candidate evaluated independently; the suggested memory makes the closest fit."""
@@ -102,6 +106,7 @@ def test_no_valid_layout_is_explained_by_counts_and_the_nearest_fix():
     assert any(c.startswith("--allow-idle adds") for c in why.changes)
 
 
+@pytest.mark.slow
 def test_best_prints_why_no_layout_is_valid():
     result = runner.invoke(app, ["best", *LLAMA3_70B, "--num-gpus", "64", "--global-batch",
                                  "64", "--gpu-memory-gb", "20"])

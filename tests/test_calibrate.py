@@ -65,6 +65,7 @@ def seed_cal():
 # ----------------------------------------------------------------- recovery
 
 
+@pytest.mark.slow
 def test_recovers_two_parameters_within_their_intervals(seed_cal):
     assert seed_cal.fit == ("compute_tflops", "link_bandwidth_gb_s")  # the model's cluster set
     for name, truth in TRUE_SEED.items():

@@ -55,6 +55,7 @@ def check_float32_against_float64(of, wrt, kind):
     assert checked >= len(s64.columns) * 1000
 
 
+@pytest.mark.slow
 def test_float32_sensitivities_of_mfu_match_float64_across_presets():
     """The issue's inputs (matmul efficiency, micro-batch) and the hardware knobs."""
     check_float32_against_float64(

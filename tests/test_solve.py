@@ -41,6 +41,7 @@ def reached_within(sol, configs, rel=1e-6):
     return np.abs(got - sol.target) <= rel * abs(sol.target)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("output", "vary"),
     [
@@ -233,6 +234,7 @@ def test_accumulation_steps_by_hand(seed_example):
     assert f"as a whole number, gradient_accum_steps = {np.ceil(expected):g} gives" in sentence
 
 
+@pytest.mark.slow
 def test_console_script_runs():
     """The installed entry point, as a user runs it."""
     exe = shutil.which("jaxmodel") or str(Path(sys.executable).parent / "jaxmodel")

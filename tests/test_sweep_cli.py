@@ -39,6 +39,7 @@ def test_dry_run_writes_nothing(tmp_path, capsys):
     assert not (tmp_path / "ds").exists()
 
 
+@pytest.mark.slow
 def test_resume_on_complete_dataset_does_nothing(tmp_path, capsys):
     args = ["sweep", str(SMALL), "-o", str(tmp_path / "ds"), "--chunk-size", "500"]
     assert run(args, capsys)[0] == 0
@@ -102,6 +103,7 @@ def test_dataset_metadata_file(tmp_path, capsys):
     assert meta["configurations"] == 1152 and meta["model"] == "seed"
 
 
+@pytest.mark.slow
 def test_ctrl_c_prints_the_resume_command_and_resume_finishes(tmp_path):
     import os
     import signal

@@ -66,6 +66,7 @@ kind = "both"
     assert (got["d_step_time_ms__d_link_bandwidth_gb_s"][got["valid_layout"]] <= 0).all()
 
 
+@pytest.mark.slow
 def test_solve_columns_equal_the_api(tmp_path):
     spec = parse_spec(GRID + """
 [solve]
@@ -95,6 +96,7 @@ def _best_order(metric, ids, maximize):
     return np.lexsort((ids, key, bad))
 
 
+@pytest.mark.slow
 def test_top_k_equals_exhaustive_sort_across_chunks_and_processes(tmp_path):
     spec = parse_spec('filter = "pipeline_parallel > 1"\n' + GRID + """
 [reduce]
@@ -165,6 +167,7 @@ pareto = ["used_gpus", "step_time_ms"]
     assert len(front) >= 3
 
 
+@pytest.mark.slow
 def test_reduce_resumes_from_its_checkpoint(tmp_path, monkeypatch):
     spec = parse_spec(GRID + "\n[reduce]\ntop_k = 10\nby = \"mfu_percent\"\n", "resume")
     plan = build_plan(spec, chunk_size=50)
@@ -226,6 +229,7 @@ def test_presets_in_base():
         parse_spec('[base]\ngpu = "h100"\n')
 
 
+@pytest.mark.slow
 def test_refined_model_sweeps(tmp_path):
     spec = parse_spec('model = "refined"\n[base]\ngpu = "h100-sxm"\nllm = "llama2-70b"\n'
                       "[axes]\nnum_gpus = [256, 512]\ntensor_parallel = [4, 8]\n"
@@ -239,6 +243,7 @@ def test_refined_model_sweeps(tmp_path):
     assert Path(tmp_path / "ds" / "_jaxmodel.json").exists()
 
 
+@pytest.mark.slow
 def test_reductions_are_the_same_on_four_devices(tmp_path):
     import subprocess
     import sys
@@ -267,6 +272,7 @@ def test_reductions_are_the_same_on_four_devices(tmp_path):
             np.testing.assert_array_equal(a[col], b[col], err_msg=f"{name}: {col}")
 
 
+@pytest.mark.slow
 def test_reduce_resumed_with_another_split_folds_each_chunk_once(tmp_path):
     spec = parse_spec(GRID + "\n[reduce]\ntop_k = 40\nby = \"mfu_percent\"\n", "split")
     run_sweep(build_plan(spec, chunk_size=64), tmp_path / "ds", process=1, processes=2)

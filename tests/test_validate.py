@@ -51,6 +51,7 @@ def test_measured_step_time_from_eq3_matches_the_papers_training_time():
     assert days == pytest.approx(84, rel=0.03)
 
 
+@pytest.mark.slow
 def test_validation_meets_the_target_on_the_data_file():
     rows = validate(read_runs(CSV))
     stats = summary(rows)
@@ -99,6 +100,7 @@ def test_packaged_megatron_csv_keeps_its_source_and_rows():
         assert text == SHARED_CSV.read_text()
 
 
+@pytest.mark.slow
 def test_megatron_h100_meets_the_target_with_one_set_of_settings():
     from jaxmodel.validate import (
         MEGATRON_H100_SETTINGS,

@@ -56,6 +56,7 @@ def file_contents(path: Path) -> dict[str, tuple]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("partition", [False, True])
 def test_same_dataset_for_1_2_and_4_writers(tmp_path, partition):
     text = MANY_PARTS + ('partition_by = ["tensor_parallel"]\n' if partition else "")
@@ -106,6 +107,7 @@ def test_threads_write_parts_at_the_same_time(tmp_path, monkeypatch):
     assert met and met[0].startswith("jaxmodel-writer-")
 
 
+@pytest.mark.slow
 def test_a_failing_writer_stops_the_sweep_and_resume_finishes(tmp_path, monkeypatch):
     spec = parse_spec(MANY_PARTS, "many")
     run_sweep(Plan(spec, chunk_size=40), tmp_path / "clean", writers=1)
@@ -231,6 +233,7 @@ def test_default_writers_every_core_on_a_cpu_within_memory(monkeypatch):
     assert default_writers(plan) == 3
 
 
+@pytest.mark.slow
 def test_dry_run_reports_the_writers(tmp_path, capsys):
     for n in ("1", "2"):
         with pytest.raises(SystemExit) as info:
