@@ -4,8 +4,8 @@ Configurations per second of ``jit(vmap(model.apply))`` on the same batch of
 random configurations (layouts, micro-batches, bandwidths; the model's
 defaults otherwise), and the compile time of each, for:
 
-  (a) before: ``jaxmodel/models/refined.py`` as of the baseline commit (read
-      with ``git show``; the issue-10 era model without the 2026 terms),
+  (a) before: the refined model as of the baseline commit (that commit's
+      package, measured in a subprocess; the model without the 2026 terms),
   (b) after:  the current refined model, the same inputs (new inputs at their
       defaults),
   (c) after, with the 2026 terms exercised: context parallelism, ZeRO-3, FP8,
@@ -21,10 +21,11 @@ Writes bench/results/refined_2026.json.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
+import os
 import platform
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -38,16 +39,19 @@ from jaxmodel.models import get_model
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def baseline_model(commit: str):
-    """The refined model as of ``commit`` (imported from ``git show``)."""
-    text = subprocess.run(["git", "show", f"{commit}:jaxmodel/models/refined.py"], cwd=ROOT,
-                          check=True, capture_output=True, text=True).stdout
-    path = Path(tempfile.mkdtemp()) / "refined_baseline.py"
-    path.write_text(text)
-    spec = importlib.util.spec_from_file_location("refined_baseline", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.REFINED
+def baseline_rate(commit: str, rows: int, repeats: int) -> dict:
+    """(compile seconds, configurations per second) of the refined model as of
+    ``commit``: that commit's whole package (``git archive``), measured by
+    this script in a subprocess, so the old model runs against its own code."""
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = subprocess.run(["git", "archive", commit, "jaxmodel"], cwd=ROOT, check=True,
+                                 capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+        env = {**os.environ, "PYTHONPATH": tmp}
+        out = subprocess.run([sys.executable, __file__, "--measure-only", "--rows", str(rows),
+                              "--repeats", str(repeats)], env=env, check=True,
+                             capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def batch(model, rows: int, rng: np.random.Generator, extra: dict | None = None):
@@ -85,11 +89,16 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=262_144)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--baseline", default="6fe5bce")
+    parser.add_argument("--measure-only", action="store_true",
+                        help="print this package's refined model's figures as JSON (the baseline)")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
-    before, after = baseline_model(args.baseline), get_model("refined")
-    x_before = batch(before, args.rows, np.random.default_rng(0))
+    after = get_model("refined")
     x_after = batch(after, args.rows, np.random.default_rng(0))
+    if args.measure_only:
+        compile_s, rate = measure(after, x_after, args.repeats)
+        print(json.dumps({"compile_s": compile_s, "configs_per_s": rate}))
+        return
     n = args.rows
     extra = {"context_parallel": 2.0 ** rng.integers(0, 3, n),
              "zero_stage": rng.integers(0, 4, n).astype(np.float32),
@@ -98,9 +107,8 @@ def main() -> None:
              "num_layers": rng.integers(60, 81, n).astype(np.float32),
              "tp_overlap": rng.uniform(0, 1, n)}
     x_terms = batch(after, args.rows, np.random.default_rng(0), extra)
-    results = {}
-    for name, model, x in (("before", before, x_before), ("after", after, x_after),
-                           ("after, 2026 terms varied", after, x_terms)):
+    results = {"before": baseline_rate(args.baseline, args.rows, args.repeats)}
+    for name, model, x in (("after", after, x_after), ("after, 2026 terms varied", after, x_terms)):
         compile_s, rate = measure(model, x, args.repeats)
         results[name] = {"compile_s": compile_s, "configs_per_s": rate}
     base = results["before"]["configs_per_s"]
