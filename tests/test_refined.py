@@ -55,6 +55,7 @@ def approx(x):
 # --- each term, by hand --------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_tensor_parallel_term():
     # One all-reduce of the [s, b, h] bf16 activation: 2 * 1024 * 1024 = 2,097,152 B;
     # ring over 4 GPUs in one node: 2 * 3/4 * 2,097,152 B / 1e11 B/s = 31.45728 us.
@@ -290,6 +291,7 @@ def test_malformed_layouts(changes, words):
 # --- properties, jit / vmap / grad ----------------------------------------------
 
 
+@pytest.mark.slow
 def test_more_bandwidth_is_never_slower():
     for name in ("link_bandwidth_gb_s", "network_bandwidth_gb_s", "hbm_bandwidth_tb_s"):
         values = np.geomspace(0.5, 2000, 25)
@@ -297,6 +299,7 @@ def test_more_bandwidth_is_never_slower():
         assert np.all(np.diff(out.step_time_ms) <= 1e-9), name
 
 
+@pytest.mark.slow
 def test_float32_agrees_with_float64():
     grid = dict(num_gpus=[64, 512, 4096], micro_batch=[1, 2, 4], recompute=[0, 1, 2])
     lo = jaxmodel.evaluate(REFINED, **grid)
@@ -310,6 +313,7 @@ def _step(x: RefinedInputs):
     return REFINED.apply(x).step_time_ms
 
 
+@pytest.mark.slow
 def test_jit_vmap_and_grad():
     with computing():
         x = _inputs(num_gpus=16)
@@ -337,6 +341,7 @@ def test_jit_vmap_and_grad():
                                    rtol=1e-12)
 
 
+@pytest.mark.slow
 def test_grad_finite_at_invalid_layouts():
     with computing():
         for changes in (dict(num_gpus=4), dict(gpu_memory_gb=0.01), dict(num_layers=1)):
@@ -349,6 +354,7 @@ def test_grad_finite_at_invalid_layouts():
 # --- the command line -----------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_eval_refined_through_the_cli():
     result = runner.invoke(app, ["eval", "--model", "refined", "--no-profile"])
     assert result.exit_code == 0, result.output
@@ -361,6 +367,7 @@ def test_eval_refined_through_the_cli():
     assert doc["outputs"]["verdict"]
 
 
+@pytest.mark.slow
 def test_eval_refined_with_presets_and_profile():
     result = runner.invoke(app, ["eval", "--model", "refined", "--gpu", "a100-80gb-sxm",
                                  "--llm", "gpt3-175b", "--num-gpus", "1024",
@@ -381,6 +388,7 @@ def test_refined_option_on_seed_model_is_an_error():
     assert "options of model 'seed' only" in result.output
 
 
+@pytest.mark.slow
 def test_invariants_on_random_configurations():
     rng = np.random.default_rng(6)
     n = 4000

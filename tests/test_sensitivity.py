@@ -253,6 +253,7 @@ def test_kernel_columns_and_engine_use(configs):
         np.testing.assert_array_equal(np.asarray(got[c]), api.columns[c])
 
 
+@pytest.mark.slow
 def test_model_generic_defaults():
     assert "num_gpus" not in continuous_inputs(SEED)
     assert len(sensitivity_columns(SEED)) == 3 * (len(SEED.input_names) - 1)
