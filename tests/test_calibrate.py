@@ -431,4 +431,6 @@ def test_validate_calibrate_prints_both_errors():
     # Leave-one-out is never better than in-sample on average.
     assert cal["errors"]["leave_one_out"]["mean_abs_percent"] >= \
         cal["errors"]["after"]["mean_abs_percent"]
-    assert 0.6 < cal["values"]["matmul_efficiency"] < 0.75
+    # The fitted value is the GEMM shape model's ceiling (a large GEMM's
+    # fraction of the A100's bf16 peak): cuBLAS sustains about 0.7-0.9 there.
+    assert 0.6 < cal["values"]["matmul_efficiency"] < 0.95
