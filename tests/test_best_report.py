@@ -37,6 +37,7 @@ def test_eval_table_shows_memory_and_its_breakdown():
     assert re.search(rf"activations\s+{act:,.2f} GB", result.output)
 
 
+@pytest.mark.slow
 def test_eval_table_says_when_memory_does_not_fit():
     result = runner.invoke(app, ["eval", *LLAMA3_70B, "--format", "table", "--no-profile",
                                  "--gpu-memory-gb", "40"])

@@ -73,6 +73,7 @@ def test_solutions_reach_the_target(configs, output, vary):
     assert one.solved == sol.solved[7]
 
 
+@pytest.mark.slow
 def test_batched_solve_equals_single_rows(configs):
     """One vmapped solve over rows with different answers (and unreachable ones)."""
     target = 70.0

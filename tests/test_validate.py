@@ -66,6 +66,7 @@ def test_validation_meets_the_target_on_the_data_file():
             == pytest.approx(1.0, rel=1e-9)
 
 
+@pytest.mark.slow
 def test_validate_command_table_and_json(tmp_path):
     result = runner.invoke(app, ["validate"])
     assert result.exit_code == 0, result.output
@@ -125,6 +126,7 @@ def test_sc21_still_holds_with_the_2026_model():
     assert stats["mean_abs_error_percent"] <= 8.0 and stats["max_abs_error_percent"] <= 15.0
 
 
+@pytest.mark.slow
 def test_validate_set_command():
     result = runner.invoke(app, ["validate", "--set", "megatron-h100"])
     assert result.exit_code == 0, result.output
