@@ -390,6 +390,7 @@ def test_unmeasured_cells_are_skipped(tmp_path):
 # ----------------------------------------------------------------- validate
 
 
+@pytest.mark.slow
 def test_validate_with_a_calibrated_config(tmp_path):
     from jaxmodel.validate import sc21_runs, validate
     path = tmp_path / "calibrated.toml"

@@ -149,6 +149,7 @@ def test_config_flat_toml_file(tmp_path):
     assert doc["outputs"]["step_time_ms"] == round(ref["step_time_ms"], 3)
 
 
+@pytest.mark.slow
 def test_installed_console_script(seed_example):
     assert CONSOLE_SCRIPT.exists(), "install the project first (make test does)"
     done = subprocess.run([str(CONSOLE_SCRIPT), "eval", "--no-profile"], capture_output=True,

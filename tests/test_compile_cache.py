@@ -11,6 +11,7 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
+import pytest
 
 from jaxmodel.compile_cache import ENV, CompileStatus, cache_dir, show_compile_status
 
@@ -35,6 +36,7 @@ def _run(args, env):
                           env=env, timeout=600)
 
 
+@pytest.mark.slow
 def test_console_script_fills_the_cache_under_xdg_cache_home(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != ENV}
     env["XDG_CACHE_HOME"] = str(tmp_path / "xdg")
@@ -50,6 +52,7 @@ def test_console_script_fills_the_cache_under_xdg_cache_home(tmp_path):
     assert not (tmp_path / "xdg2").exists()
 
 
+@pytest.mark.slow
 def test_a_truncated_cache_entry_is_recompiled_silently(tmp_path):
     """jax writes an entry in place, so a full disk or a file size limit can
     leave it cut short; the next run recompiles it with no warning on stderr."""

@@ -20,6 +20,7 @@ def _inputs(args):
     return json.loads(result.output)["inputs"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("suffix, text", [
     (".toml", 'gpu = "h100-sxm"\nllm = "llama3-70b"\nnum_gpus = 128\n'),
     (".json", '{"gpu": "h100-sxm", "llm": "llama3-70b", "num_gpus": 128}'),

@@ -249,6 +249,7 @@ def format_like_page(v) -> str:
     return _fmt(float(v))
 
 
+@pytest.mark.slow
 def test_report_opens_offline_and_draws(driver, dataset, tmp_path, shots):
     path, size = write_report(dataset, tmp_path / "report.html")
     d = driver

@@ -38,6 +38,7 @@ def all_rows(spec) -> tuple[np.ndarray, dict[str, np.ndarray], object]:
     return ids, inputs, jaxmodel.evaluate(spec.model, **inputs)
 
 
+@pytest.mark.slow
 def test_rows_equal_evaluate_and_count_matches_filter(tmp_path):
     spec = load_spec(SMALL)
     plan = Plan(spec, chunk_size=100)
@@ -96,6 +97,7 @@ def test_schema_metadata_and_types(tmp_path):
     assert meta[b"jaxmodel.created"]
 
 
+@pytest.mark.slow
 def test_x64_writes_float64(tmp_path):
     spec = load_spec(SMALL)
     run_sweep(Plan(spec, chunk_size=1000, x64=True), tmp_path / "ds")
@@ -142,6 +144,7 @@ def test_hive_partitioning(tmp_path):
                                   inputs["tensor_parallel"][keep])
 
 
+@pytest.mark.slow
 def test_sample_mode_is_deterministic_and_in_range(tmp_path):
     text = """
 [sample]
@@ -191,6 +194,7 @@ micro_batch = {range = [1, 3, 1]}
     assert rows["num_gpus"][-1] == 65536 and rows["micro_batch"][-1] == 2
 
 
+@pytest.mark.slow
 def test_existing_dataset_is_not_overwritten(tmp_path):
     spec = load_spec(SMALL)
     run_sweep(Plan(spec, chunk_size=500), tmp_path / "ds")
@@ -210,6 +214,7 @@ def test_existing_dataset_is_not_overwritten(tmp_path):
     assert len(read(tmp_path / "ds")["config_id"]) == result.rows
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_after_a_chunk_and_resume_finishes(tmp_path, monkeypatch):
     spec = load_spec(SMALL)
     plan = Plan(spec, chunk_size=50)
@@ -241,6 +246,7 @@ def _env(**extra):
     return env
 
 
+@pytest.mark.slow
 def test_sigkill_at_any_moment_then_resume_equals_uninterrupted(tmp_path):
     spec_path = tmp_path / "kill.toml"
     spec_path.write_text(SMALL.read_text()
@@ -283,6 +289,7 @@ def test_sigkill_at_any_moment_then_resume_equals_uninterrupted(tmp_path):
     assert cut_short >= 2  # the kills really landed mid-sweep
 
 
+@pytest.mark.slow
 def test_four_devices_give_the_same_rows(tmp_path):
     script = (
         "import sys, jax; from jaxmodel.sweeping import build_plan; "
@@ -309,6 +316,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["distributed", "shard"])
 def test_two_processes_split_the_sweep(tmp_path, mode):
     out = tmp_path / "two"
@@ -351,6 +359,7 @@ def test_a_filter_that_keeps_nothing_still_leaves_a_readable_dataset(tmp_path):
     assert duckdb.connect().execute(f"select count(*) from '{glob}'").fetchall() == [(0,)]
 
 
+@pytest.mark.slow
 def test_datasets_nested_in_the_output_are_never_touched(tmp_path):
     spec = load_spec(SMALL)
     run_sweep(Plan(spec, chunk_size=500), tmp_path / "parent" / "inner")
@@ -369,6 +378,7 @@ def test_datasets_nested_in_the_output_are_never_touched(tmp_path):
             np.testing.assert_array_equal(got[name], inner[name], err_msg=name)
 
 
+@pytest.mark.slow
 def test_overwrite_by_one_shard_keeps_the_other_shards_work(tmp_path):
     spec = load_spec(SMALL)
     out = tmp_path / "ds"
