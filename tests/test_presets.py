@@ -70,6 +70,7 @@ def test_unknown_preset_names_the_closest():
         apply_presets(REFINED, llm="llama4")
 
 
+@pytest.mark.slow
 def test_layering_defaults_presets_config_command_line(tmp_path):
     config = tmp_path / "c.json"
     config.write_text(json.dumps({"num_layers": 40}))

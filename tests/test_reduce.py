@@ -134,6 +134,7 @@ def test_top_k_equals_numpy(dtype, k, maximize):
         assert_rows_equal(r.rows(run(r, rows, mask, chunk)), rows, expected)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("maximize", [True, False])
 def test_top_k_with_infinities_and_long_chunks(maximize):
     # Long chunks take the top_k pre-selection path; +-inf ties must still
@@ -211,6 +212,7 @@ def test_group_best_equals_numpy(maximize):
         assert_rows_equal(got, rows, np.array([i for _, i in expected]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("minimize_x,minimize_y", list(itertools.product([True, False], repeat=2)))
 def test_pareto_equals_brute_force(minimize_x, minimize_y):
     rows, mask = make_rows(300, seed=11 + 2 * minimize_x + minimize_y)

@@ -67,6 +67,7 @@ def _merge_cut_short(directory: Path) -> None:
     (directory / "_reduce-merge.lock").touch()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("processes", [1, 2])
 def test_a_merge_cut_short_is_redone_on_resume(tmp_path, processes):
     spec = parse_spec(REDUCE, "reduce")
@@ -307,6 +308,7 @@ def test_damaged_metadata_is_named(tmp_path, content):
     assert json.loads((out / "_jaxmodel.json").read_text())["chunk_size"] > 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("line", ["{}", "[]", "null", '{"parts": 5}', "not json",
                                   '{"parts": [], "chunks": [[0, 100000000000]]}',
                                   '{"parts": [], "chunks": [[3, 1]]}'])
@@ -326,6 +328,7 @@ def test_damaged_manifest_lines_are_named(tmp_path, line):
     assert "_manifest-p0000.jsonl' line" in msg and "is damaged" in msg
 
 
+@pytest.mark.slow
 def test_a_torn_manifest_line_does_not_swallow_the_next_record(tmp_path):
     spec = load_spec(SMALL)
     run_sweep(Plan(spec, chunk_size=100), tmp_path / "clean")
@@ -351,6 +354,7 @@ def test_a_damaged_reducer_state_is_named(tmp_path):
 
 # -- 9. disk full ----------------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_write_error_is_one_line_with_the_resume_command(tmp_path):
     """A file size limit (RLIMIT_FSIZE) makes the writer's write fail mid-sweep,
     as a full disk does; the finished chunks stay and --resume completes."""
@@ -389,6 +393,7 @@ def test_a_full_disk_is_named_as_such(tmp_path):
 
 # -- 10. two runs in one directory --------------------------------------------------
 
+@pytest.mark.slow
 def test_a_second_writer_is_refused_while_the_first_is_alive(tmp_path):
     spec = load_spec(SMALL)
     out = tmp_path / "ds"
@@ -412,6 +417,7 @@ def test_a_second_writer_is_refused_while_the_first_is_alive(tmp_path):
     run_sweep(Plan(spec, chunk_size=100), out, overwrite=True)
 
 
+@pytest.mark.slow
 def test_two_cli_runs_at_once_one_is_refused(tmp_path):
     spec_path = tmp_path / "s.toml"
     spec_path.write_text(SMALL.read_text().replace("geomspace = [25, 3200, 6]",

@@ -113,6 +113,7 @@ def test_top_1_is_the_brute_force_best(by, maximize, idle):
     np.testing.assert_array_equal(result.top["config_id"], order[:5])
 
 
+@pytest.mark.slow
 def test_refined_model_is_searched_too():
     refined = jaxmodel.get_model("refined")
     values = dict(refined.defaults, num_gpus=64)
@@ -160,6 +161,7 @@ def test_best_per_group_equals_brute_force():
                                [expected[t][1] for t in sorted(expected)], rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_pareto_front_equals_brute_force():
     # GPUs used (min) against throughput (max), idle GPUs allowed: the front
     # from jaxmodel.evaluate over every candidate by pairwise dominance.
@@ -245,6 +247,7 @@ def test_best_group_by_table():
     assert [int(r.split()[2]) for r in part] == [1, 2, 4, 8, 16, 32]
 
 
+@pytest.mark.slow
 def test_best_pareto_json():
     on_500 = [a if a != "512" else "500" for a in ARGS_175B]
     doc = json.loads(best(*on_500, "--allow-idle", "--pareto",

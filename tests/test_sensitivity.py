@@ -171,6 +171,7 @@ def test_num_gpus_is_the_difference_to_the_next_replica(configs, autodiff):
                     arc, rel=1e-9, abs=scale / abs(here[o]) * n / (nxt - n))
 
 
+@pytest.mark.slow
 def test_grad_of_batch_sum_equals_vmapped_grad(configs):
     sub = {k: v[:256] for k, v in configs.items()}
     s = jaxmodel.sensitivities(sub, of=["step_time_ms", "mfu_percent"], kind="gradient",
