@@ -49,7 +49,12 @@ KINDS = {
 
 
 def _env():
-    return {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    # No compile cache: the kill moments are spread over the time an
+    # in-process run takes to compile and run (the suite's own process never
+    # caches), and a cached subprocess could finish before any of them.
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env["JAXMODEL_COMPILE_CACHE"] = "0"
+    return env
 
 
 def read(path) -> dict[str, np.ndarray]:
