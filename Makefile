@@ -26,12 +26,18 @@ run: $(STAMP)
 # On a workstation `make test` runs the fast set (pyproject's addopts skip
 # `slow`); under CI (CI=true, as .ci/run is run) the same command runs everything.
 TEST_MARKS := $(if $(filter true,$(CI)),-m '',)
+# Tests run in TEST_WORKERS pytest-xdist processes (one per core of a 2-core
+# machine); worksteal keeps each worker on a contiguous run of tests, so tests
+# of one module share that process's compiled programs.  A worker that crashes
+# fails only its test, which tests/conftest.py reruns once in a fresh worker.
+TEST_WORKERS ?= 2
+PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q $(TEST_MARKS)
+	$(PYTEST) $(TEST_MARKS)
 
 test-all: $(STAMP)
-	$(BIN)/python -m pytest -q -m ''
+	$(PYTEST) -m ''
 
 bench: $(STAMP)
 	$(BIN)/python bench/sweep_throughput.py
