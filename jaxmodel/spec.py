@@ -68,7 +68,6 @@ from jaxmodel.spec_tables import (
     as_table,
     check_keys,
     parse_tables,
-    whole_number,
 )
 
 MAX_CONFIGURATIONS = 2**62  # config_id is int64; chunk counts stay exact
@@ -175,6 +174,12 @@ def _number(value: Any, where: str) -> float:
     return float(value)
 
 
+def _int(value: Any, where: str, low: int = 1, high: int = 2**31 - 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise SpecError(f"{where}: expected a whole number from {low} to {high}, got {value!r}")
+    return value
+
+
 def _input(model: Model, name: str, where: str):
     try:
         return model.input_field(name)
@@ -221,7 +226,7 @@ def _generate(kind: str, args: Any, where: str, integer: bool) -> np.ndarray:
     nums = [_number(a, where) for a in args]
     if kind in ("linspace", "geomspace"):
         lo, hi = nums[0], nums[1]
-        n = whole_number(args[2], f"{where} (count)", high=MAX_AXIS)
+        n = _int(args[2], f"{where} (count)", high=MAX_AXIS)
         if kind == "geomspace" and (lo <= 0 or hi <= 0):
             raise SpecError(f"{where}: geomspace needs positive bounds, got {args!r}")
         arr = (np.linspace if kind == "linspace" else np.geomspace)(lo, hi, n)
@@ -253,8 +258,8 @@ def _sample(model: Model, table: dict) -> Sample:
     where = "sample"
     if "n" not in table:
         raise SpecError("sample: missing 'n', the number of configurations to draw")
-    n = whole_number(table["n"], "sample.n", high=MAX_CONFIGURATIONS)
-    seed = whole_number(table.get("seed", 0), "sample.seed", low=0, high=2**32 - 1)
+    n = _int(table["n"], "sample.n", high=MAX_CONFIGURATIONS)
+    seed = _int(table.get("seed", 0), "sample.seed", low=0, high=2**32 - 1)
     dists = []
     for name, value in table.items():
         if name in ("n", "seed"):

@@ -1,9 +1,10 @@
 """The sweep spec's tables, validated in one place and in one error style.
 
 ``parse_spec`` hands every table here before anything is planned:
-``[output]``, ``[sensitivity]``, ``[solve]`` and ``[reduce]`` (the grid's
+``[output]``, ``[sensitivity]``, ``[solve]`` and ``[reduce]``.  The grid's
 ``[base]``, ``[axes]``, ``[[zip]]`` and ``[sample]`` are read by
-``jaxmodel.spec`` with the same helpers).  The names a table refers to are
+``jaxmodel.spec`` with the same key and table checks; its value messages keep
+the ``expected ..., got ...`` wording scripts and tests already match.  The names a table refers to are
 checked against the model here too, with the same checks the Python API
 (``jaxmodel.sensitivities``, ``jaxmodel.solve``) and the CLI use.
 
