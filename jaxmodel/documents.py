@@ -1,0 +1,228 @@
+"""The result documents of ``eval``, ``sensitivity``, ``solve`` and ``sweep``.
+
+Each command's JSON document (a dict ready for :func:`jaxmodel.report.to_json`)
+and its text for a person are built here, in the core, so that the CLI is only
+typer wiring and a dashboard or a notebook gets the same documents without
+importing ``jaxmodel.cli``::
+
+    from jaxmodel.documents import sensitivity_document
+    s = jaxmodel.sensitivities(values, kind="both")
+    doc = sensitivity_document(model, values, s)
+
+(``best``'s document lives beside its search, ``jaxmodel.cli.best``, for now.)
+Non-finite floats are JSON ``null`` (an invalid layout); in a ``solve``
+document an infinite limit is the string ``"infinity"``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from jaxmodel.api import as_dicts, evaluate
+from jaxmodel.models import Model
+from jaxmodel.profile import profile_curves
+from jaxmodel.report import printed_inputs, seed_document
+from jaxmodel.sensitivity import Sensitivities, gradient_unit, stepped_inputs
+from jaxmodel.solving import Solution, describe
+
+if TYPE_CHECKING:
+    from jaxmodel.engine import Plan, SweepResult
+
+
+# -- eval ------------------------------------------------------------------------------------
+
+
+def evaluation_document(model: Model, values: Mapping[str, float], *, x64: bool = False,
+                        profile: bool = True) -> dict[str, Any]:
+    """``jaxmodel eval``'s seed-format document of one configuration: the outputs,
+    the verdict, the two profile curves (unless ``profile`` is false), this
+    host's name and the wall time of the evaluation (``compute_ms``).
+
+    ``jaxmodel.report.table(doc, model)`` is its text for a person.
+    """
+    start = time.perf_counter()
+    outputs = as_dicts(model, evaluate(model, x64=x64, **values))
+    curves = profile_curves(model, values, x64=x64) if profile else None
+    wall_ms = (time.perf_counter() - start) * 1e3
+    return seed_document(model, values, outputs, model.verdict(values, outputs), curves=curves,
+                         node=socket.gethostname(), wall_ms=wall_ms)
+
+
+# -- sensitivity -----------------------------------------------------------------------------
+
+
+def _finite(v: Any) -> float | None:
+    v = float(v)
+    return v if math.isfinite(v) else None
+
+
+def sensitivity_document(model: Model, values: Mapping[str, float],
+                         s: Sensitivities) -> dict[str, Any]:
+    """``jaxmodel sensitivity``'s document: the inputs, the outputs' values, and the
+    sensitivities nested output -> input (``gradient`` with ``gradient_units``,
+    ``elasticity``, or both), with the step taken for each stepped input."""
+    doc: dict[str, Any] = {
+        "model": model.name,
+        "inputs": printed_inputs(model, values),
+        "valid": bool(s.valid),
+        "outputs": {o: _finite(s.values[o]) for o in s.of},
+    }
+    kinds = ["gradient", "elasticity"] if s.kind == "both" else [s.kind]
+    for kind in kinds:
+        get = s.gradient if kind == "gradient" else s.elasticity
+        doc[kind] = {o: {w: _finite(get(o, w)) for w in s.wrt} for o in s.of}
+    if "gradient" in kinds:
+        doc["gradient_units"] = {o: {w: gradient_unit(model, o, w) for w in s.wrt} for o in s.of}
+    if s.stepped_to:
+        doc["stepped"] = {w: {"from": values[w], "to": float(v), "note": (
+            "discrete difference to the next value that changes the layout")}
+            for w, v in s.stepped_to.items()}
+    return doc
+
+
+def _pct(v: float) -> str:
+    return "n/a" if not math.isfinite(v) else f"{round(v, 3) + 0.0:+.3f}%"
+
+
+def sensitivity_table(model: Model, values: Mapping[str, float], s: Sensitivities) -> str:
+    """Per output, the inputs ranked by |elasticity|: "+1% of X -> y% of the output"
+    (``s`` of kind ``both``)."""
+    lines = [f"sensitivities ({model.name} model): +1% of an input -> % change of the output",
+             ""]
+    width = max(len(w) for w in s.wrt) + 2
+    for o in s.of:
+        field = model.output_field(o)
+        value = float(s.values[o])
+        shown = "undefined (invalid layout)" if not math.isfinite(value) else (
+            f"{value:,.6g} {field.unit}".rstrip())
+        lines.append(f"{o} = {shown}")
+
+        def key(w, o=o):
+            e = float(s.elasticity(o, w))
+            return -abs(e) if math.isfinite(e) else math.inf
+
+        for w in sorted(s.wrt, key=key):
+            e, g = float(s.elasticity(o, w)), float(s.gradient(o, w))
+            grad = "" if not math.isfinite(g) else f"({g:+.4g} {gradient_unit(model, o, w)})"
+            if w in s.stepped_to:
+                x0, x1 = values[w], float(s.stepped_to[w])
+                change = g * (x1 - x0) / value * 100.0 if value else math.nan
+                lines.append(f"  {w:<{width}}{x0:g} -> {x1:g} (next step) -> "
+                             f"{_pct(change)}  {grad}".rstrip())
+            else:
+                lines.append(f"  {w:<{width}}+1% -> {_pct(e):<10} {grad}".rstrip())
+        lines.append("")
+    if not bool(s.valid):
+        lines.append("the layout is invalid: sensitivities are undefined (see jaxmodel eval)")
+    unasked = [w for w in stepped_inputs(model) if w not in s.wrt]
+    if unasked:
+        lines.append(f"({', '.join(unasked)}: stepped, not shown; ask with --wrt "
+                     f"{unasked[0]} for the effect of its next value)")
+    return "\n".join(lines).rstrip()
+
+
+# -- solve -----------------------------------------------------------------------------------
+
+
+def _signed(v: Any) -> float | str | None:
+    """A float for JSON: NaN as null, infinities spelt out (a limit "at infinity")."""
+    v = float(v)
+    if math.isnan(v):
+        return None
+    return v if math.isfinite(v) else ("infinity" if v > 0 else "-infinity")
+
+
+def solve_document(model: Model, values: Mapping[str, float], s: Solution, *,
+                   x64: bool = False) -> dict[str, Any]:
+    """``jaxmodel solve``'s document for one configuration: the question, the start,
+    the answer (with the output evaluated again at a continuous answer), the
+    limit in the target's direction, and the answer as a sentence (``answer``,
+    :func:`jaxmodel.solving.describe`)."""
+    doc: dict[str, Any] = {
+        "model": model.name,
+        "inputs": printed_inputs(model, values),
+        "target": {"output": s.output, "value": s.target},
+        "vary": s.vary,
+        "start": {s.vary: _signed(s.start), s.output: _signed(s.start_value)},
+        "reached": bool(s.reached),
+        "solved": {s.vary: _signed(s.solved)},
+        "limit": {s.output: _signed(s.limit), s.vary: _signed(s.limit_at)},
+        "blocked_by_invalid_layouts": bool(s.blocked),
+    }
+    if s.reached and not model.input_field(s.vary).integer:
+        check = as_dicts(model, evaluate(model, x64=x64, **{**values, s.vary: float(s.solved)}))
+        doc["solved"][s.output] = _signed(check[s.output])
+    doc["answer"] = describe(s, model, inputs=values)
+    return doc
+
+
+# -- sweep -----------------------------------------------------------------------------------
+
+
+def human_bytes(n: float) -> str:
+    """``1234567`` -> ``"1.2 MB"`` (powers of 1000)."""
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1000.0
+    return f"{n:.1f} TB"
+
+
+def dry_run_summary(plan: Plan, estimate: Mapping[str, Any], directory: str | Path) -> str:
+    """``jaxmodel sweep --dry-run``'s text: the size, chunks, expected rows and bytes
+    (or the reduction's), the expected time and the output directory, from
+    :func:`jaxmodel.sweeping.estimate`."""
+    est = estimate
+    rows = ("expected rows: " + (f"{plan.size:,}" if plan.filter is None else
+                                 f"~{est['rows']:,.0f} (filter keeps "
+                                 f"{100 * est['keep_fraction']:.3g}% of a probe of "
+                                 f"{est['probe']:,})"))
+    size = f"expected bytes: ~{human_bytes(est['bytes'])}"
+    if plan.reducer is not None:
+        r = plan.reducer
+        most = getattr(r, "k", None) or getattr(r, "capacity", None) or plan.num_groups
+        rows = rows.replace("expected rows", "rows reaching the reduction")
+        size = f"reduced rows: at most {most:,} (a few KB)"
+    return "\n".join([
+        f"configurations: {plan.size:,}",
+        f"chunks: {plan.num_chunks:,} of {plan.chunk_size:,}",
+        rows,
+        size,
+        f"expected time: ~{est['seconds']:,.1f} s + ~{est['compile_seconds']:.1f} s compile "
+        f"with {est['writers']} writer{'s' * (est['writers'] > 1)} (the probe: "
+        f"{est['rate']:,.0f} configurations/s evaluated, {est['write_rate']:,.0f} rows/s "
+        "written per writer)",
+        f"output: {directory}",
+    ])
+
+
+def sweep_summary(plan: Plan, result: SweepResult, directory: str | Path, *,
+                  process: int = 0, processes: int = 1) -> str:
+    """The line ``jaxmodel sweep`` prints when a run (or this process's share)
+    finishes: what was written or reduced, how fast, and where."""
+    if plan.reducer is not None and result.chunks == 0 and result.reduced is not None:
+        return f"merged the finished reducer states into {result.rows:,} rows -> {directory}"
+    if result.chunks == 0 and result.skipped_chunks:
+        return f"nothing to do: {directory} is complete ({result.skipped_chunks} chunks)"
+    share = f" (process {process} of {processes})" if processes > 1 else ""
+    if plan.reducer is not None:
+        kept = result.extra["kept_rows"]
+        head = (f"reduced {result.configurations_done:,} configurations{share} "
+                f"({kept:,} kept by the filter, {result.valid_rows:,} valid) ")
+        tail = (f"to {result.rows:,} rows -> {directory}" if result.reduced is not None else
+                "; the reduced rows are written by the last process to finish")
+        return (head + f"in {result.seconds:.2f} s ({result.rate:,.0f} configurations/s, "
+                f"compile {result.compile_seconds:.2f} s) " + tail)
+    return (
+        f"wrote {result.rows:,} rows ({result.valid_rows:,} valid) of "
+        f"{result.configurations_done:,} configurations{share} in {result.seconds:.2f} s "
+        f"({result.rate:,.0f} configurations/s, compile {result.compile_seconds:.2f} s), "
+        f"{human_bytes(result.bytes)} in {result.parts} parts -> {directory}"
+        + (os.sep if not str(directory).endswith(os.sep) else "")
+    )
