@@ -4,9 +4,10 @@
 ``[output]``, ``[sensitivity]``, ``[solve]`` and ``[reduce]``.  The grid's
 ``[base]``, ``[axes]``, ``[[zip]]`` and ``[sample]`` are read by
 ``jaxmodel.spec`` with the same key and table checks; its value messages keep
-the ``expected ..., got ...`` wording scripts and tests already match.  The names a table refers to are
-checked against the model here too, with the same checks the Python API
-(``jaxmodel.sensitivities``, ``jaxmodel.solve``) and the CLI use.
+the ``expected ..., got ...`` wording scripts and tests already match.  The
+names a table refers to are checked against the model here too, with the same
+checks the Python API (``jaxmodel.sensitivities``, ``jaxmodel.solve``) and the
+CLI use.
 
 Every error is a :class:`~jaxmodel.errors.SpecError` of one line naming the
 field, the value and what is allowed::
