@@ -1,4 +1,4 @@
-"""The result documents of ``eval``, ``sensitivity``, ``solve`` and ``sweep``.
+"""The result documents of ``eval``, ``sensitivity``, ``solve``, ``sweep`` and ``presets``.
 
 Each command's JSON document (a dict ready for :func:`jaxmodel.report.to_json`)
 and its text for a person are built here, in the core, so that the CLI is only
@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from jaxmodel.api import as_dicts, evaluate
 from jaxmodel.models import Model
+from jaxmodel.models.presets import GPU_COLUMNS, GPUS, LLM_COLUMNS, LLMS, Preset
 from jaxmodel.profile import profile_curves
 from jaxmodel.report import printed_inputs, seed_document
 from jaxmodel.sensitivity import Sensitivities, gradient_unit, stepped_inputs
@@ -226,3 +227,42 @@ def sweep_summary(plan: Plan, result: SweepResult, directory: str | Path, *,
         f"{human_bytes(result.bytes)} in {result.parts} parts -> {directory}"
         + (os.sep if not str(directory).endswith(os.sep) else "")
     )
+
+
+# -- presets ---------------------------------------------------------------------------------
+
+
+def presets_document() -> dict[str, Any]:
+    """``jaxmodel presets --format json``: every preset's description, source and values,
+    under ``gpu`` and ``llm``."""
+    return {kind: {p.name: {"description": p.description, "source": p.source,
+                            "values": p.values} for p in table.values()}
+            for kind, table in (("gpu", GPUS), ("llm", LLMS))}
+
+
+def _preset_rows(title: str, presets: Mapping[str, Preset],
+                 columns: tuple[tuple[str, str], ...]) -> list[str]:
+    def shown(v: float) -> str:
+        return f"{int(v)}" if float(v).is_integer() else f"{v:g}"
+
+    # A preset without a column's input (a dense LLM's experts) shows 1.
+    rows = [[p.name] + [shown(p.values.get(k, 1)) for k, _ in columns] for p in presets.values()]
+    header = ["name"] + [label for _, label in columns]
+    widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
+    line = "  ".join(f"{{:<{widths[0]}}}" if i == 0 else f"{{:>{w}}}"
+                     for i, w in enumerate(widths))
+    out = [title, line.format(*header)]
+    out += [line.format(*r) for r in rows]
+    out.append("sources:")
+    out += [f"  {p.name}: {p.source}" for p in presets.values()]
+    return out
+
+
+def presets_table() -> str:
+    """``jaxmodel presets``: the GPU and LLM presets as two tables, with sources."""
+    return "\n".join([
+        *_preset_rows("GPUs (--gpu NAME): peak dense bf16, per-GPU bandwidth per direction",
+                      GPUS, GPU_COLUMNS),
+        "",
+        *_preset_rows("LLMs (--llm NAME)", LLMS, LLM_COLUMNS),
+    ])

@@ -102,3 +102,21 @@ def test_sweep_summaries_in_words():
         "expected time: ~3.0 s + ~1.0 s compile with 1 writer (the probe: 10,000 "
         "configurations/s evaluated, 500,000 rows/s written per writer)",
         "output: out/x"]
+
+
+def test_presets_documents_show_every_preset_with_its_model_inputs():
+    from jaxmodel.documents import presets_document, presets_table
+    from jaxmodel.presets import GPU_COLUMNS, GPUS, LLMS
+
+    doc = presets_document()
+    assert set(doc) == {"gpu", "llm"} and set(doc["llm"]) == set(LLMS)
+    assert doc["gpu"]["h100-sxm"]["values"]["compute_tflops"] == 989
+    lines = presets_table().splitlines()
+    header = lines[1].split()
+    assert header[0] == "name" and len(header) == 1 + sum(len(h.split()) for _, h in
+                                                          GPU_COLUMNS)
+    h100 = next(line.split() for line in lines if line.startswith("h100-sxm "))
+    # compute, memory, HBM, NVLink per direction, network, GPUs per node (the datasheet).
+    assert h100 == ["h100-sxm", "989", "80", "3.35", "450", "50", "8"]
+    assert len([line for line in lines if line.split()[:1] and line.split()[0] in GPUS]) \
+        == len(GPUS)
