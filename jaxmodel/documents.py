@@ -1,4 +1,5 @@
-"""The result documents of ``eval``, ``sensitivity``, ``solve``, ``sweep`` and ``presets``.
+"""The result documents of ``eval``, ``sensitivity``, ``solve``, ``sweep``, ``presets``,
+``calibrate`` and ``validate``.
 
 Each command's JSON document (a dict ready for :func:`jaxmodel.report.to_json`)
 and its text for a person are built here, in the core, so that the CLI is only
@@ -31,8 +32,10 @@ from jaxmodel.profile import profile_curves
 from jaxmodel.report import printed_inputs, seed_document
 from jaxmodel.sensitivity import Sensitivities, gradient_unit, stepped_inputs
 from jaxmodel.solving import Solution, describe
+from jaxmodel.validate import SETS, Table, summary, table_summary
 
 if TYPE_CHECKING:
+    from jaxmodel.calibration import Calibration
     from jaxmodel.engine import Plan, SweepResult
 
 
@@ -266,3 +269,180 @@ def presets_table() -> str:
         "",
         *_preset_rows("LLMs (--llm NAME)", LLMS, LLM_COLUMNS),
     ])
+
+
+# -- calibrate -------------------------------------------------------------------------------
+
+
+def calibration_text(cal: Calibration) -> str:
+    """``jaxmodel calibrate``'s text: the fitted parameters with their intervals, each
+    run's errors before, after and left out, warnings, and the layouts to measure next
+    (``Calibration.to_dict()`` is its JSON document)."""
+    pct = int(round(cal.confidence * 100))
+    b = cal.bootstrap
+    lines = [
+        f"Calibrated {len(cal.fit)} parameter{'s' if len(cal.fit) > 1 else ''} of model "
+        f"{cal.model!r} on {len(cal.runs)} runs ({cal.source}), measured "
+        f"{', '.join(cal.outputs)}; {b['resamples']} bootstrap resamples "
+        f"({b['converged']} converged within the step limit), {cal.fit_s:.1f} s",
+        "",
+        f"{'parameter':<26}{'start':>12}{'fitted':>12}   {pct}% interval",
+    ]
+    for name in cal.fit:
+        lo, hi = cal.intervals[name]
+        lines.append(f"{name:<26}{cal.start[name]:>12.4g}{cal.values[name]:>12.4g}   "
+                     f"{lo:.4g} .. {hi:.4g}")
+    lines.append("")
+    width = max(12, *(len(r["label"]) + 2 for r in cal.runs))
+    for o in cal.outputs:
+        lines.append(f"{'run':<{width}}{'measured ' + o:>28}{'before':>10}{'after':>10}"
+                     f"{'left out':>10}")
+        for r in cal.runs:
+            meas = r["measured_" + o]
+            if meas != meas:  # not measured in this run
+                continue
+            errs = "".join(f"{r[f'{k}_{o}_error_percent']:>+9.1f}%"
+                           for k in ("before", "after", "leave_one_out"))
+            lines.append(f"{r['label']:<{width}}{meas:>28.6g}{errs}")
+        lines.append("")
+    e = cal.errors
+    lines.append("error, mean / max |%|: " + ", ".join(
+        f"{label} {e[k]['mean_abs_percent']:.2f} / {e[k]['max_abs_percent']:.2f}"
+        for k, label in (("before", "before"), ("after", "after"),
+                         ("leave_one_out", "leave-one-out (the honest figure)"))))
+    for w in cal.warnings:
+        lines.append(f"warning: {w}")
+    if cal.suggestions:
+        lines.append("")
+        lines.append("Measure next (where the fitted parameters' uncertainty moves the "
+                     "prediction most):")
+        for s in cal.suggestions:
+            preds = ", ".join(
+                f"{o} {s['predicted_' + o]:.4g} ({pct}% {s['low_' + o]:.4g} .. "
+                f"{s['high_' + o]:.4g})" for o in cal.outputs)
+            lines.append(f"  {s['run']}: {preds}")
+    return "\n".join(lines)
+
+
+# -- validate --------------------------------------------------------------------------------
+
+
+def sc21_validation_text(rows, stats) -> str:
+    """The SC21 validation table as Markdown (the README carries the same)."""
+    lines = [
+        "| params (B) | GPUs | layout | measured TFLOP/s | predicted TFLOP/s | error "
+        "| measured step (s) | predicted step (s) | memory (GB) |",
+        "|---:|---:|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['params_b']:g} | {r['gpus']} | {r['layout']} | {r['measured_tflops']:.0f} "
+            f"| {r['predicted_tflops']:.1f} | {r['tflops_error_percent']:+.1f}% "
+            f"| {r['measured_step_s']:.2f} | {r['predicted_step_s']:.2f} "
+            f"| {r['memory_gb_per_gpu']:.1f} |"
+        )
+    lines.append("")
+    lines.append(f"mean absolute error {stats['mean_abs_error_percent']:.1f}%, "
+                 f"max {stats['max_abs_error_percent']:.1f}% over {stats['runs']} runs "
+                 "(per-GPU TFLOP/s; measured step = eq. 3 FLOPs / (GPUs x measured TFLOP/s))")
+    return "\n".join(lines)
+
+
+def validation_table_text(rows, stats, what: str) -> str:
+    """Any validation table as Markdown: measured and predicted ``what`` per run."""
+    lines = [f"| params (B) | GPUs | layout | measured {what} | predicted {what} | error "
+             "| memory (GB) |", "|---:|---:|---|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| {r['params_b']:g} | {r['gpus']} | {r['layout']} | {r['measured']:.1f} "
+                     f"| {r['predicted']:.1f} | {r['error_percent']:+.1f}% "
+                     f"| {r['memory_gb_per_gpu']:.1f} |")
+    lines.append("")
+    lines.append(f"mean absolute error {stats['mean_abs_error_percent']:.1f}%, "
+                 f"max {stats['max_abs_error_percent']:.1f}% over {stats['runs']} runs ({what})")
+    return "\n".join(lines)
+
+
+def validation_calibration_text(cal, stats) -> str:
+    """The fit on the validation runs: values, per-run errors, both mean errors."""
+    pct = int(round(cal.confidence * 100))
+    lines = ["Calibrated on these runs (" + ", ".join(cal.fit) + "):", ""]
+    lines.append(f"| parameter | default | fitted | {pct}% interval |")
+    lines.append("|---|---:|---:|---|")
+    for name in cal.fit:
+        lo, hi = cal.intervals[name]
+        lines.append(f"| {name} | {cal.start[name]:.4g} | {cal.values[name]:.4g} "
+                     f"| {lo:.4g} .. {hi:.4g} |")
+    lines.append("")
+    lines.append("| run | uncalibrated | calibrated | left out |")
+    lines.append("|---|---:|---:|---:|")
+    o = cal.outputs[0]
+    for r in cal.runs:
+        lines.append(f"| {r['label']} | {r[f'before_{o}_error_percent']:+.1f}% "
+                     f"| {r[f'after_{o}_error_percent']:+.1f}% "
+                     f"| {r[f'leave_one_out_{o}_error_percent']:+.1f}% |")
+    e = cal.errors
+    lines.append("")
+    lines.append(
+        f"mean absolute error: uncalibrated {stats['mean_abs_error_percent']:.1f}% "
+        f"(max {stats['max_abs_error_percent']:.1f}%), calibrated leave-one-out "
+        f"{e['leave_one_out']['mean_abs_percent']:.1f}% "
+        f"(max {e['leave_one_out']['max_abs_percent']:.1f}%), calibrated in-sample "
+        f"{e['after']['mean_abs_percent']:.1f}%")
+    for w in cal.warnings:
+        lines.append(f"warning: {w}")
+    return "\n".join(lines)
+
+
+def moe_validation_text(rows, stats) -> str:
+    """The Qwen3-235B MoE validation table as Markdown."""
+    lines = [
+        "| GPU | precision | seq | layout | dispatcher | measured TFLOP/s | predicted TFLOP/s "
+        "| error | measured step (s) | predicted step (s) | exposed a2a (s) | memory (GB) |",
+        "|---|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        mark = "" if r["scored"] else " (beside)"
+        lines.append(
+            f"| {r['gpu']}{mark} | {r['precision']} | {r['seq_length']} | {r['layout']} "
+            f"| {r['dispatcher']} | {r['measured_tflops']:.0f} | {r['predicted_tflops']:.1f} "
+            f"| {r['tflops_error_percent']:+.1f}% | {r['measured_step_s']:.2f} "
+            f"| {r['predicted_step_s']:.2f} | {r['moe_comm_s']:.2f} "
+            f"| {r['memory_gb_per_gpu']:.0f} |")
+    lines.append("")
+    lines.append(f"H100 rows: mean absolute error {stats['mean_abs_error_percent']:.1f}%, max "
+                 f"{stats['max_abs_error_percent']:.1f}% over {stats['runs']} runs (per-GPU "
+                 "TFLOP/s as Megatron-LM counts them); GB200 rows shown beside, not scored")
+    return "\n".join(lines)
+
+
+def validation_document(table: Table, rows, stats, cal: Calibration | None = None
+                        ) -> dict[str, Any]:
+    """``jaxmodel validate --format json``: the set, its GPU and settings (with what
+    the file's header assumed), every run's measured and predicted figures, the
+    summary, and the calibration on these runs if one was made."""
+    chosen = SETS[table.set_name]
+    doc = {"set": chosen.name, "gpu": table.header.get("gpu", chosen.gpu),
+           "settings": {**chosen.settings, **{k: v for k, v in table.header.items()
+                                              if k not in ("set", "gpu")}},
+           "assumed": table.assumed or None, "runs": rows, "summary": stats}
+    if cal is not None:
+        doc["calibration"] = cal.to_dict()
+    return doc
+
+
+def validation_text(table: Table, rows, cal: Calibration | None = None) -> str:
+    """``jaxmodel validate``'s Markdown: the set, then the runs' table (SC21 columns:
+    TFLOP/s and step time; others: the measured figure), then the calibration."""
+    chosen = SETS[table.set_name]
+    lines = [f"set: {chosen.name} ({chosen.description}); GPU "
+             f"{table.header.get('gpu', chosen.gpu)}"]
+    if table.assumed:
+        lines.append(f"assumed: {table.assumed}")
+    if table.kind == "tflops" and "tflops_error_percent" in rows[0]:
+        lines.append(sc21_validation_text(rows, summary(rows)))
+    else:
+        what = "TFLOP/s" if table.kind == "tflops" else "MFU %"
+        lines.append(validation_table_text(rows, table_summary(rows), what))
+    if cal is not None:
+        lines += ["", validation_calibration_text(cal, summary(rows))]
+    return "\n".join(lines)

@@ -120,3 +120,19 @@ def test_presets_documents_show_every_preset_with_its_model_inputs():
     assert h100 == ["h100-sxm", "989", "80", "3.35", "450", "50", "8"]
     assert len([line for line in lines if line.split()[:1] and line.split()[0] in GPUS]) \
         == len(GPUS)
+
+
+@pytest.mark.slow
+def test_validation_documents_carry_the_published_figures():
+    from jaxmodel.documents import validation_document, validation_text
+    from jaxmodel.validate import builtin_table, table_summary, validate_table
+
+    table = builtin_table("sc21")
+    rows = validate_table(table)
+    doc = validation_document(table, rows, table_summary(rows))
+    assert doc["set"] == "sc21" and doc["gpu"] == "a100-80gb-sxm" and len(doc["runs"]) == 10
+    text = validation_text(table, rows).splitlines()
+    assert text[0].startswith("set: sc21 (Narayanan et al. 2021")
+    # Table 1's last row: 1T parameters on 3072 GPUs, 163 TFLOP/s measured per GPU.
+    last = next(line for line in text if line.startswith("| 1008 | 3072 |"))
+    assert "| 163 |" in last and doc["runs"][-1]["measured_tflops"] == 163
