@@ -243,3 +243,18 @@ def test_output_directory_holding_other_files_is_refused(tmp_path):
     result = runner.invoke(app, ["best", "--global-batch", "64", "-o", str(tmp_path)])
     assert "holds other files" in one_line(result)
     assert (tmp_path / "notes.txt").read_text() == "keep me"
+
+
+def test_an_output_not_of_its_declared_kind_is_refused():
+    # used_gpus is declared an exact integer; a float there would be cast
+    # silently into the reducers' int64 column.
+    import dataclasses
+
+    def floats(x):
+        out = SEED.apply(x)
+        return out._replace(used_gpus=out.used_gpus * 1.0)
+
+    model = dataclasses.replace(SEED, apply=floats)
+    with pytest.raises(SpecError, match="output 'used_gpus' is float(32|64) of shape \\(\\); "
+                                        "allowed: a scalar of its declared kind \\(int\\)"):
+        search(model, VALUES, global_batch=G, allow_idle=True)
