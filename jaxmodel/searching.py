@@ -142,7 +142,7 @@ def search(model: str | Model, values: Mapping[str, float], *, global_batch: int
       by, maximize: the ranking column (any input or output) and direction.
       top: rows kept, 1 to 10,000.
       allow_idle: allow ``t p`` not dividing ``num_gpus`` (idle GPUs).
-      pinned: layout axes held at one value.
+      pinned: layout axes (and the model's own axes) held at one value.
       group_by: candidate columns (``model.layout.columns`` and the model's own
         axes); if given, also the
         best row per distinct value of them.
@@ -190,10 +190,11 @@ def search(model: str | Model, values: Mapping[str, float], *, global_batch: int
         for name in pareto[:2]:
             _check_column(model, name, "--pareto")
     pinned = dict(pinned or {})
+    pinnable = space.axes + tuple(extra)
     for name, value in pinned.items():
-        if name not in space.axes:
-            raise SpecError(f"pinned: {name!r} is not a layout axis{closest(name, space.axes)}"
-                            f"; allowed: {', '.join(space.axes)}")
+        if name not in pinnable:
+            raise SpecError(f"pinned: {name!r} is not a layout axis{closest(name, pinnable)}"
+                            f"; allowed: {', '.join(pinnable)}")
         model.input_field(name).check_scalar(value)
     missing = [n for n in model.input_names if n not in values]
     if missing:
