@@ -245,8 +245,7 @@ class Plan:
         # still columns (dashboards group by them), but the device neither
         # computes nor sends them: the host fills them in (see fetch), and the
         # writer dictionary-encodes them.
-        drawn = {d.name for d in spec.sample.distributions} if spec.sample else set()
-        varied = {n for d in spec.dims for n in d.names} | drawn
+        varied = set(spec.varied)
         dtypes = self.state_dtypes()
         self.constant = {
             f.name: dtypes[f.name].type(round(spec.base[f.name]) if f.integer
@@ -265,7 +264,14 @@ class Plan:
                 self.space.tables, NamedSharding(self.mesh, PartitionSpec()))
 
     def _check_groups(self, group_by: Sequence[str]) -> None:
-        """Group columns must be grid inputs or category outputs (known group counts)."""
+        """Group columns must be grid inputs or category outputs (known group counts),
+        or, over a candidate table, the columns its group ids stand for."""
+        if self.spec.table is not None:
+            if tuple(group_by) not in ((), self.spec.table.group_by):
+                raise SpecError(f"reduce.group_by: {list(group_by)!r} are not the columns the "
+                                f"candidate table groups by ({list(self.spec.table.group_by)!r})")
+            self.num_groups = self.spec.table.num_groups
+            return
         grid = {n for d in self.spec.dims for n in d.names}
         for name in group_by:
             if name not in grid and name not in self.categories:
@@ -282,8 +288,11 @@ class Plan:
                 count *= len(self.categories[name])
         self.num_groups = count
 
-    def group_ids(self, cols, digits):
-        """Group index of each row: grid digits, then category codes (mixed radix)."""
+    def group_ids(self, cols, digits, tables=None):
+        """Group index of each row: grid digits, then category codes (mixed radix);
+        over a candidate table, its group ids."""
+        if self.spec.table is not None:
+            return self.space.table_group_ids(cols[CONFIG_ID], tables)
         group_by = getattr(self.reducer, "group_by", ())
         in_grid = [n for n in group_by if n not in self.categories]
         if in_grid:
@@ -314,6 +323,7 @@ class Plan:
         for f, v in zip(self.model.inputs, x, strict=True):
             cols[f.name] = jnp.round(v).astype(jnp.int64) if f.integer else v
         cols.update(y._asdict())
+        cols = self.space.report(cols)
         for extra in self.extras:
             cols.update(jax.vmap(extra.kernel)(x))
         return cols
@@ -342,7 +352,7 @@ class Plan:
 
     def _reduce_fn(self, state, start, start_digits, offsets, tables):
         cols, keep, count, valid, digits = self._chunk(start, start_digits, offsets, tables)
-        gid = self.group_ids(cols, digits) if hasattr(self.reducer, "group_by") else None
+        gid = self.group_ids(cols, digits, tables) if hasattr(self.reducer, "group_by") else None
         out = {c.name: cols[c.name] for c in self.columns}
         return self.reducer.update(state, out, keep, gid), count, valid
 
@@ -714,12 +724,13 @@ def _duration(seconds: float) -> str:
 class _StopFlag:
     """Ctrl-C sets the flag; the loop stops after the chunk in hand."""
 
-    def __init__(self):
+    def __init__(self, enabled: bool = True):
         self.set = False
+        self.enabled = enabled
         self._old = None
 
     def __enter__(self):
-        if threading.current_thread() is threading.main_thread():
+        if self.enabled and threading.current_thread() is threading.main_thread():
             self._old = signal.signal(signal.SIGINT, self._handle)
         return self
 
@@ -936,9 +947,13 @@ def _checkpoint_path(directory: Path, process: int) -> Path:
     return directory / f"_reduce-p{process:04d}.npz"
 
 
-def run_reduce(plan: Plan, directory: Path, *, resume: bool, overwrite: bool, process: int,
-               processes: int, quiet: bool, progress_stream=None) -> SweepResult:
+def run_reduce(plan: Plan, directory: Path | None, *, resume: bool, overwrite: bool,
+               process: int, processes: int, quiet: bool, progress_stream=None) -> SweepResult:
     """A sweep whose rows are folded on the device by ``plan.reducer``.
+
+    With ``directory`` None the reduction runs in memory in one process
+    (nothing is written, Ctrl-C is a plain ``KeyboardInterrupt``), and the
+    result's ``reduced`` holds the rows and ``extra["state"]`` the state.
 
     Each process checkpoints its state (``_reduce-pNNNN.npz``, atomically)
     every ``CHECKPOINT_SECONDS`` and at the end, so ``--resume`` continues
@@ -947,6 +962,12 @@ def run_reduce(plan: Plan, directory: Path, *, resume: bool, overwrite: bool, pr
     the reduced rows as the dataset's one part; a merge cut short (a kill) is
     redone by the next run that finds every final state.
     """
+    if directory is None:
+        if processes != 1:
+            raise SpecError(f"processes: got {processes}; several processes need an output "
+                            "directory to merge their states in")
+        return _reduce(plan, None, {}, resume=False, process=0, processes=1, quiet=quiet,
+                       progress_stream=progress_stream)
     directory = Path(directory)
     meta = dataset_metadata(plan)
     locks = prepare_directory(directory, meta, process=process, processes=processes,
@@ -961,14 +982,15 @@ def run_reduce(plan: Plan, directory: Path, *, resume: bool, overwrite: bool, pr
             lock.release()
 
 
-def _reduce(plan: Plan, directory: Path, meta: dict[str, Any], *, resume: bool, process: int,
-            processes: int, quiet: bool, progress_stream) -> SweepResult:
-    ckpt = _checkpoint_path(directory, process)
-    key = sweep_key(meta)
+def _reduce(plan: Plan, directory: Path | None, meta: dict[str, Any], *, resume: bool,
+            process: int, processes: int, quiet: bool, progress_stream) -> SweepResult:
+    in_memory = directory is None
+    ckpt = None if in_memory else _checkpoint_path(directory, process)
+    key = None if in_memory else sweep_key(meta)
     done: set[int] = set()  # chunks folded into this process's state
     counts = {"rows": 0, "valid": 0}
     state = plan.init_state()
-    if ckpt.exists() and resume:
+    if not in_memory and ckpt.exists() and resume:
         loaded, info = load_checkpoint(ckpt, plan.num_chunks)
         if info["sweep"] == key:
             state = plan.init_state(loaded)
@@ -977,7 +999,7 @@ def _reduce(plan: Plan, directory: Path, meta: dict[str, Any], *, resume: bool, 
     # Chunks folded by other processes' states (an earlier split) are skipped,
     # so that no chunk is ever folded twice.
     others = set()
-    for path in directory.glob("_reduce-p*.npz"):
+    for path in () if in_memory else directory.glob("_reduce-p*.npz"):
         if path != ckpt:
             _, info = load_checkpoint(path, plan.num_chunks)
             if info["sweep"] == key:
@@ -995,11 +1017,13 @@ def _reduce(plan: Plan, directory: Path, meta: dict[str, Any], *, resume: bool, 
             counts["rows"] += int(c)
             counts["valid"] += int(v)
         pending_counts.clear()
+        if in_memory:
+            return
         save_checkpoint(ckpt, state, {"chunks": chunk_runs(done), "counts": counts,
                                       "complete": complete, "processes": processes,
                                       "sweep": key})
 
-    with computing(), _StopFlag() as stop:
+    with computing(), _StopFlag(enabled=not in_memory) as stop:
         for i, k in enumerate(todo):
             t0 = time.perf_counter()
             state, count, valid = plan.reduce_step(state, k)
@@ -1024,8 +1048,14 @@ def _reduce(plan: Plan, directory: Path, meta: dict[str, Any], *, resume: bool, 
     if interrupted:
         result.interrupted = True
         raise SweepInterrupted(result)
-    result.extra["merged"] = _merge_if_last(plan, directory, meta)
     result.valid_rows = counts["valid"]
+    if in_memory:
+        result.extra["kept_rows"] = counts["rows"]
+        result.extra["state"] = state
+        result.reduced = plan.reducer.rows(state)
+        result.rows = len(result.reduced[CONFIG_ID])
+        return result
+    result.extra["merged"] = _merge_if_last(plan, directory, meta)
     result.extra["kept_rows"] = counts["rows"]
     if result.extra["merged"] is not None:
         result.reduced = result.extra["merged"]
@@ -1033,6 +1063,41 @@ def _reduce(plan: Plan, directory: Path, meta: dict[str, Any], *, resume: bool, 
         result.parts = 1
     result.bytes = dataset_bytes(directory)
     return result
+
+
+def _final_states(plan: Plan, directory: Path, key: str) -> list[tuple[dict, dict]] | None:
+    """Every process's final ``(state, info)`` of sweep ``key`` in ``directory``,
+    if together they cover every chunk; else None (a process is not done)."""
+    found, covered = [], set()
+    for path in sorted(directory.glob("_reduce-p*.npz")):
+        state, info = load_checkpoint(path, plan.num_chunks)
+        if info["sweep"] != key:
+            continue  # another sweep's leftover: never merged
+        if not info["complete"]:
+            return None
+        chunks = _chunks_of(info)
+        if chunks & covered:
+            raise SpecError(
+                f"reduce: the states in {str(directory)!r} overlap (chunks folded twice by "
+                "runs with different splits at once); rerun with --overwrite")
+        found.append((state, info))
+        covered |= chunks
+    if covered != set(range(plan.num_chunks)):
+        return None
+    return found
+
+
+def merged_state(plan: Plan, directory: Path) -> tuple[dict, dict[str, int]] | None:
+    """The reduction of the whole sweep from the states in ``directory`` and its
+    counts (``rows`` kept by the filter, ``valid``), summed over every process;
+    None until every process has finished its share."""
+    from jaxmodel.reduce import merge_states
+
+    final = _final_states(plan, Path(directory), sweep_key(dataset_metadata(plan)))
+    if final is None:
+        return None
+    counts = {k: sum(info["counts"][k] for _, info in final) for k in ("rows", "valid")}
+    return merge_states(plan.reducer, [state for state, _ in final]), counts
 
 
 def _merge_if_last(plan: Plan, directory: Path, meta: dict[str, Any]):
@@ -1048,24 +1113,11 @@ def _merge_if_last(plan: Plan, directory: Path, meta: dict[str, Any]):
     """
     from jaxmodel.reduce import merge_states
 
-    paths = sorted(directory.glob("_reduce-p*.npz"))
-    states, covered = [], set()
     key = sweep_key(meta)
-    for path in paths:
-        state, info = load_checkpoint(path, plan.num_chunks)
-        if info["sweep"] != key:
-            continue  # another sweep's leftover: never merged
-        if not info["complete"]:
-            return None
-        chunks = _chunks_of(info)
-        if chunks & covered:
-            raise SpecError(
-                f"reduce: the states in {str(directory)!r} overlap (chunks folded twice by "
-                "runs with different splits at once); rerun with --overwrite")
-        states.append(state)
-        covered |= chunks
-    if covered != set(range(plan.num_chunks)):
+    final = _final_states(plan, directory, key)
+    if final is None:
         return None
+    states = [state for state, _ in final]
     lock = FileLock(directory / MERGE_LOCK)
     if not lock.try_acquire():
         return None  # another process is merging right now

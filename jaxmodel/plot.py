@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from jaxmodel.errors import JaxmodelError, closest
+from jaxmodel.errors import JaxmodelError, SpecError, closest
 from jaxmodel.models import DEFAULT_MODEL, Model, get_model
 from jaxmodel.models.layout import BANDWIDTH, GPUS, LABELS, TITLE
 from jaxmodel.models.terms import SHARED_TERMS
@@ -275,33 +275,30 @@ def layout_configs(model: Model, base: Mapping[str, float], *, x64: bool = False
 
     Layouts are the model's layout space (``Model.layout.candidates``: for the
     3D-parallel models t | hidden, p | layers, every GPU used, d b m = the
-    configuration's global batch; not the model's own axes), ranked by step
-    time (then enumeration order).
+    configuration's global batch; the model's own axes stay at ``base``'s
+    values), ranked by step time (then enumeration order): a layout search,
+    run by the same engine as ``jaxmodel best``.
     """
-    from jaxmodel.api import evaluate
+    from jaxmodel.reduce import CONFIG_ID
+    from jaxmodel.searching import search
 
     space = model.layout
     if space is None:
         raise PlotError(f"breakdown --layouts: model {model.name!r} declares no layout space")
     batch_size = space.global_batch(base)
-    lay = space.candidates(base, batch_size, extra=False)
-    n = len(lay[space.axes[0]])
-    if not n:
-        raise PlotError(f"breakdown --layouts: no layout of {int(base[space.gpus])} GPUs "
-                        f"fits a global batch of {batch_size} sequences")
-    batch = {name: np.full(n, float(base[name])) for name in model.input_names}
-    for a in space.axes:
-        batch[a] = lay[a].astype(np.float64)
-    out = evaluate(model, x64=x64, **batch)
-    step = np.asarray(out.step_time_ms, dtype=np.float64)
-    ok = np.flatnonzero(np.asarray(getattr(out, model.validity)) & np.isfinite(step))
-    chosen = ok[np.argsort(step[ok], kind="stable")][:top]
+    own = {name: int(base[name]) for name in space.extra_axes(base)}
+    try:
+        found = search(model, base, global_batch=batch_size, by="step_time_ms",
+                       maximize=False, top=top, pinned=own, x64=x64)
+    except SpecError as e:
+        raise PlotError(f"breakdown --layouts: {e}") from None
+    rows = found.top
     configs, labels = [], []
-    for i in chosen:
+    for i in range(len(rows[CONFIG_ID])):
         c = dict(base)
-        c.update({a: float(lay[a][i]) for a in space.axes})
+        c.update({a: float(rows[a][i]) for a in space.axes})
         configs.append(c)
-        labels.append(" ".join(f"{_short(a)}{int(lay[a][i])}" for a in space.axes))
+        labels.append(" ".join(f"{_short(a)}{int(rows[a][i])}" for a in space.axes))
     return configs, labels
 
 

@@ -383,7 +383,54 @@ class Pareto:
         return {k: v[keep] for k, v in s["rows"].items()}
 
 
-Reducer = TopK | GroupBest | Pareto
+@dataclass(frozen=True)
+class Combined:
+    """Several reducers folded over the same rows in one pass (a search's
+    top-k, best per group and Pareto front).
+
+    State: ``{"0": state of reducers[0], "1": ..., ...}``.  ``group_by`` is
+    that of the member with groups (at most one), so the caller passes group
+    ids; ``rows`` returns the first member's rows and :meth:`parts` every
+    member's.
+    """
+
+    reducers: tuple
+
+    def __post_init__(self):
+        if not self.reducers:
+            raise SpecError("reduce: combine at least one reducer")
+        if sum(isinstance(r, GroupBest) for r in self.reducers) > 1:
+            raise SpecError("reduce: combine at most one group_by reducer")
+
+    @property
+    def group_by(self) -> tuple[str, ...]:
+        return next((r.group_by for r in self.reducers if isinstance(r, GroupBest)), ())
+
+    def init(self, columns: Mapping[str, Any], num_groups: int = 1) -> State:
+        return {str(i): r.init(columns, num_groups) for i, r in enumerate(self.reducers)}
+
+    def update(self, state: State, cols: Mapping[str, jax.Array], mask: jax.Array,
+               group_ids: jax.Array | None = None) -> State:
+        return {str(i): r.update(state[str(i)], cols, mask, group_ids)
+                for i, r in enumerate(self.reducers)}
+
+    def merge(self, a: State, b: State) -> State:
+        return {str(i): r.merge(a[str(i)], b[str(i)]) for i, r in enumerate(self.reducers)}
+
+    def overflowed(self, state: State) -> bool:
+        """Whether a member's buffer overflowed (a Pareto front was truncated)."""
+        return any(isinstance(r, Pareto) and r.overflowed(state[str(i)])
+                   for i, r in enumerate(self.reducers))
+
+    def parts(self, state: State) -> list[dict[str, np.ndarray]]:
+        """Every member's rows, in ``reducers`` order."""
+        return [r.rows(state[str(i)]) for i, r in enumerate(self.reducers)]
+
+    def rows(self, state: State) -> dict[str, np.ndarray]:
+        return self.reducers[0].rows(state["0"])
+
+
+Reducer = TopK | GroupBest | Pareto | Combined
 
 
 @functools.cache
@@ -419,5 +466,5 @@ def merge_stacked(reducer: Reducer, stacked: State) -> State:
     )
 
 
-__all__ = ["CONFIG_ID", "GROUP_ID", "GroupBest", "Pareto", "Reducer", "TopK",
+__all__ = ["CONFIG_ID", "GROUP_ID", "Combined", "GroupBest", "Pareto", "Reducer", "TopK",
            "merge_stacked", "merge_states"]

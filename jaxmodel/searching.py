@@ -3,26 +3,36 @@
 The candidates are the model's (``Model.layout``, e.g.
 :class:`jaxmodel.models.layout.LayoutSpace`: every TP x PP x DP x micro-batch
 x accumulation layout of a GPU count and global batch, crossed with the
-model's own axes), in ``config_id`` order.  The model runs on the device:
-``vmap(apply)`` over fixed-shape chunks (the last one padded and masked, so
-one compile serves every chunk), folded into a top-k (and optionally a
-best-per-group) state by ``jaxmodel.reduce`` inside the same jitted step, so
-only ``k`` rows come back.  The model's validity output (``Model.validity``)
-masks rows out; rows whose metric is NaN never win.
+model's own axes), in ``config_id`` order.  They run through the sweep
+engine (:mod:`jaxmodel.engine`) as an explicit candidate table
+(``SweepSpec.table``): put on the device once and looked up by row inside
+the jitted step, the model ``vmap``-ed over fixed-shape chunks sharded over
+the local devices (the last chunk padded and masked, so one compile serves
+every chunk), folded into a top-k (and optionally a best-per-group and a
+Pareto) state by ``jaxmodel.reduce`` inside the same step, so only ``k`` rows
+come back.  Like a ``[reduce]`` sweep, a search can checkpoint into a
+directory, resume after Ctrl-C, and be split over processes.  The model's
+validity output (``Model.validity``) is the filter; rows whose metric is NaN
+never win.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxmodel.engine import Plan, merged_state, read_metadata, run_reduce
 from jaxmodel.errors import InputError, SpecError, closest
+from jaxmodel.expr import parse
 from jaxmodel.models import Model, get_model
 from jaxmodel.models.layout import (
     CANDIDATE_COLUMNS,
@@ -38,7 +48,9 @@ from jaxmodel.models.layout import (
     vary_values,
 )
 from jaxmodel.precision import computing, float_dtype
-from jaxmodel.reduce import CONFIG_ID, GroupBest, Pareto, TopK
+from jaxmodel.reduce import CONFIG_ID, Combined, GroupBest, Pareto, TopK
+from jaxmodel.sink import METADATA_FILE
+from jaxmodel.spec import CandidateTable, SweepSpec
 
 MAX_TOP = 10_000
 DEFAULT_CHUNK = 1 << 16
@@ -55,9 +67,14 @@ class SearchResult:
       pareto: the Pareto front of ``pareto_of`` (x best first), or None;
         pareto_overflow: the front outgrew the buffer (then truncated).
       candidates: layouts evaluated; valid: of those, the valid ones.
-      enumerate_s, compile_s, run_s: wall seconds of each phase; ``run_s``
-        covers the transfers, every chunk and the reduction.
-      chunk: rows per compiled step; chunks: steps run.
+      enumerate_s, compile_s, run_s: wall seconds of each phase; ``compile_s``
+        is the first chunk (its compile and run), ``run_s`` every other
+        chunk, the transfers and the reduction.
+      chunk: rows per compiled step; chunks: chunks in the search.
+      complete: False for a process of several that finished before the
+        others (then the rows are empty and ``valid`` counts its share).
+      path: the output directory, or None (in memory).
+      skipped_chunks: chunks found done in ``path`` (a resumed search).
     """
 
     top: dict[str, np.ndarray]
@@ -76,6 +93,9 @@ class SearchResult:
     pareto: dict[str, np.ndarray] | None = None
     pareto_of: tuple | None = None
     pareto_overflow: bool = False
+    complete: bool = True
+    path: Path | None = None
+    skipped_chunks: int = 0
 
     @property
     def total_s(self) -> float:
@@ -99,54 +119,21 @@ def _check_column(model: Model, name: str, what: str) -> None:
                         "column such as throughput_tokens_s")
 
 
-def _step_function(model: Model, reducers: tuple, dtype: np.dtype):
-    """``step(carry, cand, config_id, mask, fixed, group_ids) -> carry``, jit-able.
-
-    ``carry`` is ``(states, valid_count)``; ``cand`` maps the layout axes to
-    int64 chunk columns, ``fixed`` the other inputs to float scalars.
-    """
-    gpus = model.layout.gpus if model.layout is not None else None
-
-    def step(carry, cand, config_id, mask, fixed, group_ids):
-        states, valid_count = carry
-        n = config_id.shape[0]
-        inputs = model.inputs_type(*(
-            cand[name].astype(dtype) if name in cand
-            else jnp.broadcast_to(fixed[name].astype(dtype), (n,))
-            for name in model.input_names
-        ))
-        outputs = jax.vmap(model.apply)(inputs)
-        cols = {CONFIG_ID: config_id, **inputs._asdict(), **outputs._asdict()}
-        if gpus in cand and "used_gpus" in cols:
-            # Rows with fewer replicas than fit ran on the d t p GPUs they use;
-            # the rest of the job's GPUs are idle (the shared idle_gpus).
-            job = jnp.broadcast_to(fixed[gpus].astype(dtype), (n,))
-            cols[gpus] = job
-            cols["idle_gpus"] = jnp.round(job).astype(jnp.int64) - cols["used_gpus"]
-        kept = mask & getattr(outputs, model.validity)
-        states = tuple(r.update(s, cols, kept, group_ids) for r, s in zip(reducers, states,
-                                                                          strict=True))
-        return states, valid_count + jnp.sum(kept, dtype=jnp.int64)
-
-    return step
-
-
-def _columns(model: Model, dtype: np.dtype) -> dict[str, np.dtype]:
-    """Dtypes of every column a step produces (config_id, inputs, outputs)."""
-    x = model.inputs_type(*(jax.ShapeDtypeStruct((), dtype) for _ in model.inputs))
-    out = jax.eval_shape(model.apply, x)
-    return {CONFIG_ID: np.dtype(np.int64), **{n: np.dtype(dtype) for n in model.input_names},
-            **{n: np.dtype(v.dtype) for n, v in zip(model.output_names, out, strict=True)}}
-
-
 def search(model: str | Model, values: Mapping[str, float], *, global_batch: int,
            by: str = "throughput_tokens_s", maximize: bool = True, top: int = 10,
            allow_idle: bool = False, pinned: Mapping[str, int] | None = None,
            group_by: Sequence[str] = (), pareto: tuple | None = None, x64: bool = False,
            chunk: int | None = None,
            vary: Mapping[str, Sequence[float]] | None = None,
-           also: Sequence[str] = ()) -> SearchResult:
+           also: Sequence[str] = (), out: str | Path | None = None, resume: bool = False,
+           overwrite: bool = False, process: int = 0, processes: int = 1,
+           devices: Sequence | None = None, quiet: bool = True,
+           progress_stream=None) -> SearchResult:
     """Evaluate every layout of ``values``' model and cluster; keep the best.
+
+    The candidates run through the sweep engine (:mod:`jaxmodel.engine`) as an
+    explicit candidate table: sharded over the local devices, optionally split
+    over processes and checkpointed in ``out``.
 
     Args:
       values: one configuration of every input (``gather_inputs``); the layout
@@ -155,26 +142,42 @@ def search(model: str | Model, values: Mapping[str, float], *, global_batch: int
       by, maximize: the ranking column (any input or output) and direction.
       top: rows kept, 1 to 10,000.
       allow_idle: allow ``t p`` not dividing ``num_gpus`` (idle GPUs).
-      pinned: layout axes held at one value.
+      pinned: layout axes (and the model's own axes) held at one value.
       group_by: candidate columns (``model.layout.columns`` and the model's own
         axes); if given, also the
         best row per distinct value of them.
       pareto: ``(x, y, minimize_x, minimize_y)``: also the Pareto front of
         columns x and y (4,096 points at most).
-      chunk: rows per compiled step (default: 65,536, or less for small searches).
+      chunk: rows per compiled step (default: 65,536, or less for small
+        searches; resuming, the one the search was started with).
       also: optional model layout axes to search too (``LayoutSpace.extra``).
       vary: other inputs to search over, ``{name: values}`` (see ``vary_values``):
         the context degree enters the layout (``d = N / (t c p)``), any other
         input multiplies every layout by its values.
+      out: a directory for the reducer states (and, once every process is
+        done, the top rows as a Parquet dataset), so that an interrupted
+        search resumes (``resume``) or is replaced (``overwrite``), and
+        ``processes`` processes can share it (this one is ``process``, 0 to
+        ``processes - 1``), as ``jaxmodel sweep --shard`` does.  None: in
+        memory, one process.
+      devices: local devices to shard each chunk over (default: all local).
+
+    Returns:
+      The result; with several processes, ``complete`` is False (and the rows
+      empty) for a process that finished before the others: the last one to
+      finish, or any later run with ``resume``, returns the whole result.
 
     Raises:
       SpecError: unknown column, or no layout fits the global batch.
+      SweepInterrupted: Ctrl-C with ``out``: the finished chunks are saved,
+        ``resume`` continues.
     """
     model = get_model(model)
     _check_model(model)
     _check_column(model, by, "--by")
     if not 1 <= top <= MAX_TOP:
         raise InputError("top", top, f"a whole number from 1 to {MAX_TOP}")
+    check_processes(process, processes, out)
     group_by = tuple(group_by)
     space = model.layout
     extra = space.extra_axes(values, also)
@@ -187,10 +190,11 @@ def search(model: str | Model, values: Mapping[str, float], *, global_batch: int
         for name in pareto[:2]:
             _check_column(model, name, "--pareto")
     pinned = dict(pinned or {})
+    pinnable = space.axes + tuple(extra)
     for name, value in pinned.items():
-        if name not in space.axes:
-            raise SpecError(f"pinned: {name!r} is not a layout axis{closest(name, space.axes)}"
-                            f"; allowed: {', '.join(space.axes)}")
+        if name not in pinnable:
+            raise SpecError(f"pinned: {name!r} is not a layout axis{closest(name, pinnable)}"
+                            f"; allowed: {', '.join(pinnable)}")
         model.input_field(name).check_scalar(value)
     missing = [n for n in model.input_names if n not in values]
     if missing:
@@ -211,11 +215,12 @@ def search(model: str | Model, values: Mapping[str, float], *, global_batch: int
     n = len(next(iter(cand.values())))
     if n == 0:
         raise space.no_layout_error(values, global_batch, allow_idle=allow_idle, pinned=pinned)
-    group_ids, group_keys = None, None
+    group_ids, num_groups = None, 1
     if group_by:
         stacked = np.stack([cand[g] for g in group_by], axis=1)
         group_keys, group_ids = np.unique(stacked, axis=0, return_inverse=True)
         group_ids = group_ids.reshape(-1).astype(np.int64)
+        num_groups = len(group_keys)
     enumerate_s = time.perf_counter() - start
 
     # (the replica count is an output, known ahead only to group by)
@@ -225,81 +230,186 @@ def search(model: str | Model, values: Mapping[str, float], *, global_batch: int
         reducers += (GroupBest(by, group_by, maximize),)
     if pareto is not None:
         reducers += (Pareto(*pareto),)
-    run = evaluate_and_reduce(model, values, layout, reducers, x64=x64, chunk=chunk,
-                              group_ids=group_ids,
-                              num_groups=1 if group_keys is None else len(group_keys))
-    front = None
-    if pareto is not None:
-        front = reducers[-1].rows(run.states[-1])
-        overflow = reducers[-1].overflowed(run.states[-1])
+    question = {"search": {"global_batch": global_batch, "allow_idle": allow_idle,
+                           "pinned": pinned, "vary": {k: [float(v) for v in vs]
+                                                      for k, vs in vary.items()},
+                           "also": list(also), "by": by, "maximize": maximize, "top": top,
+                           "group_by": list(group_by),
+                           "pareto": list(pareto) if pareto else None}}
+    report = idle_report(model, values) if space.gpus in layout else None
+    run = reduce_table(model, values, layout, Combined(reducers), question=question, x64=x64,
+                       chunk=chunk, group_by=group_by, group_ids=group_ids,
+                       num_groups=num_groups, report=report, out=out, resume=resume,
+                       overwrite=overwrite, process=process, processes=processes,
+                       devices=devices, quiet=quiet, progress_stream=progress_stream)
+    parts = run.reducer.parts(run.state)
+    front = parts[-1] if pareto is not None else None
     return SearchResult(
-        top=reducers[0].rows(run.states[0]),
-        per_group=reducers[1].rows(run.states[1]) if group_by else None,
+        top=parts[0],
+        per_group=parts[1] if group_by else None,
         pareto=front, pareto_of=tuple(pareto) if pareto else None,
-        pareto_overflow=bool(pareto) and overflow,
+        pareto_overflow=bool(pareto) and run.complete and reducers[-1].overflowed(
+            run.state[str(len(reducers) - 1)]),
         candidates=n, valid=run.valid, enumerate_s=enumerate_s, compile_s=run.compile_s,
         run_s=run.run_s, chunk=run.chunk, chunks=run.chunks, global_batch=global_batch,
-        by=by, maximize=maximize, group_by=group_by,
+        by=by, maximize=maximize, group_by=group_by, complete=run.complete, path=run.path,
+        skipped_chunks=run.skipped,
     )
 
 
-@dataclass
-class EngineRun:
-    """Final reducer states and the cost of getting them (see ``evaluate_and_reduce``)."""
+def idle_report(model: Model, values: Mapping[str, float]):
+    """Rows with fewer replicas than fit run on the d t p GPUs they use (the
+    candidate table's ``num_gpus``) and are reported with the job's GPUs, the
+    rest of them idle (the shared ``idle_gpus`` output)."""
+    gpus = model.layout.gpus
+    job = int(round(float(values[gpus])))
 
-    states: tuple
+    def report(cols):
+        if "used_gpus" not in cols:
+            return cols
+        cols = dict(cols)
+        cols[gpus] = jnp.full(cols[CONFIG_ID].shape, job, jnp.int64)
+        cols["idle_gpus"] = cols[gpus] - cols["used_gpus"]
+        return cols
+
+    return report
+
+
+def check_outputs(model: Model, dtype) -> None:
+    """The model's outputs for one configuration against the kinds it declares
+    (one abstract trace, nothing computed): the reducers hold the declared
+    column types, into which a mismatched output would be cast silently.
+
+    Raises:
+      SpecError: an output that is not a scalar of its declared kind.
+    """
+    x = model.inputs_type(*(jax.ShapeDtypeStruct((), dtype) for _ in model.inputs))
+    with computing():
+        out = jax.eval_shape(model.apply, x)
+    for f, v in zip(model.outputs, out, strict=True):
+        got = np.dtype(v.dtype)
+        ok = {"float": np.issubdtype(got, np.floating),
+              "int": np.issubdtype(got, np.integer),
+              "category": np.issubdtype(got, np.integer),
+              "bool": got == np.bool_}[f.kind]
+        if not ok or tuple(v.shape) != ():
+            raise SpecError(f"model {model.name!r}: output {f.name!r} is {got} of shape "
+                            f"{tuple(v.shape)}; allowed: a scalar of its declared kind "
+                            f"({f.kind})")
+
+
+def check_processes(process: int, processes: int, out) -> None:
+    """``process`` of ``processes``: 0 <= process < processes, and several need ``out``."""
+    if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
+        raise InputError("processes", processes, "a whole number >= 1")
+    if isinstance(process, bool) or not isinstance(process, int) or not 0 <= process < processes:
+        raise InputError("process", process, f"a whole number from 0 to {processes - 1}")
+    if processes > 1 and out is None:
+        raise SpecError(f"processes: got {processes}; several processes need an output "
+                        "directory (--output) to share their states")
+
+
+@dataclass
+class TableRun:
+    """The reduction of a candidate table (see :func:`reduce_table`).
+
+    Attributes:
+      state: the reducer state over every row (merged over processes), or,
+        when ``complete`` is False (another process has not finished), a
+        fresh empty state.
+      valid: rows kept as valid (every process's when complete, else this one's).
+      compile_s: the first chunk (its compile and run); run_s: the rest of the
+        loop (and the merge).  chunk, chunks: rows per chunk, chunks in the table.
+      skipped: chunks found done (a resumed run).
+    """
+
+    reducer: Any
+    state: dict
     valid: int
     compile_s: float
     run_s: float
     chunk: int
     chunks: int
+    complete: bool = True
+    skipped: int = 0
+    path: Path | None = None
 
 
-def evaluate_and_reduce(model: Model, values: Mapping[str, float],
-                        layout: Mapping[str, np.ndarray], reducers: tuple, *,
-                        x64: bool = False, chunk: int | None = None,
-                        group_ids: np.ndarray | None = None,
-                        num_groups: int = 1) -> EngineRun:
-    """The engine of ``search``: rows ``layout`` (equal-length columns of some
-    inputs) with every other input from ``values``, evaluated in fixed-shape
-    chunks and folded into ``reducers`` on the device; ``config_id`` is the
-    row index.  ``compile_s`` is the one compile; ``run_s`` the transfers,
-    every chunk and the wait for the result."""
-    n = len(next(iter(layout.values())))
+def table_spec(model: Model, values: Mapping[str, float], columns: Mapping[str, np.ndarray],
+               *, question: Mapping[str, Any], group_by: Sequence[str] = (),
+               group_ids: np.ndarray | None = None, num_groups: int = 1,
+               report=None) -> SweepSpec:
+    """A sweep spec over explicit candidate rows: ``columns`` (equal-length, some
+    inputs), every other input from ``values``; only valid rows are kept.
+
+    ``question`` (JSON-able: what the rows answer) and a digest of the table
+    are the spec's text: the identity a resumed run is checked against.
+    """
+    digest = hashlib.sha256()
+    for name, col in sorted(columns.items()):
+        digest.update(name.encode() + np.ascontiguousarray(col).tobytes())
+    if group_ids is not None:
+        digest.update(np.ascontiguousarray(group_ids).tobytes())
+    text = json.dumps({"model": model.name, "question": question,
+                       "values": {f.name: float(values[f.name]) for f in model.inputs},
+                       "table": {"rows": len(next(iter(columns.values()))),
+                                 "columns": sorted(columns), "group_by": list(group_by),
+                                 "sha256": digest.hexdigest()}}, sort_keys=True)
+    table = CandidateTable(columns={k: np.asarray(v) for k, v in columns.items()},
+                           group_by=tuple(group_by), group_ids=group_ids,
+                           num_groups=num_groups, report=report)
+    return SweepSpec(text=text, name="best", model=model,
+                     base={f.name: float(values[f.name]) for f in model.inputs},
+                     filter=parse(model.validity), table=table)
+
+
+def reduce_table(model: Model, values: Mapping[str, float], columns: Mapping[str, np.ndarray],
+                 reducer, *, question: Mapping[str, Any] | None = None, x64: bool = False,
+                 chunk: int | None = None, group_by: Sequence[str] = (),
+                 group_ids: np.ndarray | None = None, num_groups: int = 1, report=None,
+                 out: str | Path | None = None, resume: bool = False, overwrite: bool = False,
+                 process: int = 0, processes: int = 1, devices: Sequence | None = None,
+                 quiet: bool = True, progress_stream=None) -> TableRun:
+    """Fold explicit candidate rows into ``reducer`` with the sweep engine.
+
+    ``columns`` are equal-length columns of some inputs (row ``i`` is
+    ``config_id`` ``i``), every other input comes from ``values``; the rows
+    are decoded on the device, evaluated in fixed-shape chunks sharded over
+    the local devices and folded into ``reducer`` (a :mod:`jaxmodel.reduce`
+    reducer; its ``group_by`` groups are ``group_ids``), keeping valid rows
+    only.  With ``out`` the run checkpoints there and may be one of
+    ``processes`` (see :func:`search`); without, it runs in memory.
+    """
+    check_processes(process, processes, out)
+    n = len(next(iter(columns.values())))
+    directory = None if out is None else Path(out)
+    if chunk is None and resume and directory is not None \
+            and (directory / METADATA_FILE).exists():
+        chunk = read_metadata(directory / METADATA_FILE)["chunk_size"]
     chunk = chunk or min(DEFAULT_CHUNK, max(256, 1 << (n - 1).bit_length()))
-    dtype = float_dtype(x64)
-    gpus = model.layout.gpus if model.layout is not None else None
-    fixed = {k: np.asarray(v, dtype) for k, v in values.items()
-             if k not in layout or k == gpus}
-
+    spec = table_spec(model, values, columns, question=question or {}, group_by=group_by,
+                      group_ids=group_ids, num_groups=num_groups, report=report)
+    check_outputs(model, float_dtype(x64))
+    plan = Plan(spec, x64=x64, chunk_size=chunk, devices=devices, reducer=reducer)
+    swept = run_reduce(plan, directory, resume=resume, overwrite=overwrite, process=process,
+                       processes=processes, quiet=quiet, progress_stream=progress_stream)
     start = time.perf_counter()
-    with computing():
-        columns = _columns(model, dtype)
-        states = tuple(r.init(columns, num_groups) for r in reducers)
-        carry = (states, jnp.zeros((), jnp.int64))
-        step = jax.jit(_step_function(model, reducers, dtype))
-
-        def chunk_args(lo: int):
-            hi = min(lo + chunk, n)
-            pad = chunk - (hi - lo)
-            cols = {k: np.pad(v[lo:hi], (0, pad), mode="edge") for k, v in layout.items()}
-            ids = np.arange(lo, lo + chunk, dtype=np.int64)
-            mask = np.arange(chunk) < hi - lo
-            g = None if group_ids is None else np.pad(group_ids[lo:hi], (0, pad))
-            return cols, ids, mask, fixed, g
-
-        compiled = step.lower(carry, *chunk_args(0)).compile()
-        compile_s = time.perf_counter() - start
-
-        start = time.perf_counter()
-        for lo in range(0, n, chunk):
-            carry = compiled(carry, *chunk_args(lo))
-        states, valid = jax.block_until_ready(carry)
-        run_s = time.perf_counter() - start
-    return EngineRun(states=states, valid=int(valid), compile_s=compile_s, run_s=run_s,
-                     chunk=chunk, chunks=-(-n // chunk))
-
-
+    complete = True
+    if directory is None:
+        state, valid = swept.extra["state"], swept.valid_rows
+    else:
+        merged = merged_state(plan, directory)
+        if merged is None:
+            complete = False
+            state, valid = plan.init_state(), swept.valid_rows
+        else:
+            state, counts = merged
+            valid = counts["valid"]
+    run_s = max(swept.seconds - swept.compile_seconds, 0.0) + time.perf_counter() - start
+    return TableRun(reducer=reducer, state=state, valid=int(valid),
+                    compile_s=swept.compile_seconds, run_s=run_s, chunk=plan.chunk_size,
+                    chunks=plan.num_chunks, complete=complete, skipped=swept.skipped_chunks,
+                    path=directory)
 def row_dicts(model: Model, rows: Mapping[str, np.ndarray]) -> list[dict[str, Any]]:
     """Result rows as plain Python values: integers as int, categories as names."""
     out = []
@@ -324,7 +434,7 @@ def row_dicts(model: Model, rows: Mapping[str, np.ndarray]) -> list[dict[str, An
 
 # (the layout space's names, re-exported: they were defined here before it
 # moved into the models)
-__all__ = ["CANDIDATE_COLUMNS", "LAYOUT_AXES", "MAX_GLOBAL_BATCH", "EngineRun", "NoValid",
-           "SearchResult", "check_global_batch", "divisors", "enumerate_layouts",
-           "evaluate_and_reduce", "explain_no_valid", "global_batch_of", "nearest_batches",
-           "row_dicts", "search", "vary_values"]
+__all__ = ["CANDIDATE_COLUMNS", "LAYOUT_AXES", "MAX_GLOBAL_BATCH", "NoValid", "SearchResult",
+           "TableRun", "check_global_batch", "divisors", "enumerate_layouts",
+           "explain_no_valid", "global_batch_of", "nearest_batches", "reduce_table",
+           "row_dicts", "search", "table_spec", "vary_values"]

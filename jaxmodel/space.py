@@ -10,6 +10,11 @@ sweeps far beyond 2**31 configurations decode exactly (float32 runs still use
 In ``[sample]`` mode the index is a draw number: every configuration's random
 values come from ``fold_in(key(seed), index)``, so a row's inputs depend only
 on its index, never on the chunking, the device count or the process.
+
+With an explicit candidate table (``SweepSpec.table``, as ``jaxmodel best``
+builds) the index is a row number: the table's columns are put on the device
+once, with the rest of the tables, and each row's inputs are looked up there,
+so a chunk is an index range as in a grid.
 """
 
 from __future__ import annotations
@@ -21,6 +26,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxmodel.spec import SweepSpec
+
+# The candidate table's group ids, beside its input columns in ``tables``.
+GROUP_KEY = "group:ids"
 
 
 class IndexSpace:
@@ -47,7 +55,30 @@ class IndexSpace:
                 f"choice:{dist.name}": np.asarray(dist.values, dtype=self.dtype)
                 for dist in spec.sample.distributions if dist.kind == "choice"
             }
+        self.table = spec.table
+        if self.table is not None:
+            self.tables = {name: np.asarray(col, dtype=self.dtype)
+                           for name, col in self.table.columns.items()}
+            if self.table.group_ids is not None:
+                self.tables[GROUP_KEY] = np.asarray(self.table.group_ids, dtype=np.int64)
         self._dim_of = {name: i for i, d in enumerate(spec.dims) for name in d.names}
+
+    def _rows(self, ids: jax.Array) -> jax.Array:
+        """Table rows of ``ids``; padding ids past the end read the last row
+        (their results are masked out)."""
+        return jnp.clip(ids, 0, max(self.size - 1, 0))
+
+    def table_group_ids(self, ids: jax.Array, tables) -> jax.Array:
+        """Each row's group index from the candidate table (zeros without groups)."""
+        if GROUP_KEY not in tables:
+            return jnp.zeros(ids.shape, dtype=jnp.int64)
+        return jnp.take(tables[GROUP_KEY], self._rows(ids))
+
+    def report(self, cols: dict[str, jax.Array]) -> dict[str, jax.Array]:
+        """A chunk's columns as reported (the candidate table's ``report``, else as is)."""
+        if self.table is None or self.table.report is None:
+            return cols
+        return self.table.report(cols)
 
     def digits(self, ids: jax.Array) -> list[jax.Array]:
         """Mixed-radix digits of any int64 ``ids``, one array per grid dimension."""
@@ -96,6 +127,12 @@ class IndexSpace:
         """
         if self.spec.sample is not None:
             return self._sample(ids, tables)
+        if self.table is not None:
+            rows = self._rows(ids)
+            return self.model.inputs_type(*(
+                jnp.take(tables[f.name], rows) if f.name in self.table.columns
+                else jnp.full(ids.shape, self.spec.base[f.name], dtype=self.dtype)
+                for f in self.model.inputs))
         if digits is None:
             digits = self.digits(ids)
         values = []
@@ -147,11 +184,15 @@ class IndexSpace:
         return self.model.inputs_type(*values)
 
     def host_inputs(self, ids: np.ndarray) -> dict[str, np.ndarray]:
-        """Inputs of ``ids`` computed on the host with numpy (grid mode only):
-        an independent path used by tests and ``--dry-run`` previews."""
+        """Inputs of ``ids`` computed on the host with numpy (grid and table
+        modes): an independent path used by tests and ``--dry-run`` previews."""
         if self.spec.sample is not None:
             raise ValueError("host_inputs decodes grid sweeps only")
         ids = np.asarray(ids, dtype=np.int64)
+        if self.table is not None:
+            return {f.name: self.tables[f.name][ids] if f.name in self.table.columns
+                    else np.full(ids.shape, self.spec.base[f.name], dtype=self.dtype)
+                    for f in self.model.inputs}
         digits = np.unravel_index(ids, self.radices) if self.radices else ()
         out = {}
         for f in self.model.inputs:

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import math
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -117,6 +118,33 @@ class Sample:
     distributions: tuple[Distribution, ...]
 
 
+@dataclass(frozen=True, eq=False)
+class CandidateTable:
+    """Explicit candidate rows (``jaxmodel best``): row ``i`` is configuration ``i``.
+
+    Attributes:
+      columns: equal-length numpy columns of some inputs; every other input
+        is the spec's ``base``.
+      group_by, group_ids, num_groups: the columns a reducer's ``group_by``
+        names, each row's group index in ``[0, num_groups)`` (int64), and the
+        group count; ``group_ids`` is None without groups.
+      report: a pure function of a chunk's columns (config_id, inputs,
+        outputs: jax arrays) returning them as reported, run on the device
+        after the model (a search's rows run on the GPUs they use and are
+        reported with the job's); None: as evaluated.
+    """
+
+    columns: dict[str, np.ndarray]
+    group_by: tuple[str, ...] = ()
+    group_ids: np.ndarray | None = None
+    num_groups: int = 1
+    report: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+
+    @property
+    def size(self) -> int:
+        return len(next(iter(self.columns.values()))) if self.columns else 0
+
+
 @dataclass(frozen=True)
 class SweepSpec:
     """A validated sweep specification.
@@ -128,6 +156,7 @@ class SweepSpec:
       base: every input's fixed value (the grid or sample overrides some).
       dims: grid dimensions, slowest first (empty in sample mode).
       sample: random mode, or ``None``.
+      table: explicit candidate rows (``dims`` and ``sample`` empty), or ``None``.
       filter: rows to keep, or ``None`` for all.
       output: Parquet settings.
       tables: the raw ``sensitivity``, ``solve`` and ``reduce`` tables, as written.
@@ -145,6 +174,7 @@ class SweepSpec:
     filter: Expr | None = None
     output: OutputSettings = field(default_factory=OutputSettings)
     tables: dict[str, Any] = field(default_factory=dict)
+    table: CandidateTable | None = None
     sensitivity: SensitivityRequest | None = None
     solve: SolveRequest | None = None
     reduce: Any = None
@@ -152,6 +182,8 @@ class SweepSpec:
     @property
     def size(self) -> int:
         """Number of configurations (exact Python int, may exceed 2**63 only in theory)."""
+        if self.table is not None:
+            return self.table.size
         if self.sample is not None:
             return self.sample.n
         size = 1
@@ -161,6 +193,8 @@ class SweepSpec:
 
     @property
     def varied(self) -> tuple[str, ...]:
+        if self.table is not None:
+            return tuple(self.table.columns)
         if self.sample is not None:
             return tuple(d.name for d in self.sample.distributions)
         return tuple(n for d in self.dims for n in d.names)

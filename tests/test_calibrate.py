@@ -189,6 +189,31 @@ def test_refined_recovers_three_and_four_parameters(names):
         assert lo <= v <= hi, (k, v, lo, hi)
 
 
+@pytest.mark.slow
+def test_refined_recovers_the_memory_allowance_from_measured_memory():
+    """The issue's memory allowance: ``reserved_memory_gb`` fitted to measured
+    memory alone (a memory-only fit, no step times) recovers the value the
+    runs were generated with; with 2% noise it lies inside its interval."""
+    cols = {k: np.array([row[i] for row in REFINED_LAYOUTS], float)
+            for i, k in enumerate(LAYOUT_NAMES)}
+    common = {"gpu": "h100-sxm", "llm": "llama2-13b", "seq_length": 4096}
+    from jaxmodel.presets import apply_presets
+    base = {**apply_presets(get_model("refined"), gpu="h100-sxm", llm="llama2-13b"),
+            "seq_length": 4096}
+    out = evaluate("refined", x64=True, **{**base, **cols, "reserved_memory_gb": 3.0})
+    assert np.all(out.valid_layout)
+    exact = {**cols, "measured_memory_gb_per_gpu": out.memory_gb_per_gpu}
+    cal = jaxmodel.calibrate(exact, "reserved_memory_gb", model="refined", suggest=0,
+                             **common)
+    assert cal.values["reserved_memory_gb"] == pytest.approx(3.0, rel=1e-4)
+    noise = np.exp(np.random.default_rng(3).normal(0.0, 0.02, len(REFINED_LAYOUTS)))
+    runs = {**cols, "measured_memory_gb_per_gpu": out.memory_gb_per_gpu * noise}
+    cal = jaxmodel.calibrate(runs, "reserved_memory_gb", model="refined", suggest=0,
+                             **common)
+    lo, hi = cal.intervals["reserved_memory_gb"]
+    assert lo <= 3.0 <= hi, (lo, hi)
+
+
 # ----------------------------------------------------------------- bootstrap
 
 

@@ -1,6 +1,7 @@
 """``jaxmodel best``: the best layouts of a model on a cluster, for a global batch."""
 
 
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import typer
@@ -10,9 +11,11 @@ from jaxmodel.cli.common import (
     ModelOption,
     X64Option,
     gather_inputs,
+    parse_shard,
     reports_errors,
     with_input_options,
 )
+from jaxmodel.engine import SweepInterrupted
 from jaxmodel.errors import SpecError
 from jaxmodel.models import Model
 from jaxmodel.report import to_json
@@ -167,7 +170,19 @@ def best_command(
         Literal["table", "json"], typer.Option("--format", help="table or json")
     ] = "table",
     chunk: Annotated[int | None, typer.Option(
-        "--chunk", help="rows per compiled step (default: 65,536 or fewer)")] = None,
+        "--chunk", "--chunk-size", help="rows per compiled step (default: 65,536 or fewer; "
+        "with --resume, the search's own)")] = None,
+    output: Annotated[Path | None, typer.Option(
+        "-o", "--output", help="directory for the reducer states, checkpointed as the search "
+        "runs (then --resume continues it after Ctrl-C), and finally the top rows as "
+        "Parquet; default: in memory")] = None,
+    resume: Annotated[bool, typer.Option(
+        "--resume", help="finish an interrupted search in the --output directory")] = False,
+    overwrite: Annotated[bool, typer.Option(
+        "--overwrite", help="replace what the --output directory holds")] = False,
+    shard: Annotated[str | None, typer.Option(
+        "--shard", metavar="I/N", help="search share I of N (with --output shared by every "
+        "share); the last share to finish prints the result")] = None,
     search_axes: Annotated[str | None, typer.Option(
         "--search-axes", metavar="NAMES", help="optional layout axes to search too, "
         "comma-separated (refined: expert_tensor_parallel; expert_parallel is always "
@@ -193,6 +208,14 @@ def best_command(
         raise SpecError("give --by (maximize) or --minimize, not both")
     if chunk is not None and chunk < 1:
         raise SpecError(f"--chunk: got {chunk}; allowed: a whole number >= 1")
+    if resume and overwrite:
+        raise SpecError("--resume: use either --resume or --overwrite, not both")
+    for flag, given in (("--resume", resume), ("--overwrite", overwrite),
+                        ("--shard", shard is not None)):
+        if given and output is None:
+            raise SpecError(f"{flag}: needs --output DIR (the directory the search "
+                            "checkpoints into)")
+    process, processes = parse_shard(shard) if shard is not None else (0, 1)
     m, values = gather_inputs(model, config, inputs)
     if m.layout is None:
         raise SpecError(f"model {m.name!r} declares no layout space to search")
@@ -216,11 +239,24 @@ def best_command(
             raise SpecError(f"--vary: got {item!r}; allowed: NAME or NAME=V1,V2,... with "
                             "numbers") from None
         varied[name.strip()] = space.vary_values(m, name.strip(), numbers, values)
-    result = search(m, values, global_batch=batch, by=minimize or by or "throughput_tokens_s",
-                    maximize=minimize is None, top=top, allow_idle=allow_idle, pinned=pinned,
-                    group_by=groups, pareto=_pareto_option(pareto), x64=x64, chunk=chunk,
-                    vary=varied, also=also)
+    try:
+        result = search(m, values, global_batch=batch,
+                        by=minimize or by or "throughput_tokens_s", maximize=minimize is None,
+                        top=top, allow_idle=allow_idle, pinned=pinned, group_by=groups,
+                        pareto=_pareto_option(pareto), x64=x64, chunk=chunk, vary=varied,
+                        also=also, out=output, resume=resume, overwrite=overwrite,
+                        process=process, processes=processes, quiet=False)
+    except SweepInterrupted as e:
+        r = e.args[0]
+        typer.echo(f"interrupted after {r.chunks} chunk(s); the finished ones are saved in "
+                   f"{output}; rerun the same command with --resume to continue", err=True)
+        raise typer.Exit(130) from None
+    if not result.complete:
+        _share_done(result, process, processes, output_format)
+        return
     doc = _document(m, values, result, allow_idle)
+    if output is not None:
+        doc["output"] = str(output)
     why = None
     if result.valid == 0:
         why = space.explain_no_valid(m, values, global_batch=batch, allow_idle=allow_idle,
@@ -254,6 +290,18 @@ def best_command(
     lines += [""] + notes if notes else []
     lines += ["", _summary(result)]
     typer.echo("\n".join(lines))
+
+
+def _share_done(r: SearchResult, process: int, processes: int, output_format: str) -> None:
+    """What a process of several that finished before the others says."""
+    if output_format == "json":
+        typer.echo(to_json({"complete": False, "process": process, "processes": processes,
+                            "output": str(r.path), "candidates": r.candidates,
+                            "valid_in_share": r.valid}))
+        return
+    typer.echo(f"share {process}/{processes} done: {r.valid:,} valid layouts of its part of "
+               f"{r.candidates:,} candidates, state saved in {r.path}; the last share to "
+               "finish prints the result (or rerun with --resume once all have finished)")
 
 
 def _notes(model: Model, values: dict[str, float], found: bool) -> list[str]:

@@ -3,6 +3,7 @@
 
 import functools
 import inspect
+import re
 import sys
 from collections.abc import Callable
 from typing import Annotated, Any
@@ -10,7 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from jaxmodel.config import load_config
-from jaxmodel.errors import InputError, JaxmodelError
+from jaxmodel.errors import InputError, JaxmodelError, SpecError
 from jaxmodel.fields import InputField
 from jaxmodel.models import DEFAULT_MODEL, MODELS, Model, get_model
 from jaxmodel.presets import GPUS, LLMS, apply_presets
@@ -140,6 +141,18 @@ def gather_inputs(model_name: str, config: str | None,
                for f in model.inputs}
     model.check_products(checked)
     return model, checked
+
+
+def parse_shard(shard: str) -> tuple[int, int]:
+    """``--shard I/N`` -> ``(I, N)``: this process's share and the share count.
+
+    Raises:
+      SpecError: not I/N with 0 <= I < N.
+    """
+    m = re.fullmatch(r"(\d+)/(\d+)", shard)
+    if not m or not 0 <= int(m.group(1)) < int(m.group(2)):
+        raise SpecError(f"--shard: got {shard!r}; allowed: I/N with 0 <= I < N, e.g. 0/4")
+    return int(m.group(1)), int(m.group(2))
 
 
 def echo_error_and_exit(message: str, code: int = 2) -> None:

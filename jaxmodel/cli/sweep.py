@@ -1,13 +1,12 @@
 """``jaxmodel sweep SPEC.toml``: run a sweep specification into a Parquet dataset."""
 
-import re
 import shlex
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from jaxmodel.cli.common import X64Option, reports_errors
+from jaxmodel.cli.common import X64Option, parse_shard, reports_errors
 from jaxmodel.documents import dry_run_summary, sweep_summary
 from jaxmodel.engine import (
     DEFAULT_CHUNK,
@@ -26,10 +25,7 @@ def _processes(distributed: bool, coordinator: str | None, num_processes: int | 
     if shard is not None:
         if distributed or coordinator:
             raise SpecError("--shard: use either --shard or --distributed/--coordinator")
-        m = re.fullmatch(r"(\d+)/(\d+)", shard)
-        if not m or not 0 <= int(m.group(1)) < int(m.group(2)):
-            raise SpecError(f"--shard: got {shard!r}; allowed: I/N with 0 <= I < N, e.g. 0/4")
-        return int(m.group(1)), int(m.group(2))
+        return parse_shard(shard)
     if distributed or coordinator:
         import jax
 
