@@ -762,8 +762,6 @@ def _candidates(model: Model, data: Runs) -> dict | None:
     model has no layout inputs, or no other layout exists).  Validity is
     judged later, with the runs, in one evaluation.
     """
-    from jaxmodel.models.layout import TENSOR
-
     space = model.layout
     if space is None:
         return None
@@ -773,13 +771,8 @@ def _candidates(model: Model, data: Runs) -> dict | None:
     for i in range(data.n):
         run = {k: float(data.inputs[k][i]) for k in names}
         lay = space.candidates(run, space.global_batch(run), extra=False)
-        # Tensor parallelism stays within a node, as practised (where the model
-        # knows the node).
-        t_max = run.get("gpus_per_node", math.inf)
-        for c in range(len(lay[TENSOR])):
+        for c in np.flatnonzero(space.practised(run, lay)):
             cand = {**run, **{k: float(lay[k][c]) for k in space.axes}}
-            if cand[TENSOR] > t_max:
-                continue
             key = tuple(cand[k] for k in names)
             if key in seen:
                 continue

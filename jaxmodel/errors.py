@@ -31,6 +31,12 @@ def _shown(value: object) -> str:
 class SpecError(JaxmodelError, ValueError):
     """A malformed sweep specification or option (one line, no traceback)."""
 
+    @classmethod
+    def bad(cls, field: str, value: object, allowed: str) -> SpecError:
+        """``field: got value; allowed: ...``: the one style of a spec table's errors
+        (as :class:`InputError` words a bad input)."""
+        return cls(f"{field}: got {_shown(value)}; allowed: {allowed}")
+
 
 def closest(name: str, choices) -> str:
     """`` (did you mean 'x'?)`` for the closest valid name, or ``""``.

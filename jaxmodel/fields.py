@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
+
+import jax.numpy as jnp
+import numpy as np
 
 from jaxmodel.errors import InputError
 
@@ -120,11 +123,42 @@ FLOAT32_NOTE = " and within float32's range (1.2e-38 to 3.4e38)"
 
 def in_float32_range(x):
     """Whether ``|x|`` is 0 or a normal float32 magnitude (numpy arrays too)."""
-    import numpy as np
-
     a = np.abs(x)
     return (a == 0) | ((a >= FLOAT32_TINY) & (a <= FLOAT32_MAX))
 
 
 def _fmt(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else repr(float(x))
+
+
+def check_values(field: InputField, value: Any) -> np.ndarray:
+    """``value`` as a float64 array, every element in ``field``'s domain.
+
+    Raises:
+      InputError: for a non-numeric value or the first element out of domain.
+    """
+    arr = np.asarray(value)
+    # jnp.issubdtype also knows jax's extra dtypes (bfloat16, float8, int4),
+    # which numpy reports as kind "V".
+    numeric = jnp.issubdtype(arr.dtype, jnp.integer) or jnp.issubdtype(arr.dtype, jnp.floating)
+    if arr.dtype == bool or not numeric:
+        if arr.ndim == 0:
+            field.check_scalar(value)  # raises with the offending value
+        raise InputError(field.name, value, field.allowed() + " (numeric values)")
+    arr = arr.astype(np.float64)
+    bad = ~np.isfinite(arr)
+    if field.integer:
+        bad |= arr != np.floor(np.where(np.isfinite(arr), arr, 0.0))
+    with np.errstate(invalid="ignore"):
+        bad |= arr < field.low if field.low_inclusive else arr <= field.low
+        if field.high is not None:
+            bad |= arr > field.high
+    allowed = field.allowed()
+    if not bad.any() and not np.all(in_float32_range(arr)):
+        bad = ~in_float32_range(arr)
+        allowed += FLOAT32_NOTE
+    if bad.any():
+        first = arr.flat[int(np.argmax(bad.ravel()))]
+        shown = int(first) if field.integer and float(first).is_integer() else float(first)
+        raise InputError(field.name, shown, allowed)
+    return arr

@@ -14,7 +14,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from jaxmodel.models import Model
-from jaxmodel.models.layout import PIPELINE, TENSOR
 
 _DECIMALS_BY_NAME = {"throughput_tokens_s": 0, "per_gpu_tokens_s": 1}
 _DECIMALS_BY_UNIT = {"ms": 3, "%": 1, "TFLOP/s": 1, "GB": 2}
@@ -128,15 +127,15 @@ def table(doc: Mapping[str, Any], model: Model) -> str:
     total = "-" if step is None else f"{step:,.3f}"
     lines.append(f"{'step time':<{width}}  {total:>12}  {'100.0%' if step else '-':>6}")
     lines.append("")
-    lines.append(f"layout: t={doc['inputs'][TENSOR]} p={doc['inputs'][PIPELINE]} "
-                 f"d={out['data_parallel']} "
+    shape = "" if model.layout is None else model.layout.report_summary(doc["inputs"], out) + " "
+    lines.append(f"layout: {shape}"
                  f"({out['used_gpus']} GPUs used, {out['idle_gpus']} idle, "
                  f"valid: {'yes' if out[model.validity] else 'no'})")
     lines.append(f"bottleneck: {out['bottleneck']}")
     if step is not None:
         lines.append(f"MFU: {out['mfu_percent']}%   achieved: {out['achieved_tflops_per_gpu']} "
                      f"TFLOP/s per GPU   throughput: {out['throughput_tokens_s']:,.0f} tokens/s")
-    lines += memory_lines(doc["inputs"], out)
+    lines += memory_lines(model, doc["inputs"], out)
     lines += ["", f"verdict: {out['verdict']}"]
     return "\n".join(lines)
 
@@ -150,8 +149,9 @@ _MEMORY_PARTS = (
 )
 
 
-def memory_lines(inputs: Mapping[str, Any], out: Mapping[str, Any]) -> list[str]:
-    """Memory per GPU against the GPU's, whether it fits, and its breakdown.
+def memory_lines(model: Model, inputs: Mapping[str, Any], out: Mapping[str, Any]) -> list[str]:
+    """Memory per GPU against the GPU's (``Model.memory_capacity``), whether it
+    fits, and its breakdown.
 
     Empty for a model without ``memory_gb_per_gpu`` (the seed has no memory
     limit; ``jaxmodel best`` says so).  A layout that is not well formed has no
@@ -159,7 +159,8 @@ def memory_lines(inputs: Mapping[str, Any], out: Mapping[str, Any]) -> list[str]
     """
     if "memory_gb_per_gpu" not in out:
         return []
-    need, have = out["memory_gb_per_gpu"], inputs.get("gpu_memory_gb")
+    need = out["memory_gb_per_gpu"]
+    have = None if model.memory_capacity is None else inputs.get(model.memory_capacity)
     if need is None:
         return ["", "memory per GPU: - (the layout is not well formed)"]
     of = "" if have is None else f" of {have:g} GB"

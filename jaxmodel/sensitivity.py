@@ -79,71 +79,28 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxmodel.api import resolve_inputs
-from jaxmodel.errors import SpecError, closest
 from jaxmodel.models import DEFAULT_MODEL, Model, get_model
 from jaxmodel.precision import computing, float_dtype
 
+# The names a request may use are checked in the spec layer, for the API, the
+# CLI and the spec's [sensitivity] table alike.
+from jaxmodel.spec_tables import (  # noqa: F401 (re-exported)
+    DEFAULT_OF,
+    KINDS,
+    check_request,
+    continuous_inputs,
+    default_of,
+    differentiable_outputs,
+    parse_sensitivity_table,
+)
+
 Kind = Literal["gradient", "elasticity", "both"]
-KINDS: tuple[str, ...] = ("gradient", "elasticity", "both")
-DEFAULT_OF: tuple[str, ...] = ("step_time_ms", "mfu_percent", "throughput_tokens_s")
 
 
 def stepped_inputs(model: Model) -> dict[str, Callable[[Any], Any]]:
     """Inputs reported as a discrete difference: ``{name: next_value(inputs)}``
     (``Model.steps``)."""
     return dict(model.steps)
-
-
-def continuous_inputs(model: Model) -> tuple[str, ...]:
-    """Inputs differentiated by autodiff (every input that is not stepped)."""
-    return model.continuous
-
-
-def differentiable_outputs(model: Model) -> tuple[str, ...]:
-    """Outputs that have derivatives: the float ones."""
-    return tuple(f.name for f in model.outputs if f.kind == "float")
-
-
-def default_of(model: Model) -> tuple[str, ...]:
-    """Step time, MFU and throughput where the model has them, else every float output."""
-    have = differentiable_outputs(model)
-    chosen = tuple(n for n in DEFAULT_OF if n in have)
-    return chosen or have
-
-
-def check_request(
-    model: Model, of: Sequence[str] | None, wrt: Sequence[str] | None, kind: str
-) -> tuple[tuple[str, ...], tuple[str, ...], str]:
-    """Names checked against the model; defaults filled in.
-
-    Raises:
-      SpecError: one line naming the bad output, input or kind.
-    """
-    # One name given as a string means that name, not its letters.
-    of = (of,) if isinstance(of, str) else of
-    wrt = (wrt,) if isinstance(wrt, str) else wrt
-    of = default_of(model) if not of else tuple(of)
-    wrt = continuous_inputs(model) if not wrt else tuple(wrt)
-    floats = differentiable_outputs(model)
-    for name in of:
-        if name not in floats:
-            if name in model.output_names:
-                raise SpecError(f"sensitivity of: {name!r} is a {model.output_field(name).kind} "
-                                f"output and has no derivative; float outputs: "
-                                + ", ".join(floats))
-            raise SpecError(f"sensitivity of: unknown output {name!r} of model "
-                            f"{model.name!r}{closest(name, floats)}")
-    for name in wrt:
-        if name not in model.input_names:
-            raise SpecError(f"sensitivity wrt: unknown input {name!r} of model "
-                            f"{model.name!r}{closest(name, model.input_names)}")
-    for names, what in ((of, "of"), (wrt, "wrt")):
-        dup = sorted({n for n in names if names.count(n) > 1})
-        if dup:
-            raise SpecError(f"sensitivity {what}: {dup[0]!r} is named twice")
-    if kind not in KINDS:
-        raise SpecError(f"sensitivity kind: got {kind!r}; allowed: " + ", ".join(KINDS))
-    return of, wrt, kind
 
 
 def gradient_column(output: str, input_name: str) -> str:
@@ -305,43 +262,6 @@ def _tangents(values, x, names):
     basis = jnp.eye(len(names), dtype=v0.dtype)
     dys = jax.vmap(lambda tangent: jax.jvp(along, (v0,), (tangent,))[1])(basis)
     return list(dys)
-
-
-_TABLE_KEYS = ("of", "wrt", "kind")
-
-
-def parse_sensitivity_table(table: Mapping[str, Any], model: Model | str):
-    """Validate a spec's ``[sensitivity]`` table: ``of``, ``wrt`` (lists of names), ``kind``.
-
-    Returns:
-      ``(of, wrt, kind)`` with defaults filled in, ready for
-      :func:`sensitivity_kernel`.
-
-    Raises:
-      SpecError: one line for an unknown key, a malformed value or a bad name.
-    """
-    model = get_model(model)
-    if not isinstance(table, Mapping):
-        raise SpecError("[sensitivity] must be a table with keys of, wrt, kind")
-    for key in table:
-        if key not in _TABLE_KEYS:
-            raise SpecError(f"[sensitivity]: unknown key {key!r}{closest(key, _TABLE_KEYS)}; "
-                            "allowed: " + ", ".join(_TABLE_KEYS))
-    lists = {}
-    for key in ("of", "wrt"):
-        v = table.get(key)
-        if isinstance(v, str):
-            v = [v]
-        if v is not None and (not isinstance(v, list) or not all(isinstance(s, str) for s in v)):
-            raise SpecError(f"[sensitivity] {key}: got {v!r}; allowed: a list of names")
-        lists[key] = v
-    kind = table.get("kind", "gradient")
-    if not isinstance(kind, str):
-        raise SpecError(f"[sensitivity] kind: got {kind!r}; allowed: " + ", ".join(KINDS))
-    try:
-        return check_request(model, lists["of"], lists["wrt"], kind)
-    except SpecError as e:
-        raise SpecError(f"[sensitivity] {e}") from None
 
 
 @dataclass(frozen=True)

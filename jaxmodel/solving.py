@@ -52,56 +52,21 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxmodel.api import evaluate, resolve_inputs
-from jaxmodel.errors import SpecError, closest
+from jaxmodel.errors import SpecError
 from jaxmodel.models import DEFAULT_MODEL, Model, get_model
 from jaxmodel.precision import computing, float_dtype
-from jaxmodel.sensitivity import continuous_inputs, differentiable_outputs
+
+# The question is checked in the spec layer, for the API, the CLI and the
+# spec's [solve] table alike.
+from jaxmodel.spec_tables import (  # noqa: F401 (re-exported)
+    check_solve,
+    parse_solve_table,
+    parse_target,
+)
 
 GROWTH = 4.0
 EXPANSIONS = 40
 ITERATIONS = 100
-
-
-def check_solve(model: Model, output: str, value: Any, vary: str) -> tuple[str, float, str]:
-    """Names and the target value checked against the model.
-
-    Raises:
-      SpecError: one line naming the bad output, input or value.
-    """
-    floats = differentiable_outputs(model)
-    if output not in floats:
-        if output in model.output_names:
-            raise SpecError(f"solve target: {output!r} is a {model.output_field(output).kind} "
-                            "output; allowed: a float output: " + ", ".join(floats))
-        raise SpecError(f"solve target: unknown output {output!r} of model {model.name!r}"
-                        f"{closest(output, floats)}")
-    cont = continuous_inputs(model)
-    if vary not in cont:
-        if vary in model.input_names:
-            raise SpecError(f"solve vary: {vary!r} is stepped, not continuous; allowed: "
-                            + ", ".join(cont))
-        raise SpecError(f"solve vary: unknown input {vary!r} of model {model.name!r}"
-                        f"{closest(vary, cont)}")
-    try:
-        target = float(value)
-    except (TypeError, ValueError):
-        raise SpecError(f"solve target: value {value!r} of {output} is not a number") from None
-    if isinstance(value, bool) or not math.isfinite(target):
-        raise SpecError(f"solve target: value {value!r} of {output} is not a finite number")
-    return output, target, vary
-
-
-def parse_target(text: str, model: Model) -> tuple[str, float]:
-    """``"mfu_percent=60"`` -> ``("mfu_percent", 60.0)``.
-
-    Raises:
-      SpecError: not of the form NAME=NUMBER.
-    """
-    name, sep, number = str(text).partition("=")
-    if not sep:
-        raise SpecError(f"solve target: got {text!r}; allowed: OUTPUT=VALUE, "
-                        "e.g. mfu_percent=60")
-    return name.strip(), number.strip()
 
 
 def _rtsafe(fdf, a, b, ga, iterations):
@@ -275,49 +240,6 @@ def _solver(model: Model, output: str, vary: str, expansions: int, iterations: i
     return kernel
 
 
-_TABLE_KEYS = ("target", "vary")
-
-
-def parse_solve_table(table: Mapping[str, Any], model: Model | str) -> tuple[str, float, str]:
-    """Validate a spec's ``[solve]`` table.
-
-    ``target = "mfu_percent=60"`` (or ``target = {mfu_percent = 60}``) and
-    ``vary = "link_bandwidth_gb_s"``.
-
-    Returns:
-      ``(target_output, target_value, vary)`` for :func:`solve_kernel`.
-
-    Raises:
-      SpecError: one line for an unknown or missing key or a bad name or value.
-    """
-    model = get_model(model)
-    if not isinstance(table, Mapping):
-        raise SpecError("[solve] must be a table with keys target and vary")
-    for key in table:
-        if key not in _TABLE_KEYS:
-            raise SpecError(f"[solve]: unknown key {key!r}{closest(key, _TABLE_KEYS)}; "
-                            "allowed: " + ", ".join(_TABLE_KEYS))
-    for key in _TABLE_KEYS:
-        if key not in table:
-            raise SpecError(f"[solve]: missing key {key!r} (e.g. target = \"mfu_percent=60\", "
-                            "vary = \"link_bandwidth_gb_s\")")
-    target, vary = table["target"], table["vary"]
-    try:
-        if isinstance(target, Mapping):
-            if len(target) != 1:
-                raise SpecError(f"solve target: got {dict(target)!r}; allowed: one OUTPUT = VALUE")
-            output, value = next(iter(target.items()))
-        elif isinstance(target, str):
-            output, value = parse_target(target, model)
-        else:
-            raise SpecError(f"solve target: got {target!r}; allowed: \"OUTPUT=VALUE\"")
-        if not isinstance(vary, str):
-            raise SpecError(f"solve vary: got {vary!r}; allowed: an input name")
-        return check_solve(model, output, value, vary)
-    except SpecError as e:
-        raise SpecError(f"[solve] {e}") from None
-
-
 @dataclass(frozen=True)
 class Solution:
     """The answer for one configuration or a batch (arrays of the batch shape).
@@ -368,7 +290,7 @@ def solve(
       SpecError: a bad output / input name or target.
     """
     model = get_model(model)
-    output, value = parse_target(target, model) if isinstance(target, str) else target
+    output, value = parse_target(target) if isinstance(target, str) else target
     values = np.asarray(value)
     if values.ndim == 0:
         output, value, vary = check_solve(model, output, value, vary)
@@ -377,14 +299,15 @@ def solve(
         for v in values.ravel()[:1]:
             check_solve(model, output, float(v), vary)
         if values.dtype.kind not in "iuf" or not np.isfinite(values).all():
-            raise SpecError(f"solve target: values of {output} must be finite numbers")
+            raise SpecError(f"solve.target: got values of {output} that are not all finite "
+                            "numbers; allowed: finite numbers")
         value = values
     arrays = resolve_inputs(model, inputs or {})
     try:
         shape = np.broadcast_shapes(next(iter(arrays.values())).shape, values.shape)
     except ValueError:
-        raise SpecError(f"solve target: shape {values.shape} does not broadcast with the "
-                        "inputs") from None
+        raise SpecError(f"solve.target: got shape {values.shape}; allowed: a shape that "
+                        "broadcasts with the inputs") from None
     dtype = float_dtype(x64)
     with computing():
         flat = model.inputs_type(*(np.broadcast_to(a, shape).reshape(-1).astype(dtype)

@@ -58,10 +58,18 @@ from typing import Any
 
 import numpy as np
 
-from jaxmodel.api import check_values
 from jaxmodel.errors import InputError, SpecError, closest
 from jaxmodel.expr import Expr, parse
+from jaxmodel.fields import check_values
 from jaxmodel.models import DEFAULT_MODEL, Model, get_model
+from jaxmodel.spec_tables import (
+    OutputSettings,
+    SensitivityRequest,
+    SolveRequest,
+    as_table,
+    check_keys,
+    parse_tables,
+)
 
 MAX_CONFIGURATIONS = 2**62  # config_id is int64; chunk counts stay exact
 MAX_AXIS = 100_000_000  # values one axis (or sample choice list) may hold: 800 MB as float64
@@ -70,9 +78,6 @@ TOP_LEVEL = ("model", "description", "filter", "base", "axes", "zip", "sample", 
              "sensitivity", "solve", "reduce")
 AXIS_KINDS = ("linspace", "geomspace", "range", "powers_of_two")
 SAMPLE_KINDS = ("uniform", "log_uniform", "choice")
-OUTPUT_KEYS = ("path", "columns", "partition_by", "rows_per_file", "compression",
-               "row_group_size")
-COMPRESSIONS = ("lz4", "zstd", "snappy", "gzip", "none")
 
 
 @dataclass(frozen=True)
@@ -141,16 +146,6 @@ class CandidateTable:
 
 
 @dataclass(frozen=True)
-class OutputSettings:
-    path: str | None = None
-    columns: tuple[str, ...] | None = None
-    partition_by: tuple[str, ...] = ()
-    rows_per_file: int = 4_000_000
-    row_group_size: int = 1_048_576
-    compression: str = "lz4"
-
-
-@dataclass(frozen=True)
 class SweepSpec:
     """A validated sweep specification.
 
@@ -164,8 +159,10 @@ class SweepSpec:
       table: explicit candidate rows (``dims`` and ``sample`` empty), or ``None``.
       filter: rows to keep, or ``None`` for all.
       output: Parquet settings.
-      tables: the raw ``sensitivity``, ``solve`` and ``reduce`` tables, parsed
-        by their own modules.
+      tables: the raw ``sensitivity``, ``solve`` and ``reduce`` tables, as written.
+      sensitivity: the validated ``[sensitivity]`` request, or ``None``.
+      solve: the validated ``[solve]`` request, or ``None``.
+      reduce: the ``[reduce]`` table's reducer (``jaxmodel.reduce``), or ``None``.
     """
 
     text: str
@@ -178,6 +175,9 @@ class SweepSpec:
     output: OutputSettings = field(default_factory=OutputSettings)
     tables: dict[str, Any] = field(default_factory=dict)
     table: CandidateTable | None = None
+    sensitivity: SensitivityRequest | None = None
+    solve: SolveRequest | None = None
+    reduce: Any = None
 
     @property
     def size(self) -> int:
@@ -198,13 +198,6 @@ class SweepSpec:
         if self.sample is not None:
             return tuple(d.name for d in self.sample.distributions)
         return tuple(n for d in self.dims for n in d.names)
-
-
-def _keys(table: dict, allowed, where: str) -> None:
-    for key in table:
-        if key not in allowed:
-            raise SpecError(f"{where}: unknown key {key!r}{closest(key, allowed)}; "
-                            f"allowed: {', '.join(allowed)}")
 
 
 def _number(value: Any, where: str) -> float:
@@ -338,35 +331,6 @@ def _sample(model: Model, table: dict) -> Sample:
     return Sample(n, seed, tuple(dists))
 
 
-def _output(table: dict, stem: str) -> OutputSettings:
-    _keys(table, OUTPUT_KEYS, "output")
-    kw: dict[str, Any] = {}
-    if "path" in table:
-        if not isinstance(table["path"], str) or not table["path"]:
-            raise SpecError(f"output.path: expected a directory path, got {table['path']!r}")
-        kw["path"] = table["path"]
-    for key in ("columns", "partition_by"):
-        if key in table:
-            v = table[key]
-            if not isinstance(v, list) or not all(isinstance(c, str) for c in v):
-                raise SpecError(f"output.{key}: expected a list of column names, got {v!r}")
-            if key == "columns" and not v:
-                raise SpecError("output.columns: empty list (omit it to keep every column)")
-            twice = sorted({c for c in v if v.count(c) > 1})
-            if twice:
-                raise SpecError(f"output.{key}: {twice[0]!r} is listed twice")
-            kw[key] = tuple(v)
-    for key in ("rows_per_file", "row_group_size"):
-        if key in table:
-            kw[key] = _int(table[key], f"output.{key}")
-    if "compression" in table:
-        c = table["compression"]
-        if c not in COMPRESSIONS:
-            raise SpecError(f"output.compression: got {c!r}; allowed: {', '.join(COMPRESSIONS)}")
-        kw["compression"] = c
-    return OutputSettings(**kw)
-
-
 def load_spec(path: str | Path) -> SweepSpec:
     """Read and validate a spec file.
 
@@ -394,16 +358,14 @@ def parse_spec(text: str, name: str = "sweep", root: str | Path | None = None) -
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise SpecError(f"spec: invalid TOML ({e})") from None
-    _keys(data, TOP_LEVEL, "spec")
+    check_keys(data, TOP_LEVEL, "spec")
     model_name = data.get("model", DEFAULT_MODEL)
     if not isinstance(model_name, str):
         raise SpecError(f"model: expected a model name, got {model_name!r}")
     model = get_model(model_name)
 
     base = dict(model.defaults)
-    base_table = data.get("base", {})
-    if not isinstance(base_table, dict):
-        raise SpecError("base: expected a table of input values")
+    base_table = as_table(data.get("base", {}), "base", "a table of input values")
     presets = {k: base_table[k] for k in ("gpu", "llm") if k in base_table}
     if presets:
         from jaxmodel.presets import apply_presets
@@ -439,9 +401,7 @@ def parse_spec(text: str, name: str = "sweep", root: str | Path | None = None) -
             raise InputError(f"base.{key}", e.value, e.allowed) from None
 
     dims: list[Dimension] = []
-    axes = data.get("axes", {})
-    if not isinstance(axes, dict):
-        raise SpecError("axes: expected a table of input = values")
+    axes = as_table(data.get("axes", {}), "axes", "a table of input = values")
     seen: set[str] = set()
     for key, value in axes.items():
         dims.append(Dimension((key,), (axis_values(model, key, value, "axes"),)))
@@ -473,25 +433,16 @@ def parse_spec(text: str, name: str = "sweep", root: str | Path | None = None) -
     if "sample" in data:
         if dims:
             raise SpecError("sample: use either [sample] or [axes]/[[zip]], not both")
-        if not isinstance(data["sample"], dict):
-            raise SpecError("sample: expected a table")
-        sample = _sample(model, data["sample"])
+        sample = _sample(model, as_table(data["sample"], "sample"))
 
-    out_table = data.get("output", {})
-    if not isinstance(out_table, dict):
-        raise SpecError("output: expected a table")
-    output = _output(out_table, name)
-
-    tables = {k: data[k] for k in ("sensitivity", "solve", "reduce") if k in data}
-    for k, v in tables.items():
-        if not isinstance(v, dict):
-            raise SpecError(f"{k}: expected a table")
-
+    parsed = parse_tables(data, model)
     if not isinstance(data.get("description", ""), str):
         raise SpecError(f"description: expected text, got {data['description']!r}")
     filt = data.get("filter")
     spec = SweepSpec(text=text, name=name, model=model, base=base, dims=tuple(dims),
-                     sample=sample, output=output, tables=tables)
+                     sample=sample, output=parsed.output,
+                     tables={k: data[k] for k in ("sensitivity", "solve", "reduce") if k in data},
+                     sensitivity=parsed.sensitivity, solve=parsed.solve, reduce=parsed.reduce)
     if spec.size > MAX_CONFIGURATIONS:
         raise SpecError(f"spec: {spec.size:.3e} configurations is more than a sweep may hold "
                         f"(2**62 = {MAX_CONFIGURATIONS:.3e}); split it into several specs")
@@ -504,7 +455,7 @@ def parse_spec(text: str, name: str = "sweep", root: str | Path | None = None) -
         highest[dist.name] = float(np.max(dist.values)) if dist.kind == "choice" else dist.high
     model.check_products(highest, where="spec: largest ")
     if filt is not None:
-        # Columns are known only once the extra tables are parsed: the engine
-        # re-checks the filter against the full column set.
+        # The filter's columns are checked by the plan, which knows every
+        # column (the extra tables add some).
         spec = SweepSpec(**{**spec.__dict__, "filter": parse(filt)})
     return spec

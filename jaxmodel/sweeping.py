@@ -1,8 +1,9 @@
 """The sweep API: a spec file -> a :class:`~jaxmodel.engine.Plan` -> a dataset.
 
 ``jaxmodel.sweep(spec_path, output)`` is what ``jaxmodel sweep`` runs; the
-spec's extra tables (``[sensitivity]``, ``[solve]``, ``[reduce]``) are turned
-into engine pieces here, so the engine stays one loop.
+spec's extra tables (``[sensitivity]``, ``[solve]``, ``[reduce]``), validated
+by ``jaxmodel.spec_tables``, are turned into engine pieces here, so the engine
+stays one loop.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from jaxmodel.engine import DEFAULT_CHUNK, Extra, Plan, SweepResult, read_metadata, run_sweep
-from jaxmodel.errors import SpecError, closest
 from jaxmodel.precision import computing
 from jaxmodel.sink import METADATA_FILE, Column, float_column, to_table
 from jaxmodel.spec import SweepSpec, load_spec, parse_spec
@@ -26,94 +26,25 @@ PROBE = 1 << 16
 
 
 def extras_for(spec: SweepSpec, x64: bool) -> list[Extra]:
-    """Extra per-row kernels from the spec's ``[sensitivity]`` and ``[solve]`` tables."""
-    from jaxmodel.sensitivity import (
-        parse_sensitivity_table,
-        sensitivity_column_info,
-        sensitivity_kernel,
-    )
-    from jaxmodel.solving import parse_solve_table, solve_column_info, solve_kernel
+    """Extra per-row kernels from the spec's (validated) ``[sensitivity]`` and
+    ``[solve]`` requests."""
+    from jaxmodel.sensitivity import sensitivity_column_info, sensitivity_kernel
+    from jaxmodel.solving import solve_column_info, solve_kernel
 
     float_type = pa.float64() if x64 else pa.float32()
     extras = []
-    if "sensitivity" in spec.tables:
-        of, wrt, kind = parse_sensitivity_table(spec.tables["sensitivity"], spec.model)
+    if spec.sensitivity is not None:
         columns = tuple(float_column(name, float_type, unit, doc) for name, unit, doc
-                        in sensitivity_column_info(spec.model, of, wrt, kind))
-        extras.append(Extra(sensitivity_kernel(spec.model, of, wrt, kind), columns))
-    if "solve" in spec.tables:
-        output, value, vary = parse_solve_table(spec.tables["solve"], spec.model)
+                        in sensitivity_column_info(spec.model, *spec.sensitivity))
+        extras.append(Extra(sensitivity_kernel(spec.model, *spec.sensitivity), columns))
+    if spec.solve is not None:
         columns = tuple(
             Column(name, pa.bool_() if name in ("solve_reached", "solve_blocked")
                    else float_type, unit, doc)
-            for name, unit, doc in solve_column_info(spec.model, output, vary))
-        extras.append(Extra(solve_kernel(spec.model, output, value, vary), columns))
+            for name, unit, doc in solve_column_info(spec.model, spec.solve.output,
+                                                     spec.solve.vary))
+        extras.append(Extra(solve_kernel(spec.model, *spec.solve), columns))
     return extras
-
-
-REDUCE_KEYS = ("top_k", "by", "minimize", "group_by", "pareto", "capacity")
-
-
-def reducer_for(spec: SweepSpec):
-    """The on-device reduction of the spec's ``[reduce]`` table, or ``None``.
-
-    One of::
-
-        [reduce]                    # the k best rows
-        top_k = 100
-        by = "throughput_tokens_s"  # maximised; minimize = true for times
-        [reduce]                    # the best row per group
-        by = "mfu_percent"
-        group_by = ["link_bandwidth_gb_s"]   # varied inputs or category outputs
-        [reduce]                    # the Pareto front of two columns
-        pareto = ["used_gpus", "step_time_ms"]   # both minimised by default
-        minimize = [true, true]
-    """
-    from jaxmodel.reduce import GroupBest, Pareto, TopK
-
-    table = spec.tables.get("reduce")
-    if table is None:
-        return None
-    for key in table:
-        if key not in REDUCE_KEYS:
-            raise SpecError(f"reduce: unknown key {key!r}{closest(key, REDUCE_KEYS)}; "
-                            f"allowed: {', '.join(REDUCE_KEYS)}")
-    modes = [k for k in ("top_k", "group_by", "pareto") if k in table]
-    if len(modes) != 1:
-        raise SpecError("reduce: give exactly one of top_k, group_by or pareto")
-    minimize = table.get("minimize", False)
-    if modes == ["pareto"]:
-        pair = table["pareto"]
-        if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(c, str)
-                                                                  for c in pair)):
-            raise SpecError(f"reduce.pareto: expected [x, y] column names, got {pair!r}")
-        mins = table.get("minimize", [True, True])
-        if not (isinstance(mins, list) and len(mins) == 2 and all(isinstance(m, bool)
-                                                                  for m in mins)):
-            raise SpecError(f"reduce.minimize: with pareto, expected [bool, bool], got {mins!r}")
-        capacity = table.get("capacity", 4096)
-        if (isinstance(capacity, bool) or not isinstance(capacity, int)
-                or not 1 <= capacity <= 1_000_000):
-            raise SpecError(f"reduce.capacity: expected a whole number from 1 to 1000000, "
-                            f"got {capacity!r}")
-        return Pareto(pair[0], pair[1], mins[0], mins[1], capacity)
-    if not isinstance(minimize, bool):
-        raise SpecError(f"reduce.minimize: expected true or false, got {minimize!r}")
-    by = table.get("by")
-    if not isinstance(by, str):
-        raise SpecError(f"reduce.by: expected the column to rank by, got {by!r}")
-    if modes == ["top_k"]:
-        k = table["top_k"]
-        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 10_000:
-            raise SpecError(f"reduce.top_k: got {k!r}; allowed: a whole number from 1 to 10000")
-        return TopK(by, k, not minimize)
-    group_by = table["group_by"]
-    if isinstance(group_by, str):
-        group_by = [group_by]
-    if not (isinstance(group_by, list) and group_by and all(isinstance(c, str)
-                                                            for c in group_by)):
-        raise SpecError(f"reduce.group_by: expected a list of column names, got {group_by!r}")
-    return GroupBest(by, tuple(group_by), not minimize)
 
 
 def build_plan(spec: str | Path | SweepSpec, *, x64: bool = False,
@@ -122,7 +53,7 @@ def build_plan(spec: str | Path | SweepSpec, *, x64: bool = False,
     if not isinstance(spec, SweepSpec):
         spec = load_spec(spec)
     return Plan(spec, x64=x64, chunk_size=chunk_size, devices=devices,
-                extras=extras_for(spec, x64), reducer=reducer_for(spec))
+                extras=extras_for(spec, x64), reducer=spec.reduce)
 
 
 def output_directory(spec: SweepSpec, output: str | Path | None) -> Path:

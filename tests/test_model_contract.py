@@ -203,3 +203,31 @@ def test_breakdown_plot_data_stacks_the_toy_terms(tmp_path):
     configs, labels = plot.layout_configs(TOY, BASE, top=2, x64=True)
     steps = [by_hand(c)["step_time_ms"] for c in configs]
     assert steps == sorted(steps) and labels[0].startswith("t1 p")
+
+
+# ----------------------------------------------------------------- what the core asks the model
+
+
+def test_the_layout_space_says_which_candidates_are_practised():
+    """Tensor parallelism within a node where the model knows the node, else any."""
+    cand = {"tensor_parallel": np.array([1, 4, 8, 16])}
+    refined = jaxmodel.get_model("refined")
+    np.testing.assert_array_equal(
+        refined.layout.practised({"gpus_per_node": 8}, cand), [True, True, True, False])
+    np.testing.assert_array_equal(jaxmodel.get_model("seed").layout.practised({}, cand),
+                                  [True] * 4)
+
+
+def test_the_report_asks_the_model_for_its_layout_and_memory_inputs():
+    from jaxmodel.report import memory_lines
+
+    refined, seed = jaxmodel.get_model("refined"), jaxmodel.get_model("seed")
+    assert refined.memory_capacity == "gpu_memory_gb" and seed.memory_capacity is None
+    out = {"memory_gb_per_gpu": 30.0, "fits_in_memory": True}
+    assert memory_lines(refined, {"gpu_memory_gb": 80.0}, out)[1] == (
+        "memory per GPU: 30.00 GB of 80 GB (fits: yes, 50.00 GB free)")
+    assert seed.layout.report_summary({"tensor_parallel": 8, "pipeline_parallel": 4},
+                                      {"data_parallel": 2}) == "t=8 p=4 d=2"
+    with pytest.raises(ValueError, match="'gpu_memory' is not an input"):
+        Model(**{**{f: getattr(TOY, f) for f in TOY.__dataclass_fields__},
+                 "memory_capacity": "gpu_memory"})

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 import typer
 
-from jaxmodel.calibration import DEFAULT_BOOTSTRAP, DEFAULT_SUGGEST, Calibration, calibrate
+from jaxmodel.calibration import DEFAULT_BOOTSTRAP, DEFAULT_SUGGEST, calibrate
 from jaxmodel.cli.common import (
     PRESET_OPTIONS,
     ConfigOption,
@@ -16,55 +16,8 @@ from jaxmodel.cli.common import (
     reports_errors,
     with_input_options,
 )
+from jaxmodel.documents import calibration_text
 from jaxmodel.errors import InputError
-
-
-def render(cal: Calibration) -> str:
-    """The calibration for a person: parameters, runs, errors, warnings, suggestions."""
-    pct = int(round(cal.confidence * 100))
-    b = cal.bootstrap
-    lines = [
-        f"Calibrated {len(cal.fit)} parameter{'s' if len(cal.fit) > 1 else ''} of model "
-        f"{cal.model!r} on {len(cal.runs)} runs ({cal.source}), measured "
-        f"{', '.join(cal.outputs)}; {b['resamples']} bootstrap resamples "
-        f"({b['converged']} converged within the step limit), {cal.fit_s:.1f} s",
-        "",
-        f"{'parameter':<26}{'start':>12}{'fitted':>12}   {pct}% interval",
-    ]
-    for name in cal.fit:
-        lo, hi = cal.intervals[name]
-        lines.append(f"{name:<26}{cal.start[name]:>12.4g}{cal.values[name]:>12.4g}   "
-                     f"{lo:.4g} .. {hi:.4g}")
-    lines.append("")
-    width = max(12, *(len(r["label"]) + 2 for r in cal.runs))
-    for o in cal.outputs:
-        lines.append(f"{'run':<{width}}{'measured ' + o:>28}{'before':>10}{'after':>10}"
-                     f"{'left out':>10}")
-        for r in cal.runs:
-            meas = r["measured_" + o]
-            if meas != meas:  # not measured in this run
-                continue
-            errs = "".join(f"{r[f'{k}_{o}_error_percent']:>+9.1f}%"
-                           for k in ("before", "after", "leave_one_out"))
-            lines.append(f"{r['label']:<{width}}{meas:>28.6g}{errs}")
-        lines.append("")
-    e = cal.errors
-    lines.append("error, mean / max |%|: " + ", ".join(
-        f"{label} {e[k]['mean_abs_percent']:.2f} / {e[k]['max_abs_percent']:.2f}"
-        for k, label in (("before", "before"), ("after", "after"),
-                         ("leave_one_out", "leave-one-out (the honest figure)"))))
-    for w in cal.warnings:
-        lines.append(f"warning: {w}")
-    if cal.suggestions:
-        lines.append("")
-        lines.append("Measure next (where the fitted parameters' uncertainty moves the "
-                     "prediction most):")
-        for s in cal.suggestions:
-            preds = ", ".join(
-                f"{o} {s['predicted_' + o]:.4g} ({pct}% {s['low_' + o]:.4g} .. "
-                f"{s['high_' + o]:.4g})" for o in cal.outputs)
-            lines.append(f"  {s['run']}: {preds}")
-    return "\n".join(lines)
 
 
 @with_input_options
@@ -106,6 +59,6 @@ def calibrate_command(
         doc["written"] = output
         typer.echo(json.dumps(doc))
     else:
-        typer.echo(render(cal))
+        typer.echo(calibration_text(cal))
         if output:
             typer.echo(f"\nwrote {output}")

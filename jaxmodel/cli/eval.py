@@ -1,13 +1,10 @@
 """``jaxmodel eval``: one configuration, as the seed-format JSON or a table."""
 
 
-import socket
-import time
 from typing import Annotated, Literal
 
 import typer
 
-from jaxmodel.api import as_dicts, evaluate
 from jaxmodel.cli.common import (
     ConfigOption,
     ModelOption,
@@ -16,8 +13,8 @@ from jaxmodel.cli.common import (
     reports_errors,
     with_input_options,
 )
-from jaxmodel.profile import profile_curves
-from jaxmodel.report import seed_document, table, to_json
+from jaxmodel.documents import evaluation_document
+from jaxmodel.report import table, to_json
 
 
 @with_input_options
@@ -34,10 +31,5 @@ def eval_command(
 ) -> None:
     """Evaluate one configuration (defaults: the seed example)."""
     m, values = gather_inputs(model, config, inputs)
-    start = time.perf_counter()
-    outputs = as_dicts(m, evaluate(m, x64=x64, **values))
-    curves = None if no_profile else profile_curves(m, values, x64=x64)
-    wall_ms = (time.perf_counter() - start) * 1e3
-    doc = seed_document(m, values, outputs, m.verdict(values, outputs), curves=curves,
-                        node=socket.gethostname(), wall_ms=wall_ms)
+    doc = evaluation_document(m, values, x64=x64, profile=not no_profile)
     typer.echo(to_json(doc) if output_format == "json" else table(doc, m))

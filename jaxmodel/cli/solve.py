@@ -1,12 +1,10 @@
 """``jaxmodel solve``: the input value at which an output reaches a target."""
 
 
-import math
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import typer
 
-from jaxmodel.api import as_dicts, evaluate
 from jaxmodel.cli.common import (
     ConfigOption,
     ModelOption,
@@ -15,15 +13,9 @@ from jaxmodel.cli.common import (
     reports_errors,
     with_input_options,
 )
-from jaxmodel.report import printed_inputs, to_json
+from jaxmodel.documents import solve_document
+from jaxmodel.report import to_json
 from jaxmodel.solving import describe, parse_target, solve
-
-
-def _num(v: Any) -> float | str | None:
-    v = float(v)
-    if math.isnan(v):
-        return None
-    return v if math.isfinite(v) else ("infinity" if v > 0 else "-infinity")
 
 
 @with_input_options
@@ -48,25 +40,8 @@ def solve_command(
 ) -> None:
     """Solve an inverse question: which value of one input reaches a target output."""
     m, values = gather_inputs(model, config, inputs)
-    output, value = parse_target(target, m)
-    s = solve(values, (output, value), vary, model=m, x64=x64)
-    answer = describe(s, m, inputs=values)
+    s = solve(values, parse_target(target), vary, model=m, x64=x64)
     if output_format == "text":
-        typer.echo(answer)
-        return
-    doc: dict[str, Any] = {
-        "model": m.name,
-        "inputs": printed_inputs(m, values),
-        "target": {"output": s.output, "value": s.target},
-        "vary": s.vary,
-        "start": {s.vary: _num(s.start), s.output: _num(s.start_value)},
-        "reached": bool(s.reached),
-        "solved": {s.vary: _num(s.solved)},
-        "limit": {s.output: _num(s.limit), s.vary: _num(s.limit_at)},
-        "blocked_by_invalid_layouts": bool(s.blocked),
-    }
-    if s.reached and not m.input_field(s.vary).integer:
-        check = as_dicts(m, evaluate(m, x64=x64, **{**values, s.vary: float(s.solved)}))
-        doc["solved"][s.output] = _num(check[s.output])
-    doc["answer"] = answer
-    typer.echo(to_json(doc))
+        typer.echo(describe(s, m, inputs=values))
+    else:
+        typer.echo(to_json(solve_document(m, values, s, x64=x64)))

@@ -1,6 +1,5 @@
 """``jaxmodel sweep SPEC.toml``: run a sweep specification into a Parquet dataset."""
 
-import os
 import shlex
 from pathlib import Path
 from typing import Annotated
@@ -8,6 +7,7 @@ from typing import Annotated
 import typer
 
 from jaxmodel.cli.common import X64Option, parse_shard, reports_errors
+from jaxmodel.documents import dry_run_summary, sweep_summary
 from jaxmodel.engine import (
     DEFAULT_CHUNK,
     SweepInterrupted,
@@ -17,14 +17,6 @@ from jaxmodel.engine import (
 from jaxmodel.errors import SpecError
 from jaxmodel.spec import load_spec
 from jaxmodel.sweeping import build_plan, chunk_size_for, estimate, output_directory
-
-
-def _human_bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
-            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
-        n /= 1000.0
-    return f"{n:.1f} TB"
 
 
 def _processes(distributed: bool, coordinator: str | None, num_processes: int | None,
@@ -97,30 +89,9 @@ def sweep_command(
     directory = output_directory(spec, output)
     plan = build_plan(spec, x64=x64, chunk_size=chunk_size_for(directory, chunk_size, resume))
     if dry_run:
-        est = estimate(plan, writers)
-        rows = ("expected rows: " + (f"{plan.size:,}" if plan.filter is None else
-                                     f"~{est['rows']:,.0f} (filter keeps "
-                                     f"{100 * est['keep_fraction']:.3g}% of a probe of "
-                                     f"{est['probe']:,})"))
-        size = f"expected bytes: ~{_human_bytes(est['bytes'])}"
-        if plan.reducer is not None:
-            r = plan.reducer
-            most = getattr(r, "k", None) or getattr(r, "capacity", None) or plan.num_groups
-            rows = rows.replace("expected rows", "rows reaching the reduction")
-            size = f"reduced rows: at most {most:,} (a few KB)"
-        lines = [
-            f"configurations: {plan.size:,}",
-            f"chunks: {plan.num_chunks:,} of {plan.chunk_size:,}",
-            rows,
-            size,
-            f"expected time: ~{est['seconds']:,.1f} s + ~{est['compile_seconds']:.1f} s compile "
-            f"with {est['writers']} writer{'s' * (est['writers'] > 1)} (the probe: "
-            f"{est['rate']:,.0f} configurations/s evaluated, {est['write_rate']:,.0f} rows/s "
-            "written per writer)",
-            f"output: {directory}",
-        ]
-        typer.echo("\n".join(lines))
+        typer.echo(dry_run_summary(plan, estimate(plan, writers), directory))
         return
+
     def resume_command() -> str:
         again = [str(spec_path), "-o", str(directory), "--resume"]
         if plan.chunk_size != DEFAULT_CHUNK and plan.chunk_size != plan.size:
@@ -144,29 +115,6 @@ def sweep_command(
     except WriteFailed as e:
         typer.echo(f"error: {e}; once fixed, resume with: {resume_command()}", err=True)
         raise typer.Exit(1) from None
-    if quiet:
-        return
-    if plan.reducer is not None and result.chunks == 0 and result.reduced is not None:
-        typer.echo(f"merged the finished reducer states into {result.rows:,} rows -> "
-                   f"{directory}")
-        return
-    if result.chunks == 0 and result.skipped_chunks:
-        typer.echo(f"nothing to do: {directory} is complete ({result.skipped_chunks} chunks)")
-        return
-    share = f" (process {process} of {processes})" if processes > 1 else ""
-    if plan.reducer is not None:
-        kept = result.extra["kept_rows"]
-        head = (f"reduced {result.configurations_done:,} configurations{share} "
-                f"({kept:,} kept by the filter, {result.valid_rows:,} valid) ")
-        tail = (f"to {result.rows:,} rows -> {directory}" if result.reduced is not None else
-                "; the reduced rows are written by the last process to finish")
-        typer.echo(head + f"in {result.seconds:.2f} s ({result.rate:,.0f} configurations/s, "
-                   f"compile {result.compile_seconds:.2f} s) " + tail)
-        return
-    typer.echo(
-        f"wrote {result.rows:,} rows ({result.valid_rows:,} valid) of "
-        f"{result.configurations_done:,} configurations{share} in {result.seconds:.2f} s "
-        f"({result.rate:,.0f} configurations/s, compile {result.compile_seconds:.2f} s), "
-        f"{_human_bytes(result.bytes)} in {result.parts} parts -> {directory}"
-        + (os.sep if not str(directory).endswith(os.sep) else "")
-    )
+    if not quiet:
+        typer.echo(sweep_summary(plan, result, directory, process=process,
+                                 processes=processes))

@@ -92,6 +92,9 @@ class Model:
       cluster: the inputs that describe how a particular cluster performs
         rather than its datasheet or the job (achieved efficiencies, latencies):
         cluster-wide, continuous, and what ``jaxmodel calibrate`` fits by default.
+      memory_capacity: the input giving each GPU's memory in GB, which the
+        model's memory outputs are checked against (reports print the need
+        against it), or None: the model has no memory limit.
     """
 
     name: str
@@ -111,6 +114,7 @@ class Model:
     layout: LayoutSpace | None = None
     exact_products: tuple[tuple[str, tuple[str, ...]], ...] = ()
     cluster: tuple[str, ...] = ()
+    memory_capacity: str | None = None
 
     def __post_init__(self) -> None:
         """Check the declarations against each other (a model is built once, at import).
@@ -150,7 +154,8 @@ class Model:
         for name in self.steps:
             if name not in self.input_names:
                 fail(f"stepped input {name!r} is not an input")
-        for name in (*self.cluster, *(n for _, names in self.exact_products for n in names)):
+        for name in (*self.cluster, *(n for _, names in self.exact_products for n in names),
+                     *((self.memory_capacity,) if self.memory_capacity else ())):
             if name not in self.input_names:
                 fail(f"{name!r} is not an input")
         if self.layout is not None:

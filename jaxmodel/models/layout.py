@@ -51,6 +51,7 @@ ACCUMULATION = "gradient_accum_steps"
 HIDDEN = "hidden_dim"
 LAYERS = "num_layers"
 SEQUENCE = "seq_length"
+NODE = "gpus_per_node"
 # (an output: replicas of the model; a column of every candidate table)
 DATA = "data_parallel"
 # The bandwidth of the seed's profile curve (MFU against GPUs and bandwidth).
@@ -138,6 +139,18 @@ class LayoutSpace:
 
     def sequence_length(self, values: Mapping[str, float]) -> int:
         return int(values[SEQUENCE])
+
+    def report_summary(self, inputs: Mapping[str, Any], outputs: Mapping[str, Any]) -> str:
+        """``t=8 p=4 d=2``: the layout of one evaluated configuration (``jaxmodel
+        eval --format table``)."""
+        return f"t={inputs[TENSOR]} p={inputs[PIPELINE]} d={outputs[DATA]}"
+
+    def practised(self, values: Mapping[str, float],
+                  candidates: Mapping[str, np.ndarray]) -> np.ndarray:
+        """Which ``candidates`` (columns as :meth:`candidates` returns) keep tensor
+        parallelism within a node, as practised, where the model knows the node
+        (``gpus_per_node``); a bool mask."""
+        return np.asarray(candidates[TENSOR]) <= values.get(NODE, math.inf)
 
     def candidates(self, values: Mapping[str, float], global_batch: int, *,
                    allow_idle: bool = False, pinned: Mapping[str, int] | None = None,

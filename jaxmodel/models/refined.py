@@ -1171,4 +1171,5 @@ REFINED = Model(
     exact_products=(("tokens_per_step", ("micro_batch", "gradient_accum_steps", "seq_length",
                                          "num_gpus")),),
     cluster=CLUSTER,
+    memory_capacity="gpu_memory_gb",
 )

@@ -1,0 +1,448 @@
+"""The result documents of ``eval``, ``sensitivity``, ``solve``, ``sweep``, ``presets``,
+``calibrate`` and ``validate``.
+
+Each command's JSON document (a dict ready for :func:`jaxmodel.report.to_json`)
+and its text for a person are built here, in the core, so that the CLI is only
+typer wiring and a dashboard or a notebook gets the same documents without
+importing ``jaxmodel.cli``::
+
+    from jaxmodel.documents import sensitivity_document
+    s = jaxmodel.sensitivities(values, kind="both")
+    doc = sensitivity_document(model, values, s)
+
+(``best``'s document lives beside its search, ``jaxmodel.cli.best``, for now.)
+Non-finite floats are JSON ``null`` (an invalid layout); in a ``solve``
+document an infinite limit is the string ``"infinity"``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from jaxmodel.api import as_dicts, evaluate
+from jaxmodel.models import Model
+from jaxmodel.models.presets import GPU_COLUMNS, GPUS, LLM_COLUMNS, LLMS, Preset
+from jaxmodel.profile import profile_curves
+from jaxmodel.report import printed_inputs, seed_document
+from jaxmodel.sensitivity import Sensitivities, gradient_unit, stepped_inputs
+from jaxmodel.solving import Solution, describe
+from jaxmodel.validate import SETS, Table, summary, table_summary
+
+if TYPE_CHECKING:
+    from jaxmodel.calibration import Calibration
+    from jaxmodel.engine import Plan, SweepResult
+
+
+# -- eval ------------------------------------------------------------------------------------
+
+
+def evaluation_document(model: Model, values: Mapping[str, float], *, x64: bool = False,
+                        profile: bool = True) -> dict[str, Any]:
+    """``jaxmodel eval``'s seed-format document of one configuration: the outputs,
+    the verdict, the two profile curves (unless ``profile`` is false), this
+    host's name and the wall time of the evaluation (``compute_ms``).
+
+    ``jaxmodel.report.table(doc, model)`` is its text for a person.
+    """
+    start = time.perf_counter()
+    outputs = as_dicts(model, evaluate(model, x64=x64, **values))
+    curves = profile_curves(model, values, x64=x64) if profile else None
+    wall_ms = (time.perf_counter() - start) * 1e3
+    return seed_document(model, values, outputs, model.verdict(values, outputs), curves=curves,
+                         node=socket.gethostname(), wall_ms=wall_ms)
+
+
+# -- sensitivity -----------------------------------------------------------------------------
+
+
+def _finite(v: Any) -> float | None:
+    v = float(v)
+    return v if math.isfinite(v) else None
+
+
+def sensitivity_document(model: Model, values: Mapping[str, float],
+                         s: Sensitivities) -> dict[str, Any]:
+    """``jaxmodel sensitivity``'s document: the inputs, the outputs' values, and the
+    sensitivities nested output -> input (``gradient`` with ``gradient_units``,
+    ``elasticity``, or both), with the step taken for each stepped input."""
+    doc: dict[str, Any] = {
+        "model": model.name,
+        "inputs": printed_inputs(model, values),
+        "valid": bool(s.valid),
+        "outputs": {o: _finite(s.values[o]) for o in s.of},
+    }
+    kinds = ["gradient", "elasticity"] if s.kind == "both" else [s.kind]
+    for kind in kinds:
+        get = s.gradient if kind == "gradient" else s.elasticity
+        doc[kind] = {o: {w: _finite(get(o, w)) for w in s.wrt} for o in s.of}
+    if "gradient" in kinds:
+        doc["gradient_units"] = {o: {w: gradient_unit(model, o, w) for w in s.wrt} for o in s.of}
+    if s.stepped_to:
+        doc["stepped"] = {w: {"from": values[w], "to": float(v), "note": (
+            "discrete difference to the next value that changes the layout")}
+            for w, v in s.stepped_to.items()}
+    return doc
+
+
+def _pct(v: float) -> str:
+    return "n/a" if not math.isfinite(v) else f"{round(v, 3) + 0.0:+.3f}%"
+
+
+def sensitivity_table(model: Model, values: Mapping[str, float], s: Sensitivities) -> str:
+    """Per output, the inputs ranked by |elasticity|: "+1% of X -> y% of the output"
+    (``s`` of kind ``both``)."""
+    lines = [f"sensitivities ({model.name} model): +1% of an input -> % change of the output",
+             ""]
+    width = max(len(w) for w in s.wrt) + 2
+    for o in s.of:
+        field = model.output_field(o)
+        value = float(s.values[o])
+        shown = "undefined (invalid layout)" if not math.isfinite(value) else (
+            f"{value:,.6g} {field.unit}".rstrip())
+        lines.append(f"{o} = {shown}")
+
+        def key(w, o=o):
+            e = float(s.elasticity(o, w))
+            return -abs(e) if math.isfinite(e) else math.inf
+
+        for w in sorted(s.wrt, key=key):
+            e, g = float(s.elasticity(o, w)), float(s.gradient(o, w))
+            grad = "" if not math.isfinite(g) else f"({g:+.4g} {gradient_unit(model, o, w)})"
+            if w in s.stepped_to:
+                x0, x1 = values[w], float(s.stepped_to[w])
+                change = g * (x1 - x0) / value * 100.0 if value else math.nan
+                lines.append(f"  {w:<{width}}{x0:g} -> {x1:g} (next step) -> "
+                             f"{_pct(change)}  {grad}".rstrip())
+            else:
+                lines.append(f"  {w:<{width}}+1% -> {_pct(e):<10} {grad}".rstrip())
+        lines.append("")
+    if not bool(s.valid):
+        lines.append("the layout is invalid: sensitivities are undefined (see jaxmodel eval)")
+    unasked = [w for w in stepped_inputs(model) if w not in s.wrt]
+    if unasked:
+        lines.append(f"({', '.join(unasked)}: stepped, not shown; ask with --wrt "
+                     f"{unasked[0]} for the effect of its next value)")
+    return "\n".join(lines).rstrip()
+
+
+# -- solve -----------------------------------------------------------------------------------
+
+
+def _signed(v: Any) -> float | str | None:
+    """A float for JSON: NaN as null, infinities spelt out (a limit "at infinity")."""
+    v = float(v)
+    if math.isnan(v):
+        return None
+    return v if math.isfinite(v) else ("infinity" if v > 0 else "-infinity")
+
+
+def solve_document(model: Model, values: Mapping[str, float], s: Solution, *,
+                   x64: bool = False) -> dict[str, Any]:
+    """``jaxmodel solve``'s document for one configuration: the question, the start,
+    the answer (with the output evaluated again at a continuous answer), the
+    limit in the target's direction, and the answer as a sentence (``answer``,
+    :func:`jaxmodel.solving.describe`)."""
+    doc: dict[str, Any] = {
+        "model": model.name,
+        "inputs": printed_inputs(model, values),
+        "target": {"output": s.output, "value": s.target},
+        "vary": s.vary,
+        "start": {s.vary: _signed(s.start), s.output: _signed(s.start_value)},
+        "reached": bool(s.reached),
+        "solved": {s.vary: _signed(s.solved)},
+        "limit": {s.output: _signed(s.limit), s.vary: _signed(s.limit_at)},
+        "blocked_by_invalid_layouts": bool(s.blocked),
+    }
+    if s.reached and not model.input_field(s.vary).integer:
+        check = as_dicts(model, evaluate(model, x64=x64, **{**values, s.vary: float(s.solved)}))
+        doc["solved"][s.output] = _signed(check[s.output])
+    doc["answer"] = describe(s, model, inputs=values)
+    return doc
+
+
+# -- sweep -----------------------------------------------------------------------------------
+
+
+def human_bytes(n: float) -> str:
+    """``1234567`` -> ``"1.2 MB"`` (powers of 1000)."""
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1000.0
+    return f"{n:.1f} TB"
+
+
+def dry_run_summary(plan: Plan, estimate: Mapping[str, Any], directory: str | Path) -> str:
+    """``jaxmodel sweep --dry-run``'s text: the size, chunks, expected rows and bytes
+    (or the reduction's), the expected time and the output directory, from
+    :func:`jaxmodel.sweeping.estimate`."""
+    est = estimate
+    rows = ("expected rows: " + (f"{plan.size:,}" if plan.filter is None else
+                                 f"~{est['rows']:,.0f} (filter keeps "
+                                 f"{100 * est['keep_fraction']:.3g}% of a probe of "
+                                 f"{est['probe']:,})"))
+    size = f"expected bytes: ~{human_bytes(est['bytes'])}"
+    if plan.reducer is not None:
+        r = plan.reducer
+        most = getattr(r, "k", None) or getattr(r, "capacity", None) or plan.num_groups
+        rows = rows.replace("expected rows", "rows reaching the reduction")
+        size = f"reduced rows: at most {most:,} (a few KB)"
+    return "\n".join([
+        f"configurations: {plan.size:,}",
+        f"chunks: {plan.num_chunks:,} of {plan.chunk_size:,}",
+        rows,
+        size,
+        f"expected time: ~{est['seconds']:,.1f} s + ~{est['compile_seconds']:.1f} s compile "
+        f"with {est['writers']} writer{'s' * (est['writers'] > 1)} (the probe: "
+        f"{est['rate']:,.0f} configurations/s evaluated, {est['write_rate']:,.0f} rows/s "
+        "written per writer)",
+        f"output: {directory}",
+    ])
+
+
+def sweep_summary(plan: Plan, result: SweepResult, directory: str | Path, *,
+                  process: int = 0, processes: int = 1) -> str:
+    """The line ``jaxmodel sweep`` prints when a run (or this process's share)
+    finishes: what was written or reduced, how fast, and where."""
+    if plan.reducer is not None and result.chunks == 0 and result.reduced is not None:
+        return f"merged the finished reducer states into {result.rows:,} rows -> {directory}"
+    if result.chunks == 0 and result.skipped_chunks:
+        return f"nothing to do: {directory} is complete ({result.skipped_chunks} chunks)"
+    share = f" (process {process} of {processes})" if processes > 1 else ""
+    if plan.reducer is not None:
+        kept = result.extra["kept_rows"]
+        head = (f"reduced {result.configurations_done:,} configurations{share} "
+                f"({kept:,} kept by the filter, {result.valid_rows:,} valid) ")
+        tail = (f"to {result.rows:,} rows -> {directory}" if result.reduced is not None else
+                "; the reduced rows are written by the last process to finish")
+        return (head + f"in {result.seconds:.2f} s ({result.rate:,.0f} configurations/s, "
+                f"compile {result.compile_seconds:.2f} s) " + tail)
+    return (
+        f"wrote {result.rows:,} rows ({result.valid_rows:,} valid) of "
+        f"{result.configurations_done:,} configurations{share} in {result.seconds:.2f} s "
+        f"({result.rate:,.0f} configurations/s, compile {result.compile_seconds:.2f} s), "
+        f"{human_bytes(result.bytes)} in {result.parts} parts -> {directory}"
+        + (os.sep if not str(directory).endswith(os.sep) else "")
+    )
+
+
+# -- presets ---------------------------------------------------------------------------------
+
+
+def presets_document() -> dict[str, Any]:
+    """``jaxmodel presets --format json``: every preset's description, source and values,
+    under ``gpu`` and ``llm``."""
+    return {kind: {p.name: {"description": p.description, "source": p.source,
+                            "values": p.values} for p in table.values()}
+            for kind, table in (("gpu", GPUS), ("llm", LLMS))}
+
+
+def _preset_rows(title: str, presets: Mapping[str, Preset],
+                 columns: tuple[tuple[str, str], ...]) -> list[str]:
+    def shown(v: float) -> str:
+        return f"{int(v)}" if float(v).is_integer() else f"{v:g}"
+
+    # A preset without a column's input (a dense LLM's experts) shows 1.
+    rows = [[p.name] + [shown(p.values.get(k, 1)) for k, _ in columns] for p in presets.values()]
+    header = ["name"] + [label for _, label in columns]
+    widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
+    line = "  ".join(f"{{:<{widths[0]}}}" if i == 0 else f"{{:>{w}}}"
+                     for i, w in enumerate(widths))
+    out = [title, line.format(*header)]
+    out += [line.format(*r) for r in rows]
+    out.append("sources:")
+    out += [f"  {p.name}: {p.source}" for p in presets.values()]
+    return out
+
+
+def presets_table() -> str:
+    """``jaxmodel presets``: the GPU and LLM presets as two tables, with sources."""
+    return "\n".join([
+        *_preset_rows("GPUs (--gpu NAME): peak dense bf16, per-GPU bandwidth per direction",
+                      GPUS, GPU_COLUMNS),
+        "",
+        *_preset_rows("LLMs (--llm NAME)", LLMS, LLM_COLUMNS),
+    ])
+
+
+# -- calibrate -------------------------------------------------------------------------------
+
+
+def calibration_text(cal: Calibration) -> str:
+    """``jaxmodel calibrate``'s text: the fitted parameters with their intervals, each
+    run's errors before, after and left out, warnings, and the layouts to measure next
+    (``Calibration.to_dict()`` is its JSON document)."""
+    pct = int(round(cal.confidence * 100))
+    b = cal.bootstrap
+    lines = [
+        f"Calibrated {len(cal.fit)} parameter{'s' if len(cal.fit) > 1 else ''} of model "
+        f"{cal.model!r} on {len(cal.runs)} runs ({cal.source}), measured "
+        f"{', '.join(cal.outputs)}; {b['resamples']} bootstrap resamples "
+        f"({b['converged']} converged within the step limit), {cal.fit_s:.1f} s",
+        "",
+        f"{'parameter':<26}{'start':>12}{'fitted':>12}   {pct}% interval",
+    ]
+    for name in cal.fit:
+        lo, hi = cal.intervals[name]
+        lines.append(f"{name:<26}{cal.start[name]:>12.4g}{cal.values[name]:>12.4g}   "
+                     f"{lo:.4g} .. {hi:.4g}")
+    lines.append("")
+    width = max(12, *(len(r["label"]) + 2 for r in cal.runs))
+    for o in cal.outputs:
+        lines.append(f"{'run':<{width}}{'measured ' + o:>28}{'before':>10}{'after':>10}"
+                     f"{'left out':>10}")
+        for r in cal.runs:
+            meas = r["measured_" + o]
+            if meas != meas:  # not measured in this run
+                continue
+            errs = "".join(f"{r[f'{k}_{o}_error_percent']:>+9.1f}%"
+                           for k in ("before", "after", "leave_one_out"))
+            lines.append(f"{r['label']:<{width}}{meas:>28.6g}{errs}")
+        lines.append("")
+    e = cal.errors
+    lines.append("error, mean / max |%|: " + ", ".join(
+        f"{label} {e[k]['mean_abs_percent']:.2f} / {e[k]['max_abs_percent']:.2f}"
+        for k, label in (("before", "before"), ("after", "after"),
+                         ("leave_one_out", "leave-one-out (the honest figure)"))))
+    for w in cal.warnings:
+        lines.append(f"warning: {w}")
+    if cal.suggestions:
+        lines.append("")
+        lines.append("Measure next (where the fitted parameters' uncertainty moves the "
+                     "prediction most):")
+        for s in cal.suggestions:
+            preds = ", ".join(
+                f"{o} {s['predicted_' + o]:.4g} ({pct}% {s['low_' + o]:.4g} .. "
+                f"{s['high_' + o]:.4g})" for o in cal.outputs)
+            lines.append(f"  {s['run']}: {preds}")
+    return "\n".join(lines)
+
+
+# -- validate --------------------------------------------------------------------------------
+
+
+def sc21_validation_text(rows, stats) -> str:
+    """The SC21 validation table as Markdown (the README carries the same)."""
+    lines = [
+        "| params (B) | GPUs | layout | measured TFLOP/s | predicted TFLOP/s | error "
+        "| measured step (s) | predicted step (s) | memory (GB) |",
+        "|---:|---:|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['params_b']:g} | {r['gpus']} | {r['layout']} | {r['measured_tflops']:.0f} "
+            f"| {r['predicted_tflops']:.1f} | {r['tflops_error_percent']:+.1f}% "
+            f"| {r['measured_step_s']:.2f} | {r['predicted_step_s']:.2f} "
+            f"| {r['memory_gb_per_gpu']:.1f} |"
+        )
+    lines.append("")
+    lines.append(f"mean absolute error {stats['mean_abs_error_percent']:.1f}%, "
+                 f"max {stats['max_abs_error_percent']:.1f}% over {stats['runs']} runs "
+                 "(per-GPU TFLOP/s; measured step = eq. 3 FLOPs / (GPUs x measured TFLOP/s))")
+    return "\n".join(lines)
+
+
+def validation_table_text(rows, stats, what: str) -> str:
+    """Any validation table as Markdown: measured and predicted ``what`` per run."""
+    lines = [f"| params (B) | GPUs | layout | measured {what} | predicted {what} | error "
+             "| memory (GB) |", "|---:|---:|---|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| {r['params_b']:g} | {r['gpus']} | {r['layout']} | {r['measured']:.1f} "
+                     f"| {r['predicted']:.1f} | {r['error_percent']:+.1f}% "
+                     f"| {r['memory_gb_per_gpu']:.1f} |")
+    lines.append("")
+    lines.append(f"mean absolute error {stats['mean_abs_error_percent']:.1f}%, "
+                 f"max {stats['max_abs_error_percent']:.1f}% over {stats['runs']} runs ({what})")
+    return "\n".join(lines)
+
+
+def validation_calibration_text(cal, stats) -> str:
+    """The fit on the validation runs: values, per-run errors, both mean errors."""
+    pct = int(round(cal.confidence * 100))
+    lines = ["Calibrated on these runs (" + ", ".join(cal.fit) + "):", ""]
+    lines.append(f"| parameter | default | fitted | {pct}% interval |")
+    lines.append("|---|---:|---:|---|")
+    for name in cal.fit:
+        lo, hi = cal.intervals[name]
+        lines.append(f"| {name} | {cal.start[name]:.4g} | {cal.values[name]:.4g} "
+                     f"| {lo:.4g} .. {hi:.4g} |")
+    lines.append("")
+    lines.append("| run | uncalibrated | calibrated | left out |")
+    lines.append("|---|---:|---:|---:|")
+    o = cal.outputs[0]
+    for r in cal.runs:
+        lines.append(f"| {r['label']} | {r[f'before_{o}_error_percent']:+.1f}% "
+                     f"| {r[f'after_{o}_error_percent']:+.1f}% "
+                     f"| {r[f'leave_one_out_{o}_error_percent']:+.1f}% |")
+    e = cal.errors
+    lines.append("")
+    lines.append(
+        f"mean absolute error: uncalibrated {stats['mean_abs_error_percent']:.1f}% "
+        f"(max {stats['max_abs_error_percent']:.1f}%), calibrated leave-one-out "
+        f"{e['leave_one_out']['mean_abs_percent']:.1f}% "
+        f"(max {e['leave_one_out']['max_abs_percent']:.1f}%), calibrated in-sample "
+        f"{e['after']['mean_abs_percent']:.1f}%")
+    for w in cal.warnings:
+        lines.append(f"warning: {w}")
+    return "\n".join(lines)
+
+
+def moe_validation_text(rows, stats) -> str:
+    """The Qwen3-235B MoE validation table as Markdown."""
+    lines = [
+        "| GPU | precision | seq | layout | dispatcher | measured TFLOP/s | predicted TFLOP/s "
+        "| error | measured step (s) | predicted step (s) | exposed a2a (s) | memory (GB) |",
+        "|---|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        mark = "" if r["scored"] else " (beside)"
+        lines.append(
+            f"| {r['gpu']}{mark} | {r['precision']} | {r['seq_length']} | {r['layout']} "
+            f"| {r['dispatcher']} | {r['measured_tflops']:.0f} | {r['predicted_tflops']:.1f} "
+            f"| {r['tflops_error_percent']:+.1f}% | {r['measured_step_s']:.2f} "
+            f"| {r['predicted_step_s']:.2f} | {r['moe_comm_s']:.2f} "
+            f"| {r['memory_gb_per_gpu']:.0f} |")
+    lines.append("")
+    lines.append(f"H100 rows: mean absolute error {stats['mean_abs_error_percent']:.1f}%, max "
+                 f"{stats['max_abs_error_percent']:.1f}% over {stats['runs']} runs (per-GPU "
+                 "TFLOP/s as Megatron-LM counts them); GB200 rows shown beside, not scored")
+    return "\n".join(lines)
+
+
+def validation_document(table: Table, rows, stats, cal: Calibration | None = None
+                        ) -> dict[str, Any]:
+    """``jaxmodel validate --format json``: the set, its GPU and settings (with what
+    the file's header assumed), every run's measured and predicted figures, the
+    summary, and the calibration on these runs if one was made."""
+    chosen = SETS[table.set_name]
+    doc = {"set": chosen.name, "gpu": table.header.get("gpu", chosen.gpu),
+           "settings": {**chosen.settings, **{k: v for k, v in table.header.items()
+                                              if k not in ("set", "gpu")}},
+           "assumed": table.assumed or None, "runs": rows, "summary": stats}
+    if cal is not None:
+        doc["calibration"] = cal.to_dict()
+    return doc
+
+
+def validation_text(table: Table, rows, cal: Calibration | None = None) -> str:
+    """``jaxmodel validate``'s Markdown: the set, then the runs' table (SC21 columns:
+    TFLOP/s and step time; others: the measured figure), then the calibration."""
+    chosen = SETS[table.set_name]
+    lines = [f"set: {chosen.name} ({chosen.description}); GPU "
+             f"{table.header.get('gpu', chosen.gpu)}"]
+    if table.assumed:
+        lines.append(f"assumed: {table.assumed}")
+    if table.kind == "tflops" and "tflops_error_percent" in rows[0]:
+        lines.append(sc21_validation_text(rows, summary(rows)))
+    else:
+        what = "TFLOP/s" if table.kind == "tflops" else "MFU %"
+        lines.append(validation_table_text(rows, table_summary(rows), what))
+    if cal is not None:
+        lines += ["", validation_calibration_text(cal, summary(rows))]
+    return "\n".join(lines)
