@@ -31,8 +31,8 @@ import numpy as np
 
 import jaxmodel
 from jaxmodel.models import get_model
+from jaxmodel.models.validation import sc21_runs
 from jaxmodel.precision import computing
-from jaxmodel.validate import sc21_runs
 
 C = importlib.import_module("jaxmodel.calibration")
 HERE = Path(__file__).resolve().parent

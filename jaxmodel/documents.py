@@ -28,11 +28,11 @@ from typing import TYPE_CHECKING, Any
 from jaxmodel.api import as_dicts, evaluate
 from jaxmodel.models import Model
 from jaxmodel.models.presets import GPU_COLUMNS, GPUS, LLM_COLUMNS, LLMS, Preset
+from jaxmodel.models.validation import SETS, Table, summary, table_summary
 from jaxmodel.profile import profile_curves
 from jaxmodel.report import printed_inputs, seed_document
 from jaxmodel.sensitivity import Sensitivities, gradient_unit, stepped_inputs
 from jaxmodel.solving import Solution, describe
-from jaxmodel.validate import SETS, Table, summary, table_summary
 
 if TYPE_CHECKING:
     from jaxmodel.calibration import Calibration

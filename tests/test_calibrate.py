@@ -263,7 +263,7 @@ def test_suggestions_are_unmeasured_layouts_ranked_by_spread(seed_cal):
 def test_a_degenerate_pair_is_named_with_layouts_that_would_separate_it():
     # Matrix work runs at compute_tflops x matmul_efficiency: step time alone
     # cannot split the product.
-    from jaxmodel.validate import sc21_runs
+    from jaxmodel.models.validation import sc21_runs
     rows = [r.inputs() for r in sc21_runs()[:6]]
     shared = {k: v for k, v in rows[0].items() if all(r[k] == v for r in rows)}
     table = {k: np.array([r[k] for r in rows]) for k in rows[0] if k not in shared}
@@ -417,7 +417,7 @@ def test_unmeasured_cells_are_skipped(tmp_path):
 
 @pytest.mark.slow
 def test_validate_with_a_calibrated_config(tmp_path):
-    from jaxmodel.validate import sc21_runs, validate
+    from jaxmodel.models.validation import sc21_runs, validate
     path = tmp_path / "calibrated.toml"
     path.write_text("# fitted elsewhere\nmatmul_efficiency = 0.65\n")
     rows = validate(overrides=load_config(path, get_model("refined")))

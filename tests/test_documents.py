@@ -125,7 +125,7 @@ def test_presets_documents_show_every_preset_with_its_model_inputs():
 @pytest.mark.slow
 def test_validation_documents_carry_the_published_figures():
     from jaxmodel.documents import validation_document, validation_text
-    from jaxmodel.validate import builtin_table, table_summary, validate_table
+    from jaxmodel.models.validation import builtin_table, table_summary, validate_table
 
     table = builtin_table("sc21")
     rows = validate_table(table)

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from jaxmodel import InputError
 from jaxmodel.cli import app
-from jaxmodel.validate import SC21_TABLE1, read_runs, sc21_runs, summary, validate
+from jaxmodel.models.validation import SC21_TABLE1, read_runs, sc21_runs, summary, validate
 
 runner = CliRunner()
 CSV = DATA / "sc21_table1.csv"
@@ -94,7 +94,7 @@ SHARED_CSV = DATA.parent.parent.parent / "shared" / "validation" / \
 
 
 def test_packaged_megatron_csv_keeps_its_source_and_rows():
-    from jaxmodel.validate import MEGATRON_H100_CSV
+    from jaxmodel.models.validation import MEGATRON_H100_CSV
     text = MEGATRON_H100_CSV.read_text()
     assert text.startswith("# NVIDIA/Megatron-LM README.md")
     if SHARED_CSV.exists():
@@ -103,7 +103,7 @@ def test_packaged_megatron_csv_keeps_its_source_and_rows():
 
 @pytest.mark.slow
 def test_megatron_h100_meets_the_target_with_one_set_of_settings():
-    from jaxmodel.validate import (
+    from jaxmodel.models.validation import (
         MEGATRON_H100_SETTINGS,
         builtin_table,
         table_summary,
@@ -138,7 +138,7 @@ def test_validate_set_command():
 
 
 def _h100_rows(tmp_path, header="", gpu_column=False, name="mine.csv"):
-    from jaxmodel.validate import MEGATRON_H100_CSV
+    from jaxmodel.models.validation import MEGATRON_H100_CSV
     lines = [ln for ln in MEGATRON_H100_CSV.read_text().splitlines() if not ln.startswith("#")]
     if gpu_column:
         lines = [lines[0] + ",gpu"] + [ln + ",h100-sxm" for ln in lines[1:]]

@@ -65,9 +65,10 @@ def why_best(model: Model, rows: list[dict[str, Any]], by: str) -> list[str]:
     best = rows[0]
     inputs = {f.name: best[f.name] for f in model.inputs}
     lines = [f"why #1 ({model.layout.summary(best)}): {model.verdict(inputs, best)}"]
-    if "memory_gb_per_gpu" in best and best["memory_gb_per_gpu"] is not None:
+    have = model.memory_capacity
+    if have and "memory_gb_per_gpu" in best and best["memory_gb_per_gpu"] is not None:
         lines.append(f"  it fits: {best['memory_gb_per_gpu']:.1f} GB per GPU of "
-                     f"{inputs['gpu_memory_gb']:g} GB")
+                     f"{inputs[have]:g} GB")
     if len(rows) < 2:
         return lines
     second = rows[1]
@@ -307,11 +308,12 @@ def _share_done(r: SearchResult, process: int, processes: int, output_format: st
 def _notes(model: Model, values: dict[str, float], found: bool) -> list[str]:
     """What a reader must know to trust the ranking: the memory columns, or
     that the model has no memory limit at all."""
-    if "memory_gb_per_gpu" in model.output_names:
+    have = model.memory_capacity
+    if have and "memory_gb_per_gpu" in model.output_names:
         return [] if not found else [
             f"mem_gb: memory per GPU of the fullest stage (state_gb weights, gradients "
-            f"and optimizer + act_gb activations), against gpu_memory_gb = "
-            f"{values['gpu_memory_gb']:g} GB; every layout listed fits."]
+            f"and optimizer + act_gb activations), against {have} = "
+            f"{values[have]:g} GB; every layout listed fits."]
     return [f"note: model {model.name!r} has no memory limit, so every layout fits and the "
             "smallest t and p win; for layout questions use --model refined (memory, "
             "recompute, a two-level network)."]

@@ -11,7 +11,7 @@ from jaxmodel.config import load_config
 from jaxmodel.documents import moe_validation_text, validation_document, validation_text
 from jaxmodel.errors import SpecError
 from jaxmodel.models import get_model
-from jaxmodel.validate import (
+from jaxmodel.models.validation import (
     SETS,
     builtin_table,
     calibrate_runs,
@@ -20,7 +20,7 @@ from jaxmodel.validate import (
     table_summary,
     validate_table,
 )
-from jaxmodel.validate_moe import MOE_SET, read_moe_runs, summary_moe, validate_moe
+from jaxmodel.models.validation_moe import MOE_SET, read_moe_runs, summary_moe, validate_moe
 
 
 @reports_errors

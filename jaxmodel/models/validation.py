@@ -219,7 +219,7 @@ def summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
 
 # --- the Megatron-LM H100 weak-scaling set -------------------------------------
 
-MEGATRON_H100_CSV = Path(__file__).parent / "data" / "megatron_lm_h100_weak_scaling.csv"
+MEGATRON_H100_CSV = Path(__file__).parent.parent / "data" / "megatron_lm_h100_weak_scaling.csv"
 MEGATRON_H100_GPU = "h100-sxm"
 # What a 2024 Megatron-Core user runs (the list and the table's note
 # "DP/TP/PP communication overlap on"), the same for every row:

@@ -56,8 +56,8 @@ from jaxmodel.errors import InputError
 from jaxmodel.models import get_model
 from jaxmodel.presets import apply_presets
 
-DATA = Path(__file__).resolve().parent.parent / "tests" / "data" / "moe_qwen3_235b_megatron.csv"
-SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "validation" \
+DATA = Path(__file__).resolve().parents[2] / "tests" / "data" / "moe_qwen3_235b_megatron.csv"
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "validation" \
     / "moe_qwen3_235b_megatron.csv"
 LLM = "qwen3-235b-a22b"
 GPUS = {"h100": "h100-sxm", "gb200": "gb200-nvl72"}
