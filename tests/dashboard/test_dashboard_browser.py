@@ -33,7 +33,7 @@ from jaxmodel.dashboard.serve import Background  # noqa: E402
 from jaxmodel.spec import load_spec  # noqa: E402
 from jaxmodel.sweeping import sweep  # noqa: E402
 
-SPEC = Path(__file__).parent / "specs" / "dashboard.toml"
+SPEC = Path(__file__).parents[1] / "specs" / "dashboard.toml"
 WAIT_S = 60
 
 

@@ -24,7 +24,7 @@ from jaxmodel.expr import parse  # noqa: E402
 from jaxmodel.spec import parse_spec  # noqa: E402
 from jaxmodel.sweeping import sweep  # noqa: E402
 
-SPECS = Path(__file__).parent / "specs"
+SPECS = Path(__file__).parents[1] / "specs"
 runner = CliRunner()
 
 

@@ -320,7 +320,7 @@ def test_long_context_sweep_runs_through_the_engine(tmp_path):
     import pyarrow.dataset as ds
 
     from jaxmodel.cli import main
-    spec = __import__("pathlib").Path(__file__).parents[1] / "sweeps" / \
+    spec = __import__("pathlib").Path(__file__).parents[2] / "sweeps" / \
         "refined_long_context.toml"
     with pytest.raises(SystemExit) as info:
         main(["sweep", str(spec), "-o", str(tmp_path / "ds")])

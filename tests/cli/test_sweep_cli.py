@@ -9,8 +9,8 @@ import pytest
 
 from jaxmodel.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
-SMALL = Path(__file__).parent / "specs" / "small.toml"
+ROOT = Path(__file__).resolve().parents[2]
+SMALL = Path(__file__).parents[1] / "specs" / "small.toml"
 
 
 def run(args, capsys):
