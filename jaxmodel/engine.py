@@ -212,7 +212,7 @@ class _StopFlag:
 
 class Progress:
     """A progress bar on a terminal, drawn by rich: configurations, chunks,
-    rows kept, rate and time left.
+    rows kept, configurations per second and time left.
 
     Off when ``enabled`` is false (``quiet``) or when the stream is not a
     terminal (a pipe, a log file, a test): then nothing at all is written, so
@@ -226,11 +226,12 @@ class Progress:
         if self.enabled:
             rp = rich.progress
             self._bar = rp.Progress(
-                rp.BarColumn(), rp.TaskProgressColumn(),
-                rp.TextColumn("{task.completed:,.0f}/{task.total:,.0f} configurations"),
+                # Fits 80 columns up to millions of configurations.
+                rp.BarColumn(bar_width=10), rp.TaskProgressColumn(),
+                rp.TextColumn("{task.completed:,.0f}/{task.total:,.0f} configs"),
                 rp.TextColumn("chunk {task.fields[chunks]:,}/{task.fields[total_chunks]:,}"),
                 rp.TextColumn("{task.fields[rows]:,} rows"),
-                _RateColumn(), rp.TextColumn("ETA"), rp.TimeRemainingColumn(),
+                _RateColumn(), rp.TimeRemainingColumn(),
                 console=rich.console.Console(file=self.stream, force_terminal=True),
                 refresh_per_second=5)
             self._task = self._bar.add_task("sweep", total=total, chunks=0, total_chunks=chunks,
@@ -260,7 +261,12 @@ class _RateColumn(rich.progress.ProgressColumn):
 
     def render(self, task) -> rich.text.Text:
         speed = task.finished_speed or task.speed
-        return rich.text.Text("?/s" if speed is None else f"{speed:,.0f}/s")
+        if speed is None:
+            return rich.text.Text("?/s")
+        for scale, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+            if speed >= scale:
+                return rich.text.Text(f"{speed / scale:.1f}{unit}/s")
+        return rich.text.Text(f"{speed:.0f}/s")
 
 
 # -- the one loop -------------------------------------------------------------
