@@ -1,28 +1,9 @@
-"""The Parquet sink: a dataset directory of part files, written in the background.
+"""The Parquet sink: a dataset's part files, encoded and written in the background.
 
-Layout of a dataset directory::
-
-    _jaxmodel.json                 what the sweep is (spec, model, versions, size)
-    _manifest-p0000.jsonl          one line per finished part of process 0
-    _lock-p0000                    locked (flock) while a run writes process 0
-    part-p0000-c000000000000.parquet
-    ...                            (under col=value/ directories with partition_by)
-
-Nothing is lost and nothing half-written looks complete:
-
-* A part is written under a hidden temporary name (``.part-...parquet.tmp``,
-  which pyarrow, DuckDB and Polars skip), flushed, fsynced and renamed; only
-  then is a manifest line appended (and fsynced) naming the part and the
-  chunks it holds.  A part covers whole chunks.
-* On ``--resume`` the chunks named in the manifests are done; temporary files
-  and parts missing from the manifests (a kill between rename and manifest
-  line) are deleted, and the remaining chunks are computed again.
-* Every manifest line and part names the computation it belongs to (the
-  ``sweep`` key; ``jaxmodel.sweep`` in file metadata), so a missing or
-  replaced ``_jaxmodel.json`` cannot pair a spec with another sweep's rows.
-  What is read back is validated: a damaged file is a one-line error naming it.
-* A run holds an advisory lock (``_lock-pNNNN``, ``fcntl.flock``) on each
-  process slot it writes; the OS releases it when the holder dies.
+The directory layout, the file names, manifests, locks and what makes a
+dataset safe to resume live in :mod:`jaxmodel.dataset`; this module turns
+chunks of host rows into part files under the names made there (a hidden
+temporary name, fsync, rename, then a manifest line).
 
 Schema: integers int64, floats float32 (float64 with x64), booleans,
 category columns (``bottleneck``, ``regime``) dictionary-encoded strings; each
@@ -39,15 +20,10 @@ nothing from it), statistics kept so that readers can skip row groups.
 
 from __future__ import annotations
 
-import errno
-import fcntl
-import json
 import os
 import queue
-import socket
 import threading
-import time
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,12 +33,31 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from jaxmodel.errors import SpecError
+# The dataset's files are named in jaxmodel.dataset; these names stay
+# importable from here for callers written before it existed.
+from jaxmodel.dataset import (  # noqa: F401
+    LOCK_PREFIX,
+    MERGE_LOCK,
+    METADATA_FILE,
+    DatasetDamaged,
+    FileLock,
+    Manifest,
+    check_output_path,
+    chunk_runs,
+    clean_orphans,
+    dataset_files,
+    done_chunks,
+    foreign_records,
+    is_dataset_file,
+    locked_slots,
+    part_files,
+    part_name,
+    recorded_parts,
+    slot_lock,
+    temporary_name,
+)
 from jaxmodel.fields import InputField, OutputField
 
-METADATA_FILE = "_jaxmodel.json"
-LOCK_PREFIX = "_lock-p"
-MERGE_LOCK = "_reduce-merge.lock"
 _CATEGORY_INDEX = pa.int8()
 
 
@@ -138,254 +133,6 @@ def _fsync_dir(path: Path) -> None:
     finally:
         os.close(fd)
 
-
-class DatasetDamaged(SpecError):
-    """A file of the dataset cannot be read back as written (one line: which, what to do)."""
-
-
-class Manifest:
-    """The append-only record of one process's finished parts.
-
-    Each line is ``{"parts": [...], "chunks": [[a, b], ...], "rows": n,
-    "sweep": key}``: ``sweep`` is the identity of the computation (see
-    :func:`jaxmodel.engine.sweep_key`), so that no metadata state can pair a
-    spec with another sweep's rows.
-    """
-
-    def __init__(self, directory: Path, process: int, sweep: str | None = None):
-        self.path = directory / f"_manifest-p{process:04d}.jsonl"
-        self.sweep = sweep
-
-    def append(self, record: Mapping[str, Any]) -> None:
-        if self.sweep is not None:
-            record = {**record, "sweep": self.sweep}
-        with open(self.path, "a") as fh:
-            fh.write(json.dumps(record) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-
-    def repair(self) -> None:
-        """Cut a torn last line (a kill mid-append), so that the next record
-        starts on a line of its own instead of being glued to the fragment."""
-        try:
-            with open(self.path, "rb+") as fh:
-                data = fh.read()
-                if data and not data.endswith(b"\n"):
-                    fh.truncate(data.rfind(b"\n") + 1)
-                    fh.flush()
-                    os.fsync(fh.fileno())
-        except FileNotFoundError:
-            pass
-
-    @staticmethod
-    def read_all(directory: Path, num_chunks: int | None = None) -> list[dict]:
-        """Every complete manifest line of every process, validated.
-
-        A torn last line (no newline: a kill mid-write) is ignored; its part is
-        then an orphan.  Any other line that is not a well-formed record raises
-        :class:`DatasetDamaged` naming the file and line.  With ``num_chunks``,
-        chunk runs must lie in ``[0, num_chunks)``.
-        """
-        records = []
-        for path in sorted(directory.glob("_manifest-p*.jsonl")):
-            try:
-                data = path.read_bytes()
-            except OSError as e:
-                raise DatasetDamaged(f"output: cannot read {str(path)!r} ({e.strerror})") from None
-            lines = data.split(b"\n")
-            lines.pop()  # what follows the last newline: nothing, or a torn line
-            for number, line in enumerate(lines, 1):
-                record = _record(line)
-                if not isinstance(record, str) and num_chunks is not None and any(
-                        b > num_chunks for _, b in record["chunks"]):
-                    record = f"a chunk beyond the sweep's {num_chunks:,}"
-                if isinstance(record, str):
-                    raise DatasetDamaged(
-                        f"output: {str(path)!r} line {number} is damaged ({record}); delete "
-                        "that line and rerun with --resume (its chunks are computed again), "
-                        "or use --overwrite")
-                records.append(record)
-        return records
-
-
-def _record(line: bytes) -> dict | str:
-    """A validated manifest record, or what is wrong with it."""
-    try:
-        r = json.loads(line.decode("utf-8"))
-    except ValueError:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
-        return "not JSON"
-    if not isinstance(r, dict):
-        return "not a record"
-    parts, chunks = r.get("parts"), r.get("chunks")
-    if not isinstance(parts, list) or not all(isinstance(p, str) for p in parts):
-        return "'parts' is not a list of file names"
-    if not isinstance(chunks, list) or not all(
-            isinstance(c, list) and len(c) == 2
-            and all(isinstance(v, int) and not isinstance(v, bool) for v in c)
-            and 0 <= c[0] < c[1] for c in chunks):
-        return "'chunks' is not a list of [first, end) runs"
-    if not isinstance(r.get("sweep", ""), str):
-        return "'sweep' is not a key"
-    return r
-
-
-def foreign_records(records: Sequence[Mapping[str, Any]], sweep: str, *,
-                    keyless_ok: bool) -> list[Mapping[str, Any]]:
-    """Records another computation than ``sweep`` wrote.  Records without a
-    key (written before keys were) count as ours only if ``keyless_ok``."""
-    return [r for r in records
-            if not (r.get("sweep") == sweep or ("sweep" not in r and keyless_ok))]
-
-
-def done_chunks(records: Sequence[Mapping[str, Any]]) -> set[int]:
-    done: set[int] = set()
-    for r in records:
-        for a, b in r["chunks"]:
-            done.update(range(a, b))
-    return done
-
-
-def recorded_parts(records: Sequence[Mapping[str, Any]]) -> set[str]:
-    return {p for r in records for p in r["parts"]}
-
-
-class FileLock:
-    """An advisory lock (``fcntl.flock``) on a file of the dataset, held while a
-    run writes (one per process slot, ``_lock-pNNNN``) or merges.  The OS
-    releases it when the holder exits or dies, so a ``kill -9`` leaves no stale
-    lock.  The file records the holder's pid, host and start time for messages.
-    """
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.fd: int | None = None
-
-    def try_acquire(self) -> bool:
-        """Take the lock if no live process holds it."""
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as e:
-            os.close(fd)
-            if e.errno in (errno.EWOULDBLOCK, errno.EACCES):
-                return False
-            raise
-        os.ftruncate(fd, 0)
-        os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
-                                 "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}).encode())
-        self.fd = fd
-        return True
-
-    def holder(self) -> str:
-        """Who holds the lock, in words."""
-        try:
-            info = json.loads(self.path.read_text())
-            return f"pid {info['pid']} on {info['host']}, started {info['started']}"
-        except (OSError, ValueError, KeyError, TypeError):
-            return "holder unknown"
-
-    def release(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)  # closing the descriptor releases the flock
-            self.fd = None
-
-
-def slot_lock(directory: Path, process: int) -> FileLock:
-    """The lock of process slot ``process`` of a dataset."""
-    return FileLock(directory / f"{LOCK_PREFIX}{process:04d}")
-
-
-def locked_slots(directory: Path) -> list[int]:
-    """Slot numbers that have a lock file (held or not)."""
-    out = []
-    for path in directory.glob(f"{LOCK_PREFIX}*"):
-        digits = path.name[len(LOCK_PREFIX):]
-        if digits.isdigit():
-            out.append(int(digits))
-    return sorted(out)
-
-
-def check_output_path(directory: Path, what: str = "output") -> None:
-    """Refuse a directory name the file system cannot hold, before anything is
-    created: a name that is not encodable, or a component too long."""
-    text = str(directory)
-    try:
-        raw = os.fsencode(text)
-        text.encode("utf-8")  # pyarrow opens files by UTF-8 names
-    except UnicodeEncodeError:
-        raise SpecError(f"{what}: {text!r} is not a valid UTF-8 name (pyarrow writes only "
-                        "those); choose another directory name") from None
-    longest = 255
-    try:
-        existing = next((p for p in [directory, *directory.parents] if p.exists()), Path("."))
-        longest = os.pathconf(existing, "PC_NAME_MAX")
-    except (OSError, ValueError):
-        pass
-    for part in directory.parts:
-        if len(os.fsencode(part)) > longest:
-            raise SpecError(f"{what}: the name {part[:40]!r}... is {len(os.fsencode(part))} "
-                            f"bytes; allowed: at most {longest} bytes per name")
-    if len(raw) > 3000:
-        raise SpecError(f"{what}: the path is {len(raw)} bytes long; allowed: at most 3000")
-
-
-def dataset_files(directory: Path) -> Iterator[Path]:
-    """The files of a dataset's own area: its top level and its hive partition
-    directories (``col=value``, recursively).  Nothing else below it, such as
-    another dataset in a subdirectory, is ever read, cleaned or deleted."""
-    for path in directory.iterdir():
-        if path.is_dir():
-            if "=" in path.name:
-                yield from dataset_files(path)
-        elif path.is_file():
-            yield path
-
-
-def is_dataset_file(path: Path) -> bool:
-    """A file a jaxmodel dataset writes (by its name)."""
-    name = path.name
-    return (
-        name == METADATA_FILE
-        or name.startswith("_manifest-p")
-        or (name.startswith("part-p") and name.endswith(".parquet"))
-        or (name.startswith(".part-p") and name.endswith(".tmp"))
-        or name.startswith("_reduce-")
-        or name.startswith(LOCK_PREFIX)
-        or name == MERGE_LOCK
-        or (name.startswith(f".{METADATA_FILE}") and name.endswith(".tmp"))
-    )
-
-
-def part_files(directory: Path) -> list[Path]:
-    return sorted(p for p in dataset_files(directory)
-                  if p.name.startswith("part-p") and p.name.endswith(".parquet"))
-
-
-def clean_orphans(directory: Path, processes: Sequence[int]) -> int:
-    """Delete temporary files and unrecorded parts of ``processes``; the count."""
-    recorded = recorded_parts(Manifest.read_all(directory))
-    prefixes = tuple(f"part-p{p:04d}-" for p in processes)
-    removed = 0
-    for path in list(dataset_files(directory)):
-        name = path.name
-        rel = path.relative_to(directory).as_posix()
-        tmp = name.startswith(".part-p") and name.endswith(".tmp")
-        stale = name.startswith(prefixes) and name.endswith(".parquet") and rel not in recorded
-        if (tmp and name[1:].startswith(prefixes)) or stale:
-            path.unlink()
-            removed += 1
-    return removed
-
-
-def chunk_runs(chunks: Iterable[int]) -> list[list[int]]:
-    """Sorted chunk numbers as half-open ``[a, b)`` runs."""
-    runs: list[list[int]] = []
-    for c in sorted(chunks):
-        if runs and runs[-1][1] == c:
-            runs[-1][1] = c + 1
-        else:
-            runs.append([c, c + 1])
-    return runs
 
 
 class PartWriter:
@@ -464,6 +211,16 @@ class PartWriter:
         if batch is not None:
             self.write(batch)
 
+    def write_whole(self, chunks: Sequence[int], data: Mapping[str, np.ndarray],
+                    rows: int) -> None:
+        """Write ``rows`` rows covering ``chunks`` as this writer's one part (the
+        schema only when there are none), and record it: the reduced rows of
+        a ``[reduce]`` sweep, which stand for every chunk at once."""
+        if not chunks:
+            return
+        tables = [to_table(self.columns, data, self.full_schema)] if rows else []
+        self.write(Batch(list(chunks), tables, rows, empty=True))
+
     def write(self, batch: Batch) -> None:
         """Write one part (several files with ``partition_by``), then record it.
 
@@ -480,10 +237,10 @@ class PartWriter:
             groups = self._partitions(table) if batch.rows else [("", table)]
             tmp_final = []
             for subdir, sub in groups:
-                name = f"part-p{self.process:04d}-c{first:012d}.parquet"
+                name = part_name(self.process, first)
                 final = self.directory / subdir / name if subdir else self.directory / name
                 final.parent.mkdir(parents=True, exist_ok=True)
-                tmp = final.with_name("." + name + ".tmp")
+                tmp = final.with_name(temporary_name(name))
                 self._write(tmp, sub)
                 tmp_final.append((tmp, final))
             for tmp, final in tmp_final:

@@ -1,0 +1,307 @@
+"""The device program of a sweep: decode -> model -> extras -> filter -> reduce or compact.
+
+A :class:`Plan` holds everything compiled for one spec: the columns, the
+filter, the jitted step over one chunk of configurations (chunk ``k`` is
+``k C + arange(C)``, decoded on the device by :mod:`jaxmodel.space`), the
+reducer's fold, the 1-D device mesh each chunk is sharded over, and the fetch
+of the kept rows to the host.  It knows nothing of files or of the loop that
+drives it (:mod:`jaxmodel.engine`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pyarrow as pa
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from jaxmodel.errors import SpecError, closest
+from jaxmodel.expr import parse
+from jaxmodel.precision import computing, float_dtype
+from jaxmodel.reduce import CONFIG_ID
+from jaxmodel.sink import Column, input_column, output_column
+from jaxmodel.space import IndexSpace
+from jaxmodel.spec import SweepSpec
+
+DEFAULT_CHUNK = 1 << 20
+MAX_CHUNK = 1 << 30  # offsets are int32 (see IndexSpace.chunk_digits)
+
+
+@dataclass(frozen=True)
+class Extra:
+    """Extra per-row columns computed on the device with the model.
+
+    ``kernel(inputs) -> dict[name, scalar]`` for one configuration (vmapped by
+    the engine); ``columns`` describes them.
+    """
+
+    kernel: Callable[[Any], dict[str, Any]]
+    columns: tuple[Column, ...]
+
+
+
+def local_mesh(devices: Sequence | None = None) -> Mesh:
+    """A 1-D mesh (axis ``rows``) over this process's devices."""
+    devs = list(devices) if devices is not None else jax.local_devices()
+    return Mesh(np.array(devs), ("rows",))
+
+
+class Plan:
+    """Everything compiled for one spec: columns, the jitted step, the space.
+
+    Args:
+      spec: the validated spec.
+      x64: compute floats in float64.
+      chunk_size: configurations per chunk (the last chunk is padded).
+      devices: local devices to shard each chunk over (default: all local).
+      extras: extra per-row kernels (sensitivities, solves).
+    """
+
+    def __init__(self, spec: SweepSpec, *, x64: bool = False, chunk_size: int = DEFAULT_CHUNK,
+                 devices: Sequence | None = None, extras: Sequence[Extra] = (),
+                 reducer=None):
+        if not 1 <= chunk_size <= MAX_CHUNK:
+            raise SpecError(f"--chunk-size: got {chunk_size}; allowed: a whole number "
+                            f"from 1 to {MAX_CHUNK} (2**30)")
+        self.spec = spec
+        self.model = spec.model
+        self.x64 = x64
+        self.dtype = float_dtype(x64)
+        self.space = IndexSpace(spec, self.dtype)
+        self.size = spec.size
+        self.chunk_size = int(min(chunk_size, max(self.size, 1)))
+        self.mesh = local_mesh(devices)
+        ndev = self.mesh.devices.size
+        self.padded = -(-self.chunk_size // ndev) * ndev
+        self.num_chunks = -(-self.size // self.chunk_size)
+        self.extras = tuple(extras)
+        float_type = pa.float64() if x64 else pa.float32()
+
+        all_columns = [Column(CONFIG_ID, pa.int64(), "", "index of the configuration in the sweep")]
+        all_columns += [input_column(f, float_type) for f in self.model.inputs]
+        all_columns += [output_column(f, float_type) for f in self.model.outputs]
+        for extra in self.extras:
+            all_columns += list(extra.columns)
+        self.all_columns = {c.name: c for c in all_columns}
+        self.categories = {c.name: c.categories for c in all_columns if c.categories}
+
+        self.filter = None
+        if spec.filter is not None:
+            self.filter = parse(spec.filter.text, set(self.all_columns))
+            booleans = {c.name for c in all_columns if pa.types.is_boolean(c.type)}
+            self.filter.check_condition(booleans, self.categories)
+            # Evaluate once on the host, so that every error (an unknown
+            # category name, ...) shows before anything is written.
+            self.filter.evaluate_numpy({c.name: np.zeros(1) for c in all_columns},
+                                       self.categories)
+        out = spec.output
+        wanted = list(out.columns) if out.columns else list(self.all_columns)
+        for name in list(wanted) + list(out.partition_by):
+            if name not in self.all_columns:
+                raise SpecError(f"output: unknown column {name!r}"
+                                f"{closest(name, self.all_columns)}")
+        for name in out.partition_by:
+            if name not in wanted:
+                wanted.append(name)
+            c = self.all_columns[name]
+            # Readers (pyarrow, DuckDB, Polars, jaxmodel plot) infer a hive key's
+            # type from the directory name: integers and text come back as
+            # such, but a float or a flag would come back as text (sorted as
+            # text, refused by numeric filters).
+            if name == CONFIG_ID:
+                raise SpecError("output.partition_by: 'config_id' would make one directory "
+                                "per row; partition by an integer input or a category")
+            if pa.types.is_floating(c.type) or pa.types.is_boolean(c.type):
+                kind = "a float" if pa.types.is_floating(c.type) else "a true/false flag"
+                raise SpecError(f"output.partition_by: {name!r} is {kind}, which readers "
+                                "would read back from directory names as text; partition "
+                                "by an integer input (e.g. tensor_parallel) or a category "
+                                "(bottleneck, regime), or filter on it when reading")
+        self.reducer = reducer
+        self.num_groups = 1
+        if reducer is not None:
+            if out.partition_by:
+                raise SpecError("output.partition_by: not with [reduce] (one reduced table)")
+            metrics = [getattr(reducer, a) for a in ("by", "x", "y") if hasattr(reducer, a)]
+            needed = metrics + list(getattr(reducer, "group_by", ()))
+            for name in needed:
+                if name not in self.all_columns:
+                    raise SpecError(f"reduce: unknown column {name!r}"
+                                    f"{closest(name, self.all_columns)}")
+            for name in metrics:
+                kind = self.all_columns[name].type
+                if not (pa.types.is_integer(kind) or pa.types.is_floating(kind)):
+                    raise SpecError(f"reduce: {name!r} is not a number to rank by; allowed: "
+                                    "an integer or float column such as mfu_percent")
+                if name not in wanted:
+                    wanted.append(name)
+            self._check_groups(getattr(reducer, "group_by", ()))
+        if CONFIG_ID not in wanted:
+            wanted.insert(0, CONFIG_ID)
+        self.columns = [self.all_columns[n] for n in wanted]
+        # Inputs fixed for the whole sweep ([base] or a model default) are
+        # still columns (dashboards group by them), but the device neither
+        # computes nor sends them: the host fills them in (see fetch), and the
+        # writer dictionary-encodes them.
+        varied = set(spec.varied)
+        dtypes = self.state_dtypes()
+        self.constant = {
+            f.name: dtypes[f.name].type(round(spec.base[f.name]) if f.integer
+                                        else spec.base[f.name])
+            for f in self.model.inputs if f.name in wanted and f.name not in varied}
+        self.traces = 0
+        self._reduce_step = jax.jit(self._reduce_fn, donate_argnums=0)
+        self._step = jax.jit(self._step_fn)
+        self._slices: dict[int, Callable] = {}
+        with computing():
+            self.offsets = jax.device_put(
+                np.arange(self.padded, dtype=np.int32),
+                NamedSharding(self.mesh, PartitionSpec("rows")),
+            )
+            self.tables = jax.device_put(
+                self.space.tables, NamedSharding(self.mesh, PartitionSpec()))
+
+    def _check_groups(self, group_by: Sequence[str]) -> None:
+        """Group columns must be grid inputs or category outputs (known group counts),
+        or, over a candidate table, the columns its group ids stand for."""
+        if self.spec.table is not None:
+            if tuple(group_by) not in ((), self.spec.table.group_by):
+                raise SpecError(f"reduce.group_by: {list(group_by)!r} are not the columns the "
+                                f"candidate table groups by ({list(self.spec.table.group_by)!r})")
+            self.num_groups = self.spec.table.num_groups
+            return
+        grid = {n for d in self.spec.dims for n in d.names}
+        for name in group_by:
+            if name not in grid and name not in self.categories:
+                raise SpecError(
+                    f"reduce.group_by: {name!r} is neither an input varied in [axes]/[[zip]] "
+                    f"nor a category ({', '.join(self.categories)})")
+        in_grid = [n for n in group_by if n in grid]
+        count = 1
+        for d in self.spec.dims:
+            if any(n in d.names for n in in_grid):
+                count *= d.size
+        for name in group_by:
+            if name in self.categories:
+                count *= len(self.categories[name])
+        self.num_groups = count
+
+    def group_ids(self, cols, digits, tables=None):
+        """Group index of each row: grid digits, then category codes (mixed radix);
+        over a candidate table, its group ids."""
+        if self.spec.table is not None:
+            return self.space.table_group_ids(cols[CONFIG_ID], tables)
+        group_by = getattr(self.reducer, "group_by", ())
+        in_grid = [n for n in group_by if n not in self.categories]
+        if in_grid:
+            gid, _ = self.space.group_ids(digits, in_grid)
+        else:
+            gid = jnp.zeros(cols[CONFIG_ID].shape, dtype=jnp.int64)
+        for name in group_by:
+            if name in self.categories:
+                gid = gid * len(self.categories[name]) + cols[name].astype(jnp.int64)
+        return gid
+
+    def state_dtypes(self) -> dict[str, np.dtype]:
+        """Device dtypes of the kept columns (categories are int32 codes there)."""
+        out = {}
+        for c in self.columns:
+            if c.categories:
+                out[c.name] = np.dtype(np.int32)
+            else:
+                out[c.name] = np.dtype(c.type.to_pandas_dtype())
+        return out
+
+    # -- device side -------------------------------------------------------
+    def evaluate_rows(self, ids, tables, digits=None) -> dict[str, jax.Array]:
+        """Every column for the configurations ``ids`` (on the device)."""
+        x = self.space.decode(ids, tables, digits)
+        y = jax.vmap(self.model.apply)(x)
+        cols: dict[str, jax.Array] = {CONFIG_ID: ids}
+        for f, v in zip(self.model.inputs, x, strict=True):
+            cols[f.name] = jnp.round(v).astype(jnp.int64) if f.integer else v
+        cols.update(y._asdict())
+        cols = self.space.report(cols)
+        for extra in self.extras:
+            cols.update(jax.vmap(extra.kernel)(x))
+        return cols
+
+    def _chunk(self, start, start_digits, offsets, tables):
+        """Every column of one chunk, the kept-row mask, its counts and the digits."""
+        self.traces += 1  # runs at trace time only: counts compilations
+        ids = start + offsets
+        real = (offsets < self.chunk_size) & (ids < self.size)
+        digits = self.space.chunk_digits(start_digits, offsets) if self.space.radices else None
+        cols = self.evaluate_rows(ids, tables, digits)
+        keep = real
+        if self.filter is not None:
+            keep = keep & self.filter.evaluate_jax(cols, self.categories)
+        count = jnp.sum(keep, dtype=jnp.int64)
+        valid = jnp.sum(keep & cols[self.model.validity], dtype=jnp.int64)
+        return cols, keep, count, valid, digits
+
+    def _step_fn(self, start, start_digits, offsets, tables):
+        cols, keep, count, valid, _ = self._chunk(start, start_digits, offsets, tables)
+        out = {c.name: cols[c.name] for c in self.columns if c.name not in self.constant}
+        if self.filter is not None:
+            (idx,) = jnp.nonzero(keep, size=keep.shape[0], fill_value=0)
+            out = {k: v[idx] for k, v in out.items()}
+        return out, count, valid
+
+    def _reduce_fn(self, state, start, start_digits, offsets, tables):
+        cols, keep, count, valid, digits = self._chunk(start, start_digits, offsets, tables)
+        gid = self.group_ids(cols, digits, tables) if hasattr(self.reducer, "group_by") else None
+        out = {c.name: cols[c.name] for c in self.columns}
+        return self.reducer.update(state, out, keep, gid), count, valid
+
+    def reduce_step(self, state, chunk: int):
+        """Fold chunk ``chunk`` into the reducer state (asynchronously)."""
+        start = chunk * self.chunk_size
+        return self._reduce_step(state, np.int64(start), self.space.start_digits(start),
+                                 self.offsets, self.tables)
+
+    def init_state(self, loaded=None):
+        """A fresh reducer state (or ``loaded``, a checkpoint's), replicated on the mesh
+        exactly as the step returns it, so that the step compiles once."""
+        with computing():
+            state = self.reducer.init(self.state_dtypes(), self.num_groups)
+            if loaded is not None:
+                state = jax.tree_util.tree_map(
+                    lambda ref, v: np.asarray(v, dtype=ref.dtype), state, loaded)
+            return jax.device_put(state, NamedSharding(self.mesh, PartitionSpec()))
+
+    def chunk_length(self, chunk: int) -> int:
+        """Configurations in chunk ``chunk`` (the last one may be short)."""
+        return min(self.chunk_size, self.size - chunk * self.chunk_size)
+
+    def step(self, chunk: int):
+        """Dispatch chunk ``chunk`` (asynchronously); returns device values."""
+        start = chunk * self.chunk_size
+        return self._step(np.int64(start), self.space.start_digits(start), self.offsets,
+                          self.tables)
+
+    def fetch(self, result) -> tuple[dict[str, np.ndarray], int, int]:
+        """Bring a dispatched chunk's kept rows to the host."""
+        out, count, valid = result
+        n = int(count)
+        if self.filter is None or n == 0:
+            host = jax.device_get(out) if n else {}
+        else:
+            bucket = min(self.padded, 1 << max(n - 1, 0).bit_length())
+            if bucket not in self._slices:
+                self._slices[bucket] = jax.jit(lambda o, b=bucket: {k: v[:b] for k, v in o.items()})
+            host = jax.device_get(self._slices[bucket](out))
+        host = {k: np.asarray(v)[:n] for k, v in host.items()}
+        for name, value in self.constant.items():
+            host[name] = np.full(n, value)
+        return host, n, int(valid)
+
+    def rows_for(self, chunk: int) -> tuple[dict[str, np.ndarray], int, int]:
+        """Compute and fetch one chunk synchronously (tests, dry runs)."""
+        with computing():
+            return self.fetch(self.step(chunk))
