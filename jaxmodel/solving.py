@@ -54,6 +54,7 @@ import numpy as np
 from jaxmodel.api import evaluate, resolve_inputs
 from jaxmodel.errors import SpecError
 from jaxmodel.models import DEFAULT_MODEL, Model, get_model
+from jaxmodel.models.layout import BANDWIDTH
 from jaxmodel.precision import computing, float_dtype
 
 # The question is checked in the spec layer, for the API, the CLI and the
@@ -270,7 +271,7 @@ class Solution:
 def solve(
     inputs: Mapping[str, Any] | None = None,
     target: tuple[str, float] | str = ("mfu_percent", 60.0),
-    vary: str = "link_bandwidth_gb_s",
+    vary: str = BANDWIDTH,
     model: str | Model = DEFAULT_MODEL,
     x64: bool = False,
 ) -> Solution:
