@@ -25,7 +25,7 @@ from jaxmodel.expr import parse
 from jaxmodel.precision import computing, float_dtype
 from jaxmodel.reduce import CONFIG_ID
 from jaxmodel.sink import Column, input_column, output_column
-from jaxmodel.space import IndexSpace
+from jaxmodel.space import IndexSpace, batch_axes
 from jaxmodel.spec import SweepSpec
 
 DEFAULT_CHUNK = 1 << 20
@@ -221,14 +221,16 @@ class Plan:
     def evaluate_rows(self, ids, tables, digits=None) -> dict[str, jax.Array]:
         """Every column for the configurations ``ids`` (on the device)."""
         x = self.space.decode(ids, tables, digits)
-        y = jax.vmap(self.model.apply)(x)
+        axes = batch_axes(x)
+        y = jax.vmap(self.model.apply, in_axes=(axes,), axis_size=ids.shape[0])(x)
         cols: dict[str, jax.Array] = {CONFIG_ID: ids}
         for f, v in zip(self.model.inputs, x, strict=True):
+            v = jnp.broadcast_to(v, ids.shape)
             cols[f.name] = jnp.round(v).astype(jnp.int64) if f.integer else v
         cols.update(y._asdict())
         cols = self.space.report(cols)
         for extra in self.extras:
-            cols.update(jax.vmap(extra.kernel)(x))
+            cols.update(jax.vmap(extra.kernel, in_axes=(axes,), axis_size=ids.shape[0])(x))
         return cols
 
     def _chunk(self, start, start_digits, offsets, tables):

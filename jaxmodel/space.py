@@ -31,6 +31,11 @@ from jaxmodel.spec import SweepSpec
 GROUP_KEY = "group:ids"
 
 
+def batch_axes(x):
+    """``vmap`` in-axes for decoded inputs: 0 for a column, None for a scalar."""
+    return type(x)(*(0 if jnp.ndim(v) else None for v in x))
+
+
 class IndexSpace:
     """Decodes configuration indices into model inputs (one spec, one dtype).
 
@@ -120,10 +125,19 @@ class IndexSpace:
             count *= self.radices[i]
         return gid, count
 
-    def decode(self, ids: jax.Array, tables, digits: Sequence[jax.Array] | None = None) -> tuple:
-        """Model inputs (``model.inputs_type`` of float arrays shaped like ``ids``).
+    def constant(self, name: str) -> jax.Array:
+        """An input fixed for the whole sweep: one scalar, not a column."""
+        return jnp.asarray(self.spec.base[name], dtype=self.dtype)
 
-        ``digits`` (from :meth:`chunk_digits`) saves recomputing them from ids.
+    def decode(self, ids: jax.Array, tables, digits: Sequence[jax.Array] | None = None) -> tuple:
+        """Model inputs (``model.inputs_type``): arrays shaped like ``ids`` for
+        the inputs the sweep varies, 0-d scalars for those it fixes.
+
+        The fixed ones stay scalars so that the model, vmapped with
+        :func:`batch_axes`, computes what depends on them once per chunk rather
+        than once per row, and XLA folds the branches they switch off (a dense
+        model's MoE terms, a switch's other cases).  ``digits`` (from
+        :meth:`chunk_digits`) saves recomputing them from ids.
         """
         if self.spec.sample is not None:
             return self._sample(ids, tables)
@@ -131,7 +145,7 @@ class IndexSpace:
             rows = self._rows(ids)
             return self.model.inputs_type(*(
                 jnp.take(tables[f.name], rows) if f.name in self.table.columns
-                else jnp.full(ids.shape, self.spec.base[f.name], dtype=self.dtype)
+                else self.constant(f.name)
                 for f in self.model.inputs))
         if digits is None:
             digits = self.digits(ids)
@@ -140,7 +154,7 @@ class IndexSpace:
             if f.name in self._dim_of:
                 values.append(jnp.take(tables[f.name], digits[self._dim_of[f.name]]))
             else:
-                values.append(jnp.full(ids.shape, self.spec.base[f.name], dtype=self.dtype))
+                values.append(self.constant(f.name))
         return self.model.inputs_type(*values)
 
     def _sample(self, ids: jax.Array, tables) -> tuple:
@@ -177,8 +191,7 @@ class IndexSpace:
                     v = jnp.clip(v, dist.low, dist.high)
             drawn[dist.name] = v.astype(self.dtype)
         values = [
-            drawn[f.name] if f.name in drawn
-            else jnp.full(ids.shape, self.spec.base[f.name], dtype=self.dtype)
+            drawn[f.name] if f.name in drawn else self.constant(f.name)
             for f in self.model.inputs
         ]
         return self.model.inputs_type(*values)
