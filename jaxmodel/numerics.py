@@ -44,37 +44,3 @@ def percent(part, whole):
     return 100.0 * jnp.where(q > 1.0, jnp.ones_like(q), q)
 
 
-def batch_calls(body, fn):
-    """``body(call)`` with every ``call(*args)`` answered by ONE vectorised ``fn``.
-
-    A model that calls the same scalar cost function many times (a layer's
-    GEMMs: forward, input and weight gradients, each at its own shape) traces
-    one copy of it per call, and XLA compiles every copy; in the refined model
-    some sixty GEMM copies were half of the program and most of its compile
-    time.  Here ``body`` is traced twice: first with a recorder that collects
-    each call's arguments (its arithmetic is dead code, removed before XLA
-    compiles), then with the results of one call of ``fn`` on the stacked
-    arguments, handed back in the same order.
-
-    Args:
-      body: ``body(call) -> result``; it makes the same calls in the same order
-        each time (as any traced function does: no Python branch on a value).
-      fn: ``fn(*args) -> array``, elementwise in its arguments.
-
-    Returns:
-      What ``body`` returns.
-    """
-    recorded = []
-
-    def record(*args):
-        recorded.append(args)
-        return jnp.zeros((), jnp.result_type(*args))
-
-    body(record)
-    if not recorded:
-        return body(fn)
-    columns = [jnp.stack([jnp.asarray(a, jnp.result_type(*column)) for a in column])
-               for column in zip(*recorded, strict=True)]
-    results = fn(*columns)
-    answers = iter(range(len(recorded)))
-    return body(lambda *_: results[next(answers)])

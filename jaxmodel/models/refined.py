@@ -140,7 +140,7 @@ from jaxmodel.models.verdicts import (
     bottleneck_and_regime,
     render_verdict,
 )
-from jaxmodel.numerics import batch_calls, percent, positive_part
+from jaxmodel.numerics import percent, positive_part
 
 DESCRIPTION = (
     "refined 3D-parallelism (TP x PP x DP) model -- architecture FLOPs with recompute, "
@@ -623,8 +623,12 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     # busiest rank), weighted by the share of MoE layers.
     # Without FlashAttention the two batched GEMMs (QK^T, attention x V) of
     # each head run at their shape's efficiency; the output layer's logits
-    # GEMM runs in bf16.  Every GEMM of the step is costed in one vectorised
-    # call (numerics.batch_calls): one copy of the shape model, not sixty.
+    # GEMM runs in bf16.  Each GEMM is its own elementwise expression: in a
+    # sweep that fixes the switches, XLA drops the GEMMs of the branches they
+    # turn off (a dense model's MoE, FlashAttention's unfused path).  Stacking
+    # them into one vectorised call instead (as this model once did) compiles
+    # faster but evaluates every GEMM for every row, dead ones included, and
+    # materialises the stack: 1.6x slower in a sweep of the default inputs.
     qw = attention_width(x)
     head_dim = jnp.where(plain, qw / a, moe.head_dim(x))
     rows = b * (a / t) * s / c
@@ -640,8 +644,8 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
         logit = (gemm(tok, V / t, h, 0.0), gemm(tok, h, V / t, 0.0), gemm(h, V / t, tok, 0.0))
         return dense, layer, unfused, logit
 
-    (gemm_fwd_s, gemm_dgrad_s, gemm_wgrad_s), moe_gemm, unfused_s, logit_gemms = batch_calls(
-        step_gemms, lambda m_, n_, k_, low: gemm_seconds(x, m_, n_, k_, low, hbm_rate))
+    (gemm_fwd_s, gemm_dgrad_s, gemm_wgrad_s), moe_gemm, unfused_s, logit_gemms = step_gemms(
+        lambda m_, n_, k_, low: gemm_seconds(x, m_, n_, k_, low, hbm_rate))
     gemm_fwd_s = jnp.where(plain, gemm_fwd_s, moe_gemm[0])
     gemm_dgrad_s = jnp.where(plain, gemm_dgrad_s, moe_gemm[1])
     gemm_wgrad_s = jnp.where(plain, gemm_wgrad_s, moe_gemm[2])
@@ -655,7 +659,7 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
                                b * s * s * moe.attention_core_flops(x) / (t * c))
     causal = jnp.where(x.causal_mask > 0.5, 0.5, 1.0) * flash + (1.0 - flash)
     flash_s = causal * attn_fwd_flops / (peak * x.attention_efficiency)
-    attn_fwd_s = flash * flash_s + (1.0 - flash) * unfused_s
+    attn_fwd_s = jnp.where(flash > 0.5, flash_s, unfused_s)
     attn_bwd_s = 2.0 * attn_fwd_s
     # Selective recompute checkpoints the core attention: its forward runs again
     # in the backward pass, FlashAttention's too (Megatron-Core's
