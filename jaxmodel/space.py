@@ -77,7 +77,7 @@ class IndexSpace:
         """Each row's group index from the candidate table (zeros without groups)."""
         if GROUP_KEY not in tables:
             return jnp.zeros(ids.shape, dtype=jnp.int64)
-        return jnp.take(tables[GROUP_KEY], self._rows(ids))
+        return jnp.take(tables[GROUP_KEY], self._rows(ids), mode="clip")
 
     def report(self, cols: dict[str, jax.Array]) -> dict[str, jax.Array]:
         """A chunk's columns as reported (the candidate table's ``report``, else as is)."""
@@ -106,13 +106,22 @@ class IndexSpace:
         """Digits of ``start + offsets`` by carry-adding int32 ``offsets`` to the
         start's digits: 32-bit arithmetic only (64-bit division is slow on
         CPUs and emulated on GPUs), exact for any sweep size because each
-        digit stays below its radix (< 2**27) and offsets below 2**30."""
+        digit stays below its radix (< 2**27) and offsets below 2**30.
+
+        Unsigned, with ``lax.div``/``lax.rem`` by the constant radices: LLVM
+        turns each into a multiply and a shift.  (jnp's ``//`` and ``%`` add
+        sign fix-ups for floor semantics, and XLA copies such cheap integer
+        work into every fused consumer of the digits: in the refined model
+        over the default sweep's axes that was over half of the program.)
+        """
         out = []
-        carry = offsets
+        carry = offsets.astype(jnp.uint32)
+        start_digits = start_digits.astype(jnp.uint32)
         for i in reversed(range(len(self.radices))):
             v = start_digits[i] + carry
-            out.append(v % self.radices[i])
-            carry = v // self.radices[i]
+            radix = np.uint32(self.radices[i])
+            out.append(jax.lax.rem(v, radix))
+            carry = jax.lax.div(v, radix)
         return out[::-1]
 
     def group_ids(self, digits: Sequence[jax.Array], names: Sequence[str]) -> tuple[jax.Array, int]:
@@ -144,7 +153,7 @@ class IndexSpace:
         if self.table is not None:
             rows = self._rows(ids)
             return self.model.inputs_type(*(
-                jnp.take(tables[f.name], rows) if f.name in self.table.columns
+                jnp.take(tables[f.name], rows, mode="clip") if f.name in self.table.columns
                 else self.constant(f.name)
                 for f in self.model.inputs))
         if digits is None:
@@ -152,7 +161,10 @@ class IndexSpace:
         values = []
         for f in self.model.inputs:
             if f.name in self._dim_of:
-                values.append(jnp.take(tables[f.name], digits[self._dim_of[f.name]]))
+                # Digits are always in range: "clip" is a plain gather, where the
+                # default "fill" adds a bounds test to every use of the value.
+                values.append(jnp.take(tables[f.name], digits[self._dim_of[f.name]],
+                                       mode="clip"))
             else:
                 values.append(self.constant(f.name))
         return self.model.inputs_type(*values)
@@ -175,7 +187,7 @@ class IndexSpace:
             if dist.kind == "choice":
                 table = tables[f"choice:{dist.name}"]
                 idx = jnp.minimum((uj * table.shape[0]).astype(jnp.int64), table.shape[0] - 1)
-                v = jnp.take(table, idx)
+                v = jnp.take(table, idx, mode="clip")
             elif dist.kind == "uniform":
                 if dist.integer:
                     span = dist.high - dist.low + 1.0
