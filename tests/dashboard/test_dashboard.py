@@ -159,14 +159,14 @@ def brute_front(x, y, ids):
     return sorted(ids[keep].tolist())
 
 
-@pytest.mark.parametrize("bins, fetch", [(7, 10), (3, 40), (1024, 20_000)])
+@pytest.mark.parametrize("sample_percent, terms", [(0, 4), (100, 1), (100, 4), (40, 64)])
 @pytest.mark.parametrize("minimize_x, minimize_y", [(True, False), (False, True),
                                                     (True, True)])
-def test_pareto_front_equals_a_brute_force_front(catalog, rows, bins, fetch, minimize_x,
-                                                 minimize_y):
-    t = q.pareto(catalog, "dash", "step_time_ms", "throughput_tokens_s", bins=bins,
-                 fetch=fetch, minimize_x=minimize_x, minimize_y=minimize_y,
-                 filters=q.Filters(where="num_gpus >= 16"))
+def test_pareto_front_equals_a_brute_force_front(catalog, rows, sample_percent, terms,
+                                                 minimize_x, minimize_y):
+    t = q.pareto(catalog, "dash", "step_time_ms", "throughput_tokens_s",
+                 sample_percent=sample_percent, terms=terms, minimize_x=minimize_x,
+                 minimize_y=minimize_y, filters=q.Filters(where="num_gpus >= 16"))
     keep = rows["num_gpus"] >= 16
     sx, sy = (1 if minimize_x else -1), (1 if minimize_y else -1)
     want = brute_front(sx * rows["step_time_ms"][keep].astype(np.float64),
@@ -174,6 +174,78 @@ def test_pareto_front_equals_a_brute_force_front(catalog, rows, bins, fetch, min
                        rows["config_id"][keep])
     assert sorted(t["config_id"].to_pylist()) == want
     assert len(want) >= 1
+
+
+@pytest.fixture(scope="module")
+def ties(tmp_path_factory, dataset) -> tuple[Path, dict[str, np.ndarray]]:
+    """A dataset made for the Pareto front's corner cases: few distinct values, so many
+    rows share x, y or both (ids shuffled, so the lowest id of a tie is not the first
+    row), NaN in either column, spread over several parts."""
+    rng = np.random.default_rng(3)
+    n = 6000
+    cols = {
+        "config_id": rng.permutation(n).astype(np.int64) * 7 + 5,
+        "num_gpus": rng.choice([8, 16, 32, 64], n).astype(np.int64),
+        "step_time_ms": rng.integers(1, 25, n).astype(np.float32),
+        "throughput_tokens_s": (rng.integers(0, 30, n) * 0.5).astype(np.float32),
+    }
+    cols["step_time_ms"][rng.random(n) < 0.05] = np.nan
+    cols["throughput_tokens_s"][rng.random(n) < 0.05] = np.nan
+    path = tmp_path_factory.mktemp("ties") / "ties"
+    path.mkdir()
+    (path / "_jaxmodel.json").write_text((dataset / "_jaxmodel.json").read_text())
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    table = pa.table(cols)
+    for k, start in enumerate(range(0, n, 2500)):
+        pq.write_table(table.slice(start, 2500), path / f"part-p0000-c{k:012d}.parquet",
+                       row_group_size=1000)
+    return path, cols
+
+
+@pytest.mark.parametrize("sample_percent, terms", [(0, 4), (100, 1), (100, 4), (50, 64)])
+@pytest.mark.parametrize("x, y, minimize_x, minimize_y", [
+    ("step_time_ms", "throughput_tokens_s", True, False),
+    ("step_time_ms", "throughput_tokens_s", False, False),
+    ("throughput_tokens_s", "step_time_ms", True, True),
+    ("num_gpus", "throughput_tokens_s", True, False),
+    ("step_time_ms", "num_gpus", False, True),
+])
+@pytest.mark.parametrize("where", ["", "num_gpus >= 16 and step_time_ms != 7"])
+def test_pareto_front_keeps_the_lowest_id_of_ties_and_skips_nan(
+        ties, sample_percent, terms, x, y, minimize_x, minimize_y, where):
+    path, cols = ties
+    catalog = q.Catalog([path])
+    fetched = []
+    query = catalog.query
+
+    def counted(sql, params=()):
+        out = query(sql, params)
+        fetched.append(out.num_rows)
+        return out
+
+    catalog.query = counted
+    try:
+        t = q.pareto(catalog, "ties", x, y, minimize_x=minimize_x, minimize_y=minimize_y,
+                     filters=q.Filters(where=where), sample_percent=sample_percent,
+                     terms=terms)
+    finally:
+        catalog.close()
+    keep = np.ones(len(cols["config_id"]), dtype=bool)
+    if where:  # written out in numpy: NaN != 7 is true
+        keep = (cols["num_gpus"] >= 16) & ~(cols["step_time_ms"] == 7)
+    sx, sy = (1 if minimize_x else -1), (1 if minimize_y else -1)
+    want = brute_front(sx * cols[x][keep].astype(np.float64),
+                       sy * cols[y][keep].astype(np.float64), cols["config_id"][keep])
+    assert sorted(t["config_id"].to_pylist()) == want
+    got = dict(zip(t["config_id"].to_pylist(), zip(t["x"].to_pylist(), t["y"].to_pylist(),
+                                                   strict=True), strict=True))
+    at = {i: k for k, i in enumerate(cols["config_id"].tolist())}
+    for i, (gx, gy) in got.items():  # each id's own values, not its tie's
+        assert (gx, gy) == (float(cols[x][at[i]]), float(cols[y][at[i]]))
+    assert t["x"].to_pylist() == sorted(t["x"].to_pylist(), reverse=not minimize_x)
+    if sample_percent == 100:  # the sampled front's tests removed rows before the fetch
+        assert fetched[-1] < int(keep.sum()) // 2
 
 
 def test_top_rows_are_sorted_and_skip_nan(catalog, rows):
