@@ -248,6 +248,107 @@ def test_pareto_front_keeps_the_lowest_id_of_ties_and_skips_nan(
         assert fetched[-1] < int(keep.sum()) // 2
 
 
+@pytest.fixture(scope="module")
+def cubed(dataset):
+    """The test dataset with a summary cube (built for any size; its axes may span half
+    the rows), and the SQL of every query it ran."""
+    c = q.Catalog([dataset], cube_min_rows=0, cube_shrink=2)
+    c.log = []
+    query = c.query
+
+    def logged(sql, params=()):
+        c.log.append(sql)
+        return query(sql, params)
+
+    c.query = logged
+    yield c
+    c.close()
+
+
+def test_the_cube_groups_by_the_first_axes_and_every_category(cubed, rows):
+    cube = cubed.source("dash").cube
+    # 6 * 4 * 3 * 4 = 288 <= 576 / 2 combinations; micro_batch would double them
+    assert cube.dims == ("link_bandwidth_gb_s", "num_gpus", "tensor_parallel",
+                         "pipeline_parallel", "valid_layout", "bottleneck", "regime")
+    keys = {tuple(rows[c][i] for c in cube.dims) for i in range(len(rows["config_id"]))}
+    assert cube.groups == len(keys)
+    assert q.Catalog.__init__.__kwdefaults__["cube_min_rows"] == q.CUBE_MIN_ROWS
+
+
+CUBE_FILTERS = [
+    q.Filters(),
+    q.Filters(ranges={"num_gpus": (16, 64)}, choices={"tensor_parallel": [1, 8]}),
+    q.Filters(choices={"regime": ["compute-bound", "invalid"], "valid_layout": [True]}),
+    q.Filters(where="tensor_parallel * pipeline_parallel >= 8 and link_bandwidth_gb_s > 100"),
+]
+
+
+@pytest.mark.parametrize("agg", q.AGGS)
+@pytest.mark.parametrize("k", range(len(CUBE_FILTERS)))
+def test_cube_views_equal_a_numpy_group_by(cubed, rows, agg, k):
+    f = CUBE_FILTERS[k]
+    cubed.log.clear()
+    g = q.grid(cubed, "dash", "link_bandwidth_gb_s", "pipeline_parallel", "step_time_ms",
+               agg, f, facet="tensor_parallel")
+    assert "cube0" in cubed.log[-1] and "ds0" not in cubed.log[-1]
+    keep = np.ones(len(rows["config_id"]), dtype=bool)
+    for c, (lo, hi) in f.ranges.items():
+        keep &= (rows[c] >= lo) & (rows[c] <= hi)
+    for c, vals in f.choices.items():
+        keep &= np.isin(rows[c], vals)
+    if f.where:
+        keep &= numpy_mask(rows, f.where)
+    assert g.rows == keep.sum()
+    assert q.count_rows(cubed, "dash", f) == keep.sum() and "cube0" in cubed.log[-1]
+    for t, tv in enumerate(g.facets):
+        for i, yv in enumerate(g.y_values):
+            for j, xv in enumerate(g.x_values):
+                cell = (keep & (rows["link_bandwidth_gb_s"] == xv)
+                        & (rows["pipeline_parallel"] == yv) & (rows["tensor_parallel"] == tv))
+                v = rows["step_time_ms"][cell].astype(np.float64)
+                finite = v[np.isfinite(v)]
+                if agg == "count":
+                    expect = float(cell.sum()) if cell.any() else math.nan
+                elif not finite.size:
+                    expect = math.nan
+                else:
+                    expect = {"max": np.max, "min": np.min, "mean": np.mean}[agg](finite)
+                got = g.cells[t, i, j]
+                assert (math.isnan(got) and math.isnan(expect)) or got == pytest.approx(
+                    expect, rel=1e-6), (tv, yv, xv)
+                assert g.counts[t, i, j] == (cell.sum() if agg == "count" else finite.size)
+
+
+@pytest.mark.parametrize("x, y, value, filters", [
+    ("link_bandwidth_gb_s", "micro_batch", "mfu_percent", q.Filters()),  # not a cube axis
+    ("link_bandwidth_gb_s", "num_gpus", "mfu_percent", q.Filters(where="mfu_percent > 30")),
+    ("link_bandwidth_gb_s", "num_gpus", "mfu_percent", q.Filters(choices={"micro_batch": [4]})),
+])
+def test_views_the_cube_cannot_answer_scan_the_rows(cubed, catalog, x, y, value, filters):
+    cubed.log.clear()
+    g = q.grid(cubed, "dash", x, y, value, "max", filters)
+    assert "ds0" in cubed.log[-1] and "cube0" not in cubed.log[-1]
+    ref = q.grid(catalog, "dash", x, y, value, "max", filters)
+    np.testing.assert_array_equal(g.cells, ref.cells)
+    assert catalog.source("dash").cube is None  # small datasets get none by default
+
+
+def test_dashboard_command_says_when_it_builds_a_cube_and_no_cube_skips_it(
+        dataset, monkeypatch):
+    import jaxmodel.dashboard.serve as serve_module
+
+    served = []
+    monkeypatch.setattr(serve_module, "serve", lambda app, host, port, **kw: served.append(kw))
+    monkeypatch.setattr(q, "CUBE_MIN_ROWS", 500)  # the test dataset has 576 rows
+    out = runner.invoke(cli_app, ["dashboard", str(dataset), "--no-browser"])
+    assert out.exit_code == 0, out.output
+    assert "dash has 576 rows; summarising it once" in out.output
+    assert "groups by link_bandwidth_gb_s, num_gpus" in out.output
+    out = runner.invoke(cli_app, ["dashboard", str(dataset), "--no-browser", "--no-cube"])
+    assert out.exit_code == 0 and "summarising" not in out.output
+    assert len(served) == 2
+
+
 def test_top_rows_are_sorted_and_skip_nan(catalog, rows):
     t = q.top_rows(catalog, "dash", "step_time_ms", descending=True, k=5,
                    columns=["config_id", "step_time_ms"])
