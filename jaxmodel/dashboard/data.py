@@ -96,8 +96,9 @@ class Cube:
     their combinations stay under ``rows / CUBE_SHRINK``, and every category and
     boolean column), holding for each of ``values`` (the other numeric columns) the
     max, min, sum and count of its finite values, and the group's row count.  A
-    heatmap, line chart or row count whose axes and filters use only ``dims`` is
-    answered from it exactly (a mean as sum / count, in float64), else from the rows.
+    heatmap, line chart, regime map or row count whose axes and filters use only
+    ``dims`` is answered from it exactly (a mean as sum / count, in float64), else
+    from the rows.
     """
 
     table: str
@@ -714,14 +715,19 @@ def regimes(catalog: Catalog, dataset: str, x: str, y: str, column: str = "regim
     v, ok = _value_expr(src, by)
     rank = _category_rank(info)
     w = where_clause(src, filters)
+    table = src.view
+    cube = _cube_for(src, filters, (x, y, column), by)
+    if cube is not None:  # a group's best value; its category is one of the cube's dims
+        table, v = cube.table, f"_v{cube.values[by]}_max"
+        ok = f"{v} IS NOT NULL"
     # The best row per cell: the highest value, then the earlier category (as
     # jaxmodel plot's regime_data).  Two group-bys joined on the cell: the best value
     # per cell, then the earliest category among the rows that reach it (one
     # arg_max over a (value, rank) struct is several times slower).
     cells = (f"SELECT {xs} AS _cx, {ys} AS _cy, max({v}) FILTER (WHERE {ok}) AS _cb "
-             f"FROM {src.view} {w.text} GROUP BY ALL LIMIT {MAX_CELLS + 1}")
+             f"FROM {table} {w.text} GROUP BY ALL LIMIT {MAX_CELLS + 1}")
     sql = (f"WITH cells AS ({cells}), hits AS (SELECT _cx, _cy, min({rank}) AS _r "
-           f"FROM {src.view} JOIN cells ON {xs} IS NOT DISTINCT FROM _cx AND "
+           f"FROM {table} JOIN cells ON {xs} IS NOT DISTINCT FROM _cx AND "
            f"{ys} IS NOT DISTINCT FROM _cy {w.text} {'AND' if w.text else 'WHERE'} {ok} "
            f"AND {v} = _cb GROUP BY ALL) SELECT cells._cx, cells._cy, hits._r, cells._cb "
            "FROM cells LEFT JOIN hits USING (_cx, _cy)")

@@ -319,6 +319,20 @@ def test_cube_views_equal_a_numpy_group_by(cubed, rows, agg, k):
                 assert g.counts[t, i, j] == (cell.sum() if agg == "count" else finite.size)
 
 
+@pytest.mark.parametrize("column, by", [("regime", "mfu_percent"),
+                                        ("bottleneck", "step_time_ms")])
+@pytest.mark.parametrize("where", ["", CUBE_FILTERS[-1].where, "valid_layout"])
+def test_cube_regime_maps_equal_the_plot_commands_map(cubed, dataset, column, by, where):
+    f = q.Filters(where=where)
+    cubed.log.clear()
+    c = q.regimes(cubed, "dash", "link_bandwidth_gb_s", "num_gpus", column, by, f)
+    assert "cube0" in cubed.log[-1] and "ds0" not in cubed.log[-1]
+    ref = plot.regime_data(dataset, "link_bandwidth_gb_s", "num_gpus", column, "best", by,
+                           f.where or None)
+    assert c.x_values == tuple(ref.x_values) and c.y_values == tuple(ref.y_values)
+    np.testing.assert_array_equal(c.names, ref.names())
+
+
 @pytest.mark.parametrize("x, y, value, filters", [
     ("link_bandwidth_gb_s", "micro_batch", "mfu_percent", q.Filters()),  # not a cube axis
     ("link_bandwidth_gb_s", "num_gpus", "mfu_percent", q.Filters(where="mfu_percent > 30")),
