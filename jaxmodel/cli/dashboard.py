@@ -48,7 +48,7 @@ def dashboard_command(
 
     def building(name: str, rows: int) -> None:
         typer.echo(f"jaxmodel dashboard: {name} has {rows:,} rows; summarising it once for "
-                   "fast views (about 40 s per 10^8 rows; --no-cube skips this)", err=True)
+                   "fast views (about a minute per 10^8 rows; --no-cube skips this)", err=True)
 
     catalog = Catalog(datasets, cube_min_rows=None if no_cube else CUBE_MIN_ROWS,
                       on_cube=building)

@@ -452,7 +452,7 @@ class Catalog:
                  cube_min_rows: int | None = CUBE_MIN_ROWS, cube_shrink: int = CUBE_SHRINK,
                  on_cube=None):
         """Open ``paths``; datasets of at least ``cube_min_rows`` rows (``None``: none)
-        get a :class:`Cube` (one scan at start: about 40 s for 10^8 rows here);
+        get a :class:`Cube` (one scan at start: 40-70 s for 10^8 rows here);
         ``on_cube(name, rows)`` is called before each is built."""
         import duckdb
 
