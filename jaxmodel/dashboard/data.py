@@ -2,10 +2,13 @@
 
 Every view of the dashboard (and of the static report) is one small result of
 one SQL query: a group-by over the filtered rows (heatmap, line chart, regime
-map), a bounded sample (scatter), the top rows (table) or the Pareto front.
-DuckDB reads only the columns a query names (projection pushdown) and skips
-row groups by the Parquet statistics of simple conditions (filter pushdown),
-so nothing loads a whole dataset into memory.
+map), a bounded sample (scatter), the top rows (table) or the Pareto front (a
+block sample, then one pruned scan).  DuckDB reads only the columns a query
+names (projection pushdown) and skips row groups by the Parquet statistics of
+simple conditions (filter pushdown), so nothing loads a whole dataset into
+memory.  A dataset of :data:`CUBE_MIN_ROWS` rows or more gets a :class:`Cube`
+when the catalog opens it, and the group-by views whose columns it holds read
+that instead of the rows.
 
 Safety: the only paths read are the part files of the datasets named when the
 :class:`Catalog` was built.  SQL text is assembled only from column names

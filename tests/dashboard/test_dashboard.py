@@ -176,6 +176,14 @@ def test_pareto_front_equals_a_brute_force_front(catalog, rows, sample_percent, 
     assert len(want) >= 1
 
 
+def test_pareto_front_of_a_partitioned_dataset_is_the_plain_ones(catalog):
+    for pct in (0, 100):
+        a, b = (q.pareto(catalog, name, "step_time_ms", "mfu_percent", minimize_y=False,
+                         sample_percent=pct, filters=q.Filters(where="micro_batch == 4"))
+                for name in ("dash", "parts"))
+        assert a.equals(b) and a.num_rows >= 1
+
+
 @pytest.fixture(scope="module")
 def ties(tmp_path_factory, dataset) -> tuple[Path, dict[str, np.ndarray]]:
     """A dataset made for the Pareto front's corner cases: few distinct values, so many
