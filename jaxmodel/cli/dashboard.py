@@ -35,15 +35,27 @@ def dashboard_command(
         "--host", help="address to listen on (127.0.0.1: this machine only)")] = "127.0.0.1",
     no_browser: Annotated[bool, typer.Option("--no-browser",
                                              help="do not open a browser tab")] = False,
+    no_cube: Annotated[bool, typer.Option(
+        "--no-cube", help="do not build the summary cube of datasets over 2x10^7 rows "
+        "(one scan at start that makes their heatmaps, lines and counts interactive)")] = False,
     x64: X64Option = False,
 ) -> None:
     """A local web app over sweep datasets: views, filters, rows, one configuration live."""
     _require()
     from jaxmodel.dashboard.app import build_app
-    from jaxmodel.dashboard.data import Catalog
+    from jaxmodel.dashboard.data import CUBE_MIN_ROWS, Catalog
     from jaxmodel.dashboard.serve import serve
 
-    catalog = Catalog(datasets)
+    def building(name: str, rows: int) -> None:
+        typer.echo(f"jaxmodel dashboard: {name} has {rows:,} rows; summarising it once for "
+                   "fast views (about a minute per 10^8 rows; --no-cube skips this)", err=True)
+
+    catalog = Catalog(datasets, cube_min_rows=None if no_cube else CUBE_MIN_ROWS,
+                      on_cube=building)
+    for src in catalog.sources.values():
+        if src.cube is not None:
+            typer.echo(f"jaxmodel dashboard: {src.name}: {src.cube.groups:,} groups by "
+                       f"{', '.join(src.cube.dims)} in {src.cube.seconds:.0f} s", err=True)
     if host not in ("127.0.0.1", "localhost", "::1"):
         typer.echo(f"warning: --host {host} serves the datasets to every machine that can "
                    "reach this one, without any login", err=True)

@@ -159,14 +159,14 @@ def brute_front(x, y, ids):
     return sorted(ids[keep].tolist())
 
 
-@pytest.mark.parametrize("bins, fetch", [(7, 10), (3, 40), (1024, 20_000)])
+@pytest.mark.parametrize("sample_percent, terms", [(0, 4), (100, 1), (100, 4), (40, 64)])
 @pytest.mark.parametrize("minimize_x, minimize_y", [(True, False), (False, True),
                                                     (True, True)])
-def test_pareto_front_equals_a_brute_force_front(catalog, rows, bins, fetch, minimize_x,
-                                                 minimize_y):
-    t = q.pareto(catalog, "dash", "step_time_ms", "throughput_tokens_s", bins=bins,
-                 fetch=fetch, minimize_x=minimize_x, minimize_y=minimize_y,
-                 filters=q.Filters(where="num_gpus >= 16"))
+def test_pareto_front_equals_a_brute_force_front(catalog, rows, sample_percent, terms,
+                                                 minimize_x, minimize_y):
+    t = q.pareto(catalog, "dash", "step_time_ms", "throughput_tokens_s",
+                 sample_percent=sample_percent, terms=terms, minimize_x=minimize_x,
+                 minimize_y=minimize_y, filters=q.Filters(where="num_gpus >= 16"))
     keep = rows["num_gpus"] >= 16
     sx, sy = (1 if minimize_x else -1), (1 if minimize_y else -1)
     want = brute_front(sx * rows["step_time_ms"][keep].astype(np.float64),
@@ -174,6 +174,201 @@ def test_pareto_front_equals_a_brute_force_front(catalog, rows, bins, fetch, min
                        rows["config_id"][keep])
     assert sorted(t["config_id"].to_pylist()) == want
     assert len(want) >= 1
+
+
+def test_pareto_front_of_a_partitioned_dataset_is_the_plain_ones(catalog):
+    for pct in (0, 100):
+        a, b = (q.pareto(catalog, name, "step_time_ms", "mfu_percent", minimize_y=False,
+                         sample_percent=pct, filters=q.Filters(where="micro_batch == 4"))
+                for name in ("dash", "parts"))
+        assert a.equals(b) and a.num_rows >= 1
+
+
+@pytest.fixture(scope="module")
+def ties(tmp_path_factory, dataset) -> tuple[Path, dict[str, np.ndarray]]:
+    """A dataset made for the Pareto front's corner cases: few distinct values, so many
+    rows share x, y or both (ids shuffled, so the lowest id of a tie is not the first
+    row), NaN in either column, spread over several parts."""
+    rng = np.random.default_rng(3)
+    n = 6000
+    cols = {
+        "config_id": rng.permutation(n).astype(np.int64) * 7 + 5,
+        "num_gpus": rng.choice([8, 16, 32, 64], n).astype(np.int64),
+        "step_time_ms": rng.integers(1, 25, n).astype(np.float32),
+        "throughput_tokens_s": (rng.integers(0, 30, n) * 0.5).astype(np.float32),
+    }
+    cols["step_time_ms"][rng.random(n) < 0.05] = np.nan
+    cols["throughput_tokens_s"][rng.random(n) < 0.05] = np.nan
+    path = tmp_path_factory.mktemp("ties") / "ties"
+    path.mkdir()
+    (path / "_jaxmodel.json").write_text((dataset / "_jaxmodel.json").read_text())
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    table = pa.table(cols)
+    for k, start in enumerate(range(0, n, 2500)):
+        pq.write_table(table.slice(start, 2500), path / f"part-p0000-c{k:012d}.parquet",
+                       row_group_size=1000)
+    return path, cols
+
+
+@pytest.mark.parametrize("sample_percent, terms", [(0, 4), (100, 1), (100, 4), (50, 64)])
+@pytest.mark.parametrize("x, y, minimize_x, minimize_y", [
+    ("step_time_ms", "throughput_tokens_s", True, False),
+    ("step_time_ms", "throughput_tokens_s", False, False),
+    ("throughput_tokens_s", "step_time_ms", True, True),
+    ("num_gpus", "throughput_tokens_s", True, False),
+    ("step_time_ms", "num_gpus", False, True),
+])
+@pytest.mark.parametrize("where", ["", "num_gpus >= 16 and step_time_ms != 7"])
+def test_pareto_front_keeps_the_lowest_id_of_ties_and_skips_nan(
+        ties, sample_percent, terms, x, y, minimize_x, minimize_y, where):
+    path, cols = ties
+    catalog = q.Catalog([path])
+    fetched = []
+    query = catalog.query
+
+    def counted(sql, params=()):
+        out = query(sql, params)
+        fetched.append(out.num_rows)
+        return out
+
+    catalog.query = counted
+    try:
+        t = q.pareto(catalog, "ties", x, y, minimize_x=minimize_x, minimize_y=minimize_y,
+                     filters=q.Filters(where=where), sample_percent=sample_percent,
+                     terms=terms)
+    finally:
+        catalog.close()
+    keep = np.ones(len(cols["config_id"]), dtype=bool)
+    if where:  # written out in numpy: NaN != 7 is true
+        keep = (cols["num_gpus"] >= 16) & ~(cols["step_time_ms"] == 7)
+    sx, sy = (1 if minimize_x else -1), (1 if minimize_y else -1)
+    want = brute_front(sx * cols[x][keep].astype(np.float64),
+                       sy * cols[y][keep].astype(np.float64), cols["config_id"][keep])
+    assert sorted(t["config_id"].to_pylist()) == want
+    got = dict(zip(t["config_id"].to_pylist(), zip(t["x"].to_pylist(), t["y"].to_pylist(),
+                                                   strict=True), strict=True))
+    at = {i: k for k, i in enumerate(cols["config_id"].tolist())}
+    for i, (gx, gy) in got.items():  # each id's own values, not its tie's
+        assert (gx, gy) == (float(cols[x][at[i]]), float(cols[y][at[i]]))
+    assert t["x"].to_pylist() == sorted(t["x"].to_pylist(), reverse=not minimize_x)
+    if sample_percent == 100:  # the sampled front's tests removed rows before the fetch
+        assert fetched[-1] < int(keep.sum()) // 2
+
+
+@pytest.fixture(scope="module")
+def cubed(dataset):
+    """The test dataset with a summary cube (built for any size; its axes may span half
+    the rows), and the SQL of every query it ran."""
+    c = q.Catalog([dataset], cube_min_rows=0, cube_shrink=2)
+    c.log = []
+    query = c.query
+
+    def logged(sql, params=()):
+        c.log.append(sql)
+        return query(sql, params)
+
+    c.query = logged
+    yield c
+    c.close()
+
+
+def test_the_cube_groups_by_the_first_axes_and_every_category(cubed, rows):
+    cube = cubed.source("dash").cube
+    # 6 * 4 * 3 * 4 = 288 <= 576 / 2 combinations; micro_batch would double them
+    assert cube.dims == ("link_bandwidth_gb_s", "num_gpus", "tensor_parallel",
+                         "pipeline_parallel", "valid_layout", "bottleneck", "regime")
+    keys = {tuple(rows[c][i] for c in cube.dims) for i in range(len(rows["config_id"]))}
+    assert cube.groups == len(keys)
+    assert q.Catalog.__init__.__kwdefaults__["cube_min_rows"] == q.CUBE_MIN_ROWS
+
+
+CUBE_FILTERS = [
+    q.Filters(),
+    q.Filters(ranges={"num_gpus": (16, 64)}, choices={"tensor_parallel": [1, 8]}),
+    q.Filters(choices={"regime": ["compute-bound", "invalid"], "valid_layout": [True]}),
+    q.Filters(where="tensor_parallel * pipeline_parallel >= 8 and link_bandwidth_gb_s > 100"),
+]
+
+
+@pytest.mark.parametrize("agg", q.AGGS)
+@pytest.mark.parametrize("k", range(len(CUBE_FILTERS)))
+def test_cube_views_equal_a_numpy_group_by(cubed, rows, agg, k):
+    f = CUBE_FILTERS[k]
+    cubed.log.clear()
+    g = q.grid(cubed, "dash", "link_bandwidth_gb_s", "pipeline_parallel", "step_time_ms",
+               agg, f, facet="tensor_parallel")
+    assert "cube0" in cubed.log[-1] and "ds0" not in cubed.log[-1]
+    keep = np.ones(len(rows["config_id"]), dtype=bool)
+    for c, (lo, hi) in f.ranges.items():
+        keep &= (rows[c] >= lo) & (rows[c] <= hi)
+    for c, vals in f.choices.items():
+        keep &= np.isin(rows[c], vals)
+    if f.where:
+        keep &= numpy_mask(rows, f.where)
+    assert g.rows == keep.sum()
+    assert q.count_rows(cubed, "dash", f) == keep.sum() and "cube0" in cubed.log[-1]
+    for t, tv in enumerate(g.facets):
+        for i, yv in enumerate(g.y_values):
+            for j, xv in enumerate(g.x_values):
+                cell = (keep & (rows["link_bandwidth_gb_s"] == xv)
+                        & (rows["pipeline_parallel"] == yv) & (rows["tensor_parallel"] == tv))
+                v = rows["step_time_ms"][cell].astype(np.float64)
+                finite = v[np.isfinite(v)]
+                if agg == "count":
+                    expect = float(cell.sum()) if cell.any() else math.nan
+                elif not finite.size:
+                    expect = math.nan
+                else:
+                    expect = {"max": np.max, "min": np.min, "mean": np.mean}[agg](finite)
+                got = g.cells[t, i, j]
+                assert (math.isnan(got) and math.isnan(expect)) or got == pytest.approx(
+                    expect, rel=1e-6), (tv, yv, xv)
+                assert g.counts[t, i, j] == (cell.sum() if agg == "count" else finite.size)
+
+
+@pytest.mark.parametrize("column, by", [("regime", "mfu_percent"),
+                                        ("bottleneck", "step_time_ms")])
+@pytest.mark.parametrize("where", ["", CUBE_FILTERS[-1].where, "valid_layout"])
+def test_cube_regime_maps_equal_the_plot_commands_map(cubed, dataset, column, by, where):
+    f = q.Filters(where=where)
+    cubed.log.clear()
+    c = q.regimes(cubed, "dash", "link_bandwidth_gb_s", "num_gpus", column, by, f)
+    assert "cube0" in cubed.log[-1] and "ds0" not in cubed.log[-1]
+    ref = plot.regime_data(dataset, "link_bandwidth_gb_s", "num_gpus", column, "best", by,
+                           f.where or None)
+    assert c.x_values == tuple(ref.x_values) and c.y_values == tuple(ref.y_values)
+    np.testing.assert_array_equal(c.names, ref.names())
+
+
+@pytest.mark.parametrize("x, y, value, filters", [
+    ("link_bandwidth_gb_s", "micro_batch", "mfu_percent", q.Filters()),  # not a cube axis
+    ("link_bandwidth_gb_s", "num_gpus", "mfu_percent", q.Filters(where="mfu_percent > 30")),
+    ("link_bandwidth_gb_s", "num_gpus", "mfu_percent", q.Filters(choices={"micro_batch": [4]})),
+])
+def test_views_the_cube_cannot_answer_scan_the_rows(cubed, catalog, x, y, value, filters):
+    cubed.log.clear()
+    g = q.grid(cubed, "dash", x, y, value, "max", filters)
+    assert "ds0" in cubed.log[-1] and "cube0" not in cubed.log[-1]
+    ref = q.grid(catalog, "dash", x, y, value, "max", filters)
+    np.testing.assert_array_equal(g.cells, ref.cells)
+    assert catalog.source("dash").cube is None  # small datasets get none by default
+
+
+def test_dashboard_command_says_when_it_builds_a_cube_and_no_cube_skips_it(
+        dataset, monkeypatch):
+    import jaxmodel.dashboard.serve as serve_module
+
+    served = []
+    monkeypatch.setattr(serve_module, "serve", lambda app, host, port, **kw: served.append(kw))
+    monkeypatch.setattr(q, "CUBE_MIN_ROWS", 500)  # the test dataset has 576 rows
+    out = runner.invoke(cli_app, ["dashboard", str(dataset), "--no-browser"])
+    assert out.exit_code == 0, out.output
+    assert "dash has 576 rows; summarising it once" in out.output
+    assert "groups by link_bandwidth_gb_s, num_gpus" in out.output
+    out = runner.invoke(cli_app, ["dashboard", str(dataset), "--no-browser", "--no-cube"])
+    assert out.exit_code == 0 and "summarising" not in out.output
+    assert len(served) == 2
 
 
 def test_top_rows_are_sorted_and_skip_nan(catalog, rows):
