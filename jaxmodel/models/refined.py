@@ -68,13 +68,16 @@ all-gather exchange of K and V), ZeRO 0-3 with hybrid sharding
 (``fp8``, ``fp8_tflops``), GEMM efficiency from each GEMM's shape
 (``gemm_shape_model``, ``num_sms``; ``jaxmodel.collectives.gemm_efficiency``),
 fused attention at ``attention_efficiency`` with a causal mask, a fixed cost
-per kernel (``kernel_overhead_us``), TP overlap (``tp_overlap``), uneven
+per kernel (``kernel_overhead_us``), the gradient buffer's own memory traffic
+(``grad_buffer_traffic``) and the data-parallel bucket that no overlap can
+hide (``dp_bucket_params``), TP overlap (``tp_overlap``), uneven
 pipeline stages (``pipeline_split_embedding``), zero-bubble schedules
 (``pipeline_schedule``), and the memory of every stage kind (gradient buffer
 precision ``grad_buffer_bytes``, logits, workspaces, ``reserved_memory_gb``).
 With the 2026 switches at values that turn them off (``gemm_shape_model`` 0,
 ``attention_efficiency`` = ``matmul_efficiency``, ``causal_mask`` 0,
-``grad_buffer_bytes`` 2, ``reserved_memory_gb`` 0, ``kernel_overhead_us`` 0)
+``grad_buffer_bytes`` 2, ``reserved_memory_gb`` 0, ``kernel_overhead_us`` 0,
+``grad_buffer_traffic`` 0, ``dp_bucket_params`` 0)
 the model is the one described above.
 
 Validity rule (``valid_layout``): at least one replica (``d = N / (t c p) >=
@@ -183,6 +186,26 @@ _OPTIMIZER_BYTES = 12.0
 # one layout for each operand); each layer weight keeps both FP8 copies.
 _FP8_CAST_BYTES = 4.0
 _FP8_WEIGHT_BYTES = 2.0
+# Gradient-buffer traffic (grad_buffer_traffic 1), Megatron-Core DDP with
+# gradient accumulation fusion:
+# * each weight-gradient GEMM accumulates into the buffer (D = A B + C in the
+#   buffer's precision): its epilogue reads and writes grad_buffer_bytes per
+#   weight instead of writing the bf16 output the shape model counts, every
+#   micro-batch: 2 g - 2 bytes more per weight (g = grad_buffer_bytes);
+# * the input embedding's weight gradient is a dense [V, h] bf16 tensor
+#   (PyTorch's embedding backward: zero-filled, 2 bytes, then the tokens' rows
+#   added) that the DDP hook adds to the buffer (main_grad.add_: read 2 + g,
+#   write g): 4 + 2 g bytes per embedding weight, every micro-batch;
+# * once a step over the whole buffer: zero_grad_buffer (write g), the
+#   --check-for-nan-in-loss-and-grad norm before each bucket's reduction (read
+#   g; Megatron-LM's default) and the 1/d pre-scaling grad_data *=
+#   gradient_scaling_factor (read and write g): 4 g bytes per weight.
+_EMBEDDING_GRAD_BYTES = 4.0
+_GRAD_PASSES = 4.0
+# Megatron-Core's default bucket: max(40M, 1M x d) parameters
+# (DistributedDataParallelConfig.bucket_size: "larger DP sizes need larger
+# buckets to ensure collectives do not become latency-bound").
+_BUCKET_PARAMS_PER_RANK = 1e6
 # Logits in memory per element: bf16 (2), the fused cross-entropy's fp32
 # copy (4) and the fp32 softmax kept for the backward pass (4).
 _LOGIT_MEMORY_BYTES = 10.0
@@ -251,6 +274,18 @@ INPUTS: tuple[InputField, ...] = (
     InputField("tp_overlap", "fraction", "share of the tensor-parallel collectives hidden "
                "behind the GEMMs they feed (Megatron-Core --tp-comm-overlap)", False, 0.0,
                True, 0.0, 1.0),
+    # Megatron-Core's gradient buffer and its buckets (distributed/
+    # param_and_grad_buffer.py, distributed_data_parallel_config.py).
+    switch("grad_buffer_traffic", "count the gradient buffer's own memory traffic (1): "
+            "weight-gradient GEMMs accumulating into it every micro-batch, the input "
+            "embedding's dense gradient added to it, and the once-a-step passes over it "
+            "(zeroing, NaN-check norm, 1/d pre-scaling), as Megatron-Core's DDP does; 0 "
+            "leaves it out", 1),
+    InputField("dp_bucket_params", "parameters", "parameters per data-parallel gradient "
+               "bucket (Megatron-Core: max(40M, 1M x data-parallel ranks)); the last bucket "
+               "of the backward pass and the first all-gather of the forward pass hold the "
+               "input embedding and cannot be overlapped; 0 = infinitely fine buckets "
+               "(everything can hide)", False, 0.0, True, 40e6, None),
     # Hardware (defaults: H100 SXM, see jaxmodel.presets for sources).
     # matmul_efficiency 0.7: a round value at the low end of what cuBLAS sustains
     # on transformer-sized bf16 GEMMs on A100 and H100 (70-80% of dense peak);
@@ -688,7 +723,17 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     layer_f = gemm_fwd_s + attn_fwd_s + fwd_bytes / hbm_rate
     layer_recompute = (full * gemm_fwd_s + attn_recompute_s + recompute_bytes / hbm_rate)
     layer_b = gemm_dgrad_s + attn_bwd_s + bwd_bytes / hbm_rate + layer_recompute
-    layer_w = gemm_wgrad_s
+    # Gradient accumulation into the buffer (grad_buffer_traffic): the weight-
+    # gradient GEMMs' epilogue reads and writes grad_buffer_bytes per weight of
+    # the layer on this GPU (routed experts: the busiest rank's share) instead of
+    # the bf16 output counted in gemm_wgrad_s.
+    gb_traffic = x.grad_buffer_traffic
+    accum_bytes = gb_traffic * (2.0 * x.grad_buffer_bytes - _BF16)
+    grad_layer_params = jnp.where(
+        plain, layer_weight_params(x) / t,
+        moe.layer_resident_params(x) / t + moe.layer_expert_params(x) / (etp * e))
+    accum_layer_bytes = accum_bytes * grad_layer_params
+    layer_w = gemm_wgrad_s + accum_layer_bytes / hbm_rate
     # Fixed cost per kernel (launch and ramp, not hidden when kernels are short):
     # _LAYER_KERNELS a layer and micro-batch, a third of them again with full
     # recompute.
@@ -700,11 +745,19 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     ce_bytes = jnp.where(x.cross_entropy_fusion > 0.5, _LOGIT_BYTES, _LOGIT_UNFUSED_BYTES)
     logit_bytes = ce_bytes * tok * V / t
     logit_fwd_s = logit_gemms[0]
-    logit_s = logit_gemms[0] + logit_gemms[1] + logit_gemms[2] + logit_bytes / hbm_rate
+    # The output layer's weight gradient accumulates into the buffer as well.
+    accum_logit_bytes = accum_bytes * V * h / t
+    logit_s = (logit_gemms[0] + logit_gemms[1] + logit_gemms[2]
+               + (logit_bytes + accum_logit_bytes) / hbm_rate)
+    # The input embedding's dense gradient added to the buffer (first stage;
+    # timed where it is also the last, p = 1).
+    embed_grad_bytes = gb_traffic * (_EMBEDDING_GRAD_BYTES + 2.0 * x.grad_buffer_bytes) \
+        * V * h / t
+    embed_grad_s = one_stage * embed_grad_bytes / hbm_rate
 
     # The busiest stage: the last (its layers and the output layer) or, with
     # an uneven split, a middle one holding a whole unit more.
-    last_s = layers_end * layer_s + logit_s
+    last_s = layers_end * layer_s + logit_s + embed_grad_s
     mid_s = has_mid * layers_mid * layer_s
     last_busiest = last_s >= mid_s
     micro_compute = jnp.maximum(last_s, mid_s)
@@ -757,6 +810,19 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     sharded = (zero_i >= 1).astype(fdt)
     fsdp = (zero_i == 3).astype(fdt)
     all_reduced = all_reduce(grad_bytes, dc, per_node, net)
+    # Bucket granularity (dp_bucket_params > 0): buckets fill in backward order,
+    # so the last one holds the first stage's input embedding (one tensor, never
+    # split: V h / t parameters) and reduces only after the backward pass ends;
+    # the forward pass needs it first, so its all-gather is dispatched before
+    # any compute can hide it.  Taken as the larger of the embedding and one
+    # bucket, at most the GPU's parameters; 0 keeps the continuous overlap.
+    bucketed = (x.dp_bucket_params > 0.5).astype(fdt)
+    bucket = jnp.maximum(x.dp_bucket_params, _BUCKET_PARAMS_PER_RANK * dc)
+    tail_params = jnp.minimum(jnp.maximum(bucket, V * h / t), params_gpu)
+    tail_reduced = bucketed * all_reduce(x.grad_buffer_bytes * tail_params, dc, per_node, net)
+    tail_scattered = bucketed * reduce_scatter(x.grad_buffer_bytes * tail_params, z, per_node,
+                                               net)
+    tail_gathered = bucketed * all_gather(_BF16 * tail_params, z, per_node, net)
     shard_sync = all_reduce(grad_bytes / z, replicas, per_node / z, net)
     scattered = reduce_scatter(grad_bytes, z, per_node, net) + shard_sync
     gathered = all_gather(weight_bytes, z, per_node, net)
@@ -780,10 +846,12 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     fsdp_raw = m * (2.0 * layer_gather + layer_scatter) + shard_sync
     fsdp_exposed = m * fsdp_micro + positive_part(shard_sync - window)
     zero12_raw = scattered + gathered
-    zero12_exposed = positive_part(scattered - window) + positive_part(gathered - gather_window)
+    zero12_exposed = (jnp.maximum(positive_part(scattered - window), tail_scattered)
+                      + jnp.maximum(positive_part(gathered - gather_window), tail_gathered))
     dp_raw = jnp.where(fsdp > 0.5, fsdp_raw, jnp.where(sharded > 0.5, zero12_raw, all_reduced))
     dp = jnp.where(fsdp > 0.5, fsdp_exposed,
-                   jnp.where(sharded > 0.5, zero12_exposed, positive_part(all_reduced - window)))
+                   jnp.where(sharded > 0.5, zero12_exposed,
+                             jnp.maximum(positive_part(all_reduced - window), tail_reduced)))
     # Expert gradients: reduced over the edp replicas of each expert shard
     # (the expert-data-parallel group has stride etp e), in the same window.
     edp = jnp.maximum(moe.expert_data_parallel(x, d), 1.0)
@@ -795,18 +863,28 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     # Optimizer step (memory-bound Adam over this GPU's shard) and the FP8
     # weight casts (once a step: read bf16, write FP8 and its transpose).
     optimizer_shards = jnp.where(zero > 0.5, z, jnp.ones_like(z))
+    # The once-a-step passes over the gradient buffer (grad_buffer_traffic):
+    # the whole buffer, or the shard with ZeRO-3.
+    buffer_shards = jnp.where(zero_i == 3, z, jnp.ones_like(z))
+    grad_pass_bytes = gb_traffic * _GRAD_PASSES * x.grad_buffer_bytes
     optimizer_s = (_ADAM_BYTES * params_gpu / optimizer_shards
+                   + grad_pass_bytes * params_gpu / buffer_shards
                    + fp8 * _FP8_CAST_BYTES * stage_layers * layer_params) / hbm_rate
     expert_shards = jnp.where(zero > 0.5, edp, jnp.ones_like(edp))
+    expert_buffer_shards = jnp.where(zero_i == 3, edp, jnp.ones_like(edp))
     optimizer_s = jnp.where(
-        has_experts, optimizer_s + (_ADAM_BYTES / expert_shards + fp8 * _FP8_CAST_BYTES)
+        has_experts, optimizer_s + (_ADAM_BYTES / expert_shards
+                                    + grad_pass_bytes / expert_buffer_shards
+                                    + fp8 * _FP8_CAST_BYTES)
         * stage_layers * expert_layer_params / hbm_rate, optimizer_s)
 
     compute = m * micro_compute + optimizer_s
     stage_recompute = stage_layers * layer_recompute
     recompute_s = m * stage_recompute
-    stage_memory_s = stage_layers * (fwd_bytes + bwd_bytes + recompute_bytes) / hbm_rate \
-        + jnp.where(last_busiest, logit_bytes / hbm_rate, 0.0)
+    stage_memory_s = (stage_layers * (fwd_bytes + bwd_bytes + recompute_bytes
+                                      + accum_layer_bytes) / hbm_rate
+                      + jnp.where(last_busiest, (logit_bytes + accum_logit_bytes) / hbm_rate
+                                  + embed_grad_s, 0.0))
     memory_bound = m * stage_memory_s + optimizer_s
 
     # --- tensor parallelism: all-reduces of the [s / c, b, h] activation (or

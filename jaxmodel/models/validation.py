@@ -21,7 +21,11 @@ latencies) keeps the refined model's defaults and the A100 preset (its
 ``matmul_efficiency`` is the measured large-GEMM ceiling, see
 ``jaxmodel.presets``).  Also of that Megatron-LM: gradients reduced in fp16
 (``grad_buffer_bytes`` 2; fp32 accumulation was optional then) and the
-vocabulary-parallel cross-entropy as unfused PyTorch operations.
+vocabulary-parallel cross-entropy as unfused PyTorch operations.  Its
+gradient buffer was zeroed and pre-scaled by ``1 / d`` every step as today's
+(``grad_buffer_traffic`` 1, the default; the NaN-check norm it did not yet
+have is < 0.01% of these steps), and with the all-reduce after the backward
+pass (``dp_overlap`` 0) the bucket size changes nothing.
 
 A second set, ``megatron-h100`` (``MEGATRON_H100``): Megatron-LM's README weak
 scaling table (GPT 1.7B-462B on 48-6,144 H100 GPUs, MFU 41-49%), one set of
@@ -238,6 +242,9 @@ MEGATRON_H100_GPU = "h100-sxm"
 #   attention_efficiency 0.35: FlashAttention-2 reaches about 35% of the H100's
 #   peak (Shah et al. 2024, FlashAttention-3, sec. 1), the kernel generation of
 #   Transformer Engine in 2024.
+#   the gradient buffer's traffic and Megatron-Core's 40M-parameter buckets
+#   (grad_buffer_traffic 1, dp_bucket_params 40e6) are the refined model's
+#   defaults: what Megatron-Core's DDP does, the same for every row.
 # Everything else: the refined model's defaults and the h100-sxm preset.
 MEGATRON_H100_SETTINGS: dict[str, float] = {
     "recompute": 1,

@@ -178,6 +178,58 @@ def test_kernel_overhead_and_unfused_cross_entropy():
         4 * 40 * 262_144 / 1e12 * 1e3)
 
 
+def test_gradient_buffer_traffic():
+    # grad_buffer_traffic 1 with bf16 buffers (g = 2), the last stage of TOY (4 layers
+    # of LAYER_P = 3,145,728 weights a GPU, the output layer V h / t = 262,144):
+    # every micro-batch the weight-gradient GEMMs read and write the buffer, 2 g - 2
+    # = 2 B a weight more than their bf16 output: 2 x (4 x 3,145,728 + 262,144) B =
+    # 25.690112 us at 1e12 B/s; m = 4 -> 102.760448 us.  Once a step, zeroing,
+    # NaN-check norm and 1/d pre-scaling: 4 g = 8 B x P_GPU = 102.760448 us.
+    base, traffic = run(), run(grad_buffer_traffic=1)
+    extra_us = 4 * 25.690112 + 8 * P_GPU / 1e6
+    assert traffic["compute_time_ms"] - base["compute_time_ms"] == approx(extra_us * 1e-3)
+    assert traffic["memory_bound_ms"] - base["memory_bound_ms"] == approx(extra_us * 1e-3)
+    # The 1F1B bubble, (p - 1) / m of the busy time, grows by a quarter of the
+    # per-micro-batch part.
+    assert traffic["pipeline_bubble_ms"] - base["pipeline_bubble_ms"] == approx(25.690112e-3)
+    # p = 1 (d = 2): 8 layers, the output layer, and the input embedding's dense
+    # gradient added to the buffer, 4 + 2 g = 8 B x 262,144 = 2.097152 us, every
+    # micro-batch: 2 x (8 x 3,145,728 + 262,144) B + 2,097,152 B = 52.953088 us;
+    # once a step 8 B x (8 x 3,145,728 + 262,144 tied embedding) = 203.423744 us.
+    one = dict(pipeline_parallel=1)
+    delta = run(**one, grad_buffer_traffic=1)["compute_time_ms"] - run(**one)["compute_time_ms"]
+    assert delta == approx((4 * 52.953088 + 203.423744) * 1e-3)
+    # fp32 buffers (g = 4): 6 B a weight a micro-batch, 16 B a weight a step.
+    fp32 = run(grad_buffer_bytes=4, grad_buffer_traffic=1)["compute_time_ms"] - run(
+        grad_buffer_bytes=4)["compute_time_ms"]
+    assert fp32 == approx((4 * 6 * (4 * LAYER_P + 262_144) + 16 * P_GPU) / 1e12 * 1e3)
+
+
+def test_data_parallel_bucket_tail():
+    # ZeRO-1 over d = 2 in the node (16 GPUs), everything overlappable: the reduce-
+    # scatter (128.45056 us) hides in the backward pass, the all-gather in the
+    # forward pass, with infinitely fine buckets (dp_bucket_params 0).
+    dp = dict(num_gpus=16, zero_stage=1, dp_overlap=1.0, param_gather_overlap=1.0)
+    assert run(**dp)["dp_allreduce_ms"] == 0.0
+    # Megatron-Core's 40M-parameter bucket holds all 12,845,056 weights of the GPU:
+    # one bucket, reduced after the backward pass and gathered before the forward.
+    assert run(**dp, dp_bucket_params=40e6)["dp_allreduce_ms"] == approx(2 * 128.45056e-3)
+    # A small bucket: max(1, 1M x d = 2M) = 2M parameters (the embedding, 262,144,
+    # is smaller): reduce-scatter of 2 B x 2M over 2 ranks in the node, 1/2 x 4e6 B /
+    # 1e11 B/s = 20 us, and the all-gather of the bf16 weights, 20 us.
+    assert run(**dp, dp_bucket_params=1.0)["dp_allreduce_ms"] == approx(40e-3)
+    # A large vocabulary: the embedding, V h / t = 4,194,304 weights, fills the
+    # last bucket: 2 x 1/2 x 2 B x 4,194,304 / 1e11 B/s = 2 x 41.94304 us.
+    big = run(**dp, dp_bucket_params=1.0, vocab_size=16384)
+    assert big["dp_allreduce_ms"] == approx(2 * 41.94304e-3)
+    # No ZeRO: the last bucket's all-reduce, 2 x 1/2 x 4e6 B / 1e11 B/s = 40 us.
+    plain = run(num_gpus=16, dp_overlap=1.0, dp_bucket_params=1.0)
+    assert plain["dp_allreduce_ms"] == approx(40e-3)
+    # Nothing overlapped: the whole reduction is exposed, the tail adds nothing.
+    assert run(num_gpus=16, zero_stage=1, dp_bucket_params=1.0)["dp_allreduce_ms"] == approx(
+        2 * 128.45056e-3)
+
+
 # --- pipelines -----------------------------------------------------------------------
 
 
