@@ -324,6 +324,28 @@ def layer_comm_seconds(x, tokens, gpus_per_node, net, full_recompute):
             + etp_s)
 
 
+# Kernels an MoE layer launches per micro-batch beyond the dense FFN's
+# (Megatron-Core with the fused router and permutation, DeepEP/all-to-all
+# dispatcher, TE GroupedLinear): router GEMM and its two gradients, fused
+# top-k/softmax and auxiliary-loss kernels forward and backward, the dispatch
+# layout/notify, dispatch and combine forward and backward, permute and
+# un-permute forward and backward, the weighted activation forward and
+# backward, less the dense FFN's six GEMMs and activation: 14 in all.
+MOE_LAYER_KERNELS = 14.0
+# GEMM kernels per local expert and micro-batch: TE GroupedLinear launches one
+# cuBLAS GEMM per expert (multi-stream backend) for FC1 and FC2, forward,
+# input gradient and weight gradient.
+EXPERT_GEMM_KERNELS = 6.0
+
+
+def layer_extra_kernels(x):
+    """Kernel launches the average layer adds to the dense layer's, per
+    micro-batch forward and backward: ``MOE_LAYER_KERNELS`` plus
+    ``EXPERT_GEMM_KERNELS`` per local expert (``E / e``), in MoE layers."""
+    local = x.num_experts / x.expert_parallel
+    return moe_fraction(x) * (MOE_LAYER_KERNELS + EXPERT_GEMM_KERNELS * local)
+
+
 def _passes(gemm, m, n, k):
     """Forward ``[m, k] x [k, n]``, input gradient ``[m, n] x [n, k]`` and weight
     gradient ``[k, m] x [m, n]`` seconds of one GEMM."""
@@ -340,20 +362,43 @@ def tile_padded_rows(groups, m):
     return exact + jax.lax.stop_gradient(padded - exact)
 
 
-def _grouped_passes(gemm, groups, m, n, k, hbm_rate):
+def _grouped_passes(gemm, groups, m, n, k, hbm_rate, accumulate_bytes):
     """The three passes of a grouped GEMM: ``groups`` GEMMs of ``m`` rows each.
 
-    One kernel schedules every group's tiles together, so it runs as one GEMM
+    The groups' tiles fill the GPU together (Transformer Engine's
+    GroupedLinear issues one cuBLAS GEMM per expert round-robin on its 4
+    compute streams, so their tiles share the SMs), so it runs as one GEMM
     of the groups' tile-padded rows stacked (each group pads to whole tiles:
     tile quantization per expert, wave quantization over all), plus reading
     the ``groups - 1`` further weight matrices (bf16); see :func:`tile_padded_rows`.
+
+    The weight gradient accumulates into the gradient buffer (Megatron-LM's
+    gradient-accumulation fusion, TE's ``fuse_wgrad_accumulation``): each
+    expert's ``n x k`` output is read and written at ``accumulate_bytes``
+    (``grad_buffer_bytes``) instead of written once in bf16, which
+    :func:`wgrad_accumulate_seconds` adds.
     """
     rows = tile_padded_rows(groups, m)
     weights = (groups - 1.0) * DISPATCH_BYTES * n * k / hbm_rate
     fwd = gemm(rows, n, k) + weights
     dgrad = gemm(rows, k, n) + weights
-    wgrad = gemm(groups * k, n, m) + weights
+    wgrad = (gemm(groups * k, n, m) + weights
+             + wgrad_accumulate_seconds(groups * n * k, accumulate_bytes, hbm_rate))
     return jnp.stack([fwd, dgrad, wgrad])
+
+
+def wgrad_accumulate_seconds(elements, accumulate_bytes, hbm_rate):
+    """Extra memory time of accumulating a weight gradient of ``elements``
+    values into the gradient buffer, seconds.
+
+    With gradient-accumulation fusion (Megatron-LM's default; TE GroupedLinear
+    ``fuse_wgrad_accumulation``) the wgrad GEMM's epilogue reads the buffer and
+    writes it back (``2 x accumulate_bytes`` per element, 8 for fp32
+    ``main_grad``) where the shape model counts one bf16 write (2).  Per
+    expert the GEMM does ``2 m`` FLOPs per output element for ``m`` routed rows,
+    so at a few hundred rows this traffic is as long as the math.
+    """
+    return (2.0 * accumulate_bytes - DISPATCH_BYTES) * elements / hbm_rate
 
 
 def layer_gemm_seconds(x, tokens, gemm, hbm_rate):
@@ -392,7 +437,8 @@ def layer_gemm_seconds(x, tokens, gemm, hbm_rate):
     etp = x.expert_tensor_parallel
     groups = x.num_experts / x.expert_parallel
     rows = expert_gemm_tokens(rank_tokens, x) * etp
-    routed = (_grouped_passes(gemm, groups, rows, (w - 1.0) * fe / etp, h, hbm_rate)
-              + _grouped_passes(gemm, groups, rows, h, fe / etp, hbm_rate))
+    gb = x.grad_buffer_bytes
+    routed = (_grouped_passes(gemm, groups, rows, (w - 1.0) * fe / etp, h, hbm_rate, gb)
+              + _grouped_passes(gemm, groups, rows, h, fe / etp, hbm_rate, gb))
     frac = moe_fraction(x)
     return attention + (1.0 - frac) * dense + frac * (router + shared + routed)

@@ -689,6 +689,10 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     # _LAYER_KERNELS a layer and micro-batch, a third of them again with full
     # recompute.
     layer_b = layer_b + x.kernel_overhead_us * 1e-6 * _LAYER_KERNELS * (1.0 + full / 3.0)
+    # MoE: the router, dispatch and permutation kernels and one GEMM per local
+    # expert and pass (moe.layer_extra_kernels), a third again with full recompute.
+    layer_b = jnp.where(plain, layer_b, layer_b + x.kernel_overhead_us * 1e-6
+                        * moe.layer_extra_kernels(x) * (1.0 + full / 3.0))
     layer_s = layer_f + layer_b + layer_w
 
     # Output layer and loss (last stage): logits GEMM in bf16, fused softmax

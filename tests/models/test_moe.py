@@ -151,6 +151,51 @@ def test_load_factor_is_imbalance_capped_by_capacity():
                  ) == 1.25
 
 
+# --- grouped expert GEMMs -------------------------------------------------------
+
+
+def test_expert_weight_gradient_accumulates_into_the_fp32_buffer():
+    # Row 5 of the table (t4, e8): 16 local experts, FC1 weight gradient
+    # [4096 x 3072] each.  Gradient-accumulation fusion reads and writes the
+    # fp32 main_grad (8 bytes an element) where the shape model counts one
+    # bf16 write (2): 6 bytes x 16 x 4096 x 3072 more at 3.35 TB/s x 0.8.
+    hbm = 3.35e12 * 0.8
+    elements = 16 * 4096 * 3072
+    assert float(moe.wgrad_accumulate_seconds(elements, 4.0, hbm)) == pytest.approx(
+        6 * elements / hbm, rel=1e-6)
+    assert float(moe.wgrad_accumulate_seconds(elements, 1.0, hbm)) == 0.0
+
+    # In the grouped passes it lands on the weight-gradient pass only.
+    def gemm(m, n, k):
+        return 2.0 * m * n * k / 700e12
+
+    a = np.asarray(moe._grouped_passes(gemm, 16.0, 512.0, 3072.0, 4096.0, hbm, 4.0))
+    b = np.asarray(moe._grouped_passes(gemm, 16.0, 512.0, 3072.0, 4096.0, hbm, 1.0))
+    np.testing.assert_allclose(a - b, [0.0, 0.0, 6 * elements / hbm], rtol=1e-5, atol=1e-9)
+
+
+def test_moe_layer_kernel_launches_by_hand():
+    # Qwen3 (94 MoE layers of 128 experts): 14 router/dispatch/permutation
+    # kernels plus 6 GEMMs (FC1, FC2 x forward, dgrad, wgrad) per local expert.
+    x = SimpleNamespace(**apply_presets(REFINED, llm="qwen3-235b-a22b"))
+    for e, local in ((8, 16), (32, 4), (128, 1)):
+        x.expert_parallel = float(e)
+        assert float(moe.layer_extra_kernels(x)) == 14 + 6 * local
+    # DeepSeek-V3: 3 dense layers of 61 -> 58/61 of the layers pay it.
+    ds = SimpleNamespace(**apply_presets(REFINED, llm="deepseek-v3"))
+    ds.expert_parallel = 64.0
+    assert float(moe.layer_extra_kernels(ds)) == pytest.approx(58 / 61 * (14 + 6 * 4), rel=1e-6)
+
+
+@pytest.mark.slow
+def test_kernel_overhead_counts_the_expert_gemms():
+    # t2 e32 (row 1): per MoE layer and micro-batch 60 + 14 + 6 x 4 kernels at
+    # kernel_overhead_us; 11 layers on the busiest (last) stage, 128 micro-batches.
+    a, b = (jaxmodel.evaluate(REFINED, x64=True, **qwen3(kernel_overhead_us=us)) for us in (0, 4))
+    diff = float(b.compute_time_ms) - float(a.compute_time_ms)
+    assert diff == pytest.approx(128 * 11 * 4e-6 * (60 + 14 + 24) * 1e3, rel=1e-9)
+
+
 @pytest.mark.slow
 def test_all_to_all_time_in_the_model_by_hand():
     # One MoE layer pass: e = 8 in one node, flat dispatcher, t = 2 -> 2048
