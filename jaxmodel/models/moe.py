@@ -346,6 +346,22 @@ def layer_extra_kernels(x):
     return moe_fraction(x) * (MOE_LAYER_KERNELS + EXPERT_GEMM_KERNELS * local)
 
 
+def tp_collectives_per_layer(x, full_recompute):
+    """Tensor-parallel collectives (all-reduce equivalents) of the average layer
+    per micro-batch: the attention block's two (one forward, one backward;
+    sequence parallelism: an all-gather and a reduce-scatter each), again in
+    the recompute with full recompute, and as many for an FFN block that is
+    tensor-parallel: every dense layer's and an MoE layer's shared experts.
+    The routed experts take their tokens as the sequence-parallel shards
+    (Megatron-Core's MoE layer with parallel folding: the dispatcher gathers
+    only in the expert-tensor-parallel group, ``layer_comm_seconds``), so an
+    MoE layer without shared experts has only the attention block's.
+    Dense: ``4 + 2 full``, the refined model's count."""
+    frac = moe_fraction(x)
+    ffn_blocks = (1.0 - frac) + frac * (x.shared_experts > 0.5)
+    return (2.0 + full_recompute) * (1.0 + ffn_blocks)
+
+
 def _passes(gemm, m, n, k):
     """Forward ``[m, k] x [k, n]``, input gradient ``[m, n] x [n, k]`` and weight
     gradient ``[k, m] x [m, n]`` seconds of one GEMM."""

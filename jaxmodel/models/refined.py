@@ -814,6 +814,8 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     # full recompute); tp_overlap of them hidden behind the layer's GEMMs.
     act_bytes = _BF16 * tok * h
     tp_count = 4.0 + 2.0 * full
+    # MoE layers: the routed experts need no TP collective (moe.tp_collectives_per_layer).
+    tp_count = jnp.where(plain, tp_count, moe.tp_collectives_per_layer(x, full))
     tp_layer = tp_count * all_reduce(act_bytes, t, jnp.minimum(t, G), net)
     gemm_layer = gemm_fwd_s * (1.0 + full) + gemm_dgrad_s + gemm_wgrad_s
     # Overlap pipelines each collective with its GEMM in t chunks (userbuffers

@@ -404,6 +404,34 @@ def test_best_lays_out_qwen3_on_256_h100_with_expert_parallelism():
     assert doc["why"][0].startswith("why #1")
 
 
+def test_validation_reads_the_sources_settings():
+    # The 4096-token rows leave forced_balance blank: the zoo's script for
+    # those layouts forces the balance (examples/qwen3/run_235b.sh); the
+    # distributed optimizer is on (ZeRO-1), FSDP rows are ZeRO-3.
+    runs = read_moe_runs()
+    for run in runs[:5]:
+        v = run.inputs()
+        assert run.forced_balance and v["moe_imbalance"] == 1.0
+        assert v["zero_stage"] == (3 if run.fsdp else 1)
+
+
+def test_validation_keeps_an_explicit_dropless_row(tmp_path):
+    import csv
+
+    from jaxmodel.models.validation_moe import DATA, DROPLESS_IMBALANCE
+
+    with open(DATA, newline="") as f:
+        rows = list(csv.DictReader(line for line in f if not line.startswith("#")))
+    rows[0]["forced_balance"] = "0"
+    path = tmp_path / "dropless.csv"
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerow(rows[0])
+    (run,) = read_moe_runs(path)
+    assert not run.forced_balance and run.inputs()["moe_imbalance"] == DROPLESS_IMBALANCE
+
+
 @pytest.mark.slow
 def test_validate_qwen3_set():
     result = runner.invoke(app, ["validate", "--set", "qwen3-235b", "--format", "json"])
