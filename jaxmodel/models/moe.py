@@ -161,6 +161,12 @@ def layer_active_params(x):
     return attention_params(x) + _per_layer(x, moe, dense_ffn_params(x))
 
 
+def moe_block_active_params(x):
+    """Weights one token meets in an MoE layer's MoE block: the router and the
+    ``k + S`` experts."""
+    return router_params(x) + (x.experts_per_token + x.shared_experts) * expert_params(x)
+
+
 def layer_resident_params(x):
     """Weights of the average layer held by every tensor-parallel group
     (everything but the routed experts): attention, dense FFN or router and
@@ -249,7 +255,8 @@ def expert_gemm_tokens(tokens, x):
 
 def a2a_per_moe_layer(full_recompute):
     """All-to-alls per MoE layer and micro-batch: dispatch and combine forward,
-    their gradients backward, and the forward again with full recompute."""
+    their gradients backward, and the forward again when the MoE layer is
+    recomputed (full recompute, or ``moe_recompute`` 2)."""
     return 4.0 + 2.0 * full_recompute
 
 
@@ -319,9 +326,9 @@ def layer_comm_seconds(x, tokens, gpus_per_node, net, full_recompute):
     tokens in the ETP group, forward and backward."""
     etp = x.expert_tensor_parallel
     routed = DISPATCH_BYTES * tokens * x.hidden_dim * x.experts_per_token * load_factor(x)
-    etp_s = 4.0 * all_gather(routed * etp, etp, jnp.minimum(etp, gpus_per_node), net)
-    return (a2a_per_moe_layer(full_recompute) * dispatch_seconds(tokens, x, gpus_per_node, net)
-            + etp_s)
+    etp_s = all_gather(routed * etp, etp, jnp.minimum(etp, gpus_per_node), net)
+    return a2a_per_moe_layer(full_recompute) * (
+        dispatch_seconds(tokens, x, gpus_per_node, net) + etp_s)
 
 
 # Kernels an MoE layer launches per micro-batch beyond the dense FFN's
@@ -344,6 +351,50 @@ def layer_extra_kernels(x):
     ``EXPERT_GEMM_KERNELS`` per local expert (``E / e``), in MoE layers."""
     local = x.num_experts / x.expert_parallel
     return moe_fraction(x) * (MOE_LAYER_KERNELS + EXPERT_GEMM_KERNELS * local)
+
+
+def recompute_flags(x):
+    """``(act, layer)``, 0/1 each: the MoE layers' fine-grained recompute
+    (``moe_recompute`` 1: the expert activation, Megatron-Core's ``moe_act``;
+    2: the whole MoE layer, ``moe``).  Both 0 under full recompute
+    (``recompute`` 2), which recomputes every layer whole already."""
+    partial_ok = x.recompute < 1.5
+    act = (partial_ok & (x.moe_recompute > 0.5) & (x.moe_recompute < 1.5)).astype(
+        x.moe_recompute.dtype)
+    layer = (partial_ok & (x.moe_recompute > 1.5)).astype(x.moe_recompute.dtype)
+    return act, layer
+
+
+def recomputed_activation_bytes(x):
+    """Activation bytes per ``s b h`` (before the split by ``t``) that the MoE
+    layers' fine-grained recompute does not store, the average layer.
+
+    ``moe_act``: the routed experts' activation output, ``2 k f_e / h``
+    (recomputed from the FC1 output it keeps).  ``moe``: everything inside
+    the MoE layer, the FC1 output and activation of every expert,
+    ``2 w (k + S) f_e / h``, and the dispatched copies,
+    ``DISPATCH_ACTIVATION_BYTES k`` (times the load); its input stays (the
+    norm output the layer count keeps).
+    """
+    act, layer = recompute_flags(x)
+    k, fe, h = x.experts_per_token, x.moe_ffn_hidden_dim, x.hidden_dim
+    width = (k + x.shared_experts) * fe
+    whole_layer = (2.0 * x.mlp_weight_matrices * width / h
+                   + DISPATCH_ACTIVATION_BYTES * k * load_factor(x))
+    return moe_fraction(x) * (act * 2.0 * k * fe / h + layer * whole_layer)
+
+
+def recompute_bytes(x, rank_tokens):
+    """Memory-bound bytes the MoE recompute runs again per micro-batch, the
+    average layer: the activation function (``moe_act``: the routed part of the
+    FFN activation traffic, ``2 w k f_e`` per token) or the whole layer's
+    (``moe``: ``2 w (k + S) f_e`` per token and the token permutation)."""
+    act, layer = recompute_flags(x)
+    w, k, fe = x.mlp_weight_matrices, x.experts_per_token, x.moe_ffn_hidden_dim
+    act_bytes = moe_fraction(x) * 2.0 * w * k * fe * rank_tokens
+    layer_bytes = (moe_fraction(x) * 2.0 * w * (k + x.shared_experts) * fe * rank_tokens
+                   + permute_bytes(x, rank_tokens))
+    return act * act_bytes + layer * layer_bytes
 
 
 def tp_collectives_per_layer(x, full_recompute):
@@ -419,7 +470,9 @@ def wgrad_accumulate_seconds(elements, accumulate_bytes, hbm_rate):
 
 def layer_gemm_seconds(x, tokens, gemm, hbm_rate):
     """Forward, input-gradient and weight-gradient seconds of the average
-    layer's weight GEMMs on one GPU (shape [3]).
+    layer's weight GEMMs on one GPU, and the forward of its MoE block alone
+    (router, shared and routed experts: what ``moe`` recompute runs again);
+    shape [4].
 
     Args:
       x: the inputs (tensor parallelism ``t`` splits attention, dense FFN and
@@ -457,4 +510,5 @@ def layer_gemm_seconds(x, tokens, gemm, hbm_rate):
     routed = (_grouped_passes(gemm, groups, rows, (w - 1.0) * fe / etp, h, hbm_rate, gb)
               + _grouped_passes(gemm, groups, rows, h, fe / etp, hbm_rate, gb))
     frac = moe_fraction(x)
-    return attention + (1.0 - frac) * dense + frac * (router + shared + routed)
+    block = frac * (router + shared + routed)
+    return jnp.concatenate([attention + (1.0 - frac) * dense + block, block[:1]])

@@ -16,9 +16,12 @@ or a physical default, nothing fitted per row:
   architecture preset; the refined model's defaults otherwise (efficiencies,
   latencies, the shape-aware GEMM model).
 * what the row says: t, c, e, p, v, micro and global batch, sequence length;
-  ``fsdp`` On -> ZeRO-3; recompute ``full`` -> 2, ``none`` -> 0, the
-  module lists (``norm,act``, ``layernorm,moe``, ``moe_act,layernorm``:
-  fine-grained recompute of cheap modules) -> 1, the model's selective mode;
+  ``fsdp`` On -> ZeRO-3; recompute ``full`` -> 2, ``none`` -> 0; the
+  module lists are Megatron-Core's selective granularity with those
+  ``--recompute-modules`` only (the zoo's scripts: ``moe_act layernorm``,
+  ``layernorm moe``), so no core attention (``recompute`` 0) and
+  ``moe_recompute`` 1 for ``act``/``moe_act``, 2 for ``moe``
+  (``recompute_inputs``); ``layernorm`` is not modelled (a norm forward);
   dispatcher ``deepep`` / ``hybridep`` -> hierarchical (1), ``a2a`` -> flat (0);
   precision ``mxfp8`` -> ``fp8``; the embedding and the loss each count as a
   layer in the pipeline split (94 + 2 = 96 units, as the zoo's
@@ -82,6 +85,35 @@ QWEN3_SETTINGS: dict[str, float] = {
     "gpu_memory_gb": 1e6,
 }
 _RECOMPUTE = {"none": 0, "full": 2}
+# Megatron-Core --recompute-modules names as the table prints them -> the
+# refined model's inputs.  core_attn is the model's selective mode; the norms'
+# recompute (layernorm) is a memory-bound norm forward the model does not
+# count, and their outputs stay in its activation count.
+_MODULES = {"core_attn": ("recompute", 1), "act": ("moe_recompute", 1),
+            "moe_act": ("moe_recompute", 1), "moe": ("moe_recompute", 2),
+            "norm": None, "layernorm": None}
+
+
+def recompute_inputs(text: str) -> dict[str, float]:
+    """``recompute`` and ``moe_recompute`` for the table's recompute column:
+    ``none``, ``full``, or a list of Megatron-Core recompute modules (selective
+    granularity: only the listed modules are recomputed).
+
+    Raises:
+      InputError: a module name this mapping does not know.
+    """
+    text = text.strip().lower() or "none"
+    if text in _RECOMPUTE:
+        return {"recompute": float(_RECOMPUTE[text]), "moe_recompute": 0.0}
+    values = {"recompute": 0.0, "moe_recompute": 0.0}
+    for name in (part.strip() for part in text.split(",")):
+        if name not in _MODULES:
+            raise InputError("recompute", text, "none, full or a list of "
+                             + ", ".join(sorted(_MODULES)))
+        if _MODULES[name] is not None:
+            key, level = _MODULES[name]
+            values[key] = max(values[key], float(level))
+    return values
 
 
 @dataclass(frozen=True)
@@ -128,7 +160,7 @@ class MoeRun:
             "micro_batch": self.micro_batch,
             "gradient_accum_steps": self.global_batch // (self.micro_batch * d),
             "zero_stage": 3 if self.fsdp else 1,
-            "recompute": _RECOMPUTE.get(self.recompute, 1),
+            **recompute_inputs(self.recompute),
             "moe_dispatcher": 0 if self.dispatcher == "a2a" else 1,
             "fp8": 1 if self.precision == "mxfp8" else 0,
             "moe_imbalance": 1.0 if self.forced_balance else DROPLESS_IMBALANCE,

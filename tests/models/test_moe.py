@@ -23,7 +23,7 @@ REFINED = jaxmodel.get_model("refined")
 MOE_ONLY = ("experts_per_token", "moe_ffn_hidden_dim", "shared_experts", "dense_layers",
             "moe_layer_interval", "q_lora_rank", "kv_lora_rank", "qk_rope_dim",
             "expert_tensor_parallel", "moe_dispatcher", "max_nodes_per_token", "moe_overlap",
-            "moe_imbalance", "capacity_factor")
+            "moe_imbalance", "capacity_factor", "moe_recompute")
 
 
 def qwen3(**overrides):
@@ -196,6 +196,75 @@ def test_kernel_overhead_counts_the_expert_gemms():
     assert diff == pytest.approx(128 * 11 * 4e-6 * (60 + 14 + 24) * 1e3, rel=1e-9)
 
 
+def test_tp_collectives_of_moe_layers_by_hand():
+    # Attention block: 2 (all-reduce equivalents) a micro-batch, 3 with full
+    # recompute; the FFN block as many when it is tensor-parallel (dense
+    # layers, shared experts), none for routed experts.
+    x = SimpleNamespace(**apply_presets(REFINED, llm="qwen3-235b-a22b"))
+    assert float(moe.tp_collectives_per_layer(x, 0.0)) == 2.0
+    assert float(moe.tp_collectives_per_layer(x, 1.0)) == 3.0
+    x.shared_experts = 1.0
+    assert float(moe.tp_collectives_per_layer(x, 1.0)) == 6.0
+    dense = SimpleNamespace(**REFINED.defaults)  # Llama-2-70B, num_experts 1
+    assert float(moe.tp_collectives_per_layer(dense, 1.0)) == 6.0  # the dense 4 + 2 full
+
+
+def test_moe_recompute_drops_activations_by_hand():
+    # Qwen3: k = 8 experts of 1536, h = 4096, SwiGLU (w = 3), no shared expert.
+    # moe_act: the activation output 2 k f_e / h = 6 bytes per s b h;
+    # moe: FC1 outputs and activations 2 w k f_e / h = 18 and the dispatched
+    # copies 4 k = 32.  Full recompute (2) makes both moot.
+    x = SimpleNamespace(**apply_presets(REFINED, llm="qwen3-235b-a22b"))
+    x.moe_imbalance, x.capacity_factor = 1.0, 0.0
+    expected = {0: 0.0, 1: 6.0, 2: 50.0}
+    for level, value in expected.items():
+        x.moe_recompute = np.float32(level)
+        x.recompute = np.float32(0)
+        assert float(moe.recomputed_activation_bytes(x)) == pytest.approx(value, rel=1e-6)
+        x.recompute = np.float32(2)
+        assert float(moe.recomputed_activation_bytes(x)) == 0.0
+    # ... and the bytes run again: the activation traffic 2 w k f_e per token,
+    # or the whole block's plus the permutation (8 bytes per copy and h).
+    x.recompute = np.float32(0)
+    x.moe_recompute = np.float32(1)
+    assert float(moe.recompute_bytes(x, 2048.0)) == pytest.approx(2 * 3 * 8 * 1536 * 2048,
+                                                                  rel=1e-6)
+    x.moe_recompute = np.float32(2)
+    assert float(moe.recompute_bytes(x, 2048.0)) == pytest.approx(
+        2 * 3 * 8 * 1536 * 2048 + 8 * 8 * 2048 * 4096, rel=1e-6)
+
+
+def test_validation_maps_megatron_recompute_modules():
+    from jaxmodel.errors import InputError
+    from jaxmodel.models.validation_moe import recompute_inputs
+
+    assert recompute_inputs("none") == {"recompute": 0.0, "moe_recompute": 0.0}
+    assert recompute_inputs("") == {"recompute": 0.0, "moe_recompute": 0.0}
+    assert recompute_inputs("full") == {"recompute": 2.0, "moe_recompute": 0.0}
+    assert recompute_inputs("norm,act") == {"recompute": 0.0, "moe_recompute": 1.0}
+    assert recompute_inputs("layernorm,moe") == {"recompute": 0.0, "moe_recompute": 2.0}
+    assert recompute_inputs("moe_act,layernorm,core_attn") == {"recompute": 1.0,
+                                                               "moe_recompute": 1.0}
+    with pytest.raises(InputError, match="recompute"):
+        recompute_inputs("mlp_everything")
+
+
+@pytest.mark.slow
+def test_moe_recompute_runs_the_all_to_alls_again():
+    # moe_recompute 2 dispatches and combines again in the backward pass:
+    # 6 all-to-alls a layer and micro-batch instead of 4 (as full recompute);
+    # with full recompute on top nothing changes.
+    base, again, full, both = (jaxmodel.evaluate(REFINED, x64=True, **qwen3(**kw)) for kw in (
+        dict(recompute=0), dict(recompute=0, moe_recompute=2), dict(recompute=2),
+        dict(recompute=2, moe_recompute=2)))
+    assert float(again.moe_comm_raw_ms) == pytest.approx(1.5 * float(base.moe_comm_raw_ms),
+                                                         rel=1e-9)
+    assert float(again.moe_comm_raw_ms) == pytest.approx(float(full.moe_comm_raw_ms), rel=1e-9)
+    assert float(both.step_time_ms) == float(full.step_time_ms)
+    assert float(again.memory_gb_per_gpu) < float(base.memory_gb_per_gpu)
+    assert float(again.step_time_ms) > float(base.step_time_ms)
+
+
 @pytest.mark.slow
 def test_all_to_all_time_in_the_model_by_hand():
     # One MoE layer pass: e = 8 in one node, flat dispatcher, t = 2 -> 2048
@@ -281,7 +350,8 @@ def test_dense_results_do_not_see_the_moe_inputs(x64):
                  expert_tensor_parallel=rng.choice([1, 2], n),
                  moe_dispatcher=rng.choice([0, 1], n), max_nodes_per_token=rng.choice([0, 4], n),
                  moe_overlap=rng.uniform(0, 1, n), moe_imbalance=rng.uniform(1, 2, n),
-                 capacity_factor=rng.choice([0.0, 1.25], n))
+                 capacity_factor=rng.choice([0.0, 1.25], n),
+                 moe_recompute=rng.choice([0, 1, 2], n))
     assert set(knobs) == set(MOE_ONLY)
     plain = jaxmodel.evaluate(REFINED, x64=x64, **base)
     knobbed = jaxmodel.evaluate(REFINED, x64=x64, **base,
