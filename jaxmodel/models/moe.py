@@ -413,6 +413,13 @@ def tp_collectives_per_layer(x, full_recompute):
     return (2.0 + full_recompute) * (1.0 + ffn_blocks)
 
 
+def host_seconds(x, forward_again):
+    """Host time the GPU waits for in the average layer, per micro-batch:
+    ``moe_host_overhead_us`` for each forward pass of an MoE layer (the
+    forward, and again when it is recomputed: ``forward_again`` 0/1)."""
+    return moe_fraction(x) * x.moe_host_overhead_us * 1e-6 * (1.0 + forward_again)
+
+
 def _passes(gemm, m, n, k):
     """Forward ``[m, k] x [k, n]``, input gradient ``[m, n] x [n, k]`` and weight
     gradient ``[k, m] x [m, n]`` seconds of one GEMM."""

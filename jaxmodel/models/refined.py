@@ -323,6 +323,11 @@ INPUTS: tuple[InputField, ...] = (
     switch("moe_recompute", "fine-grained recompute of the MoE layers (Megatron-Core "
             "--recompute-modules): 0 none, 1 the expert activation (moe_act), 2 the whole "
             "MoE layer: router, dispatch, experts, combine (moe)", 0, high=2.0),
+    InputField("moe_host_overhead_us", "us", "host time per MoE layer forward pass that the "
+               "GPU waits for: the dropless dispatch's device-to-host sync of the token counts "
+               "drains the GPU queue, and the router and preprocessing kernels after it run at "
+               "the CPU's launch pace (0: sync-free dispatch or CUDA-graphed router)", False,
+               0.0, True, 0.0, None),
     InputField("moe_overlap", "fraction", "share of the expert all-to-all hidden by compute "
                "(1F1B all-to-all overlap, DualPipe)", False, 0.0, True, 0.0, 1.0),
     InputField("moe_imbalance", "ratio", "tokens of the busiest expert over the mean (>= 1)",
@@ -704,7 +709,8 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     # expert and pass (moe.layer_extra_kernels), a third again with full recompute.
     layer_b = jnp.where(plain, layer_b, layer_b + x.kernel_overhead_us * 1e-6
                         * moe.layer_extra_kernels(x)
-                        * (1.0 + (full + moe_layer_again) / 3.0))
+                        * (1.0 + (full + moe_layer_again) / 3.0)
+                        + moe.host_seconds(x, full + moe_layer_again))
     layer_s = layer_f + layer_b + layer_w
 
     # Output layer and loss (last stage): logits GEMM in bf16, fused softmax

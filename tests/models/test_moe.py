@@ -23,7 +23,7 @@ REFINED = jaxmodel.get_model("refined")
 MOE_ONLY = ("experts_per_token", "moe_ffn_hidden_dim", "shared_experts", "dense_layers",
             "moe_layer_interval", "q_lora_rank", "kv_lora_rank", "qk_rope_dim",
             "expert_tensor_parallel", "moe_dispatcher", "max_nodes_per_token", "moe_overlap",
-            "moe_imbalance", "capacity_factor", "moe_recompute")
+            "moe_imbalance", "capacity_factor", "moe_recompute", "moe_host_overhead_us")
 
 
 def qwen3(**overrides):
@@ -265,6 +265,27 @@ def test_moe_recompute_runs_the_all_to_alls_again():
     assert float(again.step_time_ms) > float(base.step_time_ms)
 
 
+def test_host_overhead_per_moe_forward_by_hand():
+    # One exposed host gap per MoE layer forward pass, twice when the MoE
+    # layer's forward runs again (moe recompute or full recompute); a dense
+    # layer has none (DeepSeek-V3: 58 of its 61 layers are MoE).
+    x = SimpleNamespace(**apply_presets(REFINED, llm="deepseek-v3"))
+    x.moe_host_overhead_us = 1700.0
+    assert float(moe.host_seconds(x, 0.0)) == pytest.approx(58 / 61 * 1.7e-3, rel=1e-6)
+    assert float(moe.host_seconds(x, 1.0)) == pytest.approx(2 * 58 / 61 * 1.7e-3, rel=1e-6)
+
+
+@pytest.mark.slow
+def test_host_overhead_in_the_model_by_hand():
+    # Row 1's layout, moe_act recompute: 128 micro-batches x 11 MoE layers on
+    # the busiest stage, one forward each, 1.7 ms apiece.
+    a, b = (jaxmodel.evaluate(REFINED, x64=True, **qwen3(recompute=0, moe_recompute=1,
+                                                          moe_host_overhead_us=us))
+            for us in (0.0, 1700.0))
+    diff = float(b.compute_time_ms) - float(a.compute_time_ms)
+    assert diff == pytest.approx(128 * 11 * 1.7, rel=1e-9)
+
+
 @pytest.mark.slow
 def test_all_to_all_time_in_the_model_by_hand():
     # One MoE layer pass: e = 8 in one node, flat dispatcher, t = 2 -> 2048
@@ -351,7 +372,8 @@ def test_dense_results_do_not_see_the_moe_inputs(x64):
                  moe_dispatcher=rng.choice([0, 1], n), max_nodes_per_token=rng.choice([0, 4], n),
                  moe_overlap=rng.uniform(0, 1, n), moe_imbalance=rng.uniform(1, 2, n),
                  capacity_factor=rng.choice([0.0, 1.25], n),
-                 moe_recompute=rng.choice([0, 1, 2], n))
+                 moe_recompute=rng.choice([0, 1, 2], n),
+                 moe_host_overhead_us=rng.uniform(0, 3000, n))
     assert set(knobs) == set(MOE_ONLY)
     plain = jaxmodel.evaluate(REFINED, x64=x64, **base)
     knobbed = jaxmodel.evaluate(REFINED, x64=x64, **base,
