@@ -312,11 +312,23 @@ def expert_layout_axes(values, also=frozenset()) -> dict[str, np.ndarray]:
     return axes
 
 
+def permute_passes(x):
+    """Token permutations per direction: the flat all-to-all dispatcher permutes
+    globally before the all-to-all (one copy per routed expert) and again
+    locally after it, to group the received chunks by local expert (Megatron-
+    Core's ``sort_chunks_by_idxs``); DeepEP fuses the global one into its
+    dispatch kernel (Megatron-LM docs/discussions/deepseek-v3-gb200-
+    optimization, sec. 2.1.1).  Without expert parallelism there is one."""
+    flat_ep = (x.moe_dispatcher < 0.5) & (x.expert_parallel > 1.5)
+    return 1.0 + flat_ep.astype(x.expert_parallel.dtype)
+
+
 def permute_bytes(x, tokens):
     """Memory-bound bytes of permuting ``tokens`` (one rank's, ``s b / (c t)``)
-    to their experts and back, forward pass, the average layer."""
-    return (PERMUTE_BYTES * x.experts_per_token * load_factor(x) * moe_fraction(x)
-            * tokens * x.hidden_dim)
+    to their experts and back, forward pass, the average layer
+    (``permute_passes`` of them each way)."""
+    return (PERMUTE_BYTES * permute_passes(x) * x.experts_per_token * load_factor(x)
+            * moe_fraction(x) * tokens * x.hidden_dim)
 
 
 def layer_comm_seconds(x, tokens, gpus_per_node, net, full_recompute):

@@ -265,6 +265,19 @@ def test_moe_recompute_runs_the_all_to_alls_again():
     assert float(again.step_time_ms) > float(base.step_time_ms)
 
 
+def test_flat_dispatcher_permutes_twice():
+    # Flat all-to-all: a global permute before it and a local sort after it,
+    # each way (8 bytes per routed copy and hidden element each); DeepEP fuses
+    # the global one; without expert parallelism there is one.  Qwen3: 2048
+    # tokens x 8 copies x 4096.
+    x = SimpleNamespace(**apply_presets(REFINED, llm="qwen3-235b-a22b"))
+    x.moe_imbalance, x.capacity_factor = 1.0, 0.0
+    one = 8 * 8 * 2048 * 4096
+    for dispatcher, e, passes in ((0.0, 8.0, 2), (1.0, 8.0, 1), (0.0, 1.0, 1)):
+        x.moe_dispatcher, x.expert_parallel = np.float32(dispatcher), np.float32(e)
+        assert float(moe.permute_bytes(x, 2048.0)) == pytest.approx(passes * one, rel=1e-6)
+
+
 def test_host_overhead_per_moe_forward_by_hand():
     # One exposed host gap per MoE layer forward pass, twice when the MoE
     # layer's forward runs again (moe recompute or full recompute); a dense
