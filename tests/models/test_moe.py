@@ -216,6 +216,7 @@ def test_moe_recompute_drops_activations_by_hand():
     # copies 4 k = 32.  Full recompute (2) makes both moot.
     x = SimpleNamespace(**apply_presets(REFINED, llm="qwen3-235b-a22b"))
     x.moe_imbalance, x.capacity_factor = 1.0, 0.0
+    x.moe_dispatcher, x.expert_parallel = np.float32(1), np.float32(8)  # DeepEP: one permute
     expected = {0: 0.0, 1: 6.0, 2: 50.0}
     for level, value in expected.items():
         x.moe_recompute = np.float32(level)
