@@ -54,6 +54,18 @@ as Megatron-Core requires sequence parallelism with TP and MoE):
   at most ``max_nodes_per_token``) and is forwarded over NVLink to each expert
   GPU.  Both levels run at once, the slower sets the time
   (``jaxmodel.collectives``).
+* **Kernels and host**: an MoE layer launches ``MOE_LAYER_KERNELS`` more
+  kernels than a dense FFN plus one GEMM per local expert and pass (TE's
+  multi-stream cuBLAS grouped GEMM), each at ``kernel_overhead_us``; expert
+  weight gradients accumulate into the fp32 gradient buffer (read and
+  written, ``wgrad_accumulate_seconds``); the flat dispatcher permutes twice
+  each way (``permute_passes``); routed experts need no TP collective
+  (``tp_collectives_per_layer``); ``moe_host_overhead_us`` of host time per
+  MoE forward pass (the dropless dispatch's device-to-host sync).
+* **Fine-grained recompute** (``moe_recompute``): the expert activation
+  (``moe_act``) or the whole MoE layer (``moe``: its forward GEMMs, traffic
+  and two more all-to-alls) runs again; the activations it drops are not
+  stored (``recomputed_activation_bytes``).
 * **Overlap**: ``moe_overlap`` of the all-to-all is hidden under compute (1F1B
   all-to-all overlap, DualPipe), never more than the compute there is.
 * **Expert tensor parallelism** ``etp``: an all-gather and a reduce-scatter of
