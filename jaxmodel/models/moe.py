@@ -54,6 +54,18 @@ as Megatron-Core requires sequence parallelism with TP and MoE):
   at most ``max_nodes_per_token``) and is forwarded over NVLink to each expert
   GPU.  Both levels run at once, the slower sets the time
   (``jaxmodel.collectives``).
+* **Kernels and host**: an MoE layer launches ``MOE_LAYER_KERNELS`` more
+  kernels than a dense FFN plus one GEMM per local expert and pass (TE's
+  multi-stream cuBLAS grouped GEMM), each at ``kernel_overhead_us``; expert
+  weight gradients accumulate into the fp32 gradient buffer (read and
+  written, ``wgrad_accumulate_seconds``); the flat dispatcher permutes twice
+  each way (``permute_passes``); routed experts need no TP collective
+  (``tp_collectives_per_layer``); ``moe_host_overhead_us`` of host time per
+  MoE forward pass (the dropless dispatch's device-to-host sync).
+* **Fine-grained recompute** (``moe_recompute``): the expert activation
+  (``moe_act``) or the whole MoE layer (``moe``: its forward GEMMs, traffic
+  and two more all-to-alls) runs again; the activations it drops are not
+  stored (``recomputed_activation_bytes``).
 * **Overlap**: ``moe_overlap`` of the all-to-all is hidden under compute (1F1B
   all-to-all overlap, DualPipe), never more than the compute there is.
 * **Expert tensor parallelism** ``etp``: an all-gather and a reduce-scatter of
@@ -161,6 +173,12 @@ def layer_active_params(x):
     return attention_params(x) + _per_layer(x, moe, dense_ffn_params(x))
 
 
+def moe_block_active_params(x):
+    """Weights one token meets in an MoE layer's MoE block: the router and the
+    ``k + S`` experts."""
+    return router_params(x) + (x.experts_per_token + x.shared_experts) * expert_params(x)
+
+
 def layer_resident_params(x):
     """Weights of the average layer held by every tensor-parallel group
     (everything but the routed experts): attention, dense FFN or router and
@@ -249,7 +267,8 @@ def expert_gemm_tokens(tokens, x):
 
 def a2a_per_moe_layer(full_recompute):
     """All-to-alls per MoE layer and micro-batch: dispatch and combine forward,
-    their gradients backward, and the forward again with full recompute."""
+    their gradients backward, and the forward again when the MoE layer is
+    recomputed (full recompute, or ``moe_recompute`` 2)."""
     return 4.0 + 2.0 * full_recompute
 
 
@@ -305,11 +324,23 @@ def expert_layout_axes(values, also=frozenset()) -> dict[str, np.ndarray]:
     return axes
 
 
+def permute_passes(x):
+    """Token permutations per direction: the flat all-to-all dispatcher permutes
+    globally before the all-to-all (one copy per routed expert) and again
+    locally after it, to group the received chunks by local expert (Megatron-
+    Core's ``sort_chunks_by_idxs``); DeepEP fuses the global one into its
+    dispatch kernel (Megatron-LM docs/discussions/deepseek-v3-gb200-
+    optimization, sec. 2.1.1).  Without expert parallelism there is one."""
+    flat_ep = (x.moe_dispatcher < 0.5) & (x.expert_parallel > 1.5)
+    return 1.0 + flat_ep.astype(x.expert_parallel.dtype)
+
+
 def permute_bytes(x, tokens):
     """Memory-bound bytes of permuting ``tokens`` (one rank's, ``s b / (c t)``)
-    to their experts and back, forward pass, the average layer."""
-    return (PERMUTE_BYTES * x.experts_per_token * load_factor(x) * moe_fraction(x)
-            * tokens * x.hidden_dim)
+    to their experts and back, forward pass, the average layer
+    (``permute_passes`` of them each way)."""
+    return (PERMUTE_BYTES * permute_passes(x) * x.experts_per_token * load_factor(x)
+            * moe_fraction(x) * tokens * x.hidden_dim)
 
 
 def layer_comm_seconds(x, tokens, gpus_per_node, net, full_recompute):
@@ -319,9 +350,98 @@ def layer_comm_seconds(x, tokens, gpus_per_node, net, full_recompute):
     tokens in the ETP group, forward and backward."""
     etp = x.expert_tensor_parallel
     routed = DISPATCH_BYTES * tokens * x.hidden_dim * x.experts_per_token * load_factor(x)
-    etp_s = 4.0 * all_gather(routed * etp, etp, jnp.minimum(etp, gpus_per_node), net)
-    return (a2a_per_moe_layer(full_recompute) * dispatch_seconds(tokens, x, gpus_per_node, net)
-            + etp_s)
+    etp_s = all_gather(routed * etp, etp, jnp.minimum(etp, gpus_per_node), net)
+    return a2a_per_moe_layer(full_recompute) * (
+        dispatch_seconds(tokens, x, gpus_per_node, net) + etp_s)
+
+
+# Kernels an MoE layer launches per micro-batch beyond the dense FFN's
+# (Megatron-Core with the fused router and permutation, DeepEP/all-to-all
+# dispatcher, TE GroupedLinear): router GEMM and its two gradients, fused
+# top-k/softmax and auxiliary-loss kernels forward and backward, the dispatch
+# layout/notify, dispatch and combine forward and backward, permute and
+# un-permute forward and backward, the weighted activation forward and
+# backward, less the dense FFN's six GEMMs and activation: 14 in all.
+MOE_LAYER_KERNELS = 14.0
+# GEMM kernels per local expert and micro-batch: TE GroupedLinear launches one
+# cuBLAS GEMM per expert (multi-stream backend) for FC1 and FC2, forward,
+# input gradient and weight gradient.
+EXPERT_GEMM_KERNELS = 6.0
+
+
+def layer_extra_kernels(x):
+    """Kernel launches the average layer adds to the dense layer's, per
+    micro-batch forward and backward: ``MOE_LAYER_KERNELS`` plus
+    ``EXPERT_GEMM_KERNELS`` per local expert (``E / e``), in MoE layers."""
+    local = x.num_experts / x.expert_parallel
+    return moe_fraction(x) * (MOE_LAYER_KERNELS + EXPERT_GEMM_KERNELS * local)
+
+
+def recompute_flags(x):
+    """``(act, layer)``, 0/1 each: the MoE layers' fine-grained recompute
+    (``moe_recompute`` 1: the expert activation, Megatron-Core's ``moe_act``;
+    2: the whole MoE layer, ``moe``).  Both 0 under full recompute
+    (``recompute`` 2), which recomputes every layer whole already."""
+    partial_ok = x.recompute < 1.5
+    act = (partial_ok & (x.moe_recompute > 0.5) & (x.moe_recompute < 1.5)).astype(
+        x.moe_recompute.dtype)
+    layer = (partial_ok & (x.moe_recompute > 1.5)).astype(x.moe_recompute.dtype)
+    return act, layer
+
+
+def recomputed_activation_bytes(x):
+    """Activation bytes per ``s b h`` (before the split by ``t``) that the MoE
+    layers' fine-grained recompute does not store, the average layer.
+
+    ``moe_act``: the routed experts' activation output, ``2 k f_e / h``
+    (recomputed from the FC1 output it keeps).  ``moe``: everything inside
+    the MoE layer, the FC1 output and activation of every expert,
+    ``2 w (k + S) f_e / h``, and the dispatched copies,
+    ``DISPATCH_ACTIVATION_BYTES k`` (times the load); its input stays (the
+    norm output the layer count keeps).
+    """
+    act, layer = recompute_flags(x)
+    k, fe, h = x.experts_per_token, x.moe_ffn_hidden_dim, x.hidden_dim
+    width = (k + x.shared_experts) * fe
+    whole_layer = (2.0 * x.mlp_weight_matrices * width / h
+                   + DISPATCH_ACTIVATION_BYTES * k * load_factor(x))
+    return moe_fraction(x) * (act * 2.0 * k * fe / h + layer * whole_layer)
+
+
+def recompute_bytes(x, rank_tokens):
+    """Memory-bound bytes the MoE recompute runs again per micro-batch, the
+    average layer: the activation function (``moe_act``: the routed part of the
+    FFN activation traffic, ``2 w k f_e`` per token) or the whole layer's
+    (``moe``: ``2 w (k + S) f_e`` per token and the token permutation)."""
+    act, layer = recompute_flags(x)
+    w, k, fe = x.mlp_weight_matrices, x.experts_per_token, x.moe_ffn_hidden_dim
+    act_bytes = moe_fraction(x) * 2.0 * w * k * fe * rank_tokens
+    layer_bytes = (moe_fraction(x) * 2.0 * w * (k + x.shared_experts) * fe * rank_tokens
+                   + permute_bytes(x, rank_tokens))
+    return act * act_bytes + layer * layer_bytes
+
+
+def tp_collectives_per_layer(x, full_recompute):
+    """Tensor-parallel collectives (all-reduce equivalents) of the average layer
+    per micro-batch: the attention block's two (one forward, one backward;
+    sequence parallelism: an all-gather and a reduce-scatter each), again in
+    the recompute with full recompute, and as many for an FFN block that is
+    tensor-parallel: every dense layer's and an MoE layer's shared experts.
+    The routed experts take their tokens as the sequence-parallel shards
+    (Megatron-Core's MoE layer with parallel folding: the dispatcher gathers
+    only in the expert-tensor-parallel group, ``layer_comm_seconds``), so an
+    MoE layer without shared experts has only the attention block's.
+    Dense: ``4 + 2 full``, the refined model's count."""
+    frac = moe_fraction(x)
+    ffn_blocks = (1.0 - frac) + frac * (x.shared_experts > 0.5)
+    return (2.0 + full_recompute) * (1.0 + ffn_blocks)
+
+
+def host_seconds(x, forward_again):
+    """Host time the GPU waits for in the average layer, per micro-batch:
+    ``moe_host_overhead_us`` for each forward pass of an MoE layer (the
+    forward, and again when it is recomputed: ``forward_again`` 0/1)."""
+    return moe_fraction(x) * x.moe_host_overhead_us * 1e-6 * (1.0 + forward_again)
 
 
 def _passes(gemm, m, n, k):
@@ -340,25 +460,52 @@ def tile_padded_rows(groups, m):
     return exact + jax.lax.stop_gradient(padded - exact)
 
 
-def _grouped_passes(gemm, groups, m, n, k, hbm_rate):
+def _grouped_passes(gemm, groups, m, n, k, hbm_rate, accumulate_bytes, accumulate=1.0):
     """The three passes of a grouped GEMM: ``groups`` GEMMs of ``m`` rows each.
 
-    One kernel schedules every group's tiles together, so it runs as one GEMM
+    The groups' tiles fill the GPU together (Transformer Engine's
+    GroupedLinear issues one cuBLAS GEMM per expert round-robin on its 4
+    compute streams, so their tiles share the SMs), so it runs as one GEMM
     of the groups' tile-padded rows stacked (each group pads to whole tiles:
     tile quantization per expert, wave quantization over all), plus reading
     the ``groups - 1`` further weight matrices (bf16); see :func:`tile_padded_rows`.
+
+    The weight gradient accumulates into the gradient buffer (Megatron-LM's
+    gradient-accumulation fusion, TE's ``fuse_wgrad_accumulation``): each
+    expert's ``n x k`` output is read and written at ``accumulate_bytes``
+    (``grad_buffer_bytes``) instead of written once in bf16, which
+    :func:`wgrad_accumulate_seconds` adds where ``accumulate`` is 1 (the
+    refined model's ``grad_buffer_traffic``, which counts the same traffic for
+    every other weight).
     """
     rows = tile_padded_rows(groups, m)
     weights = (groups - 1.0) * DISPATCH_BYTES * n * k / hbm_rate
     fwd = gemm(rows, n, k) + weights
     dgrad = gemm(rows, k, n) + weights
-    wgrad = gemm(groups * k, n, m) + weights
+    wgrad = (gemm(groups * k, n, m) + weights
+             + accumulate * wgrad_accumulate_seconds(groups * n * k, accumulate_bytes, hbm_rate))
     return jnp.stack([fwd, dgrad, wgrad])
+
+
+def wgrad_accumulate_seconds(elements, accumulate_bytes, hbm_rate):
+    """Extra memory time of accumulating a weight gradient of ``elements``
+    values into the gradient buffer, seconds.
+
+    With gradient-accumulation fusion (Megatron-LM's default; TE GroupedLinear
+    ``fuse_wgrad_accumulation``) the wgrad GEMM's epilogue reads the buffer and
+    writes it back (``2 x accumulate_bytes`` per element, 8 for fp32
+    ``main_grad``) where the shape model counts one bf16 write (2).  Per
+    expert the GEMM does ``2 m`` FLOPs per output element for ``m`` routed rows,
+    so at a few hundred rows this traffic is as long as the math.
+    """
+    return (2.0 * accumulate_bytes - DISPATCH_BYTES) * elements / hbm_rate
 
 
 def layer_gemm_seconds(x, tokens, gemm, hbm_rate):
     """Forward, input-gradient and weight-gradient seconds of the average
-    layer's weight GEMMs on one GPU (shape [3]).
+    layer's weight GEMMs on one GPU, and the forward of its MoE block alone
+    (router, shared and routed experts: what ``moe`` recompute runs again);
+    shape [4].
 
     Args:
       x: the inputs (tensor parallelism ``t`` splits attention, dense FFN and
@@ -392,7 +539,10 @@ def layer_gemm_seconds(x, tokens, gemm, hbm_rate):
     etp = x.expert_tensor_parallel
     groups = x.num_experts / x.expert_parallel
     rows = expert_gemm_tokens(rank_tokens, x) * etp
-    routed = (_grouped_passes(gemm, groups, rows, (w - 1.0) * fe / etp, h, hbm_rate)
-              + _grouped_passes(gemm, groups, rows, h, fe / etp, hbm_rate))
+    gb = x.grad_buffer_bytes
+    on = x.grad_buffer_traffic
+    routed = (_grouped_passes(gemm, groups, rows, (w - 1.0) * fe / etp, h, hbm_rate, gb, on)
+              + _grouped_passes(gemm, groups, rows, h, fe / etp, hbm_rate, gb, on))
     frac = moe_fraction(x)
-    return attention + (1.0 - frac) * dense + frac * (router + shared + routed)
+    block = frac * (router + shared + routed)
+    return jnp.concatenate([attention + (1.0 - frac) * dense + block, block[:1]])

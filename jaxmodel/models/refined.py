@@ -355,6 +355,14 @@ INPUTS: tuple[InputField, ...] = (
             "(DeepEP: once per node over the network, then NVLink)", 0),
     count("max_nodes_per_token", "nodes", "node-limited routing: nodes a token may reach "
            "(0 = no limit)", 0, low=0.0),
+    switch("moe_recompute", "fine-grained recompute of the MoE layers (Megatron-Core "
+            "--recompute-modules): 0 none, 1 the expert activation (moe_act), 2 the whole "
+            "MoE layer: router, dispatch, experts, combine (moe)", 0, high=2.0),
+    InputField("moe_host_overhead_us", "us", "host time per MoE layer forward pass that the "
+               "GPU waits for: the dropless dispatch's device-to-host sync of the token counts "
+               "drains the GPU queue, and the router and preprocessing kernels after it run at "
+               "the CPU's launch pace (0: sync-free dispatch or CUDA-graphed router)", False,
+               0.0, True, 0.0, None),
     InputField("moe_overlap", "fraction", "share of the expert all-to-all hidden by compute "
                "(1F1B all-to-all overlap, DualPipe)", False, 0.0, True, 0.0, 1.0),
     InputField("moe_imbalance", "ratio", "tokens of the busiest expert over the mean (>= 1)",
@@ -514,7 +522,8 @@ def layer_activation_bytes(x, recompute_code, sp):
     moe_parallel = ((4.0 + 4.0 * x.num_kv_heads / x.num_heads) * moe.attention_width_ratio(x)
                     + 2.0 * x.mlp_weight_matrices * moe.ffn_width(x) / h
                     + moe.DISPATCH_ACTIVATION_BYTES * x.experts_per_token * moe.moe_fraction(x)
-                    * moe.load_factor(x)) / t
+                    * moe.load_factor(x)
+                    - moe.recomputed_activation_bytes(x)) / t
     parallel = jnp.where(moe.is_plain(x), parallel, moe_parallel)
     scores = (1.0 - x.flash_attention) * 5.0 * x.num_heads * s / (h * t)
     none = sbh * (replicated + parallel + scores)
@@ -719,25 +728,38 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
                  + fp8 * _FP8_CAST_BYTES * cast_bwd)
     recompute_bytes = full * (hidden_bytes + mlp_bytes + fp8 * _FP8_CAST_BYTES * cast_fwd) \
         + (full + selective) * score_bytes
+    # MoE fine-grained recompute (moe_recompute): the expert activation, or the
+    # whole MoE layer's forward (its GEMMs, memory traffic and all-to-alls).
+    moe_act_again, moe_layer_again = moe.recompute_flags(x)
+    recompute_bytes = jnp.where(plain, recompute_bytes,
+                                recompute_bytes + moe.recompute_bytes(x, tok / t))
 
     layer_f = gemm_fwd_s + attn_fwd_s + fwd_bytes / hbm_rate
     layer_recompute = (full * gemm_fwd_s + attn_recompute_s + recompute_bytes / hbm_rate)
+    layer_recompute = jnp.where(plain, layer_recompute,
+                                layer_recompute + moe_layer_again * moe_gemm[3])
     layer_b = gemm_dgrad_s + attn_bwd_s + bwd_bytes / hbm_rate + layer_recompute
     # Gradient accumulation into the buffer (grad_buffer_traffic): the weight-
     # gradient GEMMs' epilogue reads and writes grad_buffer_bytes per weight of
-    # the layer on this GPU (routed experts: the busiest rank's share) instead of
-    # the bf16 output counted in gemm_wgrad_s.
+    # the layer on this GPU instead of the bf16 output counted in gemm_wgrad_s.
+    # (The routed experts' share is in their grouped GEMMs' weight-gradient
+    # pass, moe.layer_gemm_seconds, at the rows each expert sees.)
     gb_traffic = x.grad_buffer_traffic
     accum_bytes = gb_traffic * (2.0 * x.grad_buffer_bytes - _BF16)
-    grad_layer_params = jnp.where(
-        plain, layer_weight_params(x) / t,
-        moe.layer_resident_params(x) / t + moe.layer_expert_params(x) / (etp * e))
+    grad_layer_params = jnp.where(plain, layer_weight_params(x) / t,
+                                  moe.layer_resident_params(x) / t)
     accum_layer_bytes = accum_bytes * grad_layer_params
     layer_w = gemm_wgrad_s + accum_layer_bytes / hbm_rate
     # Fixed cost per kernel (launch and ramp, not hidden when kernels are short):
     # _LAYER_KERNELS a layer and micro-batch, a third of them again with full
     # recompute.
     layer_b = layer_b + x.kernel_overhead_us * 1e-6 * _LAYER_KERNELS * (1.0 + full / 3.0)
+    # MoE: the router, dispatch and permutation kernels and one GEMM per local
+    # expert and pass (moe.layer_extra_kernels), a third again with full recompute.
+    layer_b = jnp.where(plain, layer_b, layer_b + x.kernel_overhead_us * 1e-6
+                        * moe.layer_extra_kernels(x)
+                        * (1.0 + (full + moe_layer_again) / 3.0)
+                        + moe.host_seconds(x, full + moe_layer_again))
     layer_s = layer_f + layer_b + layer_w
 
     # Output layer and loss (last stage): logits GEMM in bf16, fused softmax
@@ -794,6 +816,9 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     gemm_passes = 3.0 + full
     attn_passes = 3.0 + full + selective + 0.5 * flash
     layer_hw_flops = (gemm_passes * 2.0 * b * s * active_w + attn_passes * attn_core)
+    # The MoE recompute runs the MoE block's forward GEMMs again.
+    layer_hw_flops = jnp.where(plain, layer_hw_flops, layer_hw_flops + moe_layer_again * 2.0
+                               * b * s * moe.moe_fraction(x) * moe.moe_block_active_params(x))
 
     # --- data-parallel traffic: gradients reduced over d x c ranks ----------
     # The data x context group has stride t: G / t of it share a node.  ZeRO
@@ -892,6 +917,8 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     # full recompute); tp_overlap of them hidden behind the layer's GEMMs.
     act_bytes = _BF16 * tok * h
     tp_count = 4.0 + 2.0 * full
+    # MoE layers: the routed experts need no TP collective (moe.tp_collectives_per_layer).
+    tp_count = jnp.where(plain, tp_count, moe.tp_collectives_per_layer(x, full))
     tp_layer = tp_count * all_reduce(act_bytes, t, jnp.minimum(t, G), net)
     gemm_layer = gemm_fwd_s * (1.0 + full) + gemm_dgrad_s + gemm_wgrad_s
     # Overlap pipelines each collective with its GEMM in t chunks (userbuffers
@@ -939,7 +966,7 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     # moe_overlap of it hidden under compute; the exposed rest stretches the
     # bubble as well (counted here, so the bubble keeps its dense meaning).
     moe_raw = m * stage_layers * moe.moe_fraction(x) * moe.layer_comm_seconds(
-        x, tok / t, G, net, full)
+        x, tok / t, G, net, full + moe_layer_again)
     moe_comm = ((moe_raw - x.moe_overlap * jnp.minimum(moe_raw, compute))
                 * (1.0 + jnp.where(schedule == 0, (p - 1.0) / (v * m), 0.0)))
 
@@ -985,6 +1012,9 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
                                   jnp.zeros_like(t)))
     # All-gather context parallelism holds one layer's full-sequence K and V.
     working = working + x.cp_comm * kv_bytes * c
+    # MoE recompute regenerates one layer's dropped activations at a time.
+    working = jnp.where(plain, working,
+                        working + tok * h / t * moe.recomputed_activation_bytes(x))
     # Output layer (Korthikanti et al. sec. 4.3, its input 4 s b h / t) and the
     # logits: bf16 (2), the fp32 copy the fused cross-entropy works on (4) and
     # the fp32 softmax it keeps for the backward pass (4).

@@ -16,25 +16,51 @@ or a physical default, nothing fitted per row:
   architecture preset; the refined model's defaults otherwise (efficiencies,
   latencies, the shape-aware GEMM model).
 * what the row says: t, c, e, p, v, micro and global batch, sequence length;
-  ``fsdp`` On -> ZeRO-3; recompute ``full`` -> 2, ``none`` -> 0, the
-  module lists (``norm,act``, ``layernorm,moe``, ``moe_act,layernorm``:
-  fine-grained recompute of cheap modules) -> 1, the model's selective mode;
+  ``fsdp`` On -> ZeRO-3; recompute ``full`` -> 2, ``none`` -> 0; the
+  module lists are Megatron-Core's selective granularity with those
+  ``--recompute-modules`` only (the zoo's scripts: ``moe_act layernorm``,
+  ``layernorm moe``), so no core attention (``recompute`` 0) and
+  ``moe_recompute`` 1 for ``act``/``moe_act``, 2 for ``moe``
+  (``recompute_inputs``); ``layernorm`` is not modelled (a norm forward);
   dispatcher ``deepep`` / ``hybridep`` -> hierarchical (1), ``a2a`` -> flat (0);
   precision ``mxfp8`` -> ``fp8``; the embedding and the loss each count as a
   layer in the pipeline split (94 + 2 = 96 units, as the zoo's
   ``--account-for-embedding/loss-in-pipeline-split``).
-* load: ``forced_balance`` rows -> ``moe_imbalance`` 1; dropless rows ->
+* load: ``forced_balance`` 1 -> ``moe_imbalance`` 1; 0 (dropless) ->
   ``DROPLESS_IMBALANCE`` (1.2: the busiest of 128 experts with Qwen3's
   global-batch auxiliary loss; Megatron-MoE reports per-micro-batch max/mean
-  loads of 1.1-1.4 for fine-grained models).
+  loads of 1.1-1.4 for fine-grained models).  Blank (the table does not say)
+  -> the source's benchmarking default, forced balance
+  (``FORCED_WHEN_UNSTATED``): the zoo's script for exactly these five
+  4096-token layouts (``examples/qwen3/run_235b.sh``, the commit of the
+  table) passes ``--moe-router-force-load-balancing`` to every one of them
+  ("for stable benchmarking").
+* optimizer: Megatron's distributed optimizer (``--use-distributed-optimizer``
+  in the zoo's ``model_configs/benchmarking/Qwen3-235B-A22B.yaml``) ->
+  ``zero_stage`` 1, FSDP rows 3.
 * overlap: rows noting "1F1B all-to-all overlap" -> ``moe_overlap``
   ``A2A_OVERLAP`` (0.5: the combined 1F1B schedule overlaps one micro-batch's
   dispatch/combine with another's compute, but the communication kernels take
   about a fifth of the SMs and the first and last all-to-all of each pair are
   not covered); every other row 0.
+* host: ``moe_host_overhead_us`` ``MOE_HOST_OVERHEAD_US`` (1.7 ms per MoE
+  layer forward pass).  Megatron-Core's dropless dispatch syncs the token
+  counts per expert to the host in every MoE forward, and the router and
+  preprocessing after it run at the CPU's launch pace ("CPU overhead or host
+  boundedness", Megatron-LM docs/discussions/deepseek-v3-gb200-optimization:
+  the router alone launches 31 kernels with router fusion, the sync is named
+  as the last obstacle to whole-model CUDA graphs).  The value is the
+  source's own measurement on the cross-node layout: the zoo's
+  ``best_practice/qwen3/run_h100_235b.sh`` runs it at 320 TFLOP/s with the
+  router and preprocessing CUDA-graphed (``--cuda-graph-scope moe_router
+  moe_preprocess``) against 276 without (the table): 2.4 s less a step over
+  128 micro-batches x 11 MoE layers on the busiest stage.  It is a lower
+  bound of the exposed host time (graphs remove part of it) and, being one
+  number, an upper bound where long kernels hide the launches (long context).
 * memory: the timings are evaluated whatever the memory model says (it
-  ignores activation offloading and fine-grained recompute, so it over-counts
-  the activations of these runs); the modelled GB are reported beside.
+  ignores activation offloading and the norms' recompute, so it over-counts
+  the activations of the GB200 offloading row and, by the two norm outputs,
+  of the ``layernorm`` rows); the modelled GB are reported beside.
 
 Rows the model cannot express are reported, not dropped: the GB200 rows
 (an NVL72 rack, MXFP8 with activation offloading) are shown beside the H100
@@ -63,6 +89,10 @@ LLM = "qwen3-235b-a22b"
 GPUS = {"h100": "h100-sxm", "gb200": "gb200-nvl72"}
 MOE_SET = "qwen3-235b"
 DROPLESS_IMBALANCE = 1.2
+# A blank forced_balance is the source's benchmarking default (module doc).
+FORCED_WHEN_UNSTATED = True
+# Exposed host time per MoE layer forward pass (module doc), microseconds.
+MOE_HOST_OVERHEAD_US = 1700.0
 A2A_OVERLAP = 0.5
 QWEN3_SETTINGS: dict[str, float] = {
     "pipeline_split_embedding": 1,
@@ -70,8 +100,38 @@ QWEN3_SETTINGS: dict[str, float] = {
     "flash_attention": 1,
     "causal_mask": 1,
     "gpu_memory_gb": 1e6,
+    "moe_host_overhead_us": MOE_HOST_OVERHEAD_US,
 }
 _RECOMPUTE = {"none": 0, "full": 2}
+# Megatron-Core --recompute-modules names as the table prints them -> the
+# refined model's inputs.  core_attn is the model's selective mode; the norms'
+# recompute (layernorm) is a memory-bound norm forward the model does not
+# count, and their outputs stay in its activation count.
+_MODULES = {"core_attn": ("recompute", 1), "act": ("moe_recompute", 1),
+            "moe_act": ("moe_recompute", 1), "moe": ("moe_recompute", 2),
+            "norm": None, "layernorm": None}
+
+
+def recompute_inputs(text: str) -> dict[str, float]:
+    """``recompute`` and ``moe_recompute`` for the table's recompute column:
+    ``none``, ``full``, or a list of Megatron-Core recompute modules (selective
+    granularity: only the listed modules are recomputed).
+
+    Raises:
+      InputError: a module name this mapping does not know.
+    """
+    text = text.strip().lower() or "none"
+    if text in _RECOMPUTE:
+        return {"recompute": float(_RECOMPUTE[text]), "moe_recompute": 0.0}
+    values = {"recompute": 0.0, "moe_recompute": 0.0}
+    for name in (part.strip() for part in text.split(",")):
+        if name not in _MODULES:
+            raise InputError("recompute", text, "none, full or a list of "
+                             + ", ".join(sorted(_MODULES)))
+        if _MODULES[name] is not None:
+            key, level = _MODULES[name]
+            values[key] = max(values[key], float(level))
+    return values
 
 
 @dataclass(frozen=True)
@@ -117,8 +177,8 @@ class MoeRun:
             "virtual_stages": self.virtual_stages,
             "micro_batch": self.micro_batch,
             "gradient_accum_steps": self.global_batch // (self.micro_batch * d),
-            "zero_stage": 3 if self.fsdp else 0,
-            "recompute": _RECOMPUTE.get(self.recompute, 1),
+            "zero_stage": 3 if self.fsdp else 1,
+            **recompute_inputs(self.recompute),
             "moe_dispatcher": 0 if self.dispatcher == "a2a" else 1,
             "fp8": 1 if self.precision == "mxfp8" else 0,
             "moe_imbalance": 1.0 if self.forced_balance else DROPLESS_IMBALANCE,
@@ -172,7 +232,8 @@ def read_moe_runs(path: str | Path | None = None) -> list[MoeRun]:
                 virtual_stages=int(row["virtual_stages"]), fsdp=_flag(row["fsdp"]),
                 micro_batch=int(row["micro_batch"]), global_batch=int(row["global_batch"]),
                 recompute=row["recompute"], dispatcher=row["dispatcher"],
-                forced_balance=_flag(row["forced_balance"] or "0"),
+                forced_balance=(_flag(row["forced_balance"]) if row["forced_balance"].strip()
+                                else FORCED_WHEN_UNSTATED),
                 measured_tflops=float(row["tflops_per_gpu"]), notes=row["notes"] or ""))
         except (KeyError, TypeError, ValueError):
             raise InputError("data", f"{path}:{i}", "rows with the columns of "

@@ -23,7 +23,7 @@ REFINED = jaxmodel.get_model("refined")
 MOE_ONLY = ("experts_per_token", "moe_ffn_hidden_dim", "shared_experts", "dense_layers",
             "moe_layer_interval", "q_lora_rank", "kv_lora_rank", "qk_rope_dim",
             "expert_tensor_parallel", "moe_dispatcher", "max_nodes_per_token", "moe_overlap",
-            "moe_imbalance", "capacity_factor")
+            "moe_imbalance", "capacity_factor", "moe_recompute", "moe_host_overhead_us")
 
 
 def qwen3(**overrides):
@@ -151,6 +151,155 @@ def test_load_factor_is_imbalance_capped_by_capacity():
                  ) == 1.25
 
 
+# --- grouped expert GEMMs -------------------------------------------------------
+
+
+def test_expert_weight_gradient_accumulates_into_the_fp32_buffer():
+    # Row 5 of the table (t4, e8): 16 local experts, FC1 weight gradient
+    # [4096 x 3072] each.  Gradient-accumulation fusion reads and writes the
+    # fp32 main_grad (8 bytes an element) where the shape model counts one
+    # bf16 write (2): 6 bytes x 16 x 4096 x 3072 more at 3.35 TB/s x 0.8.
+    hbm = 3.35e12 * 0.8
+    elements = 16 * 4096 * 3072
+    assert float(moe.wgrad_accumulate_seconds(elements, 4.0, hbm)) == pytest.approx(
+        6 * elements / hbm, rel=1e-6)
+    assert float(moe.wgrad_accumulate_seconds(elements, 1.0, hbm)) == 0.0
+
+    # In the grouped passes it lands on the weight-gradient pass only.
+    def gemm(m, n, k):
+        return 2.0 * m * n * k / 700e12
+
+    a = np.asarray(moe._grouped_passes(gemm, 16.0, 512.0, 3072.0, 4096.0, hbm, 4.0))
+    b = np.asarray(moe._grouped_passes(gemm, 16.0, 512.0, 3072.0, 4096.0, hbm, 1.0))
+    np.testing.assert_allclose(a - b, [0.0, 0.0, 6 * elements / hbm], rtol=1e-5, atol=1e-9)
+
+
+def test_moe_layer_kernel_launches_by_hand():
+    # Qwen3 (94 MoE layers of 128 experts): 14 router/dispatch/permutation
+    # kernels plus 6 GEMMs (FC1, FC2 x forward, dgrad, wgrad) per local expert.
+    x = SimpleNamespace(**apply_presets(REFINED, llm="qwen3-235b-a22b"))
+    for e, local in ((8, 16), (32, 4), (128, 1)):
+        x.expert_parallel = float(e)
+        assert float(moe.layer_extra_kernels(x)) == 14 + 6 * local
+    # DeepSeek-V3: 3 dense layers of 61 -> 58/61 of the layers pay it.
+    ds = SimpleNamespace(**apply_presets(REFINED, llm="deepseek-v3"))
+    ds.expert_parallel = 64.0
+    assert float(moe.layer_extra_kernels(ds)) == pytest.approx(58 / 61 * (14 + 6 * 4), rel=1e-6)
+
+
+@pytest.mark.slow
+def test_kernel_overhead_counts_the_expert_gemms():
+    # t2 e32 (row 1): per MoE layer and micro-batch 60 + 14 + 6 x 4 kernels at
+    # kernel_overhead_us; 11 layers on the busiest (last) stage, 128 micro-batches.
+    a, b = (jaxmodel.evaluate(REFINED, x64=True, **qwen3(kernel_overhead_us=us)) for us in (0, 4))
+    diff = float(b.compute_time_ms) - float(a.compute_time_ms)
+    assert diff == pytest.approx(128 * 11 * 4e-6 * (60 + 14 + 24) * 1e3, rel=1e-9)
+
+
+def test_tp_collectives_of_moe_layers_by_hand():
+    # Attention block: 2 (all-reduce equivalents) a micro-batch, 3 with full
+    # recompute; the FFN block as many when it is tensor-parallel (dense
+    # layers, shared experts), none for routed experts.
+    x = SimpleNamespace(**apply_presets(REFINED, llm="qwen3-235b-a22b"))
+    assert float(moe.tp_collectives_per_layer(x, 0.0)) == 2.0
+    assert float(moe.tp_collectives_per_layer(x, 1.0)) == 3.0
+    x.shared_experts = 1.0
+    assert float(moe.tp_collectives_per_layer(x, 1.0)) == 6.0
+    dense = SimpleNamespace(**REFINED.defaults)  # Llama-2-70B, num_experts 1
+    assert float(moe.tp_collectives_per_layer(dense, 1.0)) == 6.0  # the dense 4 + 2 full
+
+
+def test_moe_recompute_drops_activations_by_hand():
+    # Qwen3: k = 8 experts of 1536, h = 4096, SwiGLU (w = 3), no shared expert.
+    # moe_act: the activation output 2 k f_e / h = 6 bytes per s b h;
+    # moe: FC1 outputs and activations 2 w k f_e / h = 18 and the dispatched
+    # copies 4 k = 32.  Full recompute (2) makes both moot.
+    x = SimpleNamespace(**apply_presets(REFINED, llm="qwen3-235b-a22b"))
+    x.moe_imbalance, x.capacity_factor = 1.0, 0.0
+    x.moe_dispatcher, x.expert_parallel = np.float32(1), np.float32(8)  # DeepEP: one permute
+    expected = {0: 0.0, 1: 6.0, 2: 50.0}
+    for level, value in expected.items():
+        x.moe_recompute = np.float32(level)
+        x.recompute = np.float32(0)
+        assert float(moe.recomputed_activation_bytes(x)) == pytest.approx(value, rel=1e-6)
+        x.recompute = np.float32(2)
+        assert float(moe.recomputed_activation_bytes(x)) == 0.0
+    # ... and the bytes run again: the activation traffic 2 w k f_e per token,
+    # or the whole block's plus the permutation (8 bytes per copy and h).
+    x.recompute = np.float32(0)
+    x.moe_recompute = np.float32(1)
+    assert float(moe.recompute_bytes(x, 2048.0)) == pytest.approx(2 * 3 * 8 * 1536 * 2048,
+                                                                  rel=1e-6)
+    x.moe_recompute = np.float32(2)
+    assert float(moe.recompute_bytes(x, 2048.0)) == pytest.approx(
+        2 * 3 * 8 * 1536 * 2048 + 8 * 8 * 2048 * 4096, rel=1e-6)
+
+
+def test_validation_maps_megatron_recompute_modules():
+    from jaxmodel.errors import InputError
+    from jaxmodel.models.validation_moe import recompute_inputs
+
+    assert recompute_inputs("none") == {"recompute": 0.0, "moe_recompute": 0.0}
+    assert recompute_inputs("") == {"recompute": 0.0, "moe_recompute": 0.0}
+    assert recompute_inputs("full") == {"recompute": 2.0, "moe_recompute": 0.0}
+    assert recompute_inputs("norm,act") == {"recompute": 0.0, "moe_recompute": 1.0}
+    assert recompute_inputs("layernorm,moe") == {"recompute": 0.0, "moe_recompute": 2.0}
+    assert recompute_inputs("moe_act,layernorm,core_attn") == {"recompute": 1.0,
+                                                               "moe_recompute": 1.0}
+    with pytest.raises(InputError, match="recompute"):
+        recompute_inputs("mlp_everything")
+
+
+@pytest.mark.slow
+def test_moe_recompute_runs_the_all_to_alls_again():
+    # moe_recompute 2 dispatches and combines again in the backward pass:
+    # 6 all-to-alls a layer and micro-batch instead of 4 (as full recompute);
+    # with full recompute on top nothing changes.
+    base, again, full, both = (jaxmodel.evaluate(REFINED, x64=True, **qwen3(**kw)) for kw in (
+        dict(recompute=0), dict(recompute=0, moe_recompute=2), dict(recompute=2),
+        dict(recompute=2, moe_recompute=2)))
+    assert float(again.moe_comm_raw_ms) == pytest.approx(1.5 * float(base.moe_comm_raw_ms),
+                                                         rel=1e-9)
+    assert float(again.moe_comm_raw_ms) == pytest.approx(float(full.moe_comm_raw_ms), rel=1e-9)
+    assert float(both.step_time_ms) == float(full.step_time_ms)
+    assert float(again.memory_gb_per_gpu) < float(base.memory_gb_per_gpu)
+    assert float(again.step_time_ms) > float(base.step_time_ms)
+
+
+def test_flat_dispatcher_permutes_twice():
+    # Flat all-to-all: a global permute before it and a local sort after it,
+    # each way (8 bytes per routed copy and hidden element each); DeepEP fuses
+    # the global one; without expert parallelism there is one.  Qwen3: 2048
+    # tokens x 8 copies x 4096.
+    x = SimpleNamespace(**apply_presets(REFINED, llm="qwen3-235b-a22b"))
+    x.moe_imbalance, x.capacity_factor = 1.0, 0.0
+    one = 8 * 8 * 2048 * 4096
+    for dispatcher, e, passes in ((0.0, 8.0, 2), (1.0, 8.0, 1), (0.0, 1.0, 1)):
+        x.moe_dispatcher, x.expert_parallel = np.float32(dispatcher), np.float32(e)
+        assert float(moe.permute_bytes(x, 2048.0)) == pytest.approx(passes * one, rel=1e-6)
+
+
+def test_host_overhead_per_moe_forward_by_hand():
+    # One exposed host gap per MoE layer forward pass, twice when the MoE
+    # layer's forward runs again (moe recompute or full recompute); a dense
+    # layer has none (DeepSeek-V3: 58 of its 61 layers are MoE).
+    x = SimpleNamespace(**apply_presets(REFINED, llm="deepseek-v3"))
+    x.moe_host_overhead_us = 1700.0
+    assert float(moe.host_seconds(x, 0.0)) == pytest.approx(58 / 61 * 1.7e-3, rel=1e-6)
+    assert float(moe.host_seconds(x, 1.0)) == pytest.approx(2 * 58 / 61 * 1.7e-3, rel=1e-6)
+
+
+@pytest.mark.slow
+def test_host_overhead_in_the_model_by_hand():
+    # Row 1's layout, moe_act recompute: 128 micro-batches x 11 MoE layers on
+    # the busiest stage, one forward each, 1.7 ms apiece.
+    a, b = (jaxmodel.evaluate(REFINED, x64=True, **qwen3(recompute=0, moe_recompute=1,
+                                                          moe_host_overhead_us=us))
+            for us in (0.0, 1700.0))
+    diff = float(b.compute_time_ms) - float(a.compute_time_ms)
+    assert diff == pytest.approx(128 * 11 * 1.7, rel=1e-9)
+
+
 @pytest.mark.slow
 def test_all_to_all_time_in_the_model_by_hand():
     # One MoE layer pass: e = 8 in one node, flat dispatcher, t = 2 -> 2048
@@ -236,7 +385,9 @@ def test_dense_results_do_not_see_the_moe_inputs(x64):
                  expert_tensor_parallel=rng.choice([1, 2], n),
                  moe_dispatcher=rng.choice([0, 1], n), max_nodes_per_token=rng.choice([0, 4], n),
                  moe_overlap=rng.uniform(0, 1, n), moe_imbalance=rng.uniform(1, 2, n),
-                 capacity_factor=rng.choice([0.0, 1.25], n))
+                 capacity_factor=rng.choice([0.0, 1.25], n),
+                 moe_recompute=rng.choice([0, 1, 2], n),
+                 moe_host_overhead_us=rng.uniform(0, 3000, n))
     assert set(knobs) == set(MOE_ONLY)
     plain = jaxmodel.evaluate(REFINED, x64=x64, **base)
     knobbed = jaxmodel.evaluate(REFINED, x64=x64, **base,
@@ -357,6 +508,34 @@ def test_best_lays_out_qwen3_on_256_h100_with_expert_parallelism():
         assert row["valid_layout"] and row["memory_gb_per_gpu"] <= 80
         assert row["expert_parallel"] > 1
     assert doc["why"][0].startswith("why #1")
+
+
+def test_validation_reads_the_sources_settings():
+    # The 4096-token rows leave forced_balance blank: the zoo's script for
+    # those layouts forces the balance (examples/qwen3/run_235b.sh); the
+    # distributed optimizer is on (ZeRO-1), FSDP rows are ZeRO-3.
+    runs = read_moe_runs()
+    for run in runs[:5]:
+        v = run.inputs()
+        assert run.forced_balance and v["moe_imbalance"] == 1.0
+        assert v["zero_stage"] == (3 if run.fsdp else 1)
+
+
+def test_validation_keeps_an_explicit_dropless_row(tmp_path):
+    import csv
+
+    from jaxmodel.models.validation_moe import DATA, DROPLESS_IMBALANCE
+
+    with open(DATA, newline="") as f:
+        rows = list(csv.DictReader(line for line in f if not line.startswith("#")))
+    rows[0]["forced_balance"] = "0"
+    path = tmp_path / "dropless.csv"
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerow(rows[0])
+    (run,) = read_moe_runs(path)
+    assert not run.forced_balance and run.inputs()["moe_imbalance"] == DROPLESS_IMBALANCE
 
 
 @pytest.mark.slow
