@@ -54,7 +54,9 @@ or a physical default, nothing fitted per row:
   ``best_practice/qwen3/run_h100_235b.sh`` runs it at 320 TFLOP/s with the
   router and preprocessing CUDA-graphed (``--cuda-graph-scope moe_router
   moe_preprocess``) against 276 without (the table): 2.4 s less a step over
-  128 micro-batches x 11 MoE layers on the busiest stage.  It is a lower
+  128 micro-batches x 11 MoE layers on the busiest stage.  The 276 run is a
+  scored row, so this one number is partly calibrated on the table (without
+  it the H100 rows give 11.5% mean, 39% max).  It is a lower
   bound of the exposed host time (graphs remove part of it) and, being one
   number, an upper bound where long kernels hide the launches (long context).
 * memory: the timings are evaluated whatever the memory model says (it
