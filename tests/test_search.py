@@ -123,7 +123,9 @@ def test_refined_model_is_searched_too():
     metric = np.where(out.valid_layout, out.throughput_tokens_s, -np.inf)
     assert result.candidates == len(metric)
     assert result.valid == int(out.valid_layout.sum()) > 0
-    assert result.top["throughput_tokens_s"][0] == metric.max()
+    # The search's program folds the inputs it fixes, so a float32 value may
+    # round one ulp away from jaxmodel.evaluate's (all inputs as columns).
+    np.testing.assert_allclose(result.top["throughput_tokens_s"][0], metric.max(), rtol=1e-5)
     assert result.top["config_id"][0] == int(np.argmax(metric))
 
 
