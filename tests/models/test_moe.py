@@ -546,6 +546,9 @@ def test_validate_qwen3_set():
     assert len(doc["runs"]) == 12
     assert doc["summary"]["runs"] == 9  # the H100 rows; GB200 beside
     assert all(r["predicted_tflops"] > 0 for r in doc["runs"])
+    # Issue 12's target against the published table: 10% mean, 20% max.
+    assert doc["summary"]["mean_abs_error_percent"] <= 10.0, doc["summary"]
+    assert doc["summary"]["max_abs_error_percent"] <= 20.0, doc["summary"]
 
 
 def test_validate_rejects_an_unknown_set():
