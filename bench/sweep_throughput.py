@@ -64,7 +64,7 @@ from reference import seed_reference  # noqa: E402
 
 from jaxmodel.engine import DEFAULT_CHUNK, run_sweep, usable_cores  # noqa: E402
 from jaxmodel.precision import computing  # noqa: E402
-from jaxmodel.sink import to_table  # noqa: E402
+from jaxmodel.sink import parquet_options, to_table  # noqa: E402
 from jaxmodel.spec import load_spec, parse_spec  # noqa: E402
 from jaxmodel.sweeping import build_plan, estimate, expected_seconds  # noqa: E402
 
@@ -154,21 +154,20 @@ def constant_columns(plan) -> dict:
     rows, n, _ = plan.rows_for(0)
     schema = pa.schema([c.field() for c in plan.columns])
     table = to_table(plan.columns, rows, schema)
-    categories = [c.name for c in plan.columns if c.categories]
     out = {"rows": n, "constant_columns": sorted(plan.constant),
            "columns": len(plan.columns)}
-    for label, dictionary in (("plain", categories), ("dictionary",
-                                                      categories + sorted(plan.constant))):
-        def write(dictionary=dictionary):
+    for label, constant in (("plain", ()), ("dictionary", plan.constant)):
+        options = parquet_options(plan.columns, constant)
+
+        def write(options=options):
             buf = io.BytesIO()
-            pq.write_table(table, buf, compression="lz4", use_dictionary=dictionary,
-                           row_group_size=1 << 20)
+            pq.write_table(table, buf, row_group_size=1 << 20, **options)
             return buf.tell()
 
         nbytes = write()
         seconds = statistics.median([best_of(write, 1) for _ in range(5)])
         constant_bytes = sum(
-            pq.read_metadata(pa.BufferReader(_encoded(table, dictionary))).row_group(0)
+            pq.read_metadata(pa.BufferReader(_encoded(table, options))).row_group(0)
             .column(i).total_compressed_size
             for i, name in enumerate(table.column_names) if name in plan.constant)
         out[label] = {"bytes_per_row": nbytes / n, "rows_per_s": n / seconds,
@@ -176,10 +175,9 @@ def constant_columns(plan) -> dict:
     return out
 
 
-def _encoded(table, dictionary) -> bytes:
+def _encoded(table, options) -> bytes:
     buf = io.BytesIO()
-    pq.write_table(table, buf, compression="lz4", use_dictionary=dictionary,
-                   row_group_size=1 << 20)
+    pq.write_table(table, buf, row_group_size=1 << 20, **options)
     return buf.getvalue()
 
 
@@ -263,7 +261,7 @@ def main() -> None:
         d_compile = time.perf_counter() - t0
 
         table = ds.dataset(tmp / "ds").to_table().sort_by("config_id")
-        dictionary = [c.name for c in plan.columns if c.categories or c.name in plan.constant]
+        options = parquet_options(plan.columns, plan.constant, spec.output.compression)
         per_file = spec.output.rows_per_file
         slices = [table.slice(start, per_file) for start in range(0, table.num_rows, per_file)]
 
@@ -273,8 +271,7 @@ def main() -> None:
 
             def one(i):
                 with pq.ParquetWriter(tmp / "raw" / f"part-{i}.parquet", table.schema,
-                                      compression=spec.output.compression,
-                                      use_dictionary=dictionary) as w:
+                                      **options) as w:
                     w.write_table(slices[i], row_group_size=spec.output.row_group_size)
 
             with ThreadPoolExecutor(threads) as pool:

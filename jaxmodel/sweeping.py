@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 
 from jaxmodel.engine import DEFAULT_CHUNK, Extra, Plan, SweepResult, read_metadata, run_sweep
 from jaxmodel.precision import computing
-from jaxmodel.sink import METADATA_FILE, Column, float_column, to_table
+from jaxmodel.sink import METADATA_FILE, Column, float_column, parquet_options, to_table
 from jaxmodel.spec import SweepSpec, load_spec, parse_spec
 
 PROBE = 1 << 16
@@ -174,7 +174,7 @@ def estimate(plan: Plan, writers: int | None = None) -> dict[str, float]:
     keep = kept_rows(host)
     fraction = float(keep.mean())
     schema = pa.schema([c.field() for c in plan.columns])
-    compression = None if plan.spec.output.compression == "none" else plan.spec.output.compression
+    options = parquet_options(plan.columns, plan.constant, plan.spec.output.compression)
     run_keep = kept_rows(contiguous)
     block = np.repeat(np.arange(PROBE_BLOCKS), -(-len(runs) // PROBE_BLOCKS))[:len(runs)]
     encoded = kept_total = 0
@@ -187,10 +187,7 @@ def estimate(plan: Plan, writers: int | None = None) -> dict[str, float]:
                                         for c in plan.columns}, schema)
         buf = io.BytesIO()
         t1 = time.perf_counter()
-        pq.write_table(table, buf, compression=compression,
-                       compression_level=1 if compression == "zstd" else None,
-                       use_dictionary=[c.name for c in plan.columns
-                                       if c.categories or c.name in plan.constant] or False)
+        pq.write_table(table, buf, **options)
         write_s += time.perf_counter() - t1
         encoded += buf.tell()
         kept_total += table.num_rows

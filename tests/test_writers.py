@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
@@ -201,6 +202,41 @@ def test_constant_columns_are_dictionary_encoded_and_keep_their_values(tmp_path)
             assert chunk.has_dictionary_page and "RLE_DICTIONARY" in chunk.encodings, name
         elif name in ("link_bandwidth_gb_s", "mfu_percent"):
             assert not chunk.has_dictionary_page, name
+
+
+def test_parts_are_required_columns_with_delta_ids_and_no_category_statistics(tmp_path):
+    """The writer's encoding choices (sink.parquet_options, Column.field), read
+    back from a part's Parquet metadata; and a dataset whose older parts
+    declare the columns nullable still reads as one, in pyarrow and DuckDB."""
+    import duckdb
+
+    run_sweep(Plan(load_spec(SMALL), chunk_size=500), tmp_path / "ds")
+    parts = sorted((tmp_path / "ds").glob("part-*.parquet"))
+    assert len(parts) >= 2
+    meta = pq.ParquetFile(parts[0]).metadata
+    categories = {"bottleneck", "regime"}
+    for i in range(meta.num_columns):
+        column = meta.schema.column(i)
+        chunk = meta.row_group(0).column(i)
+        assert column.max_definition_level == 0, column.name  # REQUIRED: no levels
+        assert chunk.is_stats_set == (column.name not in categories), column.name
+        if column.name == "config_id":
+            assert "DELTA_BINARY_PACKED" in chunk.encodings
+            assert not chunk.has_dictionary_page
+    before = read(tmp_path / "ds")
+    old = pq.read_table(parts[0])
+    old = old.cast(pa.schema([f.with_nullable(True) for f in old.schema],
+                             metadata=old.schema.metadata))
+    pq.write_table(old, parts[0])
+    assert pq.ParquetFile(parts[0]).metadata.schema.column(0).max_definition_level == 1
+    after = read(tmp_path / "ds")
+    assert after.keys() == before.keys()
+    for name in before:
+        np.testing.assert_array_equal(after[name], before[name], err_msg=name)
+    n = len(before["config_id"])
+    got = duckdb.sql(f"SELECT count(*), sum(config_id) FROM read_parquet("
+                     f"'{tmp_path / 'ds'}/part-*.parquet')").fetchall()[0]
+    assert got == (n, int(before["config_id"].sum()))  # DuckDB agrees with pyarrow
 
 
 def test_expected_seconds_counts_writers_and_cores():
