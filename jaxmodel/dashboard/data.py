@@ -794,11 +794,45 @@ def top_rows(catalog: Catalog, dataset: str, by: str, *, descending: bool = True
     for c in cols:
         src.column(c, "table column")
     extra = [Sql(f"NOT isnan({quote(by)})")] if info.kind == "float" else []
+    extra += _top_bounds(catalog, src, by, descending, int(k), filters)
     w = where_clause(src, filters, extra)
     tie = ", config_id" if "config_id" in src.columns else ""
     sql = (f"SELECT {', '.join(quote(c) for c in cols)} FROM {src.view} {w.text} "
            f"ORDER BY {quote(by)} {'DESC' if descending else 'ASC'}{tie} LIMIT {int(k)}")
     return catalog.query(sql, w.params)
+
+
+def _top_bounds(catalog: Catalog, src: Source, by: str, descending: bool, k: int,
+                filters: Filters) -> list[Sql]:
+    """Conditions that keep every one of the ``k`` best rows by ``by``, from the
+    summary cube (none without one): each group holds a row at its extreme, so
+    the ``k`` best group extremes are ``k`` rows at least as good as the k-th of
+    them, ``T``, and no row worse than ``T`` is among the ``k`` best.  A row at
+    least as good as ``T`` lies in a group whose extreme is, so the rows read are
+    also limited to the range of each grid axis over those groups: conditions
+    that DuckDB checks against each row group's statistics, skipping row groups
+    (the grid's leading axis is sorted in the parts)."""
+    cube = _cube_for(src, filters, (), by)
+    if cube is None:
+        return []
+    best = f"_v{cube.values[by]}_{'max' if descending else 'min'}"
+    w = where_clause(src, filters, [Sql(f"{best} IS NOT NULL")])
+    bound = catalog.query(f"SELECT {best} FROM {cube.table} {w.text} ORDER BY {best} "
+                          f"{'DESC' if descending else 'ASC'} LIMIT 1 OFFSET {k - 1}",
+                          w.params)
+    if bound.num_rows == 0:  # fewer than k groups: any row may be among the best
+        return []
+    t = bound.column(0)[0].as_py()
+    cmp = ">=" if descending else "<="
+    axes = [d for d in cube.dims if src.columns[d].numeric]
+    w = where_clause(src, filters, [Sql(f"{best} {cmp} ?", [t])])
+    spans = catalog.query("SELECT " + ", ".join(f"min({quote(d)}) AS _lo{i}, max({quote(d)}) "
+                                                f"AS _hi{i}" for i, d in enumerate(axes))
+                          + f" FROM {cube.table} {w.text}", w.params).to_pylist()[0]
+    out = [Sql(f"{quote(by)} {cmp} ?", [t])]
+    for i, d in enumerate(axes):
+        out.append(Sql(f"{quote(d)} BETWEEN ? AND ?", [spans[f"_lo{i}"], spans[f"_hi{i}"]]))
+    return out
 
 
 def count_rows(catalog: Catalog, dataset: str, filters: Filters = Filters()) -> int:

@@ -2,6 +2,7 @@
 translation against the filter language's own numpy evaluator, the configuration panel
 against ``jaxmodel.evaluate`` and the sweep's own columns, and bad requests over HTTP."""
 
+import base64
 import json
 import math
 from pathlib import Path
@@ -291,6 +292,18 @@ CUBE_FILTERS = [
 ]
 
 
+def cube_filter_mask(rows, f: q.Filters) -> np.ndarray:
+    """The rows ``f`` keeps, in numpy."""
+    keep = np.ones(len(rows["config_id"]), dtype=bool)
+    for c, (lo, hi) in f.ranges.items():
+        keep &= (rows[c] >= lo) & (rows[c] <= hi)
+    for c, vals in f.choices.items():
+        keep &= np.isin(rows[c], vals)
+    if f.where:
+        keep &= numpy_mask(rows, f.where)
+    return keep
+
+
 @pytest.mark.parametrize("agg", q.AGGS)
 @pytest.mark.parametrize("k", range(len(CUBE_FILTERS)))
 def test_cube_views_equal_a_numpy_group_by(cubed, rows, agg, k):
@@ -299,13 +312,7 @@ def test_cube_views_equal_a_numpy_group_by(cubed, rows, agg, k):
     g = q.grid(cubed, "dash", "link_bandwidth_gb_s", "pipeline_parallel", "step_time_ms",
                agg, f, facet="tensor_parallel")
     assert "cube0" in cubed.log[-1] and "ds0" not in cubed.log[-1]
-    keep = np.ones(len(rows["config_id"]), dtype=bool)
-    for c, (lo, hi) in f.ranges.items():
-        keep &= (rows[c] >= lo) & (rows[c] <= hi)
-    for c, vals in f.choices.items():
-        keep &= np.isin(rows[c], vals)
-    if f.where:
-        keep &= numpy_mask(rows, f.where)
+    keep = cube_filter_mask(rows, f)
     assert g.rows == keep.sum()
     assert q.count_rows(cubed, "dash", f) == keep.sum() and "cube0" in cubed.log[-1]
     for t, tv in enumerate(g.facets):
@@ -377,6 +384,32 @@ def test_top_rows_are_sorted_and_skip_nan(catalog, rows):
     v = rows["step_time_ms"].astype(np.float64)
     order = np.lexsort((rows["config_id"], -np.where(np.isfinite(v), v, -np.inf)))[:5]
     assert t["config_id"].to_pylist() == rows["config_id"][order].tolist()
+
+
+@pytest.mark.parametrize("by", ["step_time_ms", "mfu_percent", "used_gpus"])
+@pytest.mark.parametrize("descending", [True, False])
+@pytest.mark.parametrize("k", [1, 7, 300, 10_000])
+@pytest.mark.parametrize("f", range(len(CUBE_FILTERS)))
+def test_top_rows_bounded_by_the_cube_equal_a_numpy_sort(cubed, rows, by, descending, k, f):
+    """With a cube, the row query carries the cube's bound and axis ranges; the
+    rows are still exactly the k best under the filter (ties by config_id)."""
+    filters = CUBE_FILTERS[f]
+    if by not in cubed.source("dash").cube.values:
+        pytest.skip(f"{by} is not a value of the test dataset's cube")
+    cubed.log.clear()
+    t = q.top_rows(cubed, "dash", by, descending=descending, k=k, filters=filters,
+                   columns=["config_id", by])
+    keep = cube_filter_mask(rows, filters)
+    v = rows[by].astype(np.float64)
+    keep &= np.isfinite(v)
+    sign = -1.0 if descending else 1.0
+    order = np.lexsort((rows["config_id"][keep], sign * v[keep]))[:k]
+    assert t["config_id"].to_pylist() == rows["config_id"][keep][order].tolist()
+    bounded = f'"{by}" {">=" if descending else "<="} ?' in cubed.log[-1]
+    if k <= 7:  # every filter here keeps more than 7 of the cube's groups
+        assert bounded, cubed.log[-3:]
+    if k > len(rows["config_id"]):  # more than there are groups: no bound
+        assert not bounded and "cube0" in cubed.log[-2], cubed.log[-3:]
 
 
 def test_scatter_is_a_repeatable_sample_under_the_filter(catalog, rows):
@@ -519,11 +552,21 @@ VIEW = {"dataset": "dash", "kind": "heatmap", "x": "link_bandwidth_gb_s", "y": "
         "value": "mfu_percent", "agg": "max", "where": ""}
 
 
+def plotly_array(value) -> np.ndarray:
+    """A trace's array as Plotly sends it: a list, or a typed array
+    ``{"dtype", "bdata" (base64), "shape"}`` (decoded here by hand)."""
+    if isinstance(value, dict):
+        flat = np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
+        shape = [int(n) for n in str(value.get("shape", len(flat))).split(",")]
+        return flat.reshape(shape)
+    return np.asarray([[np.nan if v is None else v for v in row] for row in value], float)
+
+
 def test_http_view_answers_with_the_grid(client, catalog):
     resp = call(client, "view-graph.figure", VIEW, "x.value")
-    z = resp["view-graph"]["figure"]["data"][0]["z"]
+    z = plotly_array(resp["view-graph"]["figure"]["data"][0]["z"])
     g = q.grid(catalog, "dash", "link_bandwidth_gb_s", "num_gpus", "mfu_percent", "max")
-    assert z == [[None if math.isnan(v) else v for v in r] for r in g.cells[0].tolist()]
+    np.testing.assert_array_equal(z, g.cells[0])  # NaN (an empty cell) where the grid has NaN
 
 
 @pytest.mark.parametrize("change, message", [

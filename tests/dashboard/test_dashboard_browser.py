@@ -12,6 +12,7 @@ checked against an independent computation: a DuckDB group-by written here, and
 temporary directory.
 """
 
+import base64
 import math
 import os
 import shutil
@@ -141,6 +142,16 @@ def duck_grid(dataset: Path, where: str, agg: str) -> dict[tuple, float]:
     return {(x, y): v for x, y, v in duckdb.sql(sql).fetchall()}
 
 
+def cells(z) -> list[list]:
+    """A heatmap's ``z`` as the page holds it, as lists (None for an empty cell):
+    Plotly sends a numpy grid as a typed array ``{dtype, bdata (base64), shape}``,
+    which plotly.js decodes for drawing but leaves as it is in ``data``."""
+    if isinstance(z, dict):
+        flat = np.frombuffer(base64.b64decode(z["bdata"]), dtype=z["dtype"])
+        z = flat.reshape([int(n) for n in str(z["shape"]).split(",")]).tolist()
+    return [[v if v is not None and math.isfinite(v) else None for v in row] for row in z]
+
+
 def grid_mismatch(gd: dict, want: dict[tuple, float]) -> str | None:
     """How the heatmap ``gd`` differs from DuckDB's grid ``want`` (None: it does not)."""
     cells = 0
@@ -192,6 +203,7 @@ def test_filter_view_click_and_what_if(driver, server, dataset, shots):
     while True:
         gd = d.execute_script("var g = document.querySelector('#view-graph .js-plotly-plot');"
                               "return {x: g.data[0].x, y: g.data[0].y, z: g.data[0].z}")
+        gd["z"] = cells(gd["z"])
         wrong = grid_mismatch(gd, want)
         if wrong is None or time.monotonic() > end:
             break
