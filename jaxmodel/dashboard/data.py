@@ -51,6 +51,7 @@ EXPORT_ROWS = 1_000_000
 CUBE_MIN_ROWS = 20_000_000  # datasets this big get a summary cube at start (Catalog)
 CUBE_SHRINK = 16  # the cube's grid axes span at most rows / CUBE_SHRINK combinations
 PARETO_SAMPLE_ROWS = 100_000  # rows the Pareto pre-pass samples (about)
+PARETO_WINDOWS = 16  # runs of consecutive ids those rows come in
 PARETO_TERMS = 4  # sampled front points the Pareto scan tests each row against
 _SQL_AGG = {"max": "max", "min": "min", "mean": "avg"}
 
@@ -766,7 +767,14 @@ def _category_rank(info: ColumnInfo) -> str:
 def scatter(catalog: Catalog, dataset: str, x: str, y: str, color: str | None = None,
             filters: Filters = Filters(), points: int = SCATTER_POINTS) -> pa.Table:
     """A reproducible sample of at most ``points`` filtered rows (x, y, color, config_id):
-    the rows with the smallest hash of their ``config_id``."""
+    the rows with the smallest hash of their ``config_id``.
+
+    With a summary cube that knows how many rows the filters keep (``n``), the
+    query first drops every row whose hash is above the value 4 ``points`` of
+    ``n`` uniform hashes fall under, so that only about ``4 points`` rows are
+    sorted (10^8 rows, 5 x 10^7 filtered: 1.04 -> 0.60 s).  The sample is the
+    same: should fewer than ``points`` rows pass (odds of about e^-4000), the
+    query runs again without it."""
     src = catalog.source(dataset)
     cols = [x, y] + ([color] if color else [])
     for c, what in zip(cols, ("x", "y", "colour"), strict=False):
@@ -776,11 +784,30 @@ def scatter(catalog: Catalog, dataset: str, x: str, y: str, color: str | None = 
             raise DashboardError(f"{what}: column {c!r} is {src.columns[c].kind}, not a number")
     key = "config_id" if "config_id" in src.columns else None
     sel = list(dict.fromkeys(cols + ([key] if key else [])))
-    w = where_clause(src, filters)
     order = f"ORDER BY hash({quote(key)}), {quote(key)}" if key else ""
+    kept = _cube_count(catalog, src, filters) if key else None
+    if kept is not None and kept > 8 * int(points):
+        below = Sql(f"hash({quote(key)}) < ?::UBIGINT", [int(2**64 * 4 * int(points) / kept)])
+        w = where_clause(src, filters, [below])
+        sample = catalog.query(f"SELECT {', '.join(quote(c) for c in sel)} FROM {src.view} "
+                               f"{w.text} {order} LIMIT {int(points)}", w.params)
+        if sample.num_rows == int(points):
+            return sample
+    w = where_clause(src, filters)
     sql = (f"SELECT {', '.join(quote(c) for c in sel)} FROM {src.view} {w.text} {order} "
            f"LIMIT {int(points)}")
     return catalog.query(sql, w.params)
+
+
+def _cube_count(catalog: Catalog, src: Source, filters: Filters) -> int | None:
+    """Rows the filters keep, from the summary cube (``None`` without one that can
+    answer)."""
+    cube = _cube_for(src, filters, (), None)
+    if cube is None:
+        return None
+    w = where_clause(src, filters)
+    return int(catalog.query(f"SELECT coalesce(sum(_rows), 0)::BIGINT FROM {cube.table} "
+                             f"{w.text}", w.params).column(0)[0].as_py())
 
 
 def top_rows(catalog: Catalog, dataset: str, by: str, *, descending: bool = True, k: int = 20,
@@ -837,11 +864,12 @@ def _top_bounds(catalog: Catalog, src: Source, by: str, descending: bool, k: int
 
 def count_rows(catalog: Catalog, dataset: str, filters: Filters = Filters()) -> int:
     src = catalog.source(dataset)
+    kept = _cube_count(catalog, src, filters)
+    if kept is not None:
+        return kept
     w = where_clause(src, filters)
-    cube = _cube_for(src, filters, (), None)
-    sql = (f"SELECT count(*) FROM {src.view} {w.text}" if cube is None else
-           f"SELECT coalesce(sum(_rows), 0)::BIGINT FROM {cube.table} {w.text}")
-    return int(catalog.query(sql, w.params).column(0)[0].as_py())
+    return int(catalog.query(f"SELECT count(*) FROM {src.view} {w.text}",
+                             w.params).column(0)[0].as_py())
 
 
 def pareto(catalog: Catalog, dataset: str, x: str, y: str, *, minimize_x: bool = True,
@@ -851,11 +879,15 @@ def pareto(catalog: Catalog, dataset: str, x: str, y: str, *, minimize_x: bool =
 
     Two queries, one full scan, no sort of the dataset:
 
-    1. A sample: the filtered rows of about ``sample_percent`` % of the dataset's
-       row blocks (``TABLESAMPLE ... (system)``, which reads only those blocks;
-       by default enough for about :data:`PARETO_SAMPLE_ROWS` rows, none for a
-       dataset smaller than that).  Its front gives up to ``terms`` real rows
-       ``q``, chosen greedily by how many sampled rows each dominates.
+    1. A sample: by default the filtered rows among about
+       :data:`PARETO_SAMPLE_ROWS` rows of the dataset (none for a dataset smaller
+       than that), in :data:`PARETO_WINDOWS` runs of consecutive ``config_id``
+       spread evenly over the sweep: plain ranges of the ids, which DuckDB
+       tests first and against the row groups' statistics (10^8 rows: 0.24 s,
+       against 0.51 s for a 0.1% ``TABLESAMPLE``); with ``sample_percent``, or
+       without a ``config_id``, the rows of about that % of the row blocks
+       (``TABLESAMPLE ... (system)``).  Its front gives up to ``terms`` real
+       rows ``q``, chosen greedily by how many sampled rows each dominates.
     2. The scan: every filtered row except those some ``q`` dominates (no better
        in x or y, and not equal to ``q``; compared on the raw columns, so exact):
        such a row is off the front, since ``q`` is itself a filtered row.  A test
@@ -886,17 +918,21 @@ def pareto(catalog: Catalog, dataset: str, x: str, y: str, *, minimize_x: bool =
     key = "config_id" if "config_id" in src.columns else None
     ok = [Sql(f"NOT isnan({quote(c)})" if src.columns[c].kind == "float" else
               f"{quote(c)} IS NOT NULL") for c in (x, y)]
+    total = src.row_count()
+    windows: list[Sql] = []
     if sample_percent is None:
-        total = src.row_count()
         sample_percent = 100.0 * PARETO_SAMPLE_ROWS / total if total > PARETO_SAMPLE_ROWS \
             else 0.0
+        if key and sample_percent > 0:
+            windows = [_id_windows(src, total)]
     if not (0 <= float(sample_percent) <= 100):
         raise DashboardError(f"pareto sample: got {sample_percent!r}; allowed: 0 to 100 (%)")
     tests: list[Sql] = []
     if sample_percent > 0:
-        w = where_clause(src, filters, ok)
-        sample = catalog.query(f"SELECT {qx} AS x, {qy} AS y FROM {src.view} TABLESAMPLE "
-                               f"{float(sample_percent)!r}% (system, 42) {w.text}", w.params)
+        w = where_clause(src, filters, ok + windows)
+        how = "" if windows else f"TABLESAMPLE {float(sample_percent)!r}% (system, 42)"
+        sample = catalog.query(f"SELECT {qx} AS x, {qy} AS y FROM {src.view} {how} {w.text}",
+                               w.params)
         bx, by = ("<" if sx > 0 else ">"), ("<" if sy > 0 else ">")
         for vx, vy in _dominating(sample, sx, sy, int(terms)):
             # keep the rows q does not dominate: better in x or in y, or equal to q
@@ -914,6 +950,17 @@ def pareto(catalog: Catalog, dataset: str, x: str, y: str, *, minimize_x: bool =
     if key:
         out["config_id"] = ids[keep]
     return pa.table(out)
+
+
+def _id_windows(src: Source, total: int) -> Sql:
+    """``config_id`` in :data:`PARETO_WINDOWS` runs spread evenly over the sweep's
+    ids, together about :data:`PARETO_SAMPLE_ROWS` of the ``total`` rows (ids of
+    a filtered sweep are sparser than its rows: the runs widen to match)."""
+    span = max(int(src.meta.get("configurations") or 0), total)
+    width = max(1, PARETO_SAMPLE_ROWS * span // (total * PARETO_WINDOWS))
+    starts = [i * span // PARETO_WINDOWS for i in range(PARETO_WINDOWS)]
+    return Sql(" OR ".join("config_id BETWEEN ? AND ?" for _ in starts),
+               [v for a in starts for v in (a, a + width - 1)])
 
 
 def _signed(col: pa.ChunkedArray, sign: int) -> np.ndarray:

@@ -160,11 +160,14 @@ def brute_front(x, y, ids):
     return sorted(ids[keep].tolist())
 
 
-@pytest.mark.parametrize("sample_percent, terms", [(0, 4), (100, 1), (100, 4), (40, 64)])
+@pytest.mark.parametrize("sample_percent, terms", [(0, 4), (100, 1), (100, 4), (40, 64),
+                                                   (None, 4)])
 @pytest.mark.parametrize("minimize_x, minimize_y", [(True, False), (False, True),
                                                     (True, True)])
 def test_pareto_front_equals_a_brute_force_front(catalog, rows, sample_percent, terms,
-                                                 minimize_x, minimize_y):
+                                                 minimize_x, minimize_y, monkeypatch):
+    if sample_percent is None:  # the default: runs of ids, as for a big dataset
+        monkeypatch.setattr(q, "PARETO_SAMPLE_ROWS", 100)
     t = q.pareto(catalog, "dash", "step_time_ms", "throughput_tokens_s",
                  sample_percent=sample_percent, terms=terms, minimize_x=minimize_x,
                  minimize_y=minimize_y, filters=q.Filters(where="num_gpus >= 16"))
@@ -212,7 +215,8 @@ def ties(tmp_path_factory, dataset) -> tuple[Path, dict[str, np.ndarray]]:
     return path, cols
 
 
-@pytest.mark.parametrize("sample_percent, terms", [(0, 4), (100, 1), (100, 4), (50, 64)])
+@pytest.mark.parametrize("sample_percent, terms", [(0, 4), (100, 1), (100, 4), (50, 64),
+                                                   (None, 4)])
 @pytest.mark.parametrize("x, y, minimize_x, minimize_y", [
     ("step_time_ms", "throughput_tokens_s", True, False),
     ("step_time_ms", "throughput_tokens_s", False, False),
@@ -222,15 +226,19 @@ def ties(tmp_path_factory, dataset) -> tuple[Path, dict[str, np.ndarray]]:
 ])
 @pytest.mark.parametrize("where", ["", "num_gpus >= 16 and step_time_ms != 7"])
 def test_pareto_front_keeps_the_lowest_id_of_ties_and_skips_nan(
-        ties, sample_percent, terms, x, y, minimize_x, minimize_y, where):
+        ties, sample_percent, terms, x, y, minimize_x, minimize_y, where, monkeypatch):
     path, cols = ties
+    if sample_percent is None:  # the default: runs of (sparse, shuffled) ids
+        monkeypatch.setattr(q, "PARETO_SAMPLE_ROWS", 600)
     catalog = q.Catalog([path])
     fetched = []
+    sqls = []
     query = catalog.query
 
     def counted(sql, params=()):
         out = query(sql, params)
         fetched.append(out.num_rows)
+        sqls.append(sql)
         return out
 
     catalog.query = counted
@@ -255,6 +263,8 @@ def test_pareto_front_keeps_the_lowest_id_of_ties_and_skips_nan(
     assert t["x"].to_pylist() == sorted(t["x"].to_pylist(), reverse=not minimize_x)
     if sample_percent == 100:  # the sampled front's tests removed rows before the fetch
         assert fetched[-1] < int(keep.sum()) // 2
+    if sample_percent is None:
+        assert "config_id BETWEEN" in sqls[0] and fetched[0] > 0, (sqls, fetched)
 
 
 @pytest.fixture(scope="module")
@@ -419,6 +429,26 @@ def test_scatter_is_a_repeatable_sample_under_the_filter(catalog, rows):
     assert a.equals(b) and a.num_rows == 50
     valid = set(rows["config_id"][rows["valid_layout"]].tolist())
     assert set(a["config_id"].to_pylist()) <= valid
+
+
+@pytest.mark.parametrize("f", range(len(CUBE_FILTERS)))
+def test_scatter_with_a_cube_is_the_same_sample(cubed, rows, f):
+    """With a cube, the scatter drops rows by a hash bound first; the sample is
+    still the filtered rows with the smallest hashes (computed here without it)."""
+    filters = CUBE_FILTERS[f]
+    keep = cube_filter_mask(rows, filters)
+    points = max(1, int(keep.sum()) // 10)
+    cubed.log.clear()
+    got = q.scatter(cubed, "dash", "step_time_ms", "mfu_percent", "regime", filters,
+                    points=points)
+    assert "hash(\"config_id\") < ?" in cubed.log[-1], cubed.log
+    import duckdb
+
+    ids = rows["config_id"][keep]
+    hashes = duckdb.sql("SELECT i, hash(i) AS h FROM (SELECT unnest(?::BIGINT[]) AS i)",
+                        params=[ids.tolist()]).fetchnumpy()
+    want = hashes["i"][np.lexsort((hashes["i"], hashes["h"]))][:points]
+    assert got["config_id"].to_pylist() == want.tolist()
 
 
 def test_export_rows_are_the_filtered_rows(catalog, rows):
