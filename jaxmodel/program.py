@@ -260,6 +260,15 @@ class Plan:
         cols, keep, count, valid, digits = self._chunk(start, start_digits, offsets, tables)
         gid = self.group_ids(cols, digits, tables) if hasattr(self.reducer, "group_by") else None
         out = {c.name: cols[c.name] for c in self.columns}
+        if self.mesh.devices.size > 1 and hasattr(self.reducer, "candidates"):
+            # Each device cuts its own shard to the reducer's candidates first.
+            # Selecting over the whole sharded chunk (top_k, nonzero) made XLA
+            # gather the chunk onto every device: two CPU devices ran 6x slower
+            # than one (bench/README.md, issue 15).
+            rows = PartitionSpec("rows")
+            out, keep = jax.shard_map(self.reducer.candidates, mesh=self.mesh,
+                                      in_specs=(rows, rows), out_specs=(rows, rows),
+                                      check_vma=False)(out, keep)
         return self.reducer.update(state, out, keep, gid), count, valid
 
     def reduce_step(self, state, chunk: int):

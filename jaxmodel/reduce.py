@@ -176,6 +176,15 @@ class TopK:
         idx, drop = lax.cond(count <= size, few, many)
         return _take(chunk, idx), drop
 
+    def candidates(self, cols: Mapping[str, jax.Array], mask: jax.Array
+                   ) -> tuple[dict[str, jax.Array], jax.Array]:
+        """A part of a chunk cut to ``2k`` rows (and their mask) that hold its ``k``
+        best, for :meth:`update` to fold with the other parts' (the engine runs it
+        on each device's shard of a chunk, so that no device sees the others')."""
+        bad, _ = _sort_key(cols[self.by], mask, self.maximize)
+        chunk, bad = self._candidates(dict(cols), bad)
+        return chunk, ~bad
+
     def update(self, state: State, cols: Mapping[str, jax.Array], mask: jax.Array,
                group_ids: jax.Array | None = None) -> State:
         chunk = {k: cols[k] for k in state["rows"]}

@@ -273,6 +273,39 @@ def test_reductions_are_the_same_on_four_devices(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("by", ["mfu_percent", "step_time_ms"])
+def test_top_k_cut_per_device_equals_one_device(tmp_path, by):
+    """Chunks of 65,536 rows, so each of 4 devices cuts its 16,384-row shard to
+    candidates (TopK.candidates under shard_map) before the fold; the top 50,
+    ties in MFU between layouts that split b m differently included, are the
+    one-device rows (which the fold selects from the whole chunk)."""
+    import subprocess
+    import sys
+
+    grid = Path(__file__).parent.parent / "sweeps" / "default.toml"
+    text = grid.read_text().replace("{geomspace = [25, 3200, 128]}", "[100, 400, 1600, 3200]")
+    text += f'\n[reduce]\ntop_k = 50\nby = "{by}"\nminimize = {str(by != "mfu_percent").lower()}\n'
+    spec_path = tmp_path / "cut.toml"
+    spec_path.write_text(text)
+    script = (
+        "import sys; from jaxmodel.sweeping import build_plan; "
+        "from jaxmodel.engine import run_sweep; "
+        "p = build_plan(sys.argv[1], chunk_size=65536); "
+        "assert p.mesh.devices.size == 4; run_sweep(p, sys.argv[2])"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
+    proc = subprocess.run([sys.executable, "-c", script, str(spec_path), str(tmp_path / "four")],
+                          env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    run_sweep(build_plan(spec_path, chunk_size=65536), tmp_path / "one")
+    a, b = read(tmp_path / "four"), read(tmp_path / "one")
+    assert len(b["config_id"]) == 50
+    for col in b:
+        np.testing.assert_array_equal(a[col], b[col], err_msg=col)
+
+
+@pytest.mark.slow
 def test_reduce_resumed_with_another_split_folds_each_chunk_once(tmp_path):
     spec = parse_spec(GRID + "\n[reduce]\ntop_k = 40\nby = \"mfu_percent\"\n", "split")
     run_sweep(build_plan(spec, chunk_size=64), tmp_path / "ds", process=1, processes=2)
