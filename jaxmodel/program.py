@@ -44,6 +44,16 @@ class Extra:
     columns: tuple[Column, ...]
 
 
+def _compact(out: dict[str, jax.Array], keep: jax.Array):
+    """One device's shard: its kept rows first (in order), and how many (shape [1])."""
+    (idx,) = jnp.nonzero(keep, size=keep.shape[0], fill_value=0)
+    return {k: v[idx] for k, v in out.items()}, jnp.sum(keep, dtype=jnp.int64)[None]
+
+
+def _in_order(v: jax.Array) -> list:
+    """A sharded array's shards on this process, in order along the rows."""
+    return sorted(v.addressable_shards, key=lambda s: s.index[0].start or 0)
+
 
 def local_mesh(devices: Sequence | None = None) -> Mesh:
     """A 1-D mesh (axis ``rows``) over this process's devices."""
@@ -251,10 +261,15 @@ class Plan:
     def _step_fn(self, start, start_digits, offsets, tables):
         cols, keep, count, valid, _ = self._chunk(start, start_digits, offsets, tables)
         out = {c.name: cols[c.name] for c in self.columns if c.name not in self.constant}
-        if self.filter is not None:
-            (idx,) = jnp.nonzero(keep, size=keep.shape[0], fill_value=0)
-            out = {k: v[idx] for k, v in out.items()}
-        return out, count, valid
+        if self.filter is None:
+            return out, count, valid
+        # Each device moves its shard's kept rows to the front of the shard and
+        # counts them (fetch reads each shard's front).  A compaction over the
+        # whole sharded chunk made XLA gather the chunk onto every device.
+        rows = PartitionSpec("rows")
+        out, counts = jax.shard_map(_compact, mesh=self.mesh, in_specs=(rows, rows),
+                                    out_specs=(rows, rows), check_vma=False)(out, keep)
+        return out, counts, valid
 
     def _reduce_fn(self, state, start, start_digits, offsets, tables):
         cols, keep, count, valid, digits = self._chunk(start, start_digits, offsets, tables)
@@ -298,19 +313,38 @@ class Plan:
                           self.tables)
 
     def fetch(self, result) -> tuple[dict[str, np.ndarray], int, int]:
-        """Bring a dispatched chunk's kept rows to the host."""
+        """Bring a dispatched chunk's kept rows to the host (with a filter: the
+        front of each device's shard, as many rows as it kept, in shard order,
+        which is config order)."""
         out, count, valid = result
-        n = int(count)
-        if self.filter is None or n == 0:
-            host = jax.device_get(out) if n else {}
+        if self.filter is None:
+            n = int(count)
+            host = {k: np.asarray(v)[:n] for k, v in jax.device_get(out).items()} if n else {}
         else:
-            bucket = min(self.padded, 1 << max(n - 1, 0).bit_length())
-            if bucket not in self._slices:
-                self._slices[bucket] = jax.jit(lambda o, b=bucket: {k: v[:b] for k, v in o.items()})
-            host = jax.device_get(self._slices[bucket](out))
-        host = {k: np.asarray(v)[:n] for k, v in host.items()}
+            counts = np.asarray(jax.device_get(count)).reshape(-1)
+            n = int(counts.sum())
+            host = {}
+            if n:
+                pieces = [self._front(shards, int(c)) for shards, c in
+                          zip(zip(*(_in_order(v) for v in out.values()), strict=True), counts,
+                              strict=True)]
+                host = {k: np.concatenate([p[i] for p in pieces if p is not None])
+                        for i, k in enumerate(out)}
         host.update({name: column[:n] for name, column in self._constant_rows().items()})
         return host, n, int(valid)
+
+    def _front(self, shards, c: int) -> list[np.ndarray] | None:
+        """The first ``c`` rows of one device's shard of every column, on the
+        host (sliced on the device to a power-of-two bucket first, so that few
+        rows travel and few slice programs compile)."""
+        if c == 0:
+            return None
+        length = shards[0].data.shape[0]
+        bucket = min(length, 1 << max(c - 1, 0).bit_length())
+        if bucket not in self._slices:
+            self._slices[bucket] = jax.jit(lambda vs, b=bucket: [v[:b] for v in vs])
+        return [np.asarray(v)[:c] for v in
+                jax.device_get(self._slices[bucket]([s.data for s in shards]))]
 
     def _constant_rows(self) -> dict[str, np.ndarray]:
         """The fixed inputs' columns, made once (read-only) and sliced per chunk:
