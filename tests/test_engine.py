@@ -368,7 +368,8 @@ grid = open(sys.argv[1]).read()
 
 
 def gathered(text):
-    return [int(m.group(1) or 1) for m in re.finditer(r"= \w+\[(\d*)[\],][^=]*? all-gather\(", text)]
+    found = re.finditer(r"= \w+\[(\d*)[\],][^=]*? all-gather\(", text)
+    return [int(m.group(1) or 1) for m in found]
 
 
 with computing():

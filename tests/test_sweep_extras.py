@@ -243,28 +243,32 @@ def test_refined_model_sweeps(tmp_path):
     assert Path(tmp_path / "ds" / "_jaxmodel.json").exists()
 
 
-@pytest.mark.slow
-def test_reductions_are_the_same_on_four_devices(tmp_path):
+def sweep_on_four_devices(spec_path: Path, out: Path, chunk_size: int) -> None:
+    """Run the sweep of ``spec_path`` into ``out`` in a process with 4 CPU devices."""
     import subprocess
     import sys
 
+    script = (
+        "import sys; from jaxmodel.sweeping import build_plan; "
+        "from jaxmodel.engine import run_sweep; "
+        f"p = build_plan(sys.argv[1], chunk_size={int(chunk_size)}); "
+        "assert p.mesh.devices.size == 4; run_sweep(p, sys.argv[2])"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
+    proc = subprocess.run([sys.executable, "-c", script, str(spec_path), str(out)], env=env,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.slow
+def test_reductions_are_the_same_on_four_devices(tmp_path):
     for name, table in [("topk", '[reduce]\ntop_k = 9\nby = "throughput_tokens_s"\n'),
                         ("group", '[reduce]\nby = "mfu_percent"\ngroup_by = ["num_gpus"]\n'),
                         ("pareto", '[reduce]\npareto = ["used_gpus", "step_time_ms"]\n')]:
         spec_path = tmp_path / f"{name}.toml"
         spec_path.write_text(GRID + table)
-        script = (
-            "import sys; from jaxmodel.sweeping import build_plan; "
-            "from jaxmodel.engine import run_sweep; "
-            "p = build_plan(sys.argv[1], chunk_size=100); "
-            "assert p.mesh.devices.size == 4; run_sweep(p, sys.argv[2])"
-        )
-        env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-        env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
-        proc = subprocess.run([sys.executable, "-c", script, str(spec_path),
-                               str(tmp_path / f"{name}-four")], env=env, capture_output=True,
-                              text=True)
-        assert proc.returncode == 0, proc.stderr
+        sweep_on_four_devices(spec_path, tmp_path / f"{name}-four", 100)
         run_sweep(build_plan(spec_path, chunk_size=100), tmp_path / f"{name}-one")
         a, b = read(tmp_path / f"{name}-four"), read(tmp_path / f"{name}-one")
         assert len(b["config_id"]) > 0
@@ -279,25 +283,12 @@ def test_top_k_cut_per_device_equals_one_device(tmp_path, by):
     candidates (TopK.candidates under shard_map) before the fold; the top 50,
     ties in MFU between layouts that split b m differently included, are the
     one-device rows (which the fold selects from the whole chunk)."""
-    import subprocess
-    import sys
-
     grid = Path(__file__).parent.parent / "sweeps" / "default.toml"
     text = grid.read_text().replace("{geomspace = [25, 3200, 128]}", "[100, 400, 1600, 3200]")
     text += f'\n[reduce]\ntop_k = 50\nby = "{by}"\nminimize = {str(by != "mfu_percent").lower()}\n'
     spec_path = tmp_path / "cut.toml"
     spec_path.write_text(text)
-    script = (
-        "import sys; from jaxmodel.sweeping import build_plan; "
-        "from jaxmodel.engine import run_sweep; "
-        "p = build_plan(sys.argv[1], chunk_size=65536); "
-        "assert p.mesh.devices.size == 4; run_sweep(p, sys.argv[2])"
-    )
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-    env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
-    proc = subprocess.run([sys.executable, "-c", script, str(spec_path), str(tmp_path / "four")],
-                          env=env, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
+    sweep_on_four_devices(spec_path, tmp_path / "four", 65536)
     run_sweep(build_plan(spec_path, chunk_size=65536), tmp_path / "one")
     a, b = read(tmp_path / "four"), read(tmp_path / "one")
     assert len(b["config_id"]) == 50
