@@ -174,6 +174,21 @@ def test_expert_weight_gradient_accumulates_into_the_fp32_buffer():
     np.testing.assert_allclose(a - b, [0.0, 0.0, 6 * elements / hbm], rtol=1e-5, atol=1e-9)
 
 
+def test_routed_expert_gradients_reach_the_buffer_once():
+    # The refined model's per-layer gradient-buffer traffic (grad_buffer_traffic)
+    # is taken over moe.layer_resident_params; the routed experts' share is in
+    # their grouped weight-gradient pass (previous test).  So the resident count
+    # must hold no routed expert.  Qwen3-235B by hand: GQA attention
+    # 2 h a d_h + 2 h kv d_h = 2 x 4096 x 64 x 128 + 2 x 4096 x 4 x 128
+    # = 71,303,168, and the router h E = 4096 x 128 = 524,288; every layer is
+    # an MoE layer and there is no shared expert.  The 128 routed experts,
+    # 3 x 4096 x 1536 each (2,415,919,104), are not in it.
+    x = SimpleNamespace(**{**REFINED.defaults, **apply_presets(REFINED, llm="qwen3-235b-a22b")})
+    assert float(moe.moe_fraction(x)) == 1.0 and float(x.shared_experts) == 0.0
+    assert float(moe.layer_resident_params(x)) == 71_303_168 + 524_288
+    assert float(moe.layer_expert_params(x)) == 128 * 3 * 4096 * 1536
+
+
 def test_moe_layer_kernel_launches_by_hand():
     # Qwen3 (94 MoE layers of 128 experts): 14 router/dispatch/permutation
     # kernels plus 6 GEMMs (FC1, FC2 x forward, dgrad, wgrad) per local expert.
