@@ -266,9 +266,7 @@ class Plan:
         # Each device moves its shard's kept rows to the front of the shard and
         # counts them (fetch reads each shard's front).  A compaction over the
         # whole sharded chunk made XLA gather the chunk onto every device.
-        rows = PartitionSpec("rows")
-        out, counts = jax.shard_map(_compact, mesh=self.mesh, in_specs=(rows, rows),
-                                    out_specs=(rows, rows), check_vma=False)(out, keep)
+        out, counts = self._per_shard(_compact)(out, keep)
         return out, counts, valid
 
     def _reduce_fn(self, state, start, start_digits, offsets, tables):
@@ -280,11 +278,15 @@ class Plan:
             # Selecting over the whole sharded chunk (top_k, nonzero) made XLA
             # gather the chunk onto every device: two CPU devices ran 6x slower
             # than one (bench/README.md, issue 15).
-            rows = PartitionSpec("rows")
-            out, keep = jax.shard_map(self.reducer.candidates, mesh=self.mesh,
-                                      in_specs=(rows, rows), out_specs=(rows, rows),
-                                      check_vma=False)(out, keep)
+            out, keep = self._per_shard(self.reducer.candidates)(out, keep)
         return self.reducer.update(state, out, keep, gid), count, valid
+
+    def _per_shard(self, fn: Callable) -> Callable:
+        """``fn(columns, mask) -> (columns, mask-like)`` run on each device's shard of
+        a chunk alone (its results stay sharded along the rows)."""
+        rows = PartitionSpec("rows")
+        return jax.shard_map(fn, mesh=self.mesh, in_specs=(rows, rows),
+                             out_specs=(rows, rows), check_vma=False)
 
     def reduce_step(self, state, chunk: int):
         """Fold chunk ``chunk`` into the reducer state (asynchronously)."""
