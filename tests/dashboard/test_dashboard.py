@@ -8,7 +8,9 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
@@ -271,15 +273,7 @@ def test_pareto_front_keeps_the_lowest_id_of_ties_and_skips_nan(
 def cubed(dataset):
     """The test dataset with a summary cube (built for any size; its axes may span half
     the rows), and the SQL of every query it ran."""
-    c = q.Catalog([dataset], cube_min_rows=0, cube_shrink=2)
-    c.log = []
-    query = c.query
-
-    def logged(sql, params=()):
-        c.log.append(sql)
-        return query(sql, params)
-
-    c.query = logged
+    c = logged_catalog(dataset)
     yield c
     c.close()
 
@@ -432,16 +426,32 @@ def test_scatter_is_a_repeatable_sample_under_the_filter(catalog, rows):
 
 
 @pytest.mark.parametrize("f", range(len(CUBE_FILTERS)))
-def test_scatter_with_a_cube_is_the_same_sample(cubed, rows, f):
-    """With a cube, the scatter drops rows by a hash bound first; the sample is
-    still the filtered rows with the smallest hashes (computed here without it)."""
+@pytest.mark.parametrize("data", ["dash", "runs"])
+def test_scatter_with_a_cube_is_the_same_sample(request, cubed, rows, data, f):
+    """With a cube, the scatter reads fewer rows: under a filter on the cube's axes,
+    it hashes the ids of the groups with the smallest hashes (from the cube) and
+    reads the chosen rows by position (no query on the rows); else it drops rows
+    by a hash bound first.  Either way the sample is the filtered rows with the
+    smallest hashes (computed here without it), with their own values."""
     filters = CUBE_FILTERS[f]
+    if data == "runs":
+        path, rows = request.getfixturevalue("runs")
+        cubed = logged_catalog(path)
     keep = cube_filter_mask(rows, filters)
     points = max(1, int(keep.sum()) // 10)
     cubed.log.clear()
-    got = q.scatter(cubed, "dash", "step_time_ms", "mfu_percent", "regime", filters,
-                    points=points)
-    assert "hash(\"config_id\") < ?" in cubed.log[-1], cubed.log
+    try:
+        got = q.scatter(cubed, data, "step_time_ms", "mfu_percent", "regime", filters,
+                        points=points)
+        log = list(cubed.log)
+    finally:
+        if data == "runs":
+            cubed.close()
+    by_category = set(filters.choices) & {"regime", "valid_layout"}
+    if by_category:
+        assert "hash(\"config_id\") < ?" in log[-1], log
+    else:
+        assert not any("FROM ds0" in sql for sql in log), log
     import duckdb
 
     ids = rows["config_id"][keep]
@@ -449,6 +459,172 @@ def test_scatter_with_a_cube_is_the_same_sample(cubed, rows, f):
                         params=[ids.tolist()]).fetchnumpy()
     want = hashes["i"][np.lexsort((hashes["i"], hashes["h"]))][:points]
     assert got["config_id"].to_pylist() == want.tolist()
+    at = {i: k for k, i in enumerate(rows["config_id"].tolist())}
+    k = [at[i] for i in want.tolist()]
+    for c in ("step_time_ms", "mfu_percent"):
+        np.testing.assert_array_equal(got[c].to_numpy(), rows[c][k])
+    assert got["regime"].to_pylist() == rows["regime"][k].tolist()
+    assert got.column_names == ["step_time_ms", "mfu_percent", "regime", "config_id"]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> tuple[Path, dict[str, np.ndarray]]:
+    """The test sweep in parts of odd sizes and row groups of 15: the cube's runs of
+    consecutive ids (2 rows, one per micro batch) straddle row groups and parts."""
+    text = (SPECS / "dashboard.toml").read_text().replace(
+        "rows_per_file = 200", "rows_per_file = 77\nrow_group_size = 15")
+    path = tmp_path_factory.mktemp("runs") / "runs"
+    sweep(parse_spec(text, "runs"), path, chunk_size=33)  # parts of 99 rows
+    t = ds.dataset(path, format="parquet").to_table()
+    cols = {c: t.column(c).combine_chunks() for c in t.column_names}
+    cols = {c: (a.dictionary_decode() if hasattr(a, "dictionary_decode") else a).to_numpy(
+        zero_copy_only=False) for c, a in cols.items()}
+    return path, cols
+
+
+def logged_catalog(path: Path) -> q.Catalog:
+    """A catalog with a cube for any size (axes up to half the rows) that keeps the SQL
+    of every query it runs."""
+    c = q.Catalog([path], cube_min_rows=0, cube_shrink=2)
+    c.log = []
+    query = c.query
+
+    def logged(sql, params=()):
+        c.log.append(sql)
+        return query(sql, params)
+
+    c.query = logged
+    return c
+
+
+def test_id_runs_are_where_the_parts_put_each_id(runs):
+    path, cols = runs
+    c = logged_catalog(path)
+    try:
+        src = c.source("runs")
+        ids = src.cube.ids
+        assert ids is not None and len(src.files) >= 4
+        assert any(o % 2 for o in ids.offsets.values())  # a run straddles two parts
+        for f in src.files:
+            t = pq.read_table(f, columns=["config_id"])["config_id"].to_numpy()
+            assert ids.offsets[f] == t[0] and (t == t[0] + np.arange(len(t))).all()
+            assert sum(ids.row_groups[f]) == len(t) and max(ids.row_groups[f]) == 15
+    finally:
+        c.close()
+
+
+@pytest.fixture(scope="module")
+def scrambled(runs, tmp_path_factory) -> tuple[Path, dict[str, np.ndarray]]:
+    """The runs dataset with random step times and throughputs that trade off (the
+    throughput about the step time, so the front is long): few distinct values (ties
+    within and across groups), NaN in either."""
+    path, cols = runs
+    rng = np.random.default_rng(11)
+    out = tmp_path_factory.mktemp("scrambled") / "runs"
+    out.mkdir()
+    (out / "_jaxmodel.json").write_text((path / "_jaxmodel.json").read_text())
+    cols = dict(cols)
+    n = len(cols["config_id"])
+    step = rng.integers(1, 40, n)
+    for c, v in (("step_time_ms", step), ("throughput_tokens_s", step + rng.integers(-4, 5, n))):
+        v = v.astype(np.float32)
+        v[rng.random(n) < 0.04] = np.nan
+        cols[c] = v
+    at = 0
+    for part in sorted(path.glob("part-*.parquet")):
+        t = pq.read_table(part)
+        for c in ("step_time_ms", "throughput_tokens_s"):
+            i = t.schema.get_field_index(c)
+            t = t.set_column(i, t.schema.field(i), pa.array(cols[c][at:at + t.num_rows]))
+        pq.write_table(t, out / part.name, row_group_size=15)
+        at += t.num_rows
+    return out, cols
+
+
+RUNS_FILTERS = CUBE_FILTERS + [
+    q.Filters(where="num_gpus == 8 or link_bandwidth_gb_s >= 800"),
+    q.Filters(where="num_gpus > 1000"),  # no row
+]
+
+
+@pytest.mark.parametrize("x, y, minimize_x, minimize_y", [
+    ("step_time_ms", "throughput_tokens_s", True, False),
+    ("mfu_percent", "step_time_ms", False, True),
+    ("throughput_tokens_s", "used_gpus", False, True),
+    ("comm_fraction_percent", "mfu_percent", True, True),
+    ("used_gpus", "data_parallel", True, False),  # integers: ties across groups
+    ("tokens_per_step", "idle_gpus", False, True),
+])
+@pytest.mark.parametrize("f", range(len(RUNS_FILTERS)))
+@pytest.mark.parametrize("data", ["runs", "scrambled"])
+def test_pareto_from_the_cube_equals_a_brute_force_front(request, data, x, y, minimize_x,
+                                                          minimize_y, f, monkeypatch):
+    """With id runs, the Pareto view reads the cube, then a few groups' rows by
+    position (no query on the rows); where the filter names a category it scans the
+    rows.  Either way the front is the brute-force one, with its own values.  (The
+    cube path is taken here however many groups it keeps.)"""
+    monkeypatch.setattr(q, "PARETO_CUBE_SHARE", 1.0)
+    path, cols = request.getfixturevalue(data)
+    filters = RUNS_FILTERS[f]
+    c = logged_catalog(path)
+    try:
+        if {x, y} - set(c.source("runs").cube.values):
+            pytest.skip(f"{x} or {y} is not a value of the test dataset's cube")
+        keep = cube_filter_mask(cols, filters)
+        if not keep.any():
+            with pytest.raises(q.DashboardError, match="no rows match the filters"):
+                q.pareto(c, "runs", x, y, minimize_x=minimize_x, minimize_y=minimize_y,
+                         filters=filters)
+            return
+        t = q.pareto(c, "runs", x, y, minimize_x=minimize_x, minimize_y=minimize_y,
+                     filters=filters)
+        scanned = [s for s in c.log if "FROM ds0" in s]
+    finally:
+        c.close()
+    sx, sy = (1 if minimize_x else -1), (1 if minimize_y else -1)
+    want = brute_front(sx * cols[x][keep].astype(np.float64),
+                       sy * cols[y][keep].astype(np.float64), cols["config_id"][keep])
+    assert sorted(t["config_id"].to_pylist()) == want
+    at = {i: k for k, i in enumerate(cols["config_id"].tolist())}
+    for i, gx, gy in zip(t["config_id"].to_pylist(), t["x"].to_pylist(), t["y"].to_pylist(),
+                         strict=True):
+        assert (gx, gy) == (float(cols[x][at[i]]), float(cols[y][at[i]]))
+    assert t["x"].to_pylist() == sorted(t["x"].to_pylist(), reverse=not minimize_x)
+    by_category = bool(filters.choices) and set(filters.choices) & {"regime", "valid_layout"}
+    assert bool(scanned) == bool(by_category), c.log
+
+
+def test_ranges_concatenate_each_run_of_positions():
+    rng = np.random.default_rng(5)
+    for _ in range(50):
+        s = rng.integers(0, 30, rng.integers(0, 6))
+        e = s + rng.integers(-2, 5, len(s))
+        want = [i for a, b in zip(s, e, strict=True) for i in range(a, b)]
+        assert q._ranges(s, e).tolist() == want
+
+
+def test_parts_out_of_id_order_get_no_id_runs_and_the_same_front(runs, tmp_path):
+    """A part whose rows are not in id order (here: reversed) turns the runs off; the
+    view then scans the rows, and the front is the same."""
+    path, cols = runs
+    import shutil
+
+    copy = tmp_path / "runs"
+    shutil.copytree(path, copy)
+    part = sorted(copy.glob("part-*.parquet"))[3]
+    t = pq.read_table(part)
+    pq.write_table(t.take(np.arange(t.num_rows)[::-1]), part)
+    fronts = []
+    for p in (path, copy):
+        c = logged_catalog(p)
+        try:
+            assert (c.source("runs").cube.ids is None) == (p == copy)
+            fronts.append(q.pareto(c, "runs", "step_time_ms", "throughput_tokens_s",
+                                   minimize_y=False))
+            assert any("FROM ds0" in s for s in c.log) == (p == copy)
+        finally:
+            c.close()
+    assert fronts[0].equals(fronts[1]) and fronts[0].num_rows >= 1
 
 
 def test_export_rows_are_the_filtered_rows(catalog, rows):
@@ -597,6 +773,38 @@ def test_http_view_answers_with_the_grid(client, catalog):
     z = plotly_array(resp["view-graph"]["figure"]["data"][0]["z"])
     g = q.grid(catalog, "dash", "link_bandwidth_gb_s", "num_gpus", "mfu_percent", "max")
     np.testing.assert_array_equal(z, g.cells[0])  # NaN (an empty cell) where the grid has NaN
+
+
+@pytest.mark.parametrize("color", ["regime", "mfu_percent", None])
+def test_http_scatter_sends_the_sampled_rows_one_trace_per_category(client, catalog, color):
+    """The scatter's figure holds exactly the sampled rows: colour by a category
+    gives one trace per category (its name and colour, and only its rows), by a
+    number one trace coloured by the values, by nothing one plain trace; each
+    point's customdata is its row's config_id (what a click opens)."""
+    view = {**VIEW, "kind": "scatter", "x": "step_time_ms", "y": "throughput_tokens_s",
+            "value": color, "where": "tensor_parallel * pipeline_parallel >= 4"}
+    resp = call(client, "view-graph.figure", view, "kind.value")
+    traces = resp["view-graph"]["figure"]["data"]
+    t = q.scatter(catalog, "dash", "step_time_ms", "throughput_tokens_s", color,
+                  q.Filters(where=view["where"]))
+    want = {i: k for k, i in enumerate(t["config_id"].to_pylist())}
+    seen = []
+    for tr in traces:
+        ids = plotly_array(tr["customdata"]).ravel().astype(np.int64).tolist()
+        k = [want[i] for i in ids]
+        np.testing.assert_array_equal(plotly_array(tr["x"]).ravel(),
+                                      t["step_time_ms"].to_numpy()[k])
+        np.testing.assert_array_equal(plotly_array(tr["y"]).ravel(),
+                                      t["throughput_tokens_s"].to_numpy()[k])
+        if color == "regime":
+            assert {t["regime"][j].as_py() for j in k} == {tr["name"]}
+            assert tr["marker"]["color"] == plot._CATEGORY_COLORS[tr["name"]]
+        elif color:
+            np.testing.assert_array_equal(plotly_array(tr["marker"]["color"]).ravel(),
+                                          t[color].to_numpy()[k])
+        seen += ids
+    assert sorted(seen) == sorted(want) and len(want) > 10
+    assert len(traces) == (len(set(t["regime"].to_pylist())) if color == "regime" else 1)
 
 
 @pytest.mark.parametrize("change, message", [
