@@ -335,9 +335,10 @@ def build_app(catalog: q.Catalog, *, x64: bool = False):
             raise q.DashboardError(f"view: got {kind!r}; allowed: {', '.join(VIEW_KINDS)}")
         if not x or not y:
             raise q.DashboardError("choose x and y")
-        if kind == "scatter":
-            t = q.scatter(catalog, src.name, x, y, value, f)
-            return (figs.scatter(src, t, x, y, value), {"kind": kind, "dataset": src.name},
+        if kind == "scatter":  # rows, not aggregates: the aggregation does not apply
+            t = q.scatter(catalog, src.name, x, y, value, f, facet=facet or None)
+            return (figs.scatter(src, t, x, y, value, facet=facet or None),
+                    {"kind": kind, "dataset": src.name},
                     f"{t.num_rows:,} rows sampled (the same rows every time: smallest hash "
                     "of config_id)")
         if kind == "regimes":
@@ -345,10 +346,18 @@ def build_app(catalog: q.Catalog, *, x64: bool = False):
                 else _preferred([c for c, i in src.columns.items() if i.kind == "category"],
                                 "regime", "bottleneck")
             by = "mfu_percent" if "mfu_percent" in src.columns else src.numeric_columns()[0]
-            c = q.regimes(catalog, src.name, x, y, cat, by, f)
+            rule = q.RULES.get(agg or "max")
+            if rule is None:
+                raise q.DashboardError(
+                    f"aggregation: got {agg!r} for a regime map; allowed: max (the category "
+                    f"of the best row by {by}), count (the most frequent category)")
+            c = q.regimes(catalog, src.name, x, y, cat, by, f, rule=rule, facet=facet or None)
             meta = {"kind": kind, "dataset": src.name, "x": x, "y": y, "value": by,
-                    "agg": "max", "x_values": list(c.x_values), "y_values": list(c.y_values)}
-            return figs.regime_map(src, c), meta, f"{cat} of the best row by {by} per cell"
+                    "agg": "max", "facet": facet or None, "facets": list(c.facets),
+                    "x_values": list(c.x_values), "y_values": list(c.y_values)}
+            what = f"of the best row by {by}" if rule == "best" else \
+                f"most frequent among rows with a finite {by}"
+            return figs.regime_map(src, c), meta, f"{cat} {what}, per cell"
         g = q.grid(catalog, src.name, x, y, value, agg or "max", f, facet or None)
         meta = {"kind": kind, "dataset": src.name, "x": x, "y": y, "value": value,
                 "agg": g.agg, "facet": facet, "x_values": list(g.x_values),

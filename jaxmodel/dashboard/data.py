@@ -755,10 +755,17 @@ def grid(catalog: Catalog, dataset: str, x: str, y: str, value: str, agg: str = 
                 tuple(f_values) if facet else (), cells, counts, int(sum(rv)))
 
 
+RULES = {"max": "best", "count": "most"}  # a regime map's aggregation -> its rule
+
+
 @dataclass(frozen=True)
 class Categorical:
-    """A regime map: per cell the category of ``column`` of the row with the highest
-    ``by`` (ties: the earlier category); ``""`` where no row has a finite ``by``."""
+    """A regime map: per facet value and cell the category of ``column`` that ``rule``
+    picks (``jaxmodel plot regimes``' rules): ``best``, the category of the row with
+    the highest ``by`` (ties: the earlier category); ``most``, the most frequent
+    category among the rows with a finite ``by`` (ties: the earlier category).
+    ``"invalid"`` (where that is a category, else ``""``) where no row of a cell has
+    a finite ``by``."""
 
     x: str
     y: str
@@ -766,59 +773,97 @@ class Categorical:
     by: str
     x_values: tuple
     y_values: tuple
-    names: np.ndarray  # (y, x) object array of category names
-    best: np.ndarray  # (y, x) the ``by`` value of the chosen row
+    names: np.ndarray  # (facets, y, x) object array of category names
+    best: np.ndarray  # (facets, y, x): best, the chosen row's ``by``; most, its count
+    rule: str = "best"
+    facet: str | None = None
+    facets: tuple = ()
 
 
 def regimes(catalog: Catalog, dataset: str, x: str, y: str, column: str = "regime",
-            by: str = "mfu_percent", filters: Filters = Filters()) -> Categorical:
-    """Per ``(x, y)`` the ``column`` category of the best row by ``by`` (one query)."""
+            by: str = "mfu_percent", filters: Filters = Filters(), *,
+            rule: str = "best", facet: str | None = None) -> Categorical:
+    """Per ``(x, y)`` (per facet value) the ``column`` category that ``rule`` picks
+    (:class:`Categorical`), in one query."""
     src = catalog.source(dataset)
     info = src.column(column, "category column")
     if info.kind != "category":
         raise DashboardError(f"category column: {column!r} is {info.kind}; allowed: "
                              + ", ".join(c for c, i in src.columns.items()
                                          if i.kind == "category"))
+    if rule not in RULES.values():
+        raise DashboardError(f"rule: got {rule!r}; allowed: {', '.join(RULES.values())}")
     xs, ys = _dim_sql(src, x, "x"), _dim_sql(src, y, "y")
     if x == y:
         raise DashboardError(f"x and y are both {x!r}: choose two different columns")
+    fs = _dim_sql(src, facet, "facet") if facet else None
+    if facet and facet in (x, y, column):
+        raise DashboardError(f"facet {facet!r} is already shown: choose another column")
     v, ok = _value_expr(src, by)
     rank = _category_rank(info)
     w = where_clause(src, filters)
     table = src.view
-    cube = _cube_for(src, filters, (x, y, column), by)
-    if cube is not None:  # a group's best value; its category is one of the cube's dims
-        table, v = cube.table, f"_v{cube.values[by]}_max"
-        ok = f"{v} IS NOT NULL"
-    # The best row per cell: the highest value, then the earlier category (as
-    # jaxmodel plot's regime_data).  Two group-bys joined on the cell: the best value
-    # per cell, then the earliest category among the rows that reach it (one
-    # arg_max over a (value, rank) struct is several times slower).
-    cells = (f"SELECT {xs} AS _cx, {ys} AS _cy, max({v}) FILTER (WHERE {ok}) AS _cb "
-             f"FROM {table} {w.text} GROUP BY ALL LIMIT {MAX_CELLS + 1}")
-    sql = (f"WITH cells AS ({cells}), hits AS (SELECT _cx, _cy, min({rank}) AS _r "
-           f"FROM {table} JOIN cells ON {xs} IS NOT DISTINCT FROM _cx AND "
-           f"{ys} IS NOT DISTINCT FROM _cy {w.text} {'AND' if w.text else 'WHERE'} {ok} "
-           f"AND {v} = _cb GROUP BY ALL) SELECT cells._cx, cells._cy, hits._r, cells._cb "
-           "FROM cells LEFT JOIN hits USING (_cx, _cy)")
-    t = catalog.query(sql, w.params + w.params)
-    if t.num_rows > MAX_CELLS:
+    cube = _cube_for(src, filters, (x, y, column, facet), by)
+    keys = ["_cx", "_cy"] + (["_cf"] if fs else [])
+    dims = ", ".join(f"{e} AS {k}" for e, k in zip([xs, ys, fs], keys, strict=False))
+    if rule == "most":
+        # Finite rows per cell and category; the most frequent is taken below.
+        n = f"sum(_v{cube.values[by]}_n)::BIGINT" if cube is not None else \
+            f"count(*) FILTER (WHERE {ok})"
+        sql = (f"SELECT {dims}, {rank} AS _r, {n} AS _n FROM "
+               f"{cube.table if cube is not None else table} {w.text} GROUP BY ALL "
+               f"LIMIT {(MAX_CELLS + 1) * (len(info.categories) + 1)}")
+        params = w.params
+    else:
+        if cube is not None:  # a group's best value; its category is one of the cube's dims
+            table, v = cube.table, f"_v{cube.values[by]}_max"
+            ok = f"{v} IS NOT NULL"
+        # The best row per cell: the highest value, then the earlier category (as
+        # jaxmodel plot's regime_data).  Two group-bys joined on the cell: the best
+        # value per cell, then the earliest category among the rows that reach it
+        # (one arg_max over a (value, rank) struct is several times slower).
+        on = " AND ".join(f"{e} IS NOT DISTINCT FROM {k}"
+                          for e, k in zip([xs, ys, fs], keys, strict=False))
+        cells = (f"SELECT {dims}, max({v}) FILTER (WHERE {ok}) AS _cb "
+                 f"FROM {table} {w.text} GROUP BY ALL LIMIT {MAX_CELLS + 1}")
+        sql = (f"WITH cells AS ({cells}), hits AS (SELECT {', '.join(keys)}, min({rank}) AS "
+               f"_r FROM {table} JOIN cells ON {on} {w.text} {'AND' if w.text else 'WHERE'} "
+               f"{ok} AND {v} = _cb GROUP BY ALL) SELECT {', '.join('cells.' + k for k in keys)}"
+               f", hits._r, cells._cb AS _n FROM cells LEFT JOIN hits USING ({', '.join(keys)})")
+        params = w.params + w.params
+    t = catalog.query(sql, params)
+    cols = {c: t.column(c).to_pylist() for c in t.column_names}
+    xv, yv = cols["_cx"], cols["_cy"]
+    fv = cols["_cf"] if fs else [None] * t.num_rows
+    if len(set(zip(xv, yv, fv, strict=True))) > MAX_CELLS:  # (a truncated answer too)
         raise DashboardError(f"more than {MAX_CELLS:,} cells: choose axes with fewer values")
     if t.num_rows == 0:
         raise DashboardError("no rows match the filters")
-    xv, yv, rv, bv = (t.column(i).to_pylist() for i in range(4))
-    cats = info.categories
-    cv = [None if r is None else cats[r] if r < len(cats) else None for r in rv]
     x_values, y_values = _order(src, x, xv), _order(src, y, yv)
+    f_values = _order(src, facet, fv) if facet else [None]
+    cats = info.categories
     xi = {val: j for j, val in enumerate(x_values)}
     yi = {val: j for j, val in enumerate(y_values)}
-    names = np.full((len(y_values), len(x_values)), "", dtype=object)
-    best = np.full(names.shape, np.nan)
-    none = "invalid" if "invalid" in info.categories else ""
-    for xx, yy, cc, bb in zip(xv, yv, cv, bv, strict=True):
-        names[yi[yy], xi[xx]] = cc if cc is not None else none
-        best[yi[yy], xi[xx]] = np.nan if bb is None else float(bb)
-    return Categorical(x, y, column, by, tuple(x_values), tuple(y_values), names, best)
+    fi = {val: j for j, val in enumerate(f_values)}
+    shape = (len(f_values), len(y_values), len(x_values))
+    code = np.full(shape, len(cats), dtype=np.int64)  # len(cats): none picked
+    best = np.full(shape, np.nan)
+    present = np.zeros(shape, dtype=bool)
+    for xx, yy, ff, rr, nn in zip(xv, yv, fv, cols["_r"], cols["_n"], strict=True):
+        k = (fi[ff], yi[yy], xi[xx])
+        present[k] = True
+        if rr is None or rr >= len(cats) or nn is None or (rule == "most" and nn == 0):
+            continue  # no finite row, or a category outside the declared ones
+        # best: one answer row per cell; most: the highest count, then the earlier.
+        nn = float(nn)
+        if rule == "best" or not nn <= best[k] or (nn == best[k] and rr < code[k]):
+            code[k], best[k] = rr, nn
+    none = "invalid" if "invalid" in cats else ""
+    names = np.full(shape, "", dtype=object)
+    for k in zip(*np.nonzero(present), strict=True):
+        names[k] = cats[code[k]] if code[k] < len(cats) else none
+    return Categorical(x, y, column, by, tuple(x_values), tuple(y_values), names, best,
+                       rule, facet, tuple(f_values) if facet else ())
 
 
 def _category_rank(info: ColumnInfo) -> str:
@@ -831,9 +876,11 @@ def _category_rank(info: ColumnInfo) -> str:
 
 
 def scatter(catalog: Catalog, dataset: str, x: str, y: str, color: str | None = None,
-            filters: Filters = Filters(), points: int = SCATTER_POINTS) -> pa.Table:
-    """A reproducible sample of at most ``points`` filtered rows (x, y, color, config_id):
-    the rows with the smallest hash of their ``config_id``.
+            filters: Filters = Filters(), points: int = SCATTER_POINTS, *,
+            facet: str | None = None) -> pa.Table:
+    """A reproducible sample of at most ``points`` filtered rows (x, y, color, facet,
+    config_id): the rows with the smallest hash of their ``config_id`` (a facet only
+    adds its column: the panels split the one sample).
 
     With a summary cube that knows how many rows the filters keep (``n``), the
     query first drops every row whose hash is above the value 4 ``points`` of
@@ -845,6 +892,11 @@ def scatter(catalog: Catalog, dataset: str, x: str, y: str, color: str | None = 
     cols = [x, y] + ([color] if color else [])
     for c, what in zip(cols, ("x", "y", "colour"), strict=False):
         src.column(c, what)
+    if facet:
+        src.column(facet, "facet")
+        if facet in (x, y):
+            raise DashboardError(f"facet {facet!r} is already an axis: choose another column")
+        cols.append(facet)
     for c, what in ((x, "x"), (y, "y")):
         if not src.columns[c].numeric:
             raise DashboardError(f"{what}: column {c!r} is {src.columns[c].kind}, not a number")

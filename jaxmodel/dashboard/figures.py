@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from jaxmodel.dashboard.config import Evaluation, Tornado
-from jaxmodel.dashboard.data import Categorical, Grid, Source
+from jaxmodel.dashboard.data import Categorical, Grid, Source, _order
 from jaxmodel.plot import _CATEGORY_COLORS, axis_scale
 
 TEMPLATE = "plotly_white"
@@ -60,6 +60,14 @@ def _axis(values: Sequence, title: str) -> dict:
     if scale == "index":
         return {"title": title, "type": "category", **_ticks(v, most=len(v))}
     return {"title": title, **(_ticks(np.sort(v.astype(float))) if len(v) <= 40 else {})}
+
+
+def _spread_axis(values: np.ndarray, title: str) -> dict:
+    """A scatter's axis: rows' values, not a grid's, so Plotly places the ticks; log
+    where the finite values are positive and span 20x or more (every panel alike)."""
+    v = values[np.isfinite(values)]
+    log = v.size > 0 and v.min() > 0 and v.max() >= 20 * v.min()
+    return {"title": title, "type": "log" if log else "linear"}
 
 
 def _clean(values: Sequence) -> list:
@@ -151,12 +159,15 @@ def _palette(i: int) -> str:
 
 
 def scatter(src: Source | None, table, x: str, y: str, color: str | None, *,
-            title: str | None = None):
+            facet: str | None = None, title: str | None = None):
     """Sampled rows as points (colour by a column when asked: a category gives one
-    trace per value, with a legend).  The coordinates go to Plotly as numpy arrays
-    (sent as typed arrays, not checked point by point: 4,000 points coloured by
-    regime took 0.25-0.55 s to build as lists, 0.01 s now)."""
+    trace per value, with a legend), one panel per value of ``facet`` (side by side,
+    on the same axes).  The coordinates go to Plotly as numpy arrays (sent as typed arrays,
+    not checked point by point: 4,000 points coloured by regime took 0.25-0.55 s
+    to build as lists, 0.01 s now)."""
     go = _go()
+    from plotly.subplots import make_subplots
+
     names = table.column_names
     ids = table.column("config_id").to_numpy() if "config_id" in names else None
     xv = np.asarray(table.column(x).to_numpy(zero_copy_only=False), dtype=float)
@@ -173,45 +184,80 @@ def scatter(src: Source | None, table, x: str, y: str, color: str | None, *,
                       for i, c in enumerate(dict.fromkeys(cv.tolist()))]
         else:
             values = np.asarray([np.nan if v is None else v for v in cv], dtype=float)
+            finite = values[np.isfinite(values)]
+            scale = {"cmin": float(finite.min()), "cmax": float(finite.max())} \
+                if finite.size else {}  # one scale for every panel
             groups = [(None, groups[0][1], dict(
                 marker, color=np.where(np.isfinite(values), values, np.nan),
-                colorscale="Viridis", showscale=True, colorbar={"title": {"text": color}}))]
-    fig = go.Figure([go.Scattergl(x=xv[m], y=yv[m], mode="markers", marker=mk, name=name,
-                                  showlegend=name is not None,
-                                  customdata=ids[m] if ids is not None else None,
-                                  hovertemplate=hover) for name, m, mk in groups])
+                colorscale="Viridis", showscale=True, colorbar={"title": {"text": color}},
+                **scale))]
+    panels: list[tuple[str | None, np.ndarray]] = [(None, np.ones(len(xv), bool))]
+    if facet and facet in names:
+        fv = np.asarray(table.column(facet).to_pylist(), dtype=object)
+        order = _order(src, facet, fv.tolist()) if src and facet in src.columns else \
+            list(dict.fromkeys(fv.tolist()))
+        panels = [(f"{facet} = {_clean([v])[0]}", fv == v) for v in order]
+    fig = make_subplots(rows=1, cols=len(panels), shared_xaxes="all", shared_yaxes=True,
+                        horizontal_spacing=0.04,
+                        subplot_titles=[p for p, _ in panels] if panels[0][0] else None)
+    for j, (_, inside) in enumerate(panels):
+        for name, m, mk in groups:
+            m = m & inside
+            if not m.any() and (name is not None or len(panels) > 1):
+                continue  # (one empty trace keeps an empty sample's axes)
+            if isinstance(mk.get("color"), np.ndarray):  # a value per point: this panel's
+                mk = dict(mk, color=mk["color"][m], showscale=mk["showscale"] and not j)
+            fig.add_trace(go.Scattergl(
+                x=xv[m], y=yv[m], mode="markers", marker=mk, name=name, legendgroup=name,
+                showlegend=name is not None and not any(
+                    t.name == name and t.showlegend for t in fig.data),
+                customdata=ids[m] if ids is not None else None, hovertemplate=hover),
+                row=1, col=j + 1)
+        fig.update_xaxes(**_spread_axis(xv, label(src, x)), row=1, col=j + 1)
+    fig.update_yaxes(**_spread_axis(yv, label(src, y)), row=1, col=1)
     fig.update_layout(template=TEMPLATE, title=title or f"{y} against {x} "
                       f"({len(xv):,} rows sampled)",
-                      xaxis=_axis(xv, label(src, x)) if len(xv) else {"title": x},
-                      yaxis={"title": label(src, y)},
-                      margin={"t": 60, "l": 70, "r": 20, "b": 60})
+                      margin={"t": 70 if len(panels) > 1 else 60, "l": 70, "r": 20, "b": 60})
     return fig
 
 
 def regime_map(src: Source | None, c: Categorical, *, title: str | None = None):
-    """A categorical heatmap: each category its own colour, names in the hover."""
+    """A categorical heatmap per facet value (side by side): each category its own
+    colour, names in the hover."""
     go = _go()
+    from plotly.subplots import make_subplots
+
     cats = [n for n in (src.columns[c.column].categories if src and c.column in src.columns
                         else ()) or sorted(set(c.names.ravel()) - {""})]
     code = {n: i for i, n in enumerate(cats)}
-    z = [[code.get(n) if n else None for n in row] for row in c.names]
     k = max(1, len(cats))
     colorscale = []
     for i, n in enumerate(cats):
         col = _CATEGORY_COLORS.get(n, _palette(i))
         colorscale += [[i / k, col], [(i + 1) / k, col]]
-    fig = go.Figure(go.Heatmap(
-        x=_clean(c.x_values), y=_clean(c.y_values), z=z, zmin=-0.5, zmax=k - 0.5,
-        colorscale=colorscale or "Viridis", text=c.names.tolist(),
-        customdata=_z(c.best),
-        hovertemplate=(f"{c.x}=%{{x}}<br>{c.y}=%{{y}}<br>{c.column}: %{{text}}"
-                       f"<br>best {c.by}=%{{customdata:.4g}}<extra></extra>"),
-        colorbar={"tickvals": list(range(k)), "ticktext": cats, "title": {"text": c.column}}))
-    fig.update_layout(template=TEMPLATE,
-                      title=title or f"{c.column} of the best row by {c.by}",
-                      xaxis=_axis(c.x_values, label(src, c.x)),
-                      yaxis=_axis(c.y_values, label(src, c.y)),
-                      margin={"t": 60, "l": 70, "r": 20, "b": 60}, plot_bgcolor="#EEEEEE")
+    n = max(1, len(c.facets))
+    names = [f"{c.facet} = {_clean([f])[0]}" for f in c.facets] if c.facets else None
+    fig = make_subplots(rows=1, cols=n, subplot_titles=names, shared_yaxes=True,
+                        horizontal_spacing=0.04)
+    what = f"best {c.by}" if c.rule == "best" else f"rows with a finite {c.by}"
+    for f in range(n):
+        fig.add_trace(go.Heatmap(
+            x=_clean(c.x_values), y=_clean(c.y_values),
+            z=[[code.get(v) if v else None for v in row] for row in c.names[f]],
+            zmin=-0.5, zmax=k - 0.5, colorscale=colorscale or "Viridis",
+            text=c.names[f].tolist(), customdata=_z(c.best[f]), showscale=f == 0,
+            hovertemplate=(f"{c.x}=%{{x}}<br>{c.y}=%{{y}}<br>{c.column}: %{{text}}"
+                           f"<br>{what}=%{{customdata:.4g}}<extra></extra>"),
+            colorbar={"tickvals": list(range(k)), "ticktext": cats,
+                      "title": {"text": c.column}},
+            name=str(names[f]) if names else c.column), row=1, col=f + 1)
+        fig.update_xaxes(**_axis(c.x_values, label(src, c.x)), row=1, col=f + 1)
+    fig.update_yaxes(**_axis(c.y_values, label(src, c.y)), row=1, col=1)
+    rule = f"of the best row by {c.by}" if c.rule == "best" else \
+        f"most frequent (rows with a finite {c.by})"
+    fig.update_layout(template=TEMPLATE, title=title or f"{c.column} {rule}",
+                      margin={"t": 70 if names else 60, "l": 70, "r": 20, "b": 60},
+                      plot_bgcolor="#EEEEEE")
     return fig
 
 

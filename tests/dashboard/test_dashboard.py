@@ -146,7 +146,39 @@ def test_regime_map_equals_the_plot_commands_map(catalog, dataset):
     ref = plot.regime_data(dataset, "link_bandwidth_gb_s", "num_gpus", "bottleneck", "best",
                            "mfu_percent", "micro_batch == 1")
     assert c.x_values == tuple(ref.x_values) and c.y_values == tuple(ref.y_values)
-    np.testing.assert_array_equal(c.names, ref.names())
+    assert c.names.shape == (1, len(ref.y_values), len(ref.x_values)) and not c.facets
+    np.testing.assert_array_equal(c.names[0], ref.names())
+
+
+def assert_panels_are_the_plot_commands_maps(c: q.Categorical, dataset, where: str):
+    """Each facet's panel is ``jaxmodel plot regimes``' map (its own implementation, a
+    pyarrow scan) of the rows with that facet value, on the panels' common axes
+    (blank where the facet value has no row there)."""
+    for f, value in enumerate(c.facets or [None]):
+        text = " and ".join(filter(None, [where and f"({where})",
+                                          value is not None and f"{c.facet} == {value!r}"]))
+        ref = plot.regime_data(dataset, c.x, c.y, c.column, c.rule, c.by, text or None)
+        want = np.full(c.names[f].shape, "", dtype=object)
+        xi = [c.x_values.index(v) for v in ref.x_values]
+        yi = [c.y_values.index(v) for v in ref.y_values]
+        want[np.ix_(yi, xi)] = ref.names()
+        np.testing.assert_array_equal(c.names[f], want, err_msg=f"{c.facet} = {value}")
+
+
+@pytest.mark.parametrize("rule", ["best", "most"])
+@pytest.mark.parametrize("facet", [None, "tensor_parallel", "micro_batch"])
+@pytest.mark.parametrize("column, by, where", [
+    ("regime", "mfu_percent", ""), ("bottleneck", "step_time_ms", "num_gpus >= 16")])
+def test_faceted_regime_maps_by_either_rule_equal_the_plot_commands_maps(
+        catalog, cubed, dataset, rule, facet, column, by, where):
+    """With and without the summary cube (micro_batch is not one of its axes: that
+    facet scans the rows)."""
+    for cat in (catalog, cubed):
+        c = q.regimes(cat, "dash", "link_bandwidth_gb_s", "num_gpus", column, by,
+                      q.Filters(where=where), rule=rule, facet=facet)
+        assert c.rule == rule and c.facet == facet
+        assert len(c.facets) == {None: 0, "tensor_parallel": 3, "micro_batch": 2}[facet]
+        assert_panels_are_the_plot_commands_maps(c, dataset, where)
 
 
 def brute_front(x, y, ids):
@@ -349,7 +381,7 @@ def test_cube_regime_maps_equal_the_plot_commands_map(cubed, dataset, column, by
     ref = plot.regime_data(dataset, "link_bandwidth_gb_s", "num_gpus", column, "best", by,
                            f.where or None)
     assert c.x_values == tuple(ref.x_values) and c.y_values == tuple(ref.y_values)
-    np.testing.assert_array_equal(c.names, ref.names())
+    np.testing.assert_array_equal(c.names[0], ref.names())
 
 
 @pytest.mark.parametrize("x, y, value, filters", [
@@ -775,36 +807,84 @@ def test_http_view_answers_with_the_grid(client, catalog):
     np.testing.assert_array_equal(z, g.cells[0])  # NaN (an empty cell) where the grid has NaN
 
 
-@pytest.mark.parametrize("color", ["regime", "mfu_percent", None])
-def test_http_scatter_sends_the_sampled_rows_one_trace_per_category(client, catalog, color):
+@pytest.mark.parametrize("color, facet", [("regime", None), ("mfu_percent", None),
+                                          (None, None), ("regime", "tensor_parallel"),
+                                          ("mfu_percent", "micro_batch")])
+def test_http_scatter_sends_the_sampled_rows_one_trace_per_category(client, catalog, color,
+                                                                    facet):
     """The scatter's figure holds exactly the sampled rows: colour by a category
     gives one trace per category (its name and colour, and only its rows), by a
-    number one trace coloured by the values, by nothing one plain trace; each
+    number one trace coloured by the values (one scale for every panel), by nothing
+    one plain trace; a facet puts each value's rows in its own panel, in order; each
     point's customdata is its row's config_id (what a click opens)."""
     view = {**VIEW, "kind": "scatter", "x": "step_time_ms", "y": "throughput_tokens_s",
-            "value": color, "where": "tensor_parallel * pipeline_parallel >= 4"}
+            "value": color, "facet": facet,
+            "where": "tensor_parallel * pipeline_parallel >= 4"}
     resp = call(client, "view-graph.figure", view, "kind.value")
-    traces = resp["view-graph"]["figure"]["data"]
+    fig = resp["view-graph"]["figure"]
     t = q.scatter(catalog, "dash", "step_time_ms", "throughput_tokens_s", color,
-                  q.Filters(where=view["where"]))
+                  q.Filters(where=view["where"]), facet=facet)
     want = {i: k for k, i in enumerate(t["config_id"].to_pylist())}
-    seen = []
-    for tr in traces:
+    panels = sorted(set(t[facet].to_pylist())) if facet else [None]
+    seen, scales = [], set()
+    for tr in fig["data"]:
         ids = plotly_array(tr["customdata"]).ravel().astype(np.int64).tolist()
         k = [want[i] for i in ids]
         np.testing.assert_array_equal(plotly_array(tr["x"]).ravel(),
                                       t["step_time_ms"].to_numpy()[k])
         np.testing.assert_array_equal(plotly_array(tr["y"]).ravel(),
                                       t["throughput_tokens_s"].to_numpy()[k])
+        panel = int(tr.get("xaxis", "x")[1:] or 1) - 1
+        if facet:
+            assert {t[facet][j].as_py() for j in k} == {panels[panel]}
+            title = fig["layout"]["annotations"][panel]["text"]
+            assert title == f"{facet} = {panels[panel]}"
         if color == "regime":
             assert {t["regime"][j].as_py() for j in k} == {tr["name"]}
             assert tr["marker"]["color"] == plot._CATEGORY_COLORS[tr["name"]]
         elif color:
             np.testing.assert_array_equal(plotly_array(tr["marker"]["color"]).ravel(),
                                           t[color].to_numpy()[k])
+            scales.add((tr["marker"]["cmin"], tr["marker"]["cmax"]))
         seen += ids
     assert sorted(seen) == sorted(want) and len(want) > 10
-    assert len(traces) == (len(set(t["regime"].to_pylist())) if color == "regime" else 1)
+    if color == "mfu_percent":
+        finite = t[color].to_numpy()[np.isfinite(t[color].to_numpy())]
+        assert scales == {(float(finite.min()), float(finite.max()))}
+    if color == "regime":
+        names = [tr["name"] for tr in fig["data"] if tr["showlegend"]]
+        assert sorted(names) == sorted(set(t["regime"].to_pylist()))  # one legend entry each
+    elif not facet:
+        assert len(fig["data"]) == 1
+
+
+@pytest.mark.parametrize("agg, facet", [("max", "micro_batch"), ("count", None),
+                                        ("count", "tensor_parallel")])
+def test_http_regime_map_takes_the_facet_and_the_rule(client, catalog, agg, facet):
+    """The regime map's aggregation picks the rule (max: the best row's category;
+    count: the most frequent), its facet one map per value; what the page gets
+    is the query's answer, category codes in the colour scale's order."""
+    view = {**VIEW, "kind": "regimes", "value": "regime", "agg": agg, "facet": facet}
+    resp = call(client, "view-graph.figure", view, "kind.value")
+    fig = resp["view-graph"]["figure"]
+    c = q.regimes(catalog, "dash", VIEW["x"], VIEW["y"], "regime", "mfu_percent",
+                  rule=q.RULES[agg], facet=facet)
+    cats = catalog.source("dash").columns["regime"].categories
+    assert len(fig["data"]) == max(1, len(c.facets))
+    for f, tr in enumerate(fig["data"]):
+        got = [[None if v is None else cats[int(v)] for v in row] for row in tr["z"]]
+        want = [[v or None for v in row] for row in c.names[f]]
+        assert got == want
+    meta = resp["view-meta"]["data"]
+    assert meta["facet"] == facet and meta["facets"] == list(c.facets)
+
+
+def test_http_regime_map_refuses_a_mean_in_one_line(client):
+    resp = call(client, "view-graph.figure", {**VIEW, "kind": "regimes", "agg": "mean"},
+                "agg.value")
+    errors = [v for k, v in resp.items() if k == "errors"][0]["data"]
+    assert errors["view"].startswith("aggregation: got 'mean' for a regime map; allowed: max")
+    assert "\n" not in errors["view"]
 
 
 @pytest.mark.parametrize("change, message", [
