@@ -114,9 +114,16 @@ def updates(catalog, name: str):
         ("lines: one per tensor_parallel", lambda: line(big)),
         ("regime map", lambda: figs.regime_map(src, q.regimes(catalog, name, x, y, "regime",
                                                               "mfu_percent", big))),
+        ("regime map: GPUs x TFLOP/s, most frequent, facet by t", lambda: figs.regime_map(
+            src, q.regimes(catalog, name, "num_gpus", "compute_tflops", "regime",
+                           "mfu_percent", big, rule="most", facet="tensor_parallel"))),
         ("scatter: 4,000 sampled rows", lambda: figs.scatter(
             src, q.scatter(catalog, name, "step_time_ms", "mfu_percent", "regime", big),
             "step_time_ms", "mfu_percent", "regime")),
+        ("scatter: facet by p", lambda: figs.scatter(
+            src, q.scatter(catalog, name, "step_time_ms", "mfu_percent", "regime", big,
+                           facet="pipeline_parallel"),
+            "step_time_ms", "mfu_percent", "regime", facet="pipeline_parallel")),
         ("rows: top 20 by mfu", lambda: q.top_rows(catalog, name, "mfu_percent", k=20,
                                                    filters=big)),
         ("pareto: step time vs throughput", lambda: figs.pareto(
@@ -166,13 +173,13 @@ def main() -> None:
         t0 = time.perf_counter()
         plot.heatmap_data(str(path), "link_bandwidth_gb_s", "num_gpus", "mfu_percent", "max")
         baseline = time.perf_counter() - t0
-        print(f"{'view update':<38} {'median s':>9} {'worst s':>8}")
+        print(f"{'view update':<54} {'median s':>9} {'worst s':>8}")
         table = []
         for label, fn in updates(catalog, name):
             times = [timed(fn) for _ in range(args.repeat)]
             table.append({"update": label, "median_s": statistics.median(times),
                           "worst_s": max(times)})
-            print(f"{label:<38} {statistics.median(times):>9.3f} {max(times):>8.3f}")
+            print(f"{label:<54} {statistics.median(times):>9.3f} {max(times):>8.3f}")
         pareto_s = next(r["median_s"] for r in table if r["update"].startswith("pareto"))
         pareto_plain = pareto_scan = None
         front = functools.partial(q.pareto, catalog, name, "step_time_ms",
