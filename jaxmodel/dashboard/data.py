@@ -932,15 +932,12 @@ def _sample_by_id_runs(catalog: Catalog, src: Source, columns: Sequence[str],
     less hold such rows: about ``points`` groups, whose ids are hashed here, not
     read.  Then ``columns`` are read at the chosen rows' positions.  (10^8 rows:
     0.4 s, against 1.0 s for the scan with a hash bound.)"""
-    cube = src.cube
-    runs = cube.ids if cube is not None else None
-    if runs is None or not _filter_columns(src, filters) <= {
-            d for d in cube.dims if src.columns[d].numeric}:
-        return None
     want = [c for c in columns if c != "config_id"]
-    cats = [c for c in want if src.columns[c].kind == "category"]
-    if any(not set(want) <= cols for cols in runs.columns.values()):
+    runs = _runs_for(src, filters, want)
+    if runs is None:
         return None
+    cube = src.cube
+    cats = [c for c in want if src.columns[c].kind == "category"]
     w = where_clause(src, filters)
     bound = (f"(SELECT _id_hash FROM {cube.table} {w.text} ORDER BY _id_hash LIMIT 1 "
              f"OFFSET {points - 1})")
@@ -964,13 +961,34 @@ def _sample_by_id_runs(catalog: Catalog, src: Source, columns: Sequence[str],
             start += n
         return out
 
-    jobs = [(f, runs.offsets[f], runs.row_groups[f]) for f in src.files]
-    with ThreadPoolExecutor(max(1, min(len(jobs), catalog.threads))) as pool:
-        t = pa.concat_tables([t for ts in pool.map(read, jobs) for t in ts],
-                             promote_options="permissive")
+    t = pa.concat_tables([t for ts in _each_part(catalog, src, runs, read) for t in ts],
+                         promote_options="permissive")
     rank = {v: k for k, v in enumerate(chosen.tolist())}
     t = t.take(np.argsort([rank[v] for v in t["config_id"].to_pylist()], kind="stable"))
     return pa.table({c: _plain(t[c]) for c in columns})
+
+
+def _runs_for(src: Source, filters: Filters, columns: Sequence[str]) -> IdRuns | None:
+    """The cube's :class:`IdRuns` where a view may read ``columns`` by position under
+    ``filters``: they name only the cube's numeric axes (so they hold for whole
+    groups, and every row of a group's id span passes them) and every part holds
+    ``columns``; else ``None``."""
+    cube = src.cube
+    runs = cube.ids if cube is not None else None
+    if runs is None or not _filter_columns(src, filters) <= {
+            d for d in cube.dims if src.columns[d].numeric}:
+        return None
+    if any(not set(columns) <= cols for cols in runs.columns.values()):
+        return None
+    return runs
+
+
+def _each_part(catalog: Catalog, src: Source, runs: IdRuns, read) -> list:
+    """``read((part file, its first id, its row groups' sizes))`` for every part, on
+    the catalog's threads; the answers in part order."""
+    jobs = [(f, runs.offsets[f], runs.row_groups[f]) for f in src.files]
+    with ThreadPoolExecutor(max(1, min(len(jobs), catalog.threads))) as pool:
+        return list(pool.map(read, jobs))
 
 
 def _plain(col: pa.ChunkedArray) -> pa.ChunkedArray:
@@ -1175,12 +1193,8 @@ def _front_by_id_runs(catalog: Catalog, src: Source, x: str, y: str, sx: int, sy
     for one scan of every row (bench/README.md).
     """
     cube = src.cube
-    runs = cube.ids if cube is not None else None
+    runs = _runs_for(src, filters, [x, y])
     if runs is None or x not in cube.values or y not in cube.values:
-        return None
-    axes = {d for d in cube.dims if src.columns[d].numeric}
-    if not _filter_columns(src, filters) <= axes or any(
-            not {x, y} <= cols for cols in runs.columns.values()):
         return None
     kx, ky = cube.values[x], cube.values[y]
     cols = (f"_v{kx}_min AS x0, _v{kx}_max AS x1, _v{ky}_min AS y0, _v{ky}_max AS y1, "
@@ -1229,8 +1243,6 @@ def _front_by_id_runs(catalog: Catalog, src: Source, x: str, y: str, sx: int, sy
     lo, hi = lo[order], np.maximum.accumulate(hi[order])
     new = np.r_[True, lo[1:] > hi[:-1] + 1]
     lo, hi = lo[new], hi[np.r_[new[1:], True]]  # disjoint runs, in order
-    jobs = [(f, runs.offsets[f], runs.row_groups[f]) for f in src.files]
-
     def read(job):
         """One part's rows in the runs that no step beats, less those its own front
         drops (the front of all rows is among the parts' fronts)."""
@@ -1258,8 +1270,7 @@ def _front_by_id_runs(catalog: Catalog, src: Source, x: str, y: str, sx: int, sy
             start += n
         return xs, ys, ids
 
-    with ThreadPoolExecutor(max(1, min(len(jobs), catalog.threads))) as pool:
-        parts = list(pool.map(read, jobs))
+    parts = _each_part(catalog, src, runs, read)
     cx = np.concatenate([a for p in parts for a in p[0]] or [np.zeros(0)])
     cy = np.concatenate([a for p in parts for a in p[1]] or [np.zeros(0)])
     ids = np.concatenate([a for p in parts for a in p[2]] or [np.zeros(0, np.int64)])

@@ -200,6 +200,7 @@ def scatter(src: Source | None, table, x: str, y: str, color: str | None, *,
     fig = make_subplots(rows=1, cols=len(panels), shared_xaxes="all", shared_yaxes=True,
                         horizontal_spacing=0.04,
                         subplot_titles=[p for p, _ in panels] if panels[0][0] else None)
+    legend: set[str] = set()  # categories with a legend entry (their first trace)
     for j, (_, inside) in enumerate(panels):
         for name, m, mk in groups:
             m = m & inside
@@ -209,10 +210,10 @@ def scatter(src: Source | None, table, x: str, y: str, color: str | None, *,
                 mk = dict(mk, color=mk["color"][m], showscale=mk["showscale"] and not j)
             fig.add_trace(go.Scattergl(
                 x=xv[m], y=yv[m], mode="markers", marker=mk, name=name, legendgroup=name,
-                showlegend=name is not None and not any(
-                    t.name == name and t.showlegend for t in fig.data),
+                showlegend=name is not None and name not in legend,
                 customdata=ids[m] if ids is not None else None, hovertemplate=hover),
                 row=1, col=j + 1)
+            legend.add(name)
         fig.update_xaxes(**_spread_axis(xv, label(src, x)), row=1, col=j + 1)
     fig.update_yaxes(**_spread_axis(yv, label(src, y)), row=1, col=1)
     fig.update_layout(template=TEMPLATE, title=title or f"{y} against {x} "
