@@ -848,6 +848,14 @@ def test_http_scatter_sends_the_sampled_rows_one_trace_per_category(client, cata
             scales.add((tr["marker"]["cmin"], tr["marker"]["cmax"]))
         seen += ids
     assert sorted(seen) == sorted(want) and len(want) > 10
+    # Regression: the axes are the rows' range with Plotly's own ticks (they had
+    # ticks at every n-th sampled value, NaN among them, overlapping); log here, as
+    # step times and throughputs span over 20x.
+    axes = {k: v for k, v in fig["layout"].items() if k.startswith(("xaxis", "yaxis"))}
+    assert len(axes) == 2 * len(panels)
+    for name, axis in axes.items():  # later panels' axes match the first panel's
+        assert "tickvals" not in axis, (name, axis)
+        assert axis.get("type") == "log" or axis.get("matches") == name[0], (name, axis)
     if color == "mfu_percent":
         finite = t[color].to_numpy()[np.isfinite(t[color].to_numpy())]
         assert scales == {(float(finite.min()), float(finite.max()))}
