@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 import jaxmodel
 from jaxmodel.cli import app
-from jaxmodel.models import moe
+from jaxmodel.models.refined import moe
 from jaxmodel.models.validation_moe import read_moe_runs
 from jaxmodel.presets import MOE_LLMS, apply_presets
 

@@ -546,3 +546,19 @@ def layer_gemm_seconds(x, tokens, gemm, hbm_rate):
     frac = moe_fraction(x)
     block = frac * (router + shared + routed)
     return jnp.concatenate([attention + (1.0 - frac) * dense + block, block[:1]])
+
+
+def exposed_comm_seconds(x, g, stage_layers, moe_layer_again, compute):
+    """``(moe_raw, moe_comm)``: the expert all-to-all seconds a step, before and after overlap.
+
+    Dispatch and combine of the busiest stage's MoE layers (``layer_comm_seconds``);
+    ``moe_overlap`` of it hidden under compute; the exposed rest stretches the
+    1F1B bubble as well (counted here, so the bubble keeps its dense meaning).
+    ``g`` is the model's ``Derived``.
+    """
+    m, t, p, v, tok, G, net = g.m, g.t, g.p, g.v, g.tok, g.G, g.net
+    moe_raw = m * stage_layers * moe_fraction(x) * layer_comm_seconds(
+        x, tok / t, G, net, g.full + moe_layer_again)
+    moe_comm = ((moe_raw - x.moe_overlap * jnp.minimum(moe_raw, compute))
+                * (1.0 + jnp.where(g.schedule == 0, (p - 1.0) / (v * m), 0.0)))
+    return moe_raw, moe_comm

@@ -1,0 +1,151 @@
+"""Data parallelism and ZeRO: gradient reduction, weight gathers, the optimizer step.
+
+* **Reduction**: an all-reduce of the gradients of the GPU's shard (in
+  ``grad_buffer_bytes`` per gradient) over the ``d c`` data x context ranks,
+  or ZeRO (Rajbhandari et al. 2020) over ``z`` of them (``zero_shard_degree``,
+  default all; hybrid sharding replicates the shard over the other ``d c /
+  z``): stages 1 and 2 reduce-scatter the gradients and all-gather the
+  updated bf16 weights once a step; stage 3 (FSDP) gathers each layer's
+  weights for the forward pass and again for the backward pass and
+  reduce-scatters its gradients, every micro-batch, one collective per layer.
+  The data x context group has stride ``t``: ``G / t`` of it share a node.
+* **Overlap**: gradients are final only during the backward pass of the last
+  micro-batch, so a fraction ``dp_overlap`` of that window hides the
+  all-reduce (or the reduce-scatter); ``param_gather_overlap`` of a forward
+  pass hides the ZeRO weight all-gather (Megatron-LM ``--overlap-grad-reduce``,
+  ``--overlap-param-gather``).  The bucket that holds the input embedding
+  (``dp_bucket_params``; Megatron-Core's default ``max(40M, 1M x d)``
+  parameters) reduces only after the backward pass ends and is gathered before
+  the forward pass: it cannot hide.
+* **Experts**: the routed experts' gradients are reduced over the ``edp``
+  replicas of each expert shard (``jaxmodel.models.refined.moe``) in the same
+  window.
+* **Optimizer step**: memory-bound mixed-precision Adam over the GPU's shard
+  (ZeRO divides it by ``z``), the once-a-step passes over the gradient buffer
+  and the FP8 weight casts.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from jaxmodel.collectives import all_gather, all_reduce, reduce_scatter
+from jaxmodel.models.refined import moe
+from jaxmodel.models.refined.layer import FP8_CAST_BYTES
+from jaxmodel.models.refined.rates import BF16
+from jaxmodel.numerics import positive_part
+
+# Mixed-precision Adam update per parameter: read fp32 master, momentum,
+# variance and the bf16 gradient, write the three fp32 states and bf16 weights.
+_ADAM_BYTES = 28.0
+# Once a step over the whole gradient buffer (grad_buffer_traffic 1,
+# Megatron-Core DDP): zero_grad_buffer (write g), the
+# --check-for-nan-in-loss-and-grad norm before each bucket's reduction (read
+# g; Megatron-LM's default) and the 1/d pre-scaling grad_data *=
+# gradient_scaling_factor (read and write g): 4 g bytes per weight.
+_GRAD_PASSES = 4.0
+# Megatron-Core's default bucket: max(40M, 1M x d) parameters
+# (DistributedDataParallelConfig.bucket_size: "larger DP sizes need larger
+# buckets to ensure collectives do not become latency-bound").
+_BUCKET_PARAMS_PER_RANK = 1e6
+
+
+def dp_seconds(x, g, params, stage, layer_hw_flops, active_w, attn_core):
+    """``(z, edp, dp_raw, dp)``: the ZeRO shard and expert replica counts, and the
+    data-parallel seconds a step before and after overlap (``params``:
+    ``memory.StageParams``, ``stage``: ``pipeline.Stage``)."""
+    fdt, d, c, t, G, net, zero_i = g.fdt, g.d, g.c, g.t, g.G, g.net, g.zero_i
+    V, h, b, s, m, has_experts, e, etp = g.V, g.h, g.b, g.s, g.m, g.has_experts, g.e, g.etp
+    params_gpu, expert_layer_params = params.params_gpu, params.expert_layer_params
+    micro_compute, stage_f, stage_layers = (stage.micro_compute, stage.stage_f,
+                                            stage.stage_layers)
+    # The data x context group has stride t: G / t of it share a node.  ZeRO
+    # shards over z of them (zero_shard_degree, default all), replicated over
+    # the other d c / z (hybrid sharding): a reduce-scatter among the z, an
+    # all-reduce of the shard among the replicas, an all-gather of the weights.
+    dc = d * c
+    z = jnp.where(x.zero_shard_degree < 0.5, dc, x.zero_shard_degree)
+    replicas = dc / z
+    per_node = G / t
+    grad_bytes = x.grad_buffer_bytes * params_gpu
+    weight_bytes = BF16 * params_gpu
+    sharded = (zero_i >= 1).astype(fdt)
+    fsdp = (zero_i == 3).astype(fdt)
+    all_reduced = all_reduce(grad_bytes, dc, per_node, net)
+    # Bucket granularity (dp_bucket_params > 0): buckets fill in backward order,
+    # so the last one holds the first stage's input embedding (one tensor, never
+    # split: V h / t parameters) and reduces only after the backward pass ends;
+    # the forward pass needs it first, so its all-gather is dispatched before
+    # any compute can hide it.  Taken as the larger of the embedding and one
+    # bucket, at most the GPU's parameters; 0 keeps the continuous overlap.
+    bucketed = (x.dp_bucket_params > 0.5).astype(fdt)
+    bucket = jnp.maximum(x.dp_bucket_params, _BUCKET_PARAMS_PER_RANK * dc)
+    tail_params = jnp.minimum(jnp.maximum(bucket, V * h / t), params_gpu)
+    tail_reduced = bucketed * all_reduce(x.grad_buffer_bytes * tail_params, dc, per_node, net)
+    tail_scattered = bucketed * reduce_scatter(x.grad_buffer_bytes * tail_params, z, per_node,
+                                               net)
+    tail_gathered = bucketed * all_gather(BF16 * tail_params, z, per_node, net)
+    shard_sync = all_reduce(grad_bytes / z, replicas, per_node / z, net)
+    scattered = reduce_scatter(grad_bytes, z, per_node, net) + shard_sync
+    gathered = all_gather(weight_bytes, z, per_node, net)
+    # The backward share of a layer's FLOPs (recompute counts as backward).
+    fwd_hw = 2.0 * b * s * active_w + attn_core
+    backward_share = 1.0 - fwd_hw / layer_hw_flops
+    window = x.dp_overlap * backward_share * micro_compute
+    gather_window = x.param_gather_overlap * stage_f
+    # ZeRO-3 / FSDP: every micro-batch gathers each layer's weights for the
+    # forward pass and again for the backward pass and reduce-scatters its
+    # gradients, one collective per layer (latency per layer); the next
+    # layer's gather is prefetched behind the current layer's compute
+    # (dp_overlap of the pass), the first one never is.
+    n_coll = jnp.maximum(stage_layers, 1.0)
+    layer_gather = n_coll * all_gather(weight_bytes / n_coll, z, per_node, net)
+    layer_scatter = n_coll * reduce_scatter(grad_bytes / n_coll, z, per_node, net)
+    fsdp_micro = (positive_part(layer_gather - x.dp_overlap * stage_f)
+                  + positive_part(layer_gather + layer_scatter
+                                  - x.dp_overlap * (micro_compute - stage_f))
+                  + layer_gather / n_coll)
+    fsdp_raw = m * (2.0 * layer_gather + layer_scatter) + shard_sync
+    fsdp_exposed = m * fsdp_micro + positive_part(shard_sync - window)
+    zero12_raw = scattered + gathered
+    zero12_exposed = (jnp.maximum(positive_part(scattered - window), tail_scattered)
+                      + jnp.maximum(positive_part(gathered - gather_window), tail_gathered))
+    dp_raw = jnp.where(fsdp > 0.5, fsdp_raw, jnp.where(sharded > 0.5, zero12_raw, all_reduced))
+    dp = jnp.where(fsdp > 0.5, fsdp_exposed,
+                   jnp.where(sharded > 0.5, zero12_exposed,
+                             jnp.maximum(positive_part(all_reduced - window), tail_reduced)))
+    # Expert gradients: reduced over the edp replicas of each expert shard
+    # (the expert-data-parallel group has stride etp e), in the same window.
+    edp = jnp.maximum(moe.expert_data_parallel(x, d), 1.0)
+    expert_grad_bytes = x.grad_buffer_bytes * stage_layers * expert_layer_params
+    expert_dp_raw = all_reduce(expert_grad_bytes, edp, G / (etp * e), net)
+    dp_raw = jnp.where(has_experts, dp_raw + expert_dp_raw, dp_raw)
+    dp = jnp.where(has_experts, dp + positive_part(expert_dp_raw - window), dp)
+    return z, edp, dp_raw, dp
+
+
+def optimizer_seconds(x, g, params, stage_layers, z, edp):
+    """Seconds of the optimizer step, the buffer passes and the FP8 weight casts."""
+    zero_i, fp8, hbm_rate, has_experts = g.zero_i, g.fp8, g.hbm_rate, g.has_experts
+    params_gpu, layer_params = params.params_gpu, params.layer_params
+    expert_layer_params = params.expert_layer_params
+    zero = x.zero_stage
+    gb_traffic = x.grad_buffer_traffic
+    # Optimizer step (memory-bound Adam over this GPU's shard) and the FP8
+    # weight casts (once a step: read bf16, write FP8 and its transpose).
+    optimizer_shards = jnp.where(zero > 0.5, z, jnp.ones_like(z))
+    # The once-a-step passes over the gradient buffer (grad_buffer_traffic):
+    # the whole buffer, or the shard with ZeRO-3.
+    buffer_shards = jnp.where(zero_i == 3, z, jnp.ones_like(z))
+    grad_pass_bytes = gb_traffic * _GRAD_PASSES * x.grad_buffer_bytes
+    optimizer_s = (_ADAM_BYTES * params_gpu / optimizer_shards
+                   + grad_pass_bytes * params_gpu / buffer_shards
+                   + fp8 * FP8_CAST_BYTES * stage_layers * layer_params) / hbm_rate
+    expert_shards = jnp.where(zero > 0.5, edp, jnp.ones_like(edp))
+    expert_buffer_shards = jnp.where(zero_i == 3, edp, jnp.ones_like(edp))
+    optimizer_s = jnp.where(
+        has_experts, optimizer_s + (_ADAM_BYTES / expert_shards
+                                    + grad_pass_bytes / expert_buffer_shards
+                                    + fp8 * FP8_CAST_BYTES)
+        * stage_layers * expert_layer_params / hbm_rate, optimizer_s)
+    return optimizer_s

@@ -1,0 +1,287 @@
+"""The refined model's fields: its inputs, outputs, terms and cluster parameters.
+
+Everything a user or the engine sees of the model is declared here: every input
+with its unit, domain and default (hardware defaults an H100 SXM node, sources
+in ``jaxmodel.presets`` and beside the defaults below; model defaults
+Llama-2-70B, Touvron et al. 2023, Table 1), every output with its unit and
+meaning, the step-time terms in stacking order, and the cluster parameters a
+calibration fits.  ``RefinedInputs`` and ``RefinedOutputs`` are the pytrees
+built from them.  A new layer kind or precision mode adds its switches and
+outputs here, and its physics in one module beside this one.
+
+Numeric-coded switches (so that sweeps, sensitivities and searches range over
+them like any input; values are checked whole numbers in a range):
+``recompute`` 0 none / 1 selective / 2 full, ``sequence_parallel`` 0/1,
+``zero_stage`` 0..3, ``flash_attention`` 0/1, ``tied_embeddings`` 0/1, and
+``virtual_stages`` (1 = plain 1F1B).  They select terms by ``jnp.where`` and
+arithmetic, so one compiled program serves every value.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from jaxmodel.fields import InputField, OutputField
+from jaxmodel.models.common import MAX_COUNT, count, positive, switch
+from jaxmodel.models.outputs import SHARED_OUTPUTS
+from jaxmodel.models.terms import (
+    COMPUTE,
+    DP_ALLREDUCE,
+    MOE_COMM,
+    PIPELINE_BUBBLE,
+    PP_COMM,
+    TP_COMM,
+    bottleneck_output,
+)
+
+DESCRIPTION = (
+    "refined 3D-parallelism (TP x PP x DP) model -- architecture FLOPs with recompute, "
+    "memory-bound kernels, two-level alpha-beta network, interleaved 1F1B, ZeRO-1, "
+    "per-GPU memory (Narayanan et al. 2021; Korthikanti et al. 2022); context "
+    "parallelism, ZeRO-3, FP8, shape-aware GEMMs, zero-bubble schedules"
+)
+
+
+INPUTS: tuple[InputField, ...] = (
+    # Layout and batch.  Ranks are ordered tensor, context, (expert), data,
+    # pipeline, as Megatron-LM places them.
+    count("num_gpus", "GPUs", "GPUs available to the job (N)", 64),
+    count("tensor_parallel", "ways", "tensor-parallel degree t", 8),
+    count("context_parallel", "ways", "context-parallel degree c: each sequence split over "
+           "c ranks", 1),
+    count("pipeline_parallel", "stages", "pipeline-parallel stages p", 4),
+    count("virtual_stages", "chunks per GPU",
+           "model chunks per GPU v (1 = plain 1F1B; interleaved 1F1B when > 1; 2 for ZB-V)", 1),
+    count("micro_batch", "sequences", "sequences per micro-batch b", 1),
+    count("gradient_accum_steps", "micro-batches", "micro-batches per step m", 16),
+    # Architecture (defaults: Llama-2-70B, Touvron et al. 2023, Table 1 / config).
+    count("seq_length", "tokens", "sequence length s", 4096),
+    count("hidden_dim", "", "hidden size h", 8192),
+    count("num_layers", "", "transformer layers L", 80),
+    count("num_heads", "", "attention heads a", 64),
+    count("num_kv_heads", "", "key/value heads (grouped-query attention; = a for MHA)", 8),
+    count("head_dim", "", "width of one attention head (0: h / a, as in GPT and Llama; "
+           "Qwen3 uses 128 with a x 128 != h)", 0, low=0.0),
+    count("ffn_hidden_dim", "", "feed-forward hidden size f (4 h for GPT)", 28672),
+    count("mlp_weight_matrices", "", "feed-forward weight matrices (2 GeLU, 3 SwiGLU)", 3,
+           high=3.0, low=2.0),
+    count("vocab_size", "tokens", "vocabulary size V", 32000),
+    switch("tied_embeddings", "input and output embeddings shared (1) or not (0)", 0),
+    switch("causal_mask", "causal (decoder) attention (1): FlashAttention skips the masked "
+            "half of the score blocks; without FlashAttention the full square is computed", 1),
+    # Training software.  Defaults: current Megatron-LM practice for a model of
+    # this size (Korthikanti et al. 2022: selective recompute with sequence
+    # parallelism; FlashAttention; gradient reduction overlapped with the
+    # backward pass, as PyTorch DDP and Megatron-LM --overlap-grad-reduce do).
+    switch("recompute", "activation recompute: 0 none, 1 selective, 2 full", 1, high=2.0),
+    switch("sequence_parallel", "sequence parallelism with TP (1) or not (0)", 1),
+    switch("zero_stage", "sharding over data x context ranks: 0 none, 1 optimizer states "
+            "(Megatron distributed optimizer), 2 + gradients, 3 + weights (FSDP)", 0,
+            high=3.0),
+    InputField("zero_shard_degree", "ranks", "ranks that shard the ZeRO states (hybrid "
+               "sharding, replicated across the rest); 0 = all data x context ranks", True,
+               0.0, True, 0.0, MAX_COUNT),
+    switch("flash_attention", "FlashAttention (1): no s^2 score tensors in memory", 1),
+    switch("cp_comm", "context-parallel K/V exchange: 0 ring of point-to-point sends "
+            "overlapped with attention (Megatron-LM), 1 all-gather (Llama 3)", 0),
+    switch("cross_entropy_fusion", "fused softmax cross-entropy kernel (1) or unfused "
+            "PyTorch ops (0, Megatron-Core without --cross-entropy-loss-fusion)", 1),
+    switch("pipeline_schedule", "0 1F1B (interleaved when v > 1), 1 ZB-H1 (v = 1), 2 ZB-V "
+            "(v = 2); Qi et al. 2023", 0, high=2.0),
+    switch("pipeline_split_embedding", "count the input embedding and the output layer + "
+            "loss as one layer each in the pipeline split (Megatron-LM "
+            "--account-for-embedding/loss-in-pipeline-split)", 0),
+    switch("fp8", "FP8 matrix work in the layers (1) or BF16 (0); the output layer, "
+            "attention, norms and optimizer stay BF16/FP32", 0),
+    count("grad_buffer_bytes", "bytes", "bytes per gradient in the accumulation buffer "
+           "and on the wire (4: Megatron-LM's fp32 main_grad with bf16; 2: bf16)", 4,
+           high=4.0),
+    InputField("dp_overlap", "fraction", "share of the last micro-batch's backward pass that "
+               "hides the gradient reduction (0 none, 1 all)", False, 0.0, True, 1.0, 1.0),
+    InputField("param_gather_overlap", "fraction", "share of a micro-batch's forward pass that "
+               "hides the ZeRO weight all-gather (Megatron-LM --overlap-param-gather)",
+               False, 0.0, True, 0.0, 1.0),
+    InputField("tp_overlap", "fraction", "share of the tensor-parallel collectives hidden "
+               "behind the GEMMs they feed (Megatron-Core --tp-comm-overlap)", False, 0.0,
+               True, 0.0, 1.0),
+    # Megatron-Core's gradient buffer and its buckets (distributed/
+    # param_and_grad_buffer.py, distributed_data_parallel_config.py).
+    switch("grad_buffer_traffic", "count the gradient buffer's own memory traffic (1): "
+            "weight-gradient GEMMs accumulating into it every micro-batch, the input "
+            "embedding's dense gradient added to it, and the once-a-step passes over it "
+            "(zeroing, NaN-check norm, 1/d pre-scaling), as Megatron-Core's DDP does; 0 "
+            "leaves it out", 1),
+    InputField("dp_bucket_params", "parameters", "parameters per data-parallel gradient "
+               "bucket (Megatron-Core: max(40M, 1M x data-parallel ranks)); the last bucket "
+               "of the backward pass and the first all-gather of the forward pass hold the "
+               "input embedding and cannot be overlapped; 0 = infinitely fine buckets "
+               "(everything can hide)", False, 0.0, True, 40e6, None),
+    # Hardware (defaults: H100 SXM, see jaxmodel.presets for sources).
+    # matmul_efficiency 0.7: a round value at the low end of what cuBLAS sustains
+    # on transformer-sized bf16 GEMMs on A100 and H100 (70-80% of dense peak);
+    # not fitted to the validation table (README: 0.65-0.72 all meet its target).
+    # It is the large-GEMM ceiling; gemm_shape_model derates each GEMM from it.
+    # hbm_efficiency 0.8: streaming kernels reach 80-90% of datasheet bandwidth.
+    # intra_node_efficiency 0.8: NCCL all-reduce bus bandwidth on DGX A100 is
+    # about 230-240 GB/s of NVLink's 300 (nccl-tests); inter_node_efficiency 0.9:
+    # large NCCL transfers over InfiniBand run at about 90% of line rate.
+    # Latencies: a small all-reduce on 8 NVLink GPUs takes 10-15 us over 14 ring
+    # steps (about 1 us a step); an InfiniBand hop with NCCL's proxy about 5 us.
+    positive("compute_tflops", "TFLOP/s (1 T = 1e12)", "peak dense bf16 FLOP/s per GPU", 989),
+    positive("fp8_tflops", "TFLOP/s (1 T = 1e12)", "peak dense FP8 FLOP/s per GPU", 1979),
+    count("num_sms", "SMs", "streaming multiprocessors (compute units) per GPU", 132,
+           high=4096.0),
+    InputField("matmul_efficiency", "fraction", "achievable fraction of peak for large "
+               "matrix multiplies (the ceiling of the shape model)", False, 0.0, False, 0.7,
+               1.0),
+    switch("gemm_shape_model", "each GEMM's efficiency from its shape: tile and wave "
+            "quantization and arithmetic intensity (1), or matmul_efficiency for all (0)", 1),
+    InputField("attention_efficiency", "fraction", "achievable fraction of the bf16 peak in "
+               "the fused (Flash) attention kernels, forward and backward", False, 0.0, False,
+               0.55, 1.0),
+    InputField("kernel_overhead_us", "us", "fixed cost per kernel launch not hidden by "
+               "the previous kernel (CUDA launch and ramp)", False, 0.0, True, 4.0, None),
+    positive("hbm_bandwidth_tb_s", "TB/s (1 TB = 1e12 bytes)", "GPU memory bandwidth", 3.35),
+    InputField("hbm_efficiency", "fraction", "achievable fraction of memory bandwidth",
+               False, 0.0, False, 0.8, 1.0),
+    positive("gpu_memory_gb", "GB (1 GB = 1e9 bytes)", "memory per GPU", 80),
+    InputField("reserved_memory_gb", "GB (1 GB = 1e9 bytes)", "memory the model cannot use: "
+               "CUDA context, NCCL buffers, library workspaces, allocator fragmentation",
+               False, 0.0, True, 4.0, None),
+    count("gpus_per_node", "GPUs", "GPUs sharing the intra-node fabric (the NVLink domain)",
+           8),
+    positive("link_bandwidth_gb_s", "GB/s (1 GB = 1e9 bytes)",
+              "intra-node (NVLink) bandwidth per GPU, one direction", 450),
+    positive("network_bandwidth_gb_s", "GB/s (1 GB = 1e9 bytes)",
+              "inter-node network bandwidth per GPU, one direction", 50),
+    InputField("intra_node_efficiency", "fraction", "achieved fraction of intra-node "
+               "bandwidth in collectives", False, 0.0, False, 0.8, 1.0),
+    InputField("inter_node_efficiency", "fraction", "achieved fraction of network "
+               "bandwidth in collectives", False, 0.0, False, 0.9, 1.0),
+    InputField("intra_node_latency_us", "us", "latency per collective step in a node",
+               False, 0.0, True, 1.0, None),
+    InputField("inter_node_latency_us", "us", "latency per collective step across nodes",
+               False, 0.0, True, 5.0, None),
+    # Mixture of experts and attention variants (formulas in jaxmodel.models.refined.moe).
+    # num_experts = 1 is a dense model: every input below but head_dim is unused.
+    count("num_experts", "experts", "routed experts per MoE layer E (1 = dense)", 1),
+    count("experts_per_token", "experts", "routed experts per token k (top-k)", 1),
+    count("moe_ffn_hidden_dim", "", "feed-forward hidden size of one expert f_e", 2048),
+    count("shared_experts", "experts", "always-active experts of size f_e per MoE layer", 0,
+           low=0.0),
+    count("dense_layers", "layers", "leading layers with a dense FFN of ffn_hidden_dim", 0,
+           low=0.0),
+    count("moe_layer_interval", "layers", "every n-th layer after the dense ones is MoE "
+           "(1 = all)", 1),
+    switch("attention", "attention: 0 multi-head / grouped-query, 1 multi-head latent (MLA)", 0),
+    count("q_lora_rank", "", "MLA query compression rank (0 = uncompressed queries)", 0,
+           low=0.0),
+    count("kv_lora_rank", "", "MLA key/value compression rank", 512, low=0.0),
+    count("qk_rope_dim", "", "MLA rotary dimension of queries and keys per head", 64,
+           low=0.0),
+    count("expert_parallel", "ways", "expert-parallel degree e (divides num_experts)", 1),
+    count("expert_tensor_parallel", "ways", "tensor parallelism inside each expert", 1),
+    switch("moe_dispatcher", "token dispatcher: 0 flat all-to-all, 1 hierarchical "
+            "(DeepEP: once per node over the network, then NVLink)", 0),
+    count("max_nodes_per_token", "nodes", "node-limited routing: nodes a token may reach "
+           "(0 = no limit)", 0, low=0.0),
+    switch("moe_recompute", "fine-grained recompute of the MoE layers (Megatron-Core "
+            "--recompute-modules): 0 none, 1 the expert activation (moe_act), 2 the whole "
+            "MoE layer: router, dispatch, experts, combine (moe)", 0, high=2.0),
+    InputField("moe_host_overhead_us", "us", "host time per MoE layer forward pass that the "
+               "GPU waits for: the dropless dispatch's device-to-host sync of the token counts "
+               "drains the GPU queue, and the router and preprocessing kernels after it run at "
+               "the CPU's launch pace (0: sync-free dispatch or CUDA-graphed router)", False,
+               0.0, True, 0.0, None),
+    InputField("moe_overlap", "fraction", "share of the expert all-to-all hidden by compute "
+               "(1F1B all-to-all overlap, DualPipe)", False, 0.0, True, 0.0, 1.0),
+    InputField("moe_imbalance", "ratio", "tokens of the busiest expert over the mean (>= 1)",
+               False, 1.0, True, 1.0, None),
+    InputField("capacity_factor", "ratio", "expert capacity over the mean load; tokens beyond "
+               "are dropped (0 = dropless)", False, 0.0, True, 0.0, None),
+)
+
+# What a cluster's own measurements pin down (``jaxmodel calibrate``'s default
+# ``--fit``): the achieved fractions of the datasheet rates and the per-step
+# latencies.  They differ between clusters of the same hardware (NCCL version,
+# NIC firmware, kernels); the datasheet figures and the job do not.
+CLUSTER: tuple[str, ...] = (
+    "matmul_efficiency", "hbm_efficiency", "intra_node_efficiency",
+    "inter_node_efficiency", "intra_node_latency_us", "inter_node_latency_us",
+)
+
+# The step-time terms, in stacking and tie-break order.  Context-parallel
+# traffic (cp_comm_ms) competes for the bottleneck within the tensor-parallel
+# term (both are model-parallel collectives inside each layer).
+TERMS = (COMPUTE, TP_COMM, PP_COMM, PIPELINE_BUBBLE, DP_ALLREDUCE, MOE_COMM)
+
+OUTPUTS: tuple[OutputField, ...] = (
+    SHARED_OUTPUTS["data_parallel"],
+    SHARED_OUTPUTS["used_gpus"],
+    SHARED_OUTPUTS["idle_gpus"],
+    OutputField("valid_layout", "", "well-formed layout that fits in memory", "bool"),
+    OutputField("fits_in_memory", "", "memory_gb_per_gpu <= gpu_memory_gb", "bool"),
+    SHARED_OUTPUTS["tokens_per_step"],
+    OutputField("model_params_b", "billions of parameters", "parameters from the "
+                "architecture", "float"),
+    OutputField("total_params_b", "billions of parameters", "every parameter, all experts",
+                "float"),
+    OutputField("active_params_b", "billions of parameters", "parameters one token uses "
+                "(model FLOPs and MFU count these)", "float"),
+    OutputField("expert_data_parallel", "replicas", "edp = t c d / (etp e), replicas of each "
+                "expert shard", "int"),
+    OutputField("compute_time_ms", "ms", "kernels of the slowest stage: matrix work, "
+                "memory-bound kernels, recompute, optimizer step", "float"),
+    OutputField("recompute_ms", "ms", "part of compute spent recomputing activations",
+                "float"),
+    OutputField("memory_bound_ms", "ms", "part of compute in memory-bound kernels", "float"),
+    OutputField("tp_comm_ms", "ms", "exposed tensor-parallel collectives of the busiest "
+                "stage", "float"),
+    OutputField("cp_comm_ms", "ms", "exposed context-parallel K/V exchange of the busiest "
+                "stage", "float"),
+    OutputField("pp_comm_ms", "ms", "pipeline point-to-point transfers", "float"),
+    OutputField("pipeline_bubble_ms", "ms", "pipeline fill and drain: (p - 1) / (v m) of "
+                "the busiest stage's time for 1F1B, less for the zero-bubble schedules",
+                "float"),
+    OutputField("dp_allreduce_ms", "ms", "exposed data-parallel traffic: gradient "
+                "reduction, ZeRO weight gathers", "float"),
+    OutputField("dp_allreduce_raw_ms", "ms", "data-parallel traffic before overlap", "float"),
+    OutputField("moe_comm_ms", "ms", "exposed expert all-to-all (dispatch and combine), with "
+                "its share of the pipeline bubble", "float"),
+    OutputField("moe_comm_raw_ms", "ms", "expert all-to-all before overlap", "float"),
+    SHARED_OUTPUTS["step_time_ms"],
+    SHARED_OUTPUTS["comm_fraction_percent"],
+    SHARED_OUTPUTS["bubble_fraction_percent"],
+    OutputField("scaling_efficiency_percent", "%", "compute / step", "float"),
+    OutputField("mfu_percent", "%", "model FLOPs (no recompute) / (step x bf16 peak); "
+                "against the BF16 peak also with fp8, as MFU is reported", "float"),
+    OutputField("hfu_percent", "%", "hardware FLOPs (with recompute) / (step x bf16 peak)",
+                "float"),
+    OutputField("achieved_tflops_per_gpu", "TFLOP/s", "model FLOP/s per GPU", "float"),
+    OutputField("hardware_tflops_per_gpu", "TFLOP/s", "hardware FLOP/s per GPU (with "
+                "recompute; what Narayanan et al. 2021 report)", "float"),
+    SHARED_OUTPUTS["throughput_tokens_s"],
+    SHARED_OUTPUTS["per_gpu_tokens_s"],
+    OutputField("memory_gb_per_gpu", "GB", "weights, gradients, optimizer, activations, "
+                "workspaces and reserve of the fullest stage", "float"),
+    OutputField("model_state_gb_per_gpu", "GB", "weights, gradients and optimizer states",
+                "float"),
+    OutputField("activation_gb_per_gpu", "GB", "stored activations (with logits and "
+                "transient buffers) of the fullest stage", "float"),
+    OutputField("other_memory_gb_per_gpu", "GB", "kernel workspaces and reserved_memory_gb",
+                "float"),
+    bottleneck_output(TERMS),
+    SHARED_OUTPUTS["regime"],
+)
+
+
+RefinedInputs = NamedTuple(  # noqa: UP014 -- fields generated from INPUTS
+    "RefinedInputs", [(f.name, Any) for f in INPUTS]
+)
+RefinedInputs.__doc__ = "One configuration (scalars; vmap for batches).  Units as in the names."
+
+
+RefinedOutputs = NamedTuple(  # noqa: UP014 -- fields generated from OUTPUTS
+    "RefinedOutputs", [(f.name, Any) for f in OUTPUTS]
+)
+RefinedOutputs.__doc__ = "Outputs of one configuration.  Integers int64, floats in the input dtype."

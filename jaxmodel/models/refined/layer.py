@@ -1,0 +1,329 @@
+"""One transformer layer: its parameters, GEMM shapes, FLOPs, bytes and kernels, timed.
+
+* **FLOPs** from the architecture, not ``6 P``: per layer and micro-batch the
+  forward pass costs ``2 b s W + 4 b s^2 h`` (``W`` the layer's weight-matrix
+  parameters, the second term QK^T and attention x V), the logits
+  ``2 b s h V``; backward is twice the forward.  For a GPT layer ``W = 12 h^2``
+  and full recompute this is Narayanan et al. 2021 (SC21) eq. 3,
+  ``96 B s l h^2 (1 + s / 6h + V / 16 l h)``.  Recompute (Korthikanti et al.
+  2022): ``none`` (0), ``selective`` (1, the attention core is recomputed:
+  ``+ 4 b s^2 h``) or ``full`` (2, the whole forward again).  FlashAttention
+  (Dao et al. 2022) recomputes QK^T inside its backward (``+ 2 b s^2 h``) and
+  moves no ``s^2`` tensor through memory.  MFU counts model FLOPs (no
+  recompute) against the true bf16 peak; HFU adds recompute.
+* **GEMMs**: each weight GEMM ``[tok, k] x [k, n]`` forward, its input
+  gradient and its weight gradient, at the rate its shape reaches
+  (``jaxmodel.models.refined.rates``); FP8 matrix work (Micikevicius et al.
+  2022; Transformer Engine) at the FP8 peak; the output layer in bf16.
+* **Memory-bound kernels** (layer norms, bias-dropout-add, activation, softmax
+  and dropout of the attention scores, cross-entropy, FP8 casts) at
+  ``hbm_efficiency`` of ``hbm_bandwidth_tb_s``, with the bytes each moves
+  counted below (Megatron-LM's fused kernels).
+* **Gradient-buffer traffic** (``grad_buffer_traffic``): the weight-gradient
+  GEMMs accumulate into the buffer, and the input embedding's dense gradient
+  is added to it (Megatron-Core DDP with gradient accumulation fusion).
+* **Kernels**: a fixed cost per kernel (``kernel_overhead_us``), for the
+  ``_LAYER_KERNELS`` of a layer and micro-batch.
+
+A new layer kind (a Mamba-2 layer, say) adds its parameters, GEMM shapes,
+bytes and kernels here, selected by ``jnp.where`` as the MoE layer is
+(``jaxmodel.models.refined.moe``).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax.numpy as jnp
+
+from jaxmodel.models.refined import moe
+from jaxmodel.models.refined.rates import BF16, flash_attention_seconds, gemm_seconds
+
+# Bytes moved by the memory-bound kernels of one layer's forward pass, per
+# element of the tensor named (bf16 = 2 bytes, a dropout mask 1 byte).  The
+# backward pass moves about twice as much (it reads the saved input and the
+# incoming gradient and writes a gradient).  Megatron-LM fused kernels:
+#   [s b h] tensors: 2 layer norms (read 2, write 2) + 2 bias-dropout-add
+#   (read input and residual, write output and mask: 7)    = 22 bytes.
+_HIDDEN_BYTES = 22.0
+#   [s b a s] attention scores: fused scale-mask-softmax (read 2, write 2) +
+#   dropout (read 2, write 2, mask 1)                       =  9 bytes.
+SCORE_BYTES = 9.0
+#   [s b f] feed-forward activation: read the (mlp_weight_matrices - 1) inputs,
+#   write one: 2 x mlp_weight_matrices bytes (bias-GeLU 4, SwiGLU 6).
+#   [s b V] logits, fused softmax cross-entropy, forward and backward: read
+#   bf16 logits, write fp32 probabilities, read them, write bf16 gradients.
+_LOGIT_BYTES = 12.0
+#   Unfused (Megatron-Core's vocab_parallel_cross_entropy as PyTorch ops, per
+#   logit): fp32 copy 6, max 4, subtract 8, exp 8, sum 4, divide 8 forward;
+#   scale the saved softmax 8 and cast to bf16 6 backward = 52 bytes.
+_LOGIT_UNFUSED_BYTES = 52.0
+# Kernels per layer and micro-batch, forward and backward (Megatron-Core with
+# Transformer Engine: norms, 4 GEMMs + 8 gradient GEMMs, attention, bias,
+# activation and dropout-add kernels, TP/SP collectives, casts and copies).
+_LAYER_KERNELS = 60.0
+# FP8 (Micikevicius et al. 2022; Transformer Engine): a cast reads bf16 (2)
+# and writes the FP8 tensor and its transpose (1 + 1, Hopper's FP8 GEMMs take
+# one layout for each operand).
+FP8_CAST_BYTES = 4.0
+# Gradient-buffer traffic (grad_buffer_traffic 1), Megatron-Core DDP with
+# gradient accumulation fusion:
+# * each weight-gradient GEMM accumulates into the buffer (D = A B + C in the
+#   buffer's precision): its epilogue reads and writes grad_buffer_bytes per
+#   weight instead of writing the bf16 output the shape model counts, every
+#   micro-batch: 2 g - 2 bytes more per weight (g = grad_buffer_bytes);
+# * the input embedding's weight gradient is a dense [V, h] bf16 tensor
+#   (PyTorch's embedding backward: zero-filled, 2 bytes, then the tokens' rows
+#   added) that the DDP hook adds to the buffer (main_grad.add_: read 2 + g,
+#   write g): 4 + 2 g bytes per embedding weight, every micro-batch.
+# (The once-a-step passes over the buffer: jaxmodel.models.refined.data.)
+_EMBEDDING_GRAD_BYTES = 4.0
+
+
+class LayerTimes(NamedTuple):
+    """One layer and the output layer, one micro-batch, one GPU (seconds, bytes).
+
+    Attributes:
+      gemm_fwd_s, gemm_dgrad_s, gemm_wgrad_s: the layer's weight GEMMs forward,
+        input gradient and weight gradient.
+      attn_fwd_s, attn_bwd_s: the attention core forward and backward.
+      score_bytes: memory-bound bytes of the attention scores (0 with Flash).
+      fwd_bytes, bwd_bytes, recompute_bytes: memory-bound bytes of the forward,
+        backward and recompute passes.
+      accum_layer_bytes: gradient-buffer accumulation bytes of the layer.
+      moe_layer_again: 1 where the whole MoE layer is recomputed.
+      layer_f, layer_recompute, layer_w, layer_s: forward, recompute, weight-
+        gradient and total seconds of the layer (the backward, with recompute
+        and kernel overheads, is ``layer_s - layer_f - layer_w``).
+      logit_fwd_s, logit_s: the output layer's forward and total seconds.
+      logit_bytes, accum_logit_bytes: its cross-entropy and accumulation bytes.
+      embed_grad_s: the input embedding's gradient added to the buffer.
+      qw: the attention width ``a x head_dim`` (or ``h``).
+    """
+
+    gemm_fwd_s: object
+    gemm_dgrad_s: object
+    gemm_wgrad_s: object
+    attn_fwd_s: object
+    attn_bwd_s: object
+    score_bytes: object
+    fwd_bytes: object
+    bwd_bytes: object
+    recompute_bytes: object
+    accum_layer_bytes: object
+    moe_layer_again: object
+    layer_f: object
+    layer_recompute: object
+    layer_w: object
+    layer_s: object
+    logit_fwd_s: object
+    logit_s: object
+    logit_bytes: object
+    accum_logit_bytes: object
+    embed_grad_s: object
+    qw: object
+
+
+def attention_width(x):
+    """Width of the queries and the attention output: ``a x head_dim``, or ``h``."""
+    return jnp.where(x.head_dim > 0.5, x.num_heads * x.head_dim, x.hidden_dim)
+
+
+def layer_weight_params(x):
+    """Weight-matrix parameters of one transformer layer.
+
+    Q and output projections ``2 h q`` (``q = h`` unless ``head_dim`` says
+    otherwise), K and V ``2 h q kv / a`` (grouped-query attention), feed-forward
+    ``mlp_weight_matrices x h f``; for GPT (``kv = a``, ``f = 4 h``, two
+    matrices) ``12 h^2`` (Narayanan et al. eq. 2, whose biases and layer norms,
+    13 h, are left out as < 0.1%).
+    """
+    h = x.hidden_dim
+    return (2.0 * h * attention_width(x) * (1.0 + x.num_kv_heads / x.num_heads)
+            + x.mlp_weight_matrices * h * x.ffn_hidden_dim)
+
+
+def model_params(x):
+    """All parameters: ``L`` layers plus one (tied) or two vocabulary embeddings."""
+    return (x.num_layers * layer_weight_params(x)
+            + (2.0 - x.tied_embeddings) * x.vocab_size * x.hidden_dim)
+
+
+
+def layer_gemm_shapes(x):
+    """``(n, k)`` of each weight GEMM of a layer on one GPU (``[tokens, k] x [k, n]``).
+
+    Megatron-LM's tensor-parallel split: QKV (column-parallel, ``h (1 + 2 kv / a)
+    / t`` outputs), the attention output projection (row-parallel, ``h / t``
+    inputs), the first feed-forward GEMM (``(mlp_weight_matrices - 1) f / t``
+    outputs: up, and gate for SwiGLU) and the second (``f / t`` inputs).  Their
+    ``n k`` sum to ``layer_weight_params / t``.
+    """
+    h, t, f = x.hidden_dim, x.tensor_parallel, x.ffn_hidden_dim
+    q = attention_width(x)
+    return (
+        (q * (1.0 + 2.0 * x.num_kv_heads / x.num_heads) / t, h),
+        (h, q / t),
+        ((x.mlp_weight_matrices - 1.0) * f / t, h),
+        (h, f / t),
+    )
+
+
+
+
+def layer_times(x, g) -> LayerTimes:
+    """Seconds of one layer and of the output layer (``g``: ``Derived``)."""
+    full, selective, flash, fp8 = g.full, g.selective, g.flash, g.fp8
+    t, c, b, s, h = g.t, g.c, g.b, g.s, g.h
+    V, a, kv, f = g.V, g.a, g.kv, g.f
+    peak, hbm_rate, rep_split, tok, plain = g.peak, g.hbm_rate, g.rep_split, g.tok, g.plain
+    one_stage = g.one_stage
+
+    # Each layer GEMM [tok, k] x [k, n] forward, its input gradient [tok, n] x
+    # [n, k] and its weight gradient [k, tok] x [tok, n], at its shape's rate.
+    # The average layer of an MoE / MLA model: its attention GEMMs, the dense
+    # FFN or the router, shared and routed experts (grouped GEMMs of the
+    # busiest rank), weighted by the share of MoE layers.
+    # Without FlashAttention the two batched GEMMs (QK^T, attention x V) of
+    # each head run at their shape's efficiency; the output layer's logits
+    # GEMM runs in bf16.  Each GEMM is its own elementwise expression: in a
+    # sweep that fixes the switches, XLA drops the GEMMs of the branches they
+    # turn off (a dense model's MoE, FlashAttention's unfused path).  Stacking
+    # them into one vectorised call instead (as this model once did) compiles
+    # faster but evaluates every GEMM for every row, dead ones included, and
+    # materialises the stack: 1.6x slower in a sweep of the default inputs.
+    qw = attention_width(x)
+    head_dim = jnp.where(plain, qw / a, moe.head_dim(x))
+    rows = b * (a / t) * s / c
+
+    def step_gemms(gemm):
+        shapes = layer_gemm_shapes(x)
+        dense = (sum(gemm(tok, n_, k_, fp8) for n_, k_ in shapes),
+                 sum(gemm(tok, k_, n_, fp8) for n_, k_ in shapes),
+                 sum(gemm(k_, n_, tok, fp8) for n_, k_ in shapes))
+        layer = moe.layer_gemm_seconds(x, tok, lambda m_, n_, k_: gemm(m_, n_, k_, fp8),
+                                       hbm_rate)
+        unfused = gemm(rows, s, head_dim, 0.0) + gemm(rows, head_dim, s, 0.0)
+        logit = (gemm(tok, V / t, h, 0.0), gemm(tok, h, V / t, 0.0), gemm(h, V / t, tok, 0.0))
+        return dense, layer, unfused, logit
+
+    (gemm_fwd_s, gemm_dgrad_s, gemm_wgrad_s), moe_gemm, unfused_s, logit_gemms = step_gemms(
+        lambda m_, n_, k_, low: gemm_seconds(x, m_, n_, k_, low, hbm_rate))
+    gemm_fwd_s = jnp.where(plain, gemm_fwd_s, moe_gemm[0])
+    gemm_dgrad_s = jnp.where(plain, gemm_dgrad_s, moe_gemm[1])
+    gemm_wgrad_s = jnp.where(plain, gemm_wgrad_s, moe_gemm[2])
+
+    # Attention core, 4 b s^2 h per sequence counted in full (as MFU counts it);
+    # FlashAttention executes only the unmasked half of a causal square and
+    # recomputes QK^T in its backward (backward 2.5 x forward).  Without it the
+    # two batched GEMMs (unfused_s above), backward 2 x forward.
+    attn_fwd_flops = 4.0 * b * s * s * qw / (t * c)
+    attn_fwd_flops = jnp.where(plain, attn_fwd_flops,
+                               b * s * s * moe.attention_core_flops(x) / (t * c))
+    flash_s = flash_attention_seconds(x, attn_fwd_flops, flash, peak)
+    attn_fwd_s = jnp.where(flash > 0.5, flash_s, unfused_s)
+    attn_bwd_s = 2.0 * attn_fwd_s
+    # Selective recompute checkpoints the core attention: its forward runs again
+    # in the backward pass, FlashAttention's too (Megatron-Core's
+    # checkpoint_core_attention); FlashAttention's own backward recomputes QK^T.
+    attn_recompute_s = (full + selective + 0.5 * flash) * attn_fwd_s
+
+    # Memory-bound bytes of one layer's forward pass per GPU (backward twice).
+    hidden_bytes = _HIDDEN_BYTES * tok * h / rep_split
+    mlp_bytes = 2.0 * x.mlp_weight_matrices * tok * f / t
+    # MoE: the FFN activation at the layer's width, and token permutation.
+    mlp_bytes = jnp.where(plain, mlp_bytes,
+                          2.0 * x.mlp_weight_matrices * tok * moe.ffn_width(x) / t
+                          + moe.permute_bytes(x, tok / t))
+    score_bytes = (1.0 - flash) * SCORE_BYTES * a * s * tok / t
+    # FP8: each GEMM input is cast (read bf16, write FP8 and its transpose) in
+    # the forward pass, each output gradient in the backward pass.
+    qkv_n = qw * (1.0 + 2.0 * kv / a) / t
+    cast_fwd = tok * (2.0 * h / rep_split + qw / t + f / t)
+    cast_bwd = tok * (qkv_n + 2.0 * h / rep_split + (x.mlp_weight_matrices - 1.0) * f / t)
+    fwd_bytes = hidden_bytes + mlp_bytes + score_bytes + fp8 * FP8_CAST_BYTES * cast_fwd
+    bwd_bytes = (2.0 * (hidden_bytes + mlp_bytes + score_bytes)
+                 + fp8 * FP8_CAST_BYTES * cast_bwd)
+    recompute_bytes = full * (hidden_bytes + mlp_bytes + fp8 * FP8_CAST_BYTES * cast_fwd) \
+        + (full + selective) * score_bytes
+    # MoE fine-grained recompute (moe_recompute): the expert activation, or the
+    # whole MoE layer's forward (its GEMMs, memory traffic and all-to-alls).
+    moe_act_again, moe_layer_again = moe.recompute_flags(x)
+    recompute_bytes = jnp.where(plain, recompute_bytes,
+                                recompute_bytes + moe.recompute_bytes(x, tok / t))
+
+    layer_f = gemm_fwd_s + attn_fwd_s + fwd_bytes / hbm_rate
+    layer_recompute = (full * gemm_fwd_s + attn_recompute_s + recompute_bytes / hbm_rate)
+    layer_recompute = jnp.where(plain, layer_recompute,
+                                layer_recompute + moe_layer_again * moe_gemm[3])
+    layer_b = gemm_dgrad_s + attn_bwd_s + bwd_bytes / hbm_rate + layer_recompute
+    # Gradient accumulation into the buffer (grad_buffer_traffic): the weight-
+    # gradient GEMMs' epilogue reads and writes grad_buffer_bytes per weight of
+    # the layer on this GPU instead of the bf16 output counted in gemm_wgrad_s.
+    # (The routed experts' share is in their grouped GEMMs' weight-gradient
+    # pass, moe.layer_gemm_seconds, at the rows each expert sees.)
+    gb_traffic = x.grad_buffer_traffic
+    accum_bytes = gb_traffic * (2.0 * x.grad_buffer_bytes - BF16)
+    grad_layer_params = jnp.where(plain, layer_weight_params(x) / t,
+                                  moe.layer_resident_params(x) / t)
+    accum_layer_bytes = accum_bytes * grad_layer_params
+    layer_w = gemm_wgrad_s + accum_layer_bytes / hbm_rate
+    # Fixed cost per kernel (launch and ramp, not hidden when kernels are short):
+    # _LAYER_KERNELS a layer and micro-batch, a third of them again with full
+    # recompute.
+    layer_b = layer_b + x.kernel_overhead_us * 1e-6 * _LAYER_KERNELS * (1.0 + full / 3.0)
+    # MoE: the router, dispatch and permutation kernels and one GEMM per local
+    # expert and pass (moe.layer_extra_kernels), a third again with full recompute.
+    layer_b = jnp.where(plain, layer_b, layer_b + x.kernel_overhead_us * 1e-6
+                        * moe.layer_extra_kernels(x)
+                        * (1.0 + (full + moe_layer_again) / 3.0)
+                        + moe.host_seconds(x, full + moe_layer_again))
+    layer_s = layer_f + layer_b + layer_w
+
+    # Output layer and loss (last stage): logits GEMM in bf16, fused softmax
+    # cross-entropy memory-bound.
+    ce_bytes = jnp.where(x.cross_entropy_fusion > 0.5, _LOGIT_BYTES, _LOGIT_UNFUSED_BYTES)
+    logit_bytes = ce_bytes * tok * V / t
+    logit_fwd_s = logit_gemms[0]
+    # The output layer's weight gradient accumulates into the buffer as well.
+    accum_logit_bytes = accum_bytes * V * h / t
+    logit_s = (logit_gemms[0] + logit_gemms[1] + logit_gemms[2]
+               + (logit_bytes + accum_logit_bytes) / hbm_rate)
+    # The input embedding's dense gradient added to the buffer (first stage;
+    # timed where it is also the last, p = 1).
+    embed_grad_bytes = gb_traffic * (_EMBEDDING_GRAD_BYTES + 2.0 * x.grad_buffer_bytes) \
+        * V * h / t
+    embed_grad_s = one_stage * embed_grad_bytes / hbm_rate
+    return LayerTimes(
+        gemm_fwd_s=gemm_fwd_s, gemm_dgrad_s=gemm_dgrad_s, gemm_wgrad_s=gemm_wgrad_s,
+        attn_fwd_s=attn_fwd_s, attn_bwd_s=attn_bwd_s, score_bytes=score_bytes,
+        fwd_bytes=fwd_bytes, bwd_bytes=bwd_bytes, recompute_bytes=recompute_bytes,
+        accum_layer_bytes=accum_layer_bytes, moe_layer_again=moe_layer_again,
+        layer_f=layer_f, layer_recompute=layer_recompute, layer_w=layer_w, layer_s=layer_s,
+        logit_fwd_s=logit_fwd_s, logit_s=logit_s, logit_bytes=logit_bytes,
+        accum_logit_bytes=accum_logit_bytes, embed_grad_s=embed_grad_s, qw=qw,
+    )
+
+
+def layer_flops(x, g, moe_layer_again):
+    """FLOPs of one micro-batch through a whole layer (all ``t c`` ranks).
+
+    Returns ``(active_w, attn_core, layer_hw_flops)``: the weights one token
+    uses, the attention core's forward FLOPs (the full square), and the
+    hardware FLOPs of forward, backward and recompute.
+    """
+    full, selective, flash, plain, b, s = g.full, g.selective, g.flash, g.plain, g.b, g.s
+    active_w = jnp.where(plain, layer_weight_params(x), moe.layer_active_params(x))
+    attn_core = jnp.where(plain, 4.0 * b * s * s * attention_width(x),
+                          b * s * s * moe.attention_core_flops(x))
+    # FLOPs of one micro-batch through a whole layer (all t c ranks), counted as
+    # Megatron-LM and SC21 count them: the full attention square (a causal
+    # kernel's skipped half is a saving in time, not in counted FLOPs); the
+    # hardware count adds recompute.
+    gemm_passes = 3.0 + full
+    attn_passes = 3.0 + full + selective + 0.5 * flash
+    layer_hw_flops = (gemm_passes * 2.0 * b * s * active_w + attn_passes * attn_core)
+    # The MoE recompute runs the MoE block's forward GEMMs again.
+    layer_hw_flops = jnp.where(plain, layer_hw_flops, layer_hw_flops + moe_layer_again * 2.0
+                               * b * s * moe.moe_fraction(x) * moe.moe_block_active_params(x))
+    return active_w, attn_core, layer_hw_flops

@@ -1,0 +1,129 @@
+"""Pipeline parallelism: the split into stages, the busiest stage, transfers and bubble.
+
+* **Split**: ``L`` layers (+ 2 units with ``pipeline_split_embedding``, the
+  input embedding and the output layer + loss counted as one layer each,
+  Megatron-LM ``--account-for-embedding/loss-in-pipeline-split``) over ``p v``
+  chunks, the ceiling of the quotient per chunk; the busiest stage sets the
+  pace: the last (its layers and the output layer) or, with an uneven split,
+  a middle one holding a whole unit more.
+* **Transfers**: 1F1B with ``v`` virtual stages per GPU (interleaved when
+  ``v > 1``, Narayanan et al. 2021 sec. 2.2.2) makes ``2 v m``
+  point-to-point transfers per step, each ``2 b s h / t`` bytes per GPU with
+  the scatter/gather optimisation (sec. 4.1) then an all-gather in the node
+  (none with sequence parallelism: the activation is already sharded);
+  inter-node unless the job is one node.
+* **Bubble**: 1F1B ``(p - 1) / (v m)`` of the busy time of the busiest stage;
+  the zero-bubble schedules (Qi et al. 2023, sec. 2 and 6) fill it with
+  weight-gradient passes: ZB-H1 ``(p - 1)(F + B - W)``, ZB-V the ZB-H2
+  expression ``(p - 1)(F + B - 2W)`` on chunks of half a stage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from jaxmodel.collectives import all_gather, point_to_point
+from jaxmodel.models.common import whole
+from jaxmodel.numerics import positive_part
+
+
+def layers_per_stage(x, g):
+    """``(layers_mid, layers_end)``: layers of a middle stage and of the first / last.
+
+    The ceil is a step: its gradient is that of the quotient (the relaxation).
+    """
+    L, p, v, one_stage = g.L, g.p, g.v, g.one_stage
+    q_exact = (L + 2.0 * x.pipeline_split_embedding) / (p * v)
+    q = q_exact + jax.lax.stop_gradient(jnp.ceil(q_exact - 1e-9) - q_exact)
+    layers_mid = v * q
+    layers_end = jnp.where(one_stage > 0.5, L, v * q - x.pipeline_split_embedding)
+    return layers_mid, layers_end
+
+
+class Stage(NamedTuple):
+    """The busiest stage, one micro-batch (seconds; ``stage_layers`` its layers).
+
+    ``stage_f``, ``stage_b``, ``stage_w``: its forward, input-gradient and
+    weight-gradient passes (the zero-bubble schedules fill the bubble with W).
+    """
+
+    last_busiest: object
+    micro_compute: object
+    stage_layers: object
+    stage_f: object
+    stage_w: object
+    stage_b: object
+
+
+def busiest_stage(g, layers_mid, layers_end, lt) -> Stage:
+    """The last stage or a middle one, whichever takes longer (``lt``: ``LayerTimes``)."""
+    has_mid = g.has_mid
+    layer_s, logit_s, embed_grad_s = lt.layer_s, lt.logit_s, lt.embed_grad_s
+    layer_f, layer_w, logit_fwd_s = lt.layer_f, lt.layer_w, lt.logit_fwd_s
+    last_s = layers_end * layer_s + logit_s + embed_grad_s
+    mid_s = has_mid * layers_mid * layer_s
+    last_busiest = last_s >= mid_s
+    micro_compute = jnp.maximum(last_s, mid_s)
+    stage_layers = jnp.where(last_busiest, layers_end, layers_mid)
+    # Forward / input-gradient / weight-gradient split of the busiest stage
+    # (the zero-bubble schedules fill the bubble with W passes).
+    logit_f = jnp.where(last_busiest, logit_fwd_s, 0.0)
+    stage_f = stage_layers * layer_f + logit_f
+    stage_w = stage_layers * layer_w
+    stage_b = micro_compute - stage_f - stage_w
+    return Stage(last_busiest, micro_compute, stage_layers, stage_f, stage_w, stage_b)
+
+
+def transfer_seconds(g, act_bytes):
+    """Point-to-point seconds a step: ``2 v m`` sends of the ``[s / c, b, h]`` activation."""
+    fdt, used_i, G, sp, t, net = g.fdt, g.used_i, g.G, g.sp, g.t, g.net
+    pp_active, v, m = g.pp_active, g.v, g.m
+    crosses = (used_i > whole(G)).astype(fdt)
+    gather = (1.0 - sp) * all_gather(act_bytes, t, jnp.minimum(t, G), net)
+    p2p_one = point_to_point(act_bytes / t, crosses, net) + gather
+    pp = pp_active * 2.0 * v * m * p2p_one
+    return pp
+
+
+def bubble_seconds(g, stage, tp, cp):
+    """Fill and drain of the busiest stage's busy time (its compute, ``tp`` and ``cp``)."""
+    m, p, v, schedule = g.m, g.p, g.v, g.schedule
+    micro_compute, stage_f, stage_b, stage_w = (stage.micro_compute, stage.stage_f,
+                                                stage.stage_b, stage.stage_w)
+    busy = m * micro_compute + tp + cp
+    bubble_1f1b = (p - 1.0) / (v * m) * busy
+    comm_share = busy / (m * micro_compute)
+    zb_h1 = (p - 1.0) * positive_part(stage_f + stage_b - stage_w) * comm_share
+    zb_v = (p - 1.0) / v * positive_part(stage_f + stage_b - 2.0 * stage_w) * comm_share
+    bubble = jnp.where(schedule == 1, zb_h1, jnp.where(schedule == 2, zb_v, bubble_1f1b))
+    return bubble
+
+
+def _stage_split(inputs: Mapping[str, float]) -> tuple[int, int, int]:
+    """(layers per middle stage, layers on the first and last, units per chunk)."""
+    p, v = int(inputs["pipeline_parallel"]), int(inputs["virtual_stages"])
+    layers, e = int(inputs["num_layers"]), int(inputs.get("pipeline_split_embedding", 0))
+    q = -(-(layers + 2 * e) // (p * v))
+    return v * q, (layers if p == 1 else v * q - e), q
+
+
+
+def uneven_note(inputs: Mapping[str, float]) -> str:
+    """A sentence on an uneven pipeline split ("" when every stage holds the same)."""
+    p, layers = int(inputs["pipeline_parallel"]), int(inputs["num_layers"])
+    if p == 1:
+        return ""
+    mid, end, _ = _stage_split(inputs)
+    e = int(inputs.get("pipeline_split_embedding", 0))
+    if mid == end == layers / p:
+        return ""
+    what = (f"the first and last stages hold {end} layers (+ embedding / output layer), "
+            f"the others {mid}" if e else f"the busiest stage holds {mid} layers")
+    return (f" Uneven pipeline: {layers} layers over {p} stages ({layers / p:.2f} on "
+            f"average); {what}, and the busiest sets the pace.")
+
+

@@ -1,0 +1,74 @@
+"""Achievable rates: GEMMs, fused attention and the network, on one configuration's GPU.
+
+* **GEMMs** (``gemm_seconds``): ``2 m n k`` FLOPs at the dense bf16 peak
+  ``compute_tflops`` (or ``fp8_tflops`` with 1-byte operands for FP8 matrix
+  work), times an efficiency: with ``gemm_shape_model`` 1 the one each GEMM's
+  shape reaches (tile and wave quantization over ``num_sms`` and arithmetic
+  intensity against ``hbm_bandwidth_tb_s``; ``jaxmodel.collectives.
+  gemm_efficiency``), capped by ``matmul_efficiency`` (the large-GEMM ceiling:
+  a round value at the low end of what cuBLAS sustains on transformer-sized
+  bf16 GEMMs on A100 and H100, 70-80% of dense peak); with 0 the ceiling for
+  every GEMM.
+* **Fused attention** (``flash_attention_seconds``): FlashAttention (Dao et al.
+  2022) at ``attention_efficiency`` of the bf16 peak; with a causal mask it
+  executes only the unmasked half of the score blocks.
+* **Memory-bound kernels** run at ``hbm_efficiency`` of ``hbm_bandwidth_tb_s``
+  (streaming kernels reach 80-90% of datasheet bandwidth); the bytes each
+  moves are counted in ``jaxmodel.models.refined.layer``.
+* **Network** (``network``): achieved bandwidths (link x efficiency) and
+  per-step latencies of the two-level alpha-beta model every collective in
+  ``jaxmodel.collectives`` uses.  A collective over ``n`` ranks of which
+  ``g`` share a node runs hierarchically (reduce-scatter in the node, the
+  collective across nodes on ``1 / g`` of the data, one NIC per GPU,
+  all-gather in the node), each level ``steps x latency + bytes / (bandwidth
+  x efficiency)``.  NCCL all-reduce bus bandwidth on DGX A100 is about 230-240
+  GB/s of NVLink's 300 (nccl-tests); large transfers over InfiniBand run at
+  about 90% of line rate; a small all-reduce on 8 NVLink GPUs takes 10-15 us
+  over 14 ring steps, an InfiniBand hop with NCCL's proxy about 5 us.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from jaxmodel.collectives import Network, gemm_efficiency
+
+# Bytes of a bf16 element: weights, activations and the GEMM operands.
+BF16 = 2.0
+
+
+def network(x) -> Network:
+    """Achieved bandwidths (bandwidth x efficiency) and per-step latencies."""
+    return Network(
+        intra_bw=x.link_bandwidth_gb_s * 1e9 * x.intra_node_efficiency,
+        inter_bw=x.network_bandwidth_gb_s * 1e9 * x.inter_node_efficiency,
+        intra_latency=x.intra_node_latency_us * 1e-6,
+        inter_latency=x.inter_node_latency_us * 1e-6,
+    )
+
+
+def gemm_seconds(x, m, n, k, low_precision, hbm_rate):
+    """Seconds of an ``[m, k] x [k, n]`` GEMM on this configuration's GPU.
+
+    At the FP8 peak with 1-byte operands where ``low_precision`` (0/1), else at
+    the bf16 peak; the efficiency from the shape (``collectives.gemm_efficiency``,
+    ceiling ``matmul_efficiency``) or, with ``gemm_shape_model`` 0, the ceiling.
+    """
+    rate = jnp.where(low_precision > 0.5, x.fp8_tflops, x.compute_tflops) * 1e12
+    element = jnp.where(low_precision > 0.5, 1.0, BF16)
+    shaped = gemm_efficiency(m, n, k, ceiling=x.matmul_efficiency, peak_flops=rate,
+                             hbm_bytes_s=hbm_rate, num_sms=x.num_sms,
+                             bytes_per_element=element)
+    eff = jnp.where(x.gemm_shape_model > 0.5, shaped, x.matmul_efficiency)
+    return 2.0 * m * n * k / (rate * eff)
+
+
+def flash_attention_seconds(x, flops, flash, peak):
+    """Seconds of a fused attention pass of ``flops`` (the full score square).
+
+    A causal kernel skips the masked half of the score blocks; ``flash`` (0/1)
+    says whether FlashAttention runs at all (without it the caller times the
+    two batched GEMMs instead, and this value is not selected).
+    """
+    causal = jnp.where(x.causal_mask > 0.5, 0.5, 1.0) * flash + (1.0 - flash)
+    return causal * flops / (peak * x.attention_efficiency)

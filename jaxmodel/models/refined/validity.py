@@ -1,0 +1,194 @@
+"""The refined model's validity rule, on the device and in words.
+
+A layout is valid (``valid_layout``) when it is well formed and the fullest
+stage fits in ``gpu_memory_gb`` (``fits_in_memory``, computed in
+``jaxmodel.models.refined.memory``).  Well formed (``layout_ok``): at least
+one replica (``d = N / (t c p) >= 1``); ``num_layers`` (+ 2 with
+``pipeline_split_embedding``) at least the ``p v`` chunks (an uneven split is
+valid: the busiest stage sets the pace); ``hidden_dim``, ``num_heads`` and
+``num_kv_heads`` divide by ``t``; ``num_heads`` divides by ``num_kv_heads``;
+the interleaved schedule needs ``m`` a multiple of ``p`` (Megatron-LM's
+requirement); ZB-H1 runs ``v = 1``, ZB-V ``v = 2``; ``seq_length`` divides by
+``2 c``; ``zero_shard_degree`` divides ``d c``; and the expert layout
+(``moe_layout_ok``) folds onto the stage's GPUs.  Timings are NaN for an
+invalid layout; ``memory_gb_per_gpu`` is reported whenever the layout itself
+is well formed, so the verdict can say by how much it does not fit.
+
+``layout_reasons`` says, host side, which of these rules a configuration
+breaks and how to fix it; ``refined_verdict`` is the model's verdict sentence.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import jax.numpy as jnp
+
+from jaxmodel.models.common import whole
+from jaxmodel.models.refined.fields import TERMS
+from jaxmodel.models.refined.pipeline import uneven_note
+from jaxmodel.models.verdicts import _divisors_near, render_verdict
+
+
+def layout_ok(x, d_i, t_i, c_i, p_i, v_i, m_i, schedule):
+    """The layout rule without the memory fit (int64 counts in, bool out)."""
+    heads_i, kv_i = whole(x.num_heads), whole(x.num_kv_heads)
+    split_i = whole(x.pipeline_split_embedding)
+    dc_i = jnp.maximum(d_i, 1) * c_i
+    shard_i = jnp.where(whole(x.zero_shard_degree) == 0, dc_i, whole(x.zero_shard_degree))
+    return (
+        (d_i >= 1)
+        & (whole(x.num_layers) + 2 * split_i >= p_i * v_i)
+        & (whole(x.hidden_dim) % t_i == 0)
+        & (heads_i % t_i == 0)
+        & (kv_i % t_i == 0)
+        & (heads_i % kv_i == 0)
+        & ((v_i == 1) | (m_i % p_i == 0) | (schedule == 2))
+        & (((schedule == 0)) | ((schedule == 1) & (v_i == 1)) | ((schedule == 2) & (v_i == 2)))
+        & ((c_i == 1) | (whole(x.seq_length) % (2 * c_i) == 0))
+        & (shard_i <= dc_i) & (dc_i % jnp.maximum(shard_i, 1) == 0)
+        & moe_layout_ok(x, t_i, c_i * d_i)
+    )
+
+
+def moe_layout_ok(x, t_i, dc_i):
+    """The expert layout's part of the validity rule (int64 counts in).
+
+    ``e`` divides ``E``; ``etp e`` divides the stage's ``t c d`` GPUs (parallel
+    folding); ``k <= E``; ``etp`` divides the expert width.  A dense model
+    needs only ``e = 1`` (``e`` divides ``E = 1``).
+    """
+    E, e, etp = whole(x.num_experts), whole(x.expert_parallel), whole(x.expert_tensor_parallel)
+    dense = E == 1
+    folded = jnp.maximum(t_i * dc_i, 1)
+    return ((E % e == 0)
+            & (dense | ((folded % (etp * e) == 0) & (whole(x.experts_per_token) <= E)
+                        & (whole(x.moe_ffn_hidden_dim) % etp == 0))))
+
+
+def layout_reasons(inputs: Mapping[str, float], outputs: Mapping[str, Any]
+                   ) -> list[tuple[str, str]]:
+    """(problem, fix) pairs for everything the refined validity rule rejects."""
+    n, t, p = int(inputs["num_gpus"]), int(inputs["tensor_parallel"]), int(
+        inputs["pipeline_parallel"])
+    c = int(inputs.get("context_parallel", 1))
+    v, m = int(inputs["virtual_stages"]), int(inputs["gradient_accum_steps"])
+    layers, hidden = int(inputs["num_layers"]), int(inputs["hidden_dim"])
+    heads, kv = int(inputs["num_heads"]), int(inputs["num_kv_heads"])
+    e = int(inputs.get("pipeline_split_embedding", 0))
+    schedule = int(inputs.get("pipeline_schedule", 0))
+    reasons = []
+    if t * c * p > n:
+        reasons.append((
+            f"tensor x context x pipeline = {t} x {c} x {p} = {t * c * p} GPUs per replica, "
+            f"more than the {n} available",
+            f"Use at least {t * c * p} GPUs, or lower tensor, context or pipeline "
+            f"parallelism so that t x c x p <= {n}.",
+        ))
+    if layers + 2 * e < p * v:
+        units = f"{layers} layers" + (" + embedding + output layer" if e else "")
+        reasons.append((
+            f"{units} cannot fill {p} stages x {v} virtual chunks",
+            f"Use fewer pipeline stages or virtual chunks (p x v <= {layers + 2 * e}).",
+        ))
+    if hidden % t:
+        reasons.append((
+            f"hidden size {hidden} does not split evenly over {t} tensor-parallel ranks",
+            f"Choose a tensor-parallel degree that divides {hidden}.",
+        ))
+    for what, heads_count in (("attention heads", heads), ("key/value heads", kv)):
+        if heads_count % t:
+            reasons.append((
+                f"{heads_count} {what} do not split evenly over {t} tensor-parallel ranks",
+                f"Choose a tensor-parallel degree that divides {heads_count}.",
+            ))
+    if heads % kv:
+        reasons.append((f"{heads} attention heads do not group evenly into {kv} key/value "
+                        "heads", f"Use a key/value head count that divides {heads}."))
+    if schedule == 0 and v > 1 and m % p:
+        reasons.append((
+            f"the interleaved schedule needs the {m} micro-batches to be a multiple of "
+            f"the {p} stages",
+            f"Use a multiple of {p} gradient-accumulation micro-batches, or v = 1.",
+        ))
+    if schedule == 1 and v != 1:
+        reasons.append((f"the ZB-H1 schedule runs one chunk per stage, not v = {v}",
+                        "Use virtual_stages = 1 with pipeline_schedule 1."))
+    if schedule == 2 and v != 2:
+        reasons.append((f"the ZB-V schedule runs two chunks per stage, not v = {v}",
+                        "Use virtual_stages = 2 with pipeline_schedule 2."))
+    seq = int(inputs["seq_length"])
+    if c > 1 and seq % (2 * c):
+        reasons.append((
+            f"sequence length {seq} does not split into 2 x {c} chunks (context parallelism "
+            "balances the causal mask with two chunks per rank)",
+            f"Use a sequence length that is a multiple of {2 * c}, or another context degree.",
+        ))
+    d = n // (t * c * p) if t * c * p else 0
+    shard = int(inputs.get("zero_shard_degree", 0))
+    if d >= 1 and shard and (shard > d * c or (d * c) % shard):
+        reasons.append((
+            f"zero_shard_degree {shard} does not divide the {d * c} data x context ranks",
+            f"Use a divisor of {d * c}, or 0 for all of them.",
+        ))
+    reasons += moe_layout_reasons(inputs, outputs)
+    memory = outputs.get("memory_gb_per_gpu")
+    if not reasons and memory is not None and not bool(outputs.get("fits_in_memory", True)):
+        need, have = float(memory), float(inputs["gpu_memory_gb"])
+        reasons.append((
+            f"does not fit in memory by {need - have:.1f} GB ({need:.1f} GB needed per GPU, "
+            f"{have:g} GB available)",
+            "Use more pipeline, tensor or context parallelism, full activation recompute, "
+            "sequence parallelism, ZeRO, or a smaller micro-batch.",
+        ))
+    return reasons
+
+
+def moe_layout_reasons(inputs: Mapping[str, float], outputs: Mapping[str, Any]
+                       ) -> list[tuple[str, str]]:
+    """(problem, fix) pairs for the expert layout (``moe_layout_ok``)."""
+    # (a caller may pass only the dense inputs: a dense model then)
+    E, e = int(inputs.get("num_experts", 1)), int(inputs.get("expert_parallel", 1))
+    etp, k = (int(inputs.get("expert_tensor_parallel", 1)),
+              int(inputs.get("experts_per_token", 1)))
+    reasons = []
+    if E % e:
+        reasons.append((
+            f"expert parallelism e = {e} does not divide the {E} experts",
+            f"Choose e among the divisors of {E} (nearest: {_divisors_near(E, e)}).",
+        ))
+    if E == 1:
+        return reasons
+    d = outputs.get("data_parallel")
+    folded = (int(inputs["tensor_parallel"]) * int(inputs.get("context_parallel", 1)) * int(d)
+              if d is not None else 0)
+    if folded >= 1 and folded % (etp * e):
+        reasons.append((
+            f"expert-tensor x expert parallelism = {etp} x {e} = {etp * e} does not divide the "
+            f"{folded} GPUs of a pipeline stage (t x c x d)",
+            f"Choose etp x e dividing {folded} (e nearest: "
+            f"{_divisors_near(math.gcd(folded // etp, E) or 1, e)}).",
+        ))
+    if k > E:
+        reasons.append((f"{k} experts per token exceed the {E} experts",
+                        f"Use at most {E} experts per token."))
+    ffn = int(inputs["moe_ffn_hidden_dim"])
+    if ffn % etp:
+        reasons.append((
+            f"expert width {ffn} does not split over {etp} expert-tensor-parallel ranks",
+            f"Choose an expert tensor parallelism that divides {ffn} "
+            f"(nearest: {_divisors_near(ffn, etp)}).",
+        ))
+    return reasons
+
+
+def refined_verdict(inputs: Mapping[str, float], outputs: Mapping[str, Any]) -> str:
+    """The verdict sentence for one evaluated configuration."""
+    verdict = render_verdict(TERMS, inputs, outputs, layout_reasons(inputs, outputs))
+    if verdict.startswith("invalid"):
+        return verdict
+    return verdict + uneven_note(inputs)
+
+
