@@ -158,6 +158,40 @@ GPUS: dict[str, Preset] = {p.name: p for p in (
 )}
 
 
+# Power per GPU (W), one place for every GPU preset: (board power at full
+# load, everything else in the system per GPU).  Board power is the datasheet
+# TDP; the rest is the system's rated maximum less its GPUs, per GPU (CPUs,
+# memory, NICs, NVSwitches, fans; it also stands in for the network switches
+# the rating leaves out).  Sources:
+# A100 SXM 400 W, DGX A100 6.5 kW max (DGX A100 datasheet): (6,500 - 8 x 400) / 8.
+# H100 / H800 / H200 SXM 700 W, DGX H100 and DGX H200 10.2 kW max (datasheets):
+#   (10,200 - 8 x 700) / 8.  Latif et al. 2025 (IEEE Access 13, 61740) measured
+#   an HGX H100 node training at up to 8.4 kW of the 10.2 kW rating.
+# B200 1,000 W, DGX B200 14.3 kW max (DGX B200 datasheet): (14,300 - 8 x 1,000) / 8.
+# B300 1,100 W (HGX B300 datasheet), DGX B300 about 14 kW: (14,000 - 8 x 1,100) / 8.
+# GB200 NVL72: 1,200 W per Blackwell GPU, about 120 kW a rack (NVIDIA GB200 NVL72
+#   product brief): (120,000 - 72 x 1,200) / 72, Grace CPUs and NVLink switches included.
+# GB300 NVL72: 1,400 W per GPU, about 135 kW a rack: (135,000 - 72 x 1,400) / 72.
+# MI300X 750 W, MI355X 1,400 W (AMD Instinct datasheets); AMD publishes no
+#   system rating, so the rest is taken as DGX H100's (an 8-GPU OAM platform
+#   with two CPUs and eight 400 Gb/s NICs, as DGX H100).
+POWER_W: dict[str, tuple[float, float]] = {
+    "a100-40gb-sxm": (400.0, 412.5),
+    "a100-80gb-sxm": (400.0, 412.5),
+    "h100-sxm": (700.0, 575.0),
+    "h800": (700.0, 575.0),
+    "h200": (700.0, 575.0),
+    "b200": (1000.0, 787.5),
+    "b300": (1100.0, 650.0),
+    "gb200-nvl72": (1200.0, 466.7),
+    "gb300-nvl72": (1400.0, 475.0),
+    "mi300x": (750.0, 575.0),
+    "mi355x": (1400.0, 575.0),
+}
+for _name, (_board, _node) in POWER_W.items():
+    GPUS[_name].values.update(gpu_power_w=_board, node_power_w=_node)
+
+
 def _llm(name, description, source, *, params_b, hidden, layers, heads, kv_heads, ffn, mlp,
          vocab, seq, tied, head_dim=0):
     return Preset(name, description, source, {
@@ -323,6 +357,7 @@ GPU_COLUMNS: tuple[tuple[str, str], ...] = (
     ("link_bandwidth_gb_s", "NVLink GB/s"),
     ("network_bandwidth_gb_s", "net GB/s"),
     ("gpus_per_node", "per node"),
+    ("gpu_power_w", "W"),
 )
 LLM_COLUMNS: tuple[tuple[str, str], ...] = (
     ("model_params_b", "params B"),
