@@ -65,8 +65,8 @@ from jaxmodel.models.refined.pipeline import (
     transfer_seconds,
 )
 from jaxmodel.models.refined.tensor import tp_seconds
-from jaxmodel.models.run import run_totals
 from jaxmodel.models.refined.validity import layout_reasons, refined_verdict
+from jaxmodel.models.run import run_totals
 from jaxmodel.models.verdicts import bottleneck_and_regime
 from jaxmodel.numerics import percent
 
