@@ -69,9 +69,11 @@ CANDIDATE_COLUMNS = LAYOUT_AXES + (DATA,)
 # at most 4,096 candidate divisors' worth of work.
 MAX_GLOBAL_BATCH = 2**24
 # Short names of layout columns (tables, labels), in table order.
-SYMBOLS: dict[str, str] = {TENSOR: "t", CONTEXT: "c", PIPELINE: "p", DATA: "d",
-                           "expert_parallel": "e", "expert_tensor_parallel": "etp",
-                           MICRO_BATCH: "b", ACCUMULATION: "m", "idle_gpus": "idle"}
+SYMBOLS: dict[str, str] = {TENSOR: "t", CONTEXT: "c", PIPELINE: "p", "virtual_stages": "v",
+                           DATA: "d", "expert_parallel": "e", "expert_tensor_parallel": "etp",
+                           MICRO_BATCH: "b", ACCUMULATION: "m", "moe_overlap": "ovl",
+                           "max_nodes_per_token": "nodes", "moe_dispatcher": "deepep",
+                           "idle_gpus": "idle"}
 # Short names of inputs in plot labels (``t=8 p=4``); others keep their names.
 LABELS: dict[str, str] = {TENSOR: "t", PIPELINE: "p", MICRO_BATCH: "b", ACCUMULATION: "m",
                           GPUS: "N", BANDWIDTH: "B", "compute_tflops": "F", DATA: "d"}
@@ -80,7 +82,9 @@ TITLE: tuple[tuple[str, str], ...] = (("P", "model_params_b"), ("t", TENSOR), ("
                                       ("b", MICRO_BATCH), ("m", ACCUMULATION))
 # Layout columns shown only where some row differs from this value.
 HIDDEN_WHEN: dict[str, int] = {"idle_gpus": 0, "expert_parallel": 1,
-                               "expert_tensor_parallel": 1}
+                               "expert_tensor_parallel": 1, CONTEXT: 1, "virtual_stages": 1,
+                               "moe_overlap": 0, "max_nodes_per_token": 0,
+                               "moe_dispatcher": 0}
 
 
 def replica_step(axes: Sequence[str]) -> Callable[[Any], Any]:
