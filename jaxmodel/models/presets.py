@@ -357,7 +357,6 @@ GPU_COLUMNS: tuple[tuple[str, str], ...] = (
     ("link_bandwidth_gb_s", "NVLink GB/s"),
     ("network_bandwidth_gb_s", "net GB/s"),
     ("gpus_per_node", "per node"),
-    ("gpu_power_w", "W"),
 )
 LLM_COLUMNS: tuple[tuple[str, str], ...] = (
     ("model_params_b", "params B"),
