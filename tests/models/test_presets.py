@@ -267,3 +267,32 @@ def test_per_precision_tables_cover_every_gpu_preset():
     assert MATMUL_CEILINGS["gb200-nvl72"]["fp8_sustained"] == pytest.approx(2906.9 / 5000,
                                                                              abs=5e-4)
     assert MATMUL_CEILINGS["h100-sxm"]["fp8_burst"] == pytest.approx(1402.6 / 1979, abs=5e-4)
+
+
+@pytest.mark.parametrize("name, shape", [
+    # Hugging Face config.json of each model: (layers, hidden, heads, KV heads, vocabulary,
+    # routed experts, per token, expert FFN, shared experts, leading dense layers).
+    ("llama3-8b", (32, 4096, 32, 8, 128256, None, None, None, None, None)),
+    ("llama3.1-8b", (32, 4096, 32, 8, 128256, None, None, None, None, None)),
+    ("llama3-70b", (80, 8192, 64, 8, 128256, None, None, None, None, None)),
+    ("llama3.1-70b", (80, 8192, 64, 8, 128256, None, None, None, None, None)),
+    ("llama3.1-405b", (126, 16384, 128, 8, 128256, None, None, None, None, None)),
+    ("deepseek-v3", (61, 7168, 128, 128, 129280, 256, 8, 2048, 1, 3)),
+    ("qwen3-30b-a3b", (48, 2048, 32, 4, 151936, 128, 8, 768, 0, 0)),
+    ("qwen3-235b-a22b", (94, 4096, 64, 4, 151936, 128, 8, 1536, 0, 0)),
+    ("gpt-oss-20b", (24, 2880, 64, 8, 201088, 32, 4, 2880, 0, 0)),
+    ("gpt-oss-120b", (36, 2880, 64, 8, 201088, 128, 4, 2880, 0, 0)),
+])
+def test_issue_24_model_families_match_their_published_configs(name, shape):
+    keys = ("num_layers", "hidden_dim", "num_heads", "num_kv_heads", "vocab_size",
+            "num_experts", "experts_per_token", "moe_ffn_hidden_dim", "shared_experts",
+            "dense_layers")
+    values = LLMS[name].values
+    for key, expected in zip(keys, shape, strict=True):
+        if expected is not None:
+            assert values[key] == expected, (name, key)
+    if name == "deepseek-v3":   # MLA: q_lora_rank 1536, kv_lora_rank 512, rope dim 64
+        assert (values["q_lora_rank"], values["kv_lora_rank"], values["qk_rope_dim"]) == (
+            1536, 512, 64)
+    if name.startswith("gpt-oss"):   # what the model cannot express yet is said
+        assert "sliding-window" in LLMS[name].source
