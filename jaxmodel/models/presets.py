@@ -74,7 +74,7 @@ class Preset:
 # same"), B200 1745.0 / 2250 (2.7.1+cu128), B300 1769.0 / 2250 (2.9.1+cu130),
 # GB200 1822.0 / 2500 (2.10.0.dev+cu130), MI355X 1565.0 (2.8.0+rocm7.0.2; the
 # table's "Theory" 2300 is the MI350X's 2.2 GHz peak, the MI355X's datasheet
-# peak at 2.4 GHz is 2516.6), MI300X 668.4 / 1307.4 (2.5.1+ROCm 6.3.4, TunableOp;
+# peak at 2.4 GHz is 2516.6), MI300X 668.4 / 1307.4 (2.5.1+rocm6.3, TunableOp;
 # the older v1 table without the cache reset had 781.9).  The ceilings of other
 # precisions, and the sustained ones, are in MATMUL_CEILINGS below.
 #
@@ -84,16 +84,17 @@ class Preset:
 # 3.5 / (1 / e_fwd + 2.5 / e_bwd) of the two kernels' measured fractions, at
 # head dimension 128 and sequence 8K:
 # - H100: cuDNN forward 600 and backward 518 TFLOP/s (Shah et al. 2024,
-#   FlashAttention-3, Fig. 5 and 6: "head dim 128", seqlen 8k, bf16) -> 0.545.
+#   FlashAttention-3, arXiv 2407.08608, the forward and backward speed figures
+#   for head dim 128 on H100 SXM5, seqlen 8k, bf16) -> 0.545.
 #   cuDNN is the backend of Transformer Engine's fused attention, which
 #   Megatron-Core runs;
-# - Blackwell: FlashAttention-4 (Zadouri, Dao et al. 2026, arXiv 2603.05451,
-#   abstract) reaches 1613 TFLOP/s on B200, "up to 1.3x" cuDNN 9.13, so cuDNN's
-#   forward is about 1613 / 1.3 = 1241 TFLOP/s (55% of 2250); the backward is not
-#   published and is assumed at H100's cuDNN backward/forward ratio 518 / 600
-#   -> 0.495.  The paper's point is why it is low: Blackwell doubled the tensor
-#   cores but not the exponential units (forward) or shared-memory bandwidth
-#   (backward), so attention runs at a smaller fraction of peak than GEMMs;
+# - Blackwell: FlashAttention-4 (arXiv 2603.05451, 2026, abstract) reaches
+#   1613 TFLOP/s on B200, "up to 1.3x" cuDNN 9.13, so cuDNN's forward is about
+#   1613 / 1.3 = 1241 TFLOP/s (55% of 2250); the backward is not published and
+#   is assumed at H100's cuDNN backward/forward ratio 518 / 600 -> 0.495.  The
+#   paper's point is why it is low: Blackwell doubled the tensor cores but not
+#   the exponential units (forward) or shared-memory bandwidth (backward), so
+#   attention runs at a smaller fraction of peak than GEMMs;
 # - MI300X: FlashAttention-2 forward+backward 328.6 TFLOP/s (head dim 64,
 #   batch 2, sequence 8192; Azure/AI-benchmarking-guide,
 #   Azure_Results/ND_MI300X_v5_results.md) -> 0.251.  (The same harness on H100
@@ -119,7 +120,7 @@ _HBM_MI300X = 0.783
 #   (NVIDIA/nccl src/graph/topo.h).  (All-reduce with NVLink SHARP reaches a
 #   bus bandwidth of ~480 GB/s, above the line rate: the switch reduces.)
 # - NVLink 4 on H800 (8 links): 160 of 200 GB/s measured one way by DeepSeek
-#   (deepseek-ai/DeepSeek-V3 issue 28: "160GB/s 是我们的单向实测").
+#   (deepseek-ai/DeepSeek-V3 issue 28: "160GB/s 是我们的单向实测", our measured one-way figure).
 # - NVLink 5 (B200, B300, GB200, GB300): 679.6 of 900 GB/s, nccl-tests
 #   all_reduce_perf ring bus bandwidth at 8 GB on the 4 GPUs of an ND GB200 v6
 #   VM (NCCL 2.25.1; Azure/AI-benchmarking-guide ND_GB200_v6_results.md).
@@ -189,7 +190,7 @@ def _rates(*, attention, hbm, intra, inter=_NDR):
 _MAMF_A100 = 0.859
 
 _HOPPER_MEASURED = ("MAMF bf16 794.5 of 989 (Bekman, MAMF table); cuDNN attention fwd 600 / "
-                    "bwd 518 TFLOP/s (FlashAttention-3 paper, Fig. 5-6); NCCL ring bus "
+                    "bwd 518 TFLOP/s (FlashAttention-3 paper, head dim 128, 8K); NCCL ring bus "
                     "bandwidth 370 of 450 GB/s (nccl-tests issue 212, NCCL topo.h); 46-48 "
                     "of 50 GB/s per NDR NIC (nccl-tests issue 290)")
 
@@ -359,11 +360,13 @@ PRECISION_PEAKS: dict[str, dict[str, float | None]] = {
 # (Bekman's MAMF table, FP8 float8_e4m3fn: H100 1402.6, H200 1453.4, B200
 # 3432.5, B300 3353.3, GB200 3615.6); "sustained" is cuBLASLt / hipBLASLt with
 # random data after 10,000 warm-up iterations (Azure/AI-benchmarking-guide,
-# the best square size of each table: ND H100 v5 FP8 1382.2, ND H200 v5 FP8
-# 1366.3, ND GB200 v6 FP8 2906.9 and FP4 7627.6, ND MI300X v5 FP8 1159.5).  A
-# training step is sustained load: at its board power a Blackwell GPU holds
-# 58% of the FP8 peak against 72% in a short burst (GB200), where Hopper
-# loses 1-6%.  The bf16 burst ceilings are the presets' matmul_efficiency.
+# the best size of each table: ND H100 v5 FP8 1382.2, ND H200 v5 FP8 1366.3,
+# ND GB200 v6 FP8 2906.9 and FP4 7627.6, ND MI300X v5 FP8 1159.5).  A training
+# step is sustained load.  The two harnesses differ (library, shapes, warm-up),
+# so the gap between them is not isolated, but it is large only on Blackwell:
+# GB200 holds 58% of the FP8 peak sustained against 72% in a burst, where
+# Hopper loses 1-6%, which is what a power-limited clock would do.  The bf16
+# burst ceilings are the presets' matmul_efficiency.
 MATMUL_CEILINGS: dict[str, dict[str, float]] = {
     "h100-sxm": {"bf16_burst": 0.803, "fp8_burst": 0.709, "fp8_sustained": 0.698},
     "h200": {"bf16_burst": 0.803, "fp8_burst": 0.734, "fp8_sustained": 0.690},
