@@ -13,6 +13,8 @@ functions; their modules are named for the activity, so that neither shadows the
 ``jaxmodel.sweeping``, ``jaxmodel.searching``, ``jaxmodel.solving``, ``jaxmodel.calibration``.)
 """
 
+from importlib.metadata import version as _version
+
 from jaxmodel import presets
 from jaxmodel.api import evaluate
 from jaxmodel.calibration import Calibration, calibrate
@@ -27,7 +29,8 @@ from jaxmodel.spec import SweepSpec, load_spec, parse_spec
 from jaxmodel.sweeping import sweep
 from jaxmodel.verdicts import BOTTLENECKS, REGIMES
 
-__version__ = "0.1.0"
+# One source of the version, pyproject.toml (the sweep metadata reads it there too).
+__version__ = _version("jaxmodel")
 
 __all__ = [
     "BOTTLENECKS",

@@ -872,3 +872,26 @@ def _identifiability(names, jz, mask, candidates, cand_jac) -> list[str]:
                    f"together (near-singular Jacobian, singular value ratio {ratio:.1e})"
                    + (f"; runs that would separate them: {where}" if where else ""))
     return out
+
+
+def calibrate_runs(runs: Sequence[Any] | None = None, fit=None, *,
+                   overrides: Mapping[str, float] | None = None, bootstrap: int = 200,
+                   seed: int = 0):
+    """Fit the refined model's cluster parameters to the runs' measured TFLOP/s.
+
+    ``runs``: ``jaxmodel.models.validation.Run`` rows (default SC21 Table 1,
+    ``sc21_runs``).  The inputs every run shares (the settings, ``overrides``) are the fit's
+    fixed values and the rest are per-run columns, so ``fit`` may name any
+    shared continuous input.  Returns a ``jaxmodel.calibration.Calibration``;
+    its ``errors["leave_one_out"]`` is the honest figure.
+    """
+    from jaxmodel.models.validation import sc21_runs
+
+    runs = sc21_runs() if runs is None else list(runs)
+    inputs = [r.inputs(overrides) for r in runs]
+    shared = {k: v for k, v in inputs[0].items() if all(row[k] == v for row in inputs)}
+    table = {k: np.array([row[k] for row in inputs]) for k in inputs[0] if k not in shared}
+    table["run"] = np.array([f"{r.params_b:g}B" for r in runs])
+    table["measured_hardware_tflops_per_gpu"] = np.array([r.measured_tflops for r in runs])
+    return calibrate(table, fit, model="refined", bootstrap=bootstrap, seed=seed, suggest=0,
+                     **shared)

@@ -32,7 +32,6 @@ Nothing is lost and nothing half-written looks complete:
 
 from __future__ import annotations
 
-import datetime as _dt
 import errno
 import fcntl
 import json
@@ -42,15 +41,12 @@ import socket
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jax
 import numpy as np
 
 from jaxmodel.errors import JaxmodelError, SpecError
-
-if TYPE_CHECKING:
-    from jaxmodel.program import Plan
 
 METADATA_FILE = "_jaxmodel.json"
 LOCK_PREFIX = "_lock-p"
@@ -342,30 +338,6 @@ def chunk_runs(chunks: Iterable[int]) -> list[list[int]]:
             runs.append([c, c + 1])
     return runs
 
-
-
-def _versions() -> dict[str, str]:
-    from jaxmodel import __version__
-
-    return {"jaxmodel_version": __version__, "jax_version": jax.__version__}
-
-
-def dataset_metadata(plan: Plan) -> dict[str, Any]:
-    spec = plan.spec
-    return {
-        "format": "jaxmodel-dataset/1",
-        "spec": spec.text,
-        "spec_name": spec.name,
-        "model": plan.model.name,
-        "model_description": plan.model.description,
-        **_versions(),
-        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-        "configurations": plan.size,
-        "chunk_size": plan.chunk_size,
-        "x64": plan.x64,
-        "filter": spec.filter.text if spec.filter else None,
-        "columns": [c.name for c in plan.columns],
-    }
 
 
 def file_metadata(meta: dict[str, Any]) -> dict[str, str]:

@@ -60,7 +60,6 @@ from jaxmodel.dataset import (  # noqa: F401  (re-exported: names of engine befo
     chunks_of,
     clean_orphans,
     dataset_bytes,
-    dataset_metadata,
     done_chunks,
     file_metadata,
     final_states,
@@ -78,7 +77,14 @@ from jaxmodel.dataset import (  # noqa: F401  (re-exported: names of engine befo
 )
 from jaxmodel.errors import SpecError
 from jaxmodel.precision import computing
-from jaxmodel.program import DEFAULT_CHUNK, MAX_CHUNK, Extra, Plan, local_mesh  # noqa: F401
+from jaxmodel.program import (  # noqa: F401
+    DEFAULT_CHUNK,
+    MAX_CHUNK,
+    Extra,
+    Plan,
+    dataset_metadata,
+    local_mesh,
+)
 from jaxmodel.reduce import CONFIG_ID
 from jaxmodel.sink import PartWriter, WriterPool
 

@@ -10,8 +10,10 @@ drives it (:mod:`jaxmodel.engine`).
 
 from __future__ import annotations
 
+import datetime as _dt
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from importlib.metadata import version
 from typing import Any
 
 import jax
@@ -364,3 +366,27 @@ class Plan:
         """Compute and fetch one chunk synchronously (tests, dry runs)."""
         with computing():
             return self.fetch(self.step(chunk))
+
+
+def _versions() -> dict[str, str]:
+    return {"jaxmodel_version": version("jaxmodel"), "jax_version": jax.__version__}
+
+
+def dataset_metadata(plan: Plan) -> dict[str, Any]:
+    """What a dataset written from ``plan`` is (its ``_jaxmodel.json``, read back by
+    ``jaxmodel.dataset.read_metadata``): the spec, the model, the versions, the size."""
+    spec = plan.spec
+    return {
+        "format": "jaxmodel-dataset/1",
+        "spec": spec.text,
+        "spec_name": spec.name,
+        "model": plan.model.name,
+        "model_description": plan.model.description,
+        **_versions(),
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "configurations": plan.size,
+        "chunk_size": plan.chunk_size,
+        "x64": plan.x64,
+        "filter": spec.filter.text if spec.filter else None,
+        "columns": [c.name for c in plan.columns],
+    }

@@ -30,6 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxmodel.api import evaluate
 from jaxmodel.engine import Plan, merged_state, read_metadata, run_reduce
 from jaxmodel.errors import InputError, SpecError, closest
 from jaxmodel.expr import parse
@@ -42,11 +43,11 @@ from jaxmodel.models.layout import (
     check_global_batch,
     divisors,
     enumerate_layouts,
-    explain_no_valid,
     global_batch_of,
     nearest_batches,
     vary_values,
 )
+from jaxmodel.models.layout import explain_no_valid as explain_layouts
 from jaxmodel.precision import computing, float_dtype
 from jaxmodel.reduce import CONFIG_ID, Combined, GroupBest, Pareto, TopK
 from jaxmodel.sink import METADATA_FILE
@@ -441,6 +442,17 @@ def row_dicts(model: Model, rows: Mapping[str, np.ndarray]) -> list[dict[str, An
 
 # (the layout space's names, re-exported: they were defined here before it
 # moved into the models)
+def explain_no_valid(model: str | Model, values: Mapping[str, float], *, global_batch: int,
+                     allow_idle: bool = False, pinned: Mapping[str, int] | None = None,
+                     x64: bool = False) -> NoValid:
+    """Why a search found no valid layout (``jaxmodel.models.layout.explain_no_valid``),
+    its candidates evaluated again by the API's ``evaluate``."""
+    model = get_model(model)
+    return explain_layouts(model, values, evaluate=evaluate,
+                           global_batch=global_batch, allow_idle=allow_idle, pinned=pinned,
+                           x64=x64, uneven=model.layout.uneven_pipeline)
+
+
 __all__ = ["CANDIDATE_COLUMNS", "LAYOUT_AXES", "MAX_GLOBAL_BATCH", "NoValid", "SearchResult",
            "TableRun", "check_global_batch", "divisors", "enumerate_layouts",
            "explain_no_valid", "global_batch_of", "nearest_batches", "reduce_table",

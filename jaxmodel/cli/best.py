@@ -21,6 +21,7 @@ from jaxmodel.models import Model
 from jaxmodel.report import to_json
 from jaxmodel.searching import (
     SearchResult,
+    explain_no_valid,
     row_dicts,
     search,
 )
@@ -265,8 +266,8 @@ def best_command(
         doc["output"] = str(output)
     why = None
     if result.valid == 0:
-        why = space.explain_no_valid(m, values, global_batch=batch, allow_idle=allow_idle,
-                                     pinned=pinned, x64=x64)
+        why = explain_no_valid(m, values, global_batch=batch, allow_idle=allow_idle, pinned=pinned,
+                               x64=x64)
         doc["why_no_valid"] = why.document()
     notes = _notes(m, values, bool(doc["top"]))
     doc["notes"] = notes

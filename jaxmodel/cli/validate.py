@@ -6,6 +6,7 @@ from typing import Annotated, Literal
 
 import typer
 
+from jaxmodel.calibration import calibrate_runs
 from jaxmodel.cli.common import ConfigOption, reports_errors
 from jaxmodel.config import load_config
 from jaxmodel.documents import moe_validation_text, validation_document, validation_text
@@ -14,7 +15,6 @@ from jaxmodel.models import get_model
 from jaxmodel.models.validation import (
     SETS,
     builtin_table,
-    calibrate_runs,
     read_table,
     table_runs,
     table_summary,

@@ -16,7 +16,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from jaxmodel.dashboard.config import Evaluation, Tornado
-from jaxmodel.dashboard.data import Categorical, Grid, Source, _order
+from jaxmodel.dashboard.data import Categorical, Grid, Source
+from jaxmodel.dashboard.views import _order
 from jaxmodel.plot import _CATEGORY_COLORS, axis_scale
 
 TEMPLATE = "plotly_white"

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from jaxmodel.errors import InputError
 from jaxmodel.fields import InputField, OutputField
+from jaxmodel.models.terms import Term, bottleneck_categories
 
 if TYPE_CHECKING:
     from jaxmodel.models.layout import LayoutSpace
@@ -15,41 +16,6 @@ if TYPE_CHECKING:
 # An exact int64 output is a product of counts; keeping the product <= 2**62
 # leaves a factor of two to 2**63, so a float64 check of it is never fooled.
 MAX_EXACT_PRODUCT = 2**62
-
-
-TermKind = Literal["compute", "bubble", "communication"]
-
-
-class Term(NamedTuple):
-    """One step-time term of a model, as everything outside the model sees it.
-
-    Bottleneck categories, regimes, verdicts, plot stacks, report tables and
-    the dashboard's breakdown are all derived from a model's ``terms``.
-
-    Attributes:
-      name: the bottleneck category it sets when it is the largest term
-        (``tp_comm``); a name in ``jaxmodel.models.terms.SHARED_TERMS`` keeps
-        that category's code.
-      output: the output column holding the term, in ms (``tp_comm_ms``).
-      label: a short legend label (``TP all-reduce``).
-      colour: its colour in plots, ``#rrggbb``.
-      kind: which regime it sets as the largest term: ``compute``
-        (compute-bound or overhead-limited), ``bubble`` (bubble-bound) or
-        ``communication`` (communication-bound).
-      title: the longer label of text tables (``tensor-parallel all-reduce``).
-      what: the term in a verdict sentence (``the tensor-parallel all-reduce``).
-      lever: ``lever(inputs, outputs) -> str``, the verdict's concrete lever
-        when this collective is the bottleneck (host side), or None.
-    """
-
-    name: str
-    output: str
-    label: str
-    colour: str
-    kind: TermKind = "communication"
-    title: str = ""
-    what: str = ""
-    lever: Callable[[Mapping[str, float], Mapping[str, Any]], str] | None = None
 
 
 @dataclass(frozen=True)
@@ -145,8 +111,6 @@ class Model:
         if len({t.name for t in self.terms}) != len(self.terms):
             fail("two terms share a name")
         if "bottleneck" in kinds:
-            from jaxmodel.models.terms import bottleneck_categories
-
             # The device codes the argmax over the terms into these categories.
             if self.output_field("bottleneck").categories != bottleneck_categories(self.terms):
                 fail("the bottleneck output's categories are not "

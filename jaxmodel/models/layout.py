@@ -241,14 +241,6 @@ class LayoutSpace:
         """:func:`vary_values` for the configuration ``inputs``."""
         return vary_values(model, name, values, int(inputs[GPUS]), int(inputs[SEQUENCE]))
 
-    def explain_no_valid(self, model: Model, values: Mapping[str, float], *,
-                         global_batch: int, allow_idle: bool = False,
-                         pinned: Mapping[str, int] | None = None, x64: bool = False) -> NoValid:
-        """:func:`explain_no_valid`."""
-        return explain_no_valid(model, values, global_batch=global_batch,
-                                allow_idle=allow_idle, pinned=pinned, x64=x64,
-                                uneven=self.uneven_pipeline)
-
     def summary(self, row: Mapping[str, Any]) -> str:
         """``t8 p4 d2 b1 m16``: a row's layout columns (those in ``hidden_when``
         only where they differ from its value; ``idle_gpus`` never)."""
@@ -480,13 +472,16 @@ class NoValid:
                 "changes": self.changes}
 
 
-def explain_no_valid(model: str | Model, values: Mapping[str, float], *, global_batch: int,
+def explain_no_valid(model: Model, values: Mapping[str, float], *,
+                     evaluate: Callable[..., Any], global_batch: int,
                      allow_idle: bool = False, pinned: Mapping[str, int] | None = None,
                      x64: bool = False, uneven: bool = False) -> NoValid:
     """Count a search's candidates by why they are invalid; find the nearest fix.
 
-    The candidates are evaluated again on the host side of the API (this runs
-    only when a search found nothing).  Memory (a model with
+    The candidates are evaluated again on the host side by ``evaluate``
+    (``evaluate(model, x64=..., **inputs) -> outputs``, the caller's: the API's
+    ``jaxmodel.api.evaluate``, which sits above the models), only when a
+    search found nothing.  Memory (a model with
     ``memory_gb_per_gpu`` and ``fits_in_memory``): the candidate that misses by
     the least, and the GPU memory that would make it fit.  Other rules: the
     model's ``layout_reasons``, grouped by kind.  The enumeration's own
@@ -495,10 +490,6 @@ def explain_no_valid(model: str | Model, values: Mapping[str, float], *, global_
     """
     import re
 
-    from jaxmodel.api import evaluate
-    from jaxmodel.models import get_model
-
-    model = get_model(model)
     pinned = dict(pinned or {})
     n_gpus, h, L = (int(values[k]) for k in (GPUS, HIDDEN, LAYERS))
     counts: dict[str, int] = {}

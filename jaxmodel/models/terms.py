@@ -10,11 +10,44 @@ then ``invalid``.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Literal, NamedTuple
 
 from jaxmodel.fields import OutputField
-from jaxmodel.models.base import Term
+
+TermKind = Literal["compute", "bubble", "communication"]
+
+
+class Term(NamedTuple):
+    """One step-time term of a model, as everything outside the model sees it.
+
+    Bottleneck categories, regimes, verdicts, plot stacks, report tables and
+    the dashboard's breakdown are all derived from a model's ``terms``.
+
+    Attributes:
+      name: the bottleneck category it sets when it is the largest term
+        (``tp_comm``); a name in ``jaxmodel.models.terms.SHARED_TERMS`` keeps
+        that category's code.
+      output: the output column holding the term, in ms (``tp_comm_ms``).
+      label: a short legend label (``TP all-reduce``).
+      colour: its colour in plots, ``#rrggbb``.
+      kind: which regime it sets as the largest term: ``compute``
+        (compute-bound or overhead-limited), ``bubble`` (bubble-bound) or
+        ``communication`` (communication-bound).
+      title: the longer label of text tables (``tensor-parallel all-reduce``).
+      what: the term in a verdict sentence (``the tensor-parallel all-reduce``).
+      lever: ``lever(inputs, outputs) -> str``, the verdict's concrete lever
+        when this collective is the bottleneck (host side), or None.
+    """
+
+    name: str
+    output: str
+    label: str
+    colour: str
+    kind: TermKind = "communication"
+    title: str = ""
+    what: str = ""
+    lever: Callable[[Mapping[str, float], Mapping[str, Any]], str] | None = None
 
 
 def _tp_lever(inputs: Mapping[str, float], outputs: Mapping[str, Any]) -> str:

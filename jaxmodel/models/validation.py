@@ -52,7 +52,7 @@ import numpy as np
 from jaxmodel.api import evaluate
 from jaxmodel.errors import InputError
 from jaxmodel.models import get_model
-from jaxmodel.presets import GPUS, apply_presets
+from jaxmodel.models.presets import GPUS, apply_presets
 
 # Table 1 of Narayanan et al. 2021: params (B), heads, hidden, layers, t, p,
 # GPUs, global batch, micro-batch, measured TFLOP/s per GPU; d = GPUs / (t p).
@@ -486,25 +486,3 @@ def table_summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     return {"mean_abs_error_percent": float(np.mean(errors)),
             "max_abs_error_percent": float(np.max(errors)),
             "runs": len(rows)}
-
-
-def calibrate_runs(runs: Sequence[Run] | None = None, fit=None, *,
-                   overrides: Mapping[str, float] | None = None, bootstrap: int = 200,
-                   seed: int = 0):
-    """Fit the refined model's cluster parameters to the runs' measured TFLOP/s.
-
-    The inputs every run shares (the settings, ``overrides``) are the fit's
-    fixed values and the rest are per-run columns, so ``fit`` may name any
-    shared continuous input.  Returns a ``jaxmodel.calibration.Calibration``;
-    its ``errors["leave_one_out"]`` is the honest figure.
-    """
-    from jaxmodel.calibration import calibrate
-
-    runs = sc21_runs() if runs is None else list(runs)
-    inputs = [r.inputs(overrides) for r in runs]
-    shared = {k: v for k, v in inputs[0].items() if all(row[k] == v for row in inputs)}
-    table = {k: np.array([row[k] for row in inputs]) for k in inputs[0] if k not in shared}
-    table["run"] = np.array([f"{r.params_b:g}B" for r in runs])
-    table["measured_hardware_tflops_per_gpu"] = np.array([r.measured_tflops for r in runs])
-    return calibrate(table, fit, model="refined", bootstrap=bootstrap, seed=seed, suggest=0,
-                     **shared)

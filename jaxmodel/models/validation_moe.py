@@ -82,7 +82,7 @@ import numpy as np
 from jaxmodel.api import evaluate
 from jaxmodel.errors import InputError
 from jaxmodel.models import get_model
-from jaxmodel.presets import apply_presets
+from jaxmodel.models.presets import apply_presets
 
 DATA = Path(__file__).resolve().parents[2] / "tests" / "data" / "moe_qwen3_235b_megatron.csv"
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "validation" \

@@ -146,3 +146,153 @@ def test_issue_11_presets():
     assert (llama["num_layers"], llama["hidden_dim"], llama["ffn_hidden_dim"],
             llama["num_heads"], llama["num_kv_heads"], llama["vocab_size"]) == (
         126, 16384, 53248, 128, 8, 128256)
+
+
+# --- issue 24: the achievable rates of each GPU preset ---------------------------------
+# Each expected value below is recomputed here from the published figure it comes from
+# (the MAMF table, the FlashAttention papers, STREAM, nccl-tests), not read back from
+# the preset.
+
+ISSUE_24_GPUS = ("h100-sxm", "h200", "b200", "b300", "gb200-nvl72", "gb300-nvl72",
+                 "mi300x", "mi355x")
+RATES = ("matmul_efficiency", "attention_efficiency", "hbm_efficiency",
+         "intra_node_efficiency", "inter_node_efficiency", "intra_node_latency_us",
+         "inter_node_latency_us")
+
+
+def test_issue_24_gpus_carry_every_achievable_rate():
+    for name in ISSUE_24_GPUS:
+        values = GPUS[name].values
+        assert set(RATES) <= set(values), name
+        for rate in RATES[:5]:
+            assert 0.2 < values[rate] <= 1.0, (name, rate)
+        source = GPUS[name].source
+        assert "Measured:" in source and "Assumed:" in source, name
+
+
+@pytest.mark.parametrize("name, mamf_tflops, peak", [
+    # S. Bekman, "Machine Learning Engineering", MAMF comparison table, BF16.
+    ("h100-sxm", 794.5, 989), ("h200", 794.5, 989), ("b200", 1745.0, 2250),
+    ("b300", 1769.0, 2250), ("gb200-nvl72", 1822.0, 2500), ("mi300x", 668.4, 1307.4),
+    ("mi355x", 1565.0, 256 * 4096 * 2.4e9 / 1e12),
+])
+def test_gemm_ceiling_is_the_measured_mamf(name, mamf_tflops, peak):
+    values = GPUS[name].values
+    assert values["compute_tflops"] == pytest.approx(peak, abs=0.05)
+    assert values["matmul_efficiency"] == pytest.approx(mamf_tflops / peak, abs=5e-4)
+
+
+def test_attention_combines_the_measured_forward_and_backward():
+    # The model's attention runs F forward and 2.5 F backward FLOPs at one efficiency e:
+    # F / e = F / e_fwd + 2.5 F / e_bwd.  H100 cuDNN 600 / 518 TFLOP/s (FlashAttention-3,
+    # head dim 128, 8K); the time of 1 + 2.5 TFLOP at those rates, against 3.5 at e:
+    seconds = 1 / 600 + 2.5 / 518
+    assert GPUS["h100-sxm"].values["attention_efficiency"] == pytest.approx(
+        3.5 / seconds / 989, abs=5e-4)
+    # Blackwell: FlashAttention-4's 1613 TFLOP/s is 1.3 x cuDNN 9.13's forward; the
+    # backward assumed at H100's cuDNN ratio 518 / 600.
+    fwd = 1613 / 1.3
+    seconds = 1 / fwd + 2.5 / (fwd * 518 / 600)
+    assert GPUS["b200"].values["attention_efficiency"] == pytest.approx(
+        3.5 / seconds / 2250, abs=5e-4)
+    # Attention runs at a smaller share of peak than a large GEMM on every GPU.
+    for name in ISSUE_24_GPUS:
+        values = GPUS[name].values
+        assert values["attention_efficiency"] < values["matmul_efficiency"], name
+
+
+@pytest.mark.parametrize("name, stream_tb_s, peak", [
+    # Azure/AI-benchmarking-guide: STREAM Copy, Mul, Add, Triad (TB/s).
+    ("h100-sxm", (2.90, 2.90, 2.97, 2.97), 3.35),
+    ("h200", (4.01, 4.00, 4.15, 4.15), 4.8),
+    ("mi300x", (4.11, 4.26, 4.14, 4.09), 5.3),
+])
+def test_hbm_efficiency_is_the_stream_mean(name, stream_tb_s, peak):
+    values = GPUS[name].values
+    assert values["hbm_bandwidth_tb_s"] == peak
+    assert values["hbm_efficiency"] == pytest.approx(sum(stream_tb_s) / 4 / peak, abs=5e-4)
+
+
+def test_collective_efficiencies_are_the_measured_bus_bandwidths():
+    # NCCL ring bus bandwidth over the per-direction line rate: NVLink 4 370 of 450
+    # (nccl-tests issue 212; NCCL topo.h models 20.6 GB/s x 18 links = 370.8); NVLink 5
+    # 679.6 of 900 (ND GB200 v6); xGMI 316.8 of 7 x 64 (ND MI300X v5); NDR 47 of 50 GB/s
+    # per NIC.
+    assert 370 / 450 == pytest.approx(20.6 * 18 / 450, abs=3e-3)
+    expected = {"h100-sxm": 370 / 450, "h200": 370 / 450,
+                "b200": 679.6 / 900, "gb200-nvl72": 679.6 / 900, "mi300x": 316.8 / 448}
+    for name, fraction in expected.items():
+        values = GPUS[name].values
+        assert values["intra_node_efficiency"] == pytest.approx(fraction, abs=1e-3), name
+        assert values["inter_node_efficiency"] == pytest.approx(47 / 50), name
+        # the fraction applies to the per-direction line rate of the preset
+        assert values["link_bandwidth_gb_s"] * fraction < values["link_bandwidth_gb_s"]
+    assert GPUS["h800"].values["intra_node_efficiency"] == pytest.approx(160 / 200)
+
+
+def test_b200_memory_bandwidth_is_the_hgx_figure():
+    # HGX B200: 62 TB/s for 8 GPUs; the driver's 7,680-bit bus at 3,996 MHz DDR.
+    assert GPUS["b200"].values["hbm_bandwidth_tb_s"] == pytest.approx(
+        7680 / 8 * 3996e6 * 2 / 1e12, abs=0.05)
+
+
+def test_per_precision_tables_cover_every_gpu_preset():
+    from jaxmodel.models.presets import (
+        BOARD_POWER_W,
+        MATMUL_CEILINGS,
+        PRECISION_PEAKS,
+        PRECISIONS,
+    )
+
+    assert set(PRECISION_PEAKS) == set(GPUS) == set(BOARD_POWER_W)
+    for name, peaks in PRECISION_PEAKS.items():
+        assert tuple(peaks) == PRECISIONS, name
+        values = GPUS[name].values
+        assert peaks["bf16"] == values["compute_tflops"], name
+        if peaks["fp8"] is not None:
+            assert peaks["fp8"] == values["fp8_tflops"], name
+        supported = [p for p in peaks.values() if p is not None]
+        assert supported == sorted(supported), name   # fewer bits, at least as fast
+    # Datasheet 4-bit peaks: twice FP8 on B200 and GB200 (NVFP4), three times on GB300.
+    assert PRECISION_PEAKS["b200"]["fp4"] == 2 * PRECISION_PEAKS["b200"]["fp8"]
+    assert PRECISION_PEAKS["gb300-nvl72"]["fp4"] == 1080e3 / 72
+    assert PRECISION_PEAKS["b300"]["fp4"] == 105e3 / 8
+    # Board power rises with each generation's peak.
+    assert BOARD_POWER_W["h100-sxm"] < BOARD_POWER_W["b200"] < BOARD_POWER_W["gb300-nvl72"]
+    # Every burst bf16 ceiling is the preset's matmul_efficiency; the sustained FP8
+    # ceilings of the Azure guide (cuBLASLt, 10,000 warm-ups): GB200 2906.9 of 5000.
+    for name, ceilings in MATMUL_CEILINGS.items():
+        assert ceilings["bf16_burst"] == GPUS[name].values["matmul_efficiency"], name
+        assert all(0 < c <= 1 for c in ceilings.values()), name
+    assert MATMUL_CEILINGS["gb200-nvl72"]["fp8_sustained"] == pytest.approx(2906.9 / 5000,
+                                                                             abs=5e-4)
+    assert MATMUL_CEILINGS["h100-sxm"]["fp8_burst"] == pytest.approx(1402.6 / 1979, abs=5e-4)
+
+
+@pytest.mark.parametrize("name, shape", [
+    # Hugging Face config.json of each model: (layers, hidden, heads, KV heads, vocabulary,
+    # routed experts, per token, expert FFN, shared experts, leading dense layers).
+    ("llama3-8b", (32, 4096, 32, 8, 128256, None, None, None, None, None)),
+    ("llama3.1-8b", (32, 4096, 32, 8, 128256, None, None, None, None, None)),
+    ("llama3-70b", (80, 8192, 64, 8, 128256, None, None, None, None, None)),
+    ("llama3.1-70b", (80, 8192, 64, 8, 128256, None, None, None, None, None)),
+    ("llama3.1-405b", (126, 16384, 128, 8, 128256, None, None, None, None, None)),
+    ("deepseek-v3", (61, 7168, 128, 128, 129280, 256, 8, 2048, 1, 3)),
+    ("qwen3-30b-a3b", (48, 2048, 32, 4, 151936, 128, 8, 768, 0, 0)),
+    ("qwen3-235b-a22b", (94, 4096, 64, 4, 151936, 128, 8, 1536, 0, 0)),
+    ("gpt-oss-20b", (24, 2880, 64, 8, 201088, 32, 4, 2880, 0, 0)),
+    ("gpt-oss-120b", (36, 2880, 64, 8, 201088, 128, 4, 2880, 0, 0)),
+])
+def test_issue_24_model_families_match_their_published_configs(name, shape):
+    keys = ("num_layers", "hidden_dim", "num_heads", "num_kv_heads", "vocab_size",
+            "num_experts", "experts_per_token", "moe_ffn_hidden_dim", "shared_experts",
+            "dense_layers")
+    values = LLMS[name].values
+    for key, expected in zip(keys, shape, strict=True):
+        if expected is not None:
+            assert values[key] == expected, (name, key)
+    if name == "deepseek-v3":   # MLA: q_lora_rank 1536, kv_lora_rank 512, rope dim 64
+        assert (values["q_lora_rank"], values["kv_lora_rank"], values["qk_rope_dim"]) == (
+            1536, 512, 64)
+    if name.startswith("gpt-oss"):   # what the model cannot express yet is said
+        assert "sliding-window" in LLMS[name].source

@@ -149,7 +149,6 @@ def model_params(x):
             + (2.0 - x.tied_embeddings) * x.vocab_size * x.hidden_dim)
 
 
-
 def layer_gemm_shapes(x):
     """``(n, k)`` of each weight GEMM of a layer on one GPU (``[tokens, k] x [k, n]``).
 
@@ -167,8 +166,6 @@ def layer_gemm_shapes(x):
         ((x.mlp_weight_matrices - 1.0) * f / t, h),
         (h, f / t),
     )
-
-
 
 
 def layer_times(x, g) -> LayerTimes:

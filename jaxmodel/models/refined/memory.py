@@ -87,7 +87,6 @@ def layer_activation_bytes(x, recompute_code, sp):
     return jnp.where(recompute_code == 2, full, jnp.where(recompute_code == 1, selective, none))
 
 
-
 class StageParams(NamedTuple):
     """Parameters per GPU of each stage kind (embedding on the first, the output
     layer on the last: also a copy of the shared embedding when tied).

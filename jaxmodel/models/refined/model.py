@@ -218,7 +218,6 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     )
 
 
-
 REFINED = Model(
     name="refined",
     description=DESCRIPTION,

@@ -282,7 +282,6 @@ def expert_data_parallel(x, data_parallel):
     return folded_size(x, data_parallel) / (x.expert_tensor_parallel * x.expert_parallel)
 
 
-
 def dispatch_seconds(tokens, x, gpus_per_node, net):
     """One dispatch (or combine) all-to-all on the busiest rank, seconds.
 

@@ -111,7 +111,6 @@ def _stage_split(inputs: Mapping[str, float]) -> tuple[int, int, int]:
     return v * q, (layers if p == 1 else v * q - e), q
 
 
-
 def uneven_note(inputs: Mapping[str, float]) -> str:
     """A sentence on an uneven pipeline split ("" when every stage holds the same)."""
     p, layers = int(inputs["pipeline_parallel"]), int(inputs["num_layers"])
