@@ -83,7 +83,7 @@ LIFTED_MEMORY_GB = 1e9
 
 
 def _preset_memory(gpu: str) -> float:
-    return float(GPUS[gpu].values["gpu_memory_gb"])
+    return float(GPUS[gpu].values[get_model(MODEL).memory_capacity])
 
 
 def sc21_cases() -> list[Case]:
@@ -325,7 +325,7 @@ def run_row(j: Judged) -> dict[str, Any]:
             "expressible": c.inputs is not None, "reason": c.reason,
             "approximations": list(c.notes), "measured": num(c.measured),
             "predicted": num(j.predicted), "error_percent": num(j.error_percent),
-            "fits": j.fits, "memory_gb": num(j.memory_gb),
+            "fits": j.fits, "memory_gb": num(j.memory_gb), "gpu_memory_gb": num(c.memory_gb),
             "measured_memory_gb": num(c.measured_memory_gb),
             "memory_error_percent": num(j.memory_error_percent),
             "calibrated": num(j.calibrated),

@@ -557,7 +557,8 @@ def _bridge_mismatch(row: Mapping[str, str]) -> Cell:
     text = row["recipe_parallel_mismatch"].strip()
     if not text or text.startswith("none"):
         return NOTHING
-    return approx(f"recipe settings read from a recipe of another layout ({text})")
+    return approx("recipe settings read from a recipe of another layout (the row's "
+                  "recipe_parallel_mismatch; the row's own layout is used)")
 
 
 def _bridge_batch(row: Mapping[str, str]) -> Cell:
