@@ -71,9 +71,11 @@ def validate_command(
         "-o", "--output", metavar="FILE", help="with --all: write the result to FILE "
         "instead of printing it")] = None,
 ) -> None:
-    """Predicted against measured: SC21 Table 1 (TFLOP/s and step time), Megatron-LM H100 (MFU)."""
+    """Predicted against measured: SC21 Table 1 (TFLOP/s and step time), Megatron-LM H100 (MFU);
+    --all: every set in one table (docs/validation.md)."""
     if every_set:
-        _validate_all(data, set_name, config, calibrate, calibrated, output_format, output)
+        _validate_all(data, set_name, config, calibrate or fit is not None, calibrated,
+                      output_format, output)
         return
     for flag, given in (("--calibrated", calibrated), ("--output", output),
                         ("--format markdown", output_format == "markdown")):
@@ -112,7 +114,7 @@ def _validate_all(data, set_name, config, calibrate, calibrated, output_format, 
     from jaxmodel.models.validation_all import validate_all
 
     for flag, given in (("--data", data), ("--set", set_name), ("--config", config),
-                        ("--calibrate", calibrate)):
+                        ("--calibrate/--fit", calibrate)):
         if given:
             raise SpecError(f"{flag}: not with --all (it runs every set, out of the box; "
                             "use --calibrated for the k-fold calibrated column)")

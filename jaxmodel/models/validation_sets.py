@@ -157,6 +157,10 @@ def llm(name: str, note: str = "") -> tuple[Way, ...]:
 
 
 NOTHING: tuple[Way, ...] = (Way(),)
+MXFP8_AS_FP8 = ("block-scaled FP8 (MXFP8/blockwise) as per-tensor FP8 (fp8 1): the blocks' "
+                "scaling is not counted")
+EP_OVERLAP_NOTE = ("EP all-to-all overlap on as moe_overlap 1 (the model has no physics of what "
+                   "the batch-level overlap hides)")
 
 
 def precision(level: int) -> Cell:
@@ -170,10 +174,6 @@ def precision(level: int) -> Cell:
     return ways + (Missing("NVFP4: the model has no input precision"),)
 
 
-MXFP8_AS_FP8 = ("block-scaled FP8 (MXFP8/blockwise) as per-tensor FP8 (fp8 1): the blocks' "
-                "scaling is not counted")
-EP_OVERLAP_NOTE = ("EP all-to-all overlap on as moe_overlap 1 (the model has no physics of what "
-                   "the batch-level overlap hides)")
 NO_DROPOUT: tuple[Way, ...] = (
     Way({"dropout": 0}),
     Way({}, "dropout masks counted: the model has no dropout input (these models train "
@@ -189,6 +189,16 @@ def graphs(level: int, note: str = "") -> Cell:
     what = "per layer" if level == 1 else "of the full iteration"
     return (Way({"cuda_graphs": level}, note),
             Missing(f"CUDA graphs {what}: the model has no input cuda_graphs"))
+
+
+def multi_token_prediction(layers: int) -> Cell:
+    """``mtp_layers`` multi-token-prediction modules (DeepSeek-V3); without that input,
+    none is what the model does and any is not expressible."""
+    if layers == 0:
+        return (Way({"mtp_layers": 0}), Way())
+    return (Way({"mtp_layers": layers}),
+            Missing(f"multi-token prediction ({layers} layer{'s' * (layers > 1)}): the model "
+                    "has no input mtp_layers"))
 
 
 # --- reading a row -------------------------------------------------------------------------
@@ -311,6 +321,7 @@ def express(table: SetTable, row: Mapping[str, str], path: str = "") -> Case:
     for column, spec in table.columns.items():
         value = (row.get(column) or "").strip()
         where = f"{column}={value}" if value else f"{column} (blank)"
+        at = f"{path}: {label} "
         try:
             if isinstance(spec, str):
                 numbers[spec] = _number(value, table.blank.get(column))
@@ -319,12 +330,12 @@ def express(table: SetTable, row: Mapping[str, str], path: str = "") -> Case:
             elif value in spec:
                 take(spec[value], where)
             else:
-                raise InputError(f"{path}: {label} {column}", value,
-                                 "one of " + ", ".join(repr(k) for k in spec))
-        except ValueError:
-            if isinstance(spec, str):
-                raise InputError(f"{path}: {label} {column}", value, "a number") from None
-            raise
+                raise InputError(column, value, "one of " + ", ".join(repr(k) for k in spec))
+        except InputError as e:
+            raise InputError(at + e.field, e.value, e.allowed) from None
+        except ValueError as e:
+            allowed = "a number" if isinstance(spec, str) else str(e)
+            raise InputError(at + column, value, allowed) from None
     gpu_name = next((w.gpu for w in ways if w.gpu), "")
     machine = next((w.machine for w in ways if w.machine), gpu_name)
     llm_name = next((w.llm for w in ways if w.llm), None)
@@ -362,19 +373,24 @@ def _layout(x: Mapping[str, float]) -> str:
     return " ".join(parts)
 
 
-def _replicas(row: Mapping[str, str], gpus: str, t: str, c: str, p: str) -> int:
-    n, tt, cc, pp = (int(_number(row.get(k, ""), 1)) for k in (gpus, t, c, p))
+def _replicas(row: Mapping[str, str], gpus: str) -> int:
+    """Data-parallel ranks ``N / (t c p)``; every set names t, c and p tp, cp and pp."""
+    n, tt, cc, pp = (int(_number(row.get(k, ""), 1)) for k in (gpus, "tp", "cp", "pp"))
     if n % (tt * cc * pp):
         raise InputError(f"{gpus}", n, f"a multiple of t x c x p = {tt * cc * pp}")
     return n // (tt * cc * pp)
 
 
-def _accumulation(global_batch: float, micro_batch: float, replicas: int) -> Cell:
-    per = micro_batch * replicas
-    m = global_batch / per
+def _accumulation(row: Mapping[str, str], gpus: str, global_batch: str, micro_batch: str
+                  ) -> Cell:
+    """``gradient_accum_steps`` = global batch / (micro-batch x data-parallel ranks), the
+    columns named as the source names them."""
+    replicas = _replicas(row, gpus)
+    gbs, mbs = _number(row[global_batch]), _number(row[micro_batch])
+    m = gbs / (mbs * replicas)
     if m < 1 or m != int(m):
-        return Missing(f"global batch {global_batch:g} is not a multiple of micro-batch x "
-                       f"data-parallel ranks ({micro_batch:g} x {replicas})")
+        return Missing(f"global batch {gbs:g} is not a multiple of micro-batch x "
+                       f"data-parallel ranks ({mbs:g} x {replicas})")
     return exact(gradient_accum_steps=m)
 
 
@@ -400,15 +416,18 @@ def megatron_recompute(granularity: str, method: str, num_layers: str, modules: 
     if granularity in ("", "none", "unset"):
         return exact(recompute=0, moe_recompute=0)
     if granularity == "full":
-        if num_layers.strip() not in ("", "None", "unset"):
+        # "uniform" recomputes every layer (in groups of recompute_num_layers);
+        # "block" only the first recompute_num_layers layers of each stage.
+        if method.strip() == "block" and num_layers.strip() not in ("", "None", "unset"):
             return Missing(f"full recompute of {num_layers.strip()} layers per stage "
-                           "(recompute_num_layers) has no input")
+                           "(recompute_method block) has no input")
         return exact(recompute=2, moe_recompute=0)
     if granularity != "selective":
-        raise ValueError(f"recompute granularity {granularity!r}")
+        raise ValueError(f"recompute granularity {granularity!r}: none, full or selective")
     names = [n.strip().strip('"').strip("'") for n in
              modules.replace("[", "").replace("]", "").replace(";", ",").replace(" ", ",")
              .split(",")]
+    # Megatron-Core's default --recompute-modules is core_attn.
     names = [n for n in names if n and n not in ("None", "unset")] or ["core_attn"]
     inputs = {"recompute": 0.0, "moe_recompute": 0.0}
     notes = []
@@ -428,6 +447,11 @@ def megatron_recompute(granularity: str, method: str, num_layers: str, modules: 
 
 # --- Megatron-Bridge -------------------------------------------------------------------------
 
+def _token_drop(name: str) -> Cell:
+    return (Way({"capacity_factor": 1.0}, "token drop at capacity factor 1 (the table gives "
+                "no factor)", llm=name),)
+
+
 BRIDGE_LLMS: dict[str, Cell] = {
     "LLAMA3_8B": llm("llama3-8b"),
     "LLAMA3_70B": llm("llama3-70b"),
@@ -435,16 +459,11 @@ BRIDGE_LLMS: dict[str, Cell] = {
     "DeepSeekV3": llm("deepseek-v3"),
     "DeepSeekV3 (dropless)": llm("deepseek-v3"),
     "DeepSeekV3 (w/ MTP)": llm("deepseek-v3"),
-    "DeepSeekV3 (tokendrop)": (Way({"capacity_factor": 1.0}, "token drop at capacity factor "
-                                   "1 (the table gives no factor)", llm="deepseek-v3"),),
+    "DeepSeekV3 (tokendrop)": _token_drop("deepseek-v3"),
     "Qwen3_30B_a3B": llm("qwen3-30b-a3b"),
-    "Qwen3_30B_a3B (tokendrop)": (Way({"capacity_factor": 1.0}, "token drop at capacity "
-                                      "factor 1 (the table gives no factor)",
-                                      llm="qwen3-30b-a3b"),),
+    "Qwen3_30B_a3B (tokendrop)": _token_drop("qwen3-30b-a3b"),
     "Qwen3_235B_a22B": llm("qwen3-235b-a22b"),
-    "Qwen3_235B_a22B (tokendrop)": (Way({"capacity_factor": 1.0}, "token drop at capacity "
-                                        "factor 1 (the table gives no factor)",
-                                        llm="qwen3-235b-a22b"),),
+    "Qwen3_235B_a22B (tokendrop)": _token_drop("qwen3-235b-a22b"),
     "GPT OSS 120B": llm("gpt-oss-120b", "GPT-OSS's alternating sliding-window attention as "
                         "full attention (the preset)"),
     "Nemotron_3_Nano": Missing("no preset for Nemotron-3 Nano (hybrid Mamba-2/MoE)"),
@@ -530,7 +549,7 @@ def _bridge_fsdp(row: Mapping[str, str]) -> Cell:
     group = _number(row["fsdp"], 0)
     megatron_fsdp = row["recipe_megatron_fsdp"].strip() == "True"
     if group > 0 or megatron_fsdp:
-        d_c = _replicas(row, "num_gpus", "tp", "cp", "pp") * _number(row["cp"], 1)
+        d_c = _replicas(row, "num_gpus") * _number(row["cp"], 1)
         shard = 0 if group in (0, d_c) else group
         return exact(zero_stage=3, zero_shard_degree=shard)
     return NOTHING
@@ -545,12 +564,7 @@ def _bridge_offload(row: Mapping[str, str]) -> Cell:
 
 def _bridge_mtp(row: Mapping[str, str]) -> Cell:
     text = row["recipe_mtp_num_layers"].strip()
-    layers = int(text) if text.isdigit() else (1 if "MTP" in row["model"] else 0)
-    if layers == 0:
-        return (Way({"mtp_layers": 0}), Way())
-    return (Way({"mtp_layers": layers}),
-            Missing(f"multi-token prediction ({layers} layers): the model has no input "
-                    "mtp_layers"))
+    return multi_token_prediction(int(text) if text.isdigit() else int("MTP" in row["model"]))
 
 
 def _bridge_mismatch(row: Mapping[str, str]) -> Cell:
@@ -559,11 +573,6 @@ def _bridge_mismatch(row: Mapping[str, str]) -> Cell:
         return NOTHING
     return approx("recipe settings read from a recipe of another layout (the row's "
                   "recipe_parallel_mismatch; the row's own layout is used)")
-
-
-def _bridge_batch(row: Mapping[str, str]) -> Cell:
-    d = _replicas(row, "num_gpus", "tp", "cp", "pp")
-    return _accumulation(_number(row["global_batch"]), _number(row["micro_batch"]), d)
 
 
 def _bridge_measure(row: Mapping[str, str], x: Mapping[str, float]
@@ -592,7 +601,8 @@ BRIDGE = SetTable(
         "ep": "expert_parallel",
         "micro_batch": "micro_batch",
         "seq_length": "seq_length",
-        "global_batch": _bridge_batch,
+        "global_batch": lambda row: _accumulation(row, "num_gpus", "global_batch",
+                                                  "micro_batch"),
         "precision": _bridge_precision,
         "fsdp": _bridge_fsdp,
         "recipe_recompute_granularity": _bridge_recompute,
@@ -761,17 +771,7 @@ def _recipe_flag(reason: str) -> Mapping[str, Cell]:
 
 
 def _recipe_mtp(row: Mapping[str, str]) -> Cell:
-    layers = int(_number(row["yaml_mtp_num_layers"], 0))
-    if layers == 0:
-        return (Way({"mtp_layers": 0}), Way())
-    return (Way({"mtp_layers": layers}),
-            Missing(f"multi-token prediction ({layers} layer): the model has no input "
-                    "mtp_layers"))
-
-
-def _recipe_batch(row: Mapping[str, str]) -> Cell:
-    d = _replicas(row, "gpus", "tp", "cp", "pp")
-    return _accumulation(_number(row["gbs"]), _number(row["mbs"]), d)
+    return multi_token_prediction(int(_number(row["yaml_mtp_num_layers"], 0)))
 
 
 def _recipe_measure(row: Mapping[str, str], x: Mapping[str, float]
@@ -801,7 +801,7 @@ MOE_RECIPES = SetTable(
         "etp": "expert_tensor_parallel",
         "mbs": "micro_batch",
         "seq": "seq_length",
-        "gbs": _recipe_batch,
+        "gbs": lambda row: _accumulation(row, "gpus", "gbs", "mbs"),
         "yaml_vp": _recipe_layers,
         "yaml_precision_args": _recipe_precision,
         "yaml_recompute_granularity": _recipe_recompute,
@@ -828,7 +828,7 @@ TORCHTITAN_GPU = "H100 (Grand Teton, 96GB HBM2e, 500W)"
 
 
 def _titan_fsdp(row: Mapping[str, str]) -> Cell:
-    d = _replicas(row, "num_gpus", "tp", "cp", "pp")
+    d = _replicas(row, "num_gpus")
     if int(_number(row["fsdp"])) != d:
         raise InputError("fsdp", row["fsdp"], f"#GPUs / (t c p) = {d}")
     # FSDP2 shards over the data x context ranks and prefetches the next all-gather.
