@@ -346,7 +346,7 @@ def express(table: SetTable, row: Mapping[str, str], path: str = "") -> Case:
     try:
         measured, work, memory = table.measure(row, inputs)
     except ValueError as e:
-        reasons.append(str(e))
+        reasons.insert(0, str(e))  # nothing to compare comes before why not
         measured, work, memory = math.nan, None, math.nan
     notes = tuple(dict.fromkeys(w.note for w in ways if w.note))
     capacity = inputs.get(model.memory_capacity, math.nan) if model.memory_capacity else math.nan
