@@ -133,11 +133,11 @@ def test_moe_recipe_qwen3_235b_b200_row_by_hand():
 
 def test_moe_recipe_rows_without_a_figure_or_an_input():
     cases = _by_label(MOE_RECIPES)
-    # The BF16 DeepSeek-V3 row: no TFLOP/s in the source, and MTP; its FP8 H100
-    # row recomputes the MLA up-projections.
-    assert cases["DeepSeek-V3 H100 BF16"].inputs is None
-    assert cases["DeepSeek-V3 H100 BF16"].reason.startswith("no TFLOP/s per GPU in the source")
-    assert "mla_up_proj" in cases["DeepSeek-V3 H100 FP8"].reason
+    # The H100 DeepSeek-V3 rows have no TFLOP/s in the source; the B200 row
+    # recomputes the MLA up-projections.
+    for label in ("DeepSeek-V3 H100 BF16", "DeepSeek-V3 H100 FP8"):
+        assert cases[label].reason.startswith("no TFLOP/s per GPU in the source")
+    assert "mla_up_proj" in cases["DeepSeek-V3 B200 MXFP8"].reason
     bf16 = cases["Qwen3-30B-A3B H100 BF16"]
     # 32 GPUs t1 p1 ep8, GBS 256, MBS 1: d = 32, m = 8; no EP overlap in its YAML.
     _has(bf16, gradient_accum_steps=8, fp8=0, moe_overlap=0.0, dp_overlap=1.0,
