@@ -46,12 +46,12 @@ beside the rows that use it):
   the numbers in parentheses use "different quantization granularities", so a
   primary figure is read as per-tensor FP8 and a parenthetical one as blockwise FP8
   (listed, an interpretation).
-* Recompute (Megatron-Core): no granularity -> ``recompute`` 0; ``full`` (all
-  layers) -> 2; ``selective`` -> its modules: ``core_attn`` -> ``recompute`` 1,
-  ``moe_act`` -> ``moe_recompute`` 1, ``moe`` -> ``moe_recompute`` 2; ``layernorm``
-  is a norm forward the model does not count (listed); ``mla_up_proj``, ``mlp``
-  and a partial full recompute (``recompute_num_layers``) have no input: not
-  expressible.  torchtitan: ``full`` -> 2; its ``selective`` is its own per-op
+* Recompute (Megatron-Core): no granularity -> ``recompute`` 0; ``full``
+  (``uniform``: every layer) -> 2; ``selective`` -> its modules (default
+  ``core_attn``): ``core_attn`` -> ``recompute`` 1, ``moe_act`` -> ``moe_recompute``
+  1, ``moe`` -> ``moe_recompute`` 2; ``layernorm`` is a norm forward the model does
+  not count (listed); ``mla_up_proj``, ``mlp`` and a full recompute of only N layers
+  a stage (``block``) have no input: not expressible.  torchtitan: ``full`` -> 2; its ``selective`` is its own per-op
   policy (keep the outputs of attention and of every other matmul), not
   Megatron-LM's: not expressible until the model has that setting.
 * CUDA graphs: none -> ``cuda_graphs`` 0 (or nothing: the model launches every
