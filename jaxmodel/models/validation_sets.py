@@ -51,9 +51,10 @@ beside the rows that use it):
   ``core_attn``): ``core_attn`` -> ``recompute`` 1, ``moe_act`` -> ``moe_recompute``
   1, ``moe`` -> ``moe_recompute`` 2; ``layernorm`` is a norm forward the model does
   not count (listed); ``mla_up_proj``, ``mlp`` and a full recompute of only N layers
-  a stage (``block``) have no input: not expressible.  torchtitan: ``full`` -> 2; its ``selective`` is its own per-op
-  policy (keep the outputs of attention and of every other matmul), not
-  Megatron-LM's: not expressible until the model has that setting.
+  a stage (``block``) have no input: not expressible.  torchtitan: ``full`` -> 2;
+  its ``selective`` is its own per-op policy (keep the outputs of attention and of
+  every other matmul), not Megatron-LM's: not expressible until the model has that
+  setting.
 * CUDA graphs: none -> ``cuda_graphs`` 0 (or nothing: the model launches every
   kernel); per layer (Transformer Engine or local, any scope) -> 1, listed where
   the scope is part of a layer; full iteration -> 2; without a ``cuda_graphs``
