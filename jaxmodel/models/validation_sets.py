@@ -33,11 +33,10 @@ beside the rows that use it):
   are the 96 GB part at a 500 W power limit: the ``h100-sxm`` preset with
   ``gpu_memory_gb`` 96 (the source's figure); the power limit and that part's HBM
   bandwidth are not modelled (an approximation, listed).
-* LLMs: the presets of ``jaxmodel.presets``.  Llama 3.1 8B and 70B have the shapes
-  of Llama 3 8B and 70B (the Hugging Face configs differ only in the RoPE scaling
-  and context), so they use those presets.  GPT-OSS's alternating sliding-window
-  attention is modelled as full attention (the preset's note; listed).  Nemotron-3
-  (a hybrid of Mamba-2 and MoE layers) has no preset: not expressible.
+* LLMs: the presets of ``jaxmodel.presets``, by the name the source prints.
+  GPT-OSS's alternating sliding-window attention is modelled as full attention (the
+  preset's note; listed).  Nemotron-3 (a hybrid of Mamba-2 and MoE layers) has no
+  preset: not expressible.
 * Precision: BF16 -> ``precision`` 0 (``fp8`` 0); FP8 with per-tensor (current or
   delayed) scaling -> ``precision`` 1, else ``fp8`` 1 (exact); block-scaled FP8
   (MXFP8, 1x128/128x128 blockwise) -> ``precision`` 2, else ``fp8`` 1 (listed:
@@ -881,7 +880,7 @@ TORCHTITAN = SetTable(
             "h100-sxm", "the 96 GB H100 at 500 W as h100-sxm with 96 GB: the power limit and "
             "its HBM bandwidth are not modelled", machine="h100-sxm 96 GB 500 W",
             gpu_memory_gb=96)},
-        "model": {"Llama 3.1 8B": llm("llama3-8b"), "Llama 3.1 70B": llm("llama3-70b"),
+        "model": {"Llama 3.1 8B": llm("llama3.1-8b"), "Llama 3.1 70B": llm("llama3.1-70b"),
                   "Llama 3.1 405B": llm("llama3.1-405b")},
         "num_gpus": "num_gpus",
         "tp": "tensor_parallel",

@@ -12,6 +12,13 @@ from typer.testing import CliRunner
 from jaxmodel import InputError
 from jaxmodel.cli import app
 from jaxmodel.models import get_model
+from jaxmodel.models.validation import (
+    builtin_table,
+    summary,
+    table_summary,
+    validate,
+    validate_table,
+)
 from jaxmodel.models.validation_all import (
     DOCUMENTED,
     OUT_OF_BOX,
@@ -19,6 +26,7 @@ from jaxmodel.models.validation_all import (
     SetRun,
     summarise,
 )
+from jaxmodel.models.validation_moe import summary_moe, validate_moe
 from jaxmodel.models.validation_sets import (
     BRIDGE,
     DATA,
@@ -246,13 +254,16 @@ def test_validate_all_json_counts_and_the_existing_figures():
         runs = [r for r in doc["runs"] if (r["set"], r["variant"]) == (s["set"], s["variant"])]
         assert s["does_not_fit"] == sum(1 for r in runs if r["expressible"]
                                         and r["fits"] is False and r["predicted"] is not None)
-    # The documented settings reproduce `validate --set` (README: 3.8%, 3.1%, 8.8%).
-    assert lines[("sc21", DOCUMENTED + " = " + OUT_OF_BOX)]["error_percent"]["mean"] \
-        == pytest.approx(3.75, abs=0.05)
-    assert lines[("megatron-h100", DOCUMENTED)]["error_percent"]["mean"] \
-        == pytest.approx(3.11, abs=0.05)
-    assert lines[("qwen3-235b", DOCUMENTED)]["error_percent"]["mean"] \
-        == pytest.approx(8.82, abs=0.05)
+    # The documented settings reproduce `validate --set` (its own code path).
+    sc21 = summary(validate())
+    h100 = table_summary(validate_table(builtin_table("megatron-h100")))
+    qwen3 = summary_moe(validate_moe())
+    for key, stats in ((("sc21", DOCUMENTED + " = " + OUT_OF_BOX), sc21),
+                       (("megatron-h100", DOCUMENTED), h100), (("qwen3-235b", DOCUMENTED), qwen3)):
+        assert lines[key]["error_percent"]["mean"] == pytest.approx(
+            stats["mean_abs_error_percent"], rel=1e-6)
+        assert lines[key]["error_percent"]["max"] == pytest.approx(
+            stats["max_abs_error_percent"], rel=1e-6)
     # Only torchtitan measured memory.
     assert [s["set"] for s in doc["sets"] if s["memory_error_percent"]["n"]] == ["torchtitan"]
 
