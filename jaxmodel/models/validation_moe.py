@@ -83,6 +83,7 @@ from jaxmodel.api import evaluate
 from jaxmodel.errors import InputError
 from jaxmodel.models import get_model
 from jaxmodel.models.presets import apply_presets
+from jaxmodel.models.refined.moe import A2A_OVERLAP
 
 DATA = Path(__file__).resolve().parents[2] / "tests" / "data" / "moe_qwen3_235b_megatron.csv"
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "validation" \
@@ -95,7 +96,6 @@ DROPLESS_IMBALANCE = 1.2
 FORCED_WHEN_UNSTATED = True
 # Exposed host time per MoE layer forward pass (module doc), microseconds.
 MOE_HOST_OVERHEAD_US = 1700.0
-A2A_OVERLAP = 0.5
 QWEN3_SETTINGS: dict[str, float] = {
     "pipeline_split_embedding": 1,
     "sequence_parallel": 1,

@@ -94,6 +94,12 @@ PERMUTE_BYTES = 8.0
 # Activation bytes stored per routed copy and hidden element: the permuted
 # input of the expert FC1 (2) and the expert output before the combine (2).
 DISPATCH_ACTIVATION_BYTES = 4.0
+# The share of the expert all-to-all that the combined 1F1B schedule hides
+# (Megatron-Core --overlap-moe-expert-parallel-comm): one micro-batch's
+# dispatch/combine overlaps another's compute, but the communication kernels
+# take about a fifth of the SMs and the first and last all-to-all of each pair
+# are not covered (jaxmodel.models.validation_moe's module doc).
+A2A_OVERLAP = 0.5
 
 
 def is_plain(x):
