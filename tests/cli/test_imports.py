@@ -42,6 +42,7 @@ BAD_SPEC = 'model = "refined"\n[axes]\nnum_gpus = [8, "x"]\n'
     (["best", "--model", "refined", "--gpu", "nope"], 2, "gpu: got 'nope'"),
     (["sensitivity", "--model", "refined", "--of", "nope"], 2, "unknown output 'nope'"),
     (["sweep", "bad.toml"], 2, "axes.num_gpus: expected a number, got 'x'"),
+    (["validate", "--set", "nope"], 2, "set: got 'nope'"),
 ])
 def test_answers_without_importing_jax(args, code, says, tmp_path):
     (tmp_path / "bad.toml").write_text(BAD_SPEC)
