@@ -34,8 +34,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import jax.numpy as jnp
-
+from jaxmodel.deferred import jnp
 from jaxmodel.models.refined import moe
 from jaxmodel.models.refined.rates import BF16, flash_attention_seconds, gemm_seconds
 

@@ -31,8 +31,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import jax.numpy as jnp
-
+from jaxmodel.deferred import jnp
 from jaxmodel.models.refined import moe
 from jaxmodel.models.refined.layer import SCORE_BYTES, attention_width, layer_weight_params
 from jaxmodel.models.refined.rates import BF16

@@ -80,11 +80,10 @@ as Megatron-Core requires sequence parallelism with TP and MoE):
 
 from __future__ import annotations
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from jaxmodel.collectives import GEMM_TILE_M, all_gather, all_to_all, all_to_all_two_level
+from jaxmodel.deferred import jax, jnp
 
 # Bytes per value moved by the dispatch and combine (bf16 activations).
 DISPATCH_BYTES = 2.0
