@@ -259,13 +259,16 @@ def test_validation_maps_megatron_recompute_modules():
     from jaxmodel.errors import InputError
     from jaxmodel.models.validation_moe import recompute_inputs
 
-    assert recompute_inputs("none") == {"recompute": 0.0, "moe_recompute": 0.0}
-    assert recompute_inputs("") == {"recompute": 0.0, "moe_recompute": 0.0}
-    assert recompute_inputs("full") == {"recompute": 2.0, "moe_recompute": 0.0}
-    assert recompute_inputs("norm,act") == {"recompute": 0.0, "moe_recompute": 1.0}
-    assert recompute_inputs("layernorm,moe") == {"recompute": 0.0, "moe_recompute": 2.0}
+    none = {"recompute": 0.0, "moe_recompute": 0.0, "norm_recompute": 0.0}
+    assert recompute_inputs("none") == none
+    assert recompute_inputs("") == none
+    assert recompute_inputs("full") == {**none, "recompute": 2.0}
+    assert recompute_inputs("norm,act") == {**none, "moe_recompute": 1.0, "norm_recompute": 1.0}
+    assert recompute_inputs("layernorm,moe") == {**none, "moe_recompute": 2.0,
+                                                 "norm_recompute": 1.0}
     assert recompute_inputs("moe_act,layernorm,core_attn") == {"recompute": 1.0,
-                                                               "moe_recompute": 1.0}
+                                                               "moe_recompute": 1.0,
+                                                               "norm_recompute": 1.0}
     with pytest.raises(InputError, match="recompute"):
         recompute_inputs("mlp_everything")
 

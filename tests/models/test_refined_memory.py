@@ -163,3 +163,15 @@ def test_capacity_in_bytes_from_the_datasheet_gib():
     assert GPUS["h100-sxm"].values["gpu_memory_gb"] == approx(85.89934592)
     assert GPUS["b200"].values["gpu_memory_gb"] == approx(180 * 1.073741824)
     assert 183_359 * 2**20 / 1e9 < GPUS["b200"].values["gpu_memory_gb"]
+
+
+def test_norm_recompute_frees_the_norm_outputs_and_runs_the_norms_again():
+    # Llama 3 70B layer as above: the QKV and FC1 inputs (the norm outputs) go,
+    # 2 + 2 bytes in bf16 (33.5 -> 29.5), 1 + 1 under FP8 (29 -> 27).
+    assert _layer_bytes(dropout=0, fp8=0, norm_recompute=1) == approx(29.5 * LLAMA_SBH_T)
+    assert _layer_bytes(dropout=0, fp8=1, norm_recompute=1) == approx(27.0 * LLAMA_SBH_T)
+    # Time: both norms' forward again, each reading and writing s b h in bf16
+    # (8 bytes per element, 8,388,608 B at 1e12 B/s = 8.388608 us) per layer
+    # and micro-batch: 4 layers x 4 micro-batches on TOY's busiest stage.
+    extra_ms = run(norm_recompute=1)["memory_bound_ms"] - run()["memory_bound_ms"]
+    assert extra_ms == approx(16 * 8.388608e-3)

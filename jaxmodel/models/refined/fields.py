@@ -213,6 +213,9 @@ INPUTS: tuple[InputField, ...] = (
     switch("mla_recompute", "recompute the MLA up-projections (Megatron-Core "
             "--recompute-modules mla_up_proj): queries, keys and values are rebuilt from "
             "the compressed latents, so they are not stored", 0),
+    switch("norm_recompute", "recompute the norms (Megatron-Core --recompute-modules "
+            "layernorm): their outputs, the QKV and FC1 inputs, are freed once used and "
+            "recomputed from the norm inputs for the backward pass", 0),
 )
 
 # What a cluster's own measurements pin down (``jaxmodel calibrate``'s default

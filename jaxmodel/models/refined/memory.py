@@ -71,9 +71,10 @@ def layer_activation_bytes(x, recompute_code, sp):
     * replicated (split by ``t`` only with sequence parallelism): the two norm
       inputs 4; the inputs of the QKV and FC1 GEMMs 2 + 2, or 1 + 1 under FP8
       (Transformer Engine's Linear and LayerNormLinear save the input they cast
-      to FP8, ``saved_inputmat = inputmat``, and no bf16 copy); the two
-      dropout masks 2 when ``dropout`` is 1 (PyTorch stores none at
-      probability 0).  Korthikanti's 10 is ``dropout`` 1 without FP8;
+      to FP8, ``saved_inputmat = inputmat``, and no bf16 copy), none with
+      ``norm_recompute``; the two dropout masks 2 when ``dropout`` is 1
+      (PyTorch stores none at probability 0).  Korthikanti's 10 is
+      ``dropout`` 1 without FP8;
     * split by ``t``: Q 2, K and V ``4 kv / a``, the attention output 2 (kept
       by the attention kernel and, in bf16, the projection's input; under FP8
       the projection keeps its own FP8 copy, 1 more), all times ``a d_h / h``;
@@ -94,7 +95,11 @@ def layer_activation_bytes(x, recompute_code, sp):
     # With context parallelism each GPU holds s / c tokens of the sequence.
     sbh = s / x.context_parallel * b * h
     rep_split = jnp.where(sp > 0.5, t, jnp.ones_like(t))
-    replicated = (_NORM_INPUT_BYTES + _NORM_GEMM_INPUTS * (BF16 - fp8)
+    # Norm recompute (norm_recompute) frees the norm outputs, FP8 casts included
+    # (Megatron-Core then has the GEMM save its original input, which the
+    # checkpoint frees: set_save_original_input).
+    replicated = (_NORM_INPUT_BYTES
+                  + (1.0 - x.norm_recompute) * _NORM_GEMM_INPUTS * (BF16 - fp8)
                   + _DROPOUT_MASK_BYTES * dropout)
     # MLA's compressed latents are not split by tensor parallelism (moe).
     replicated = jnp.where(moe.is_plain(x), replicated,
