@@ -105,13 +105,16 @@ def layer_activation_bytes(x, recompute_code, sp):
     replicated = jnp.where(moe.is_plain(x), replicated,
                            replicated + moe.latent_activation_bytes(x)) / rep_split
     attention = (4.0 + 4.0 * x.num_kv_heads / x.num_heads + fp8) * attention_width(x) / h
-    ffn = (2.0 * (x.mlp_weight_matrices - 1.0) + 2.0 - fp8) * x.ffn_hidden_dim / h
-    parallel = (attention + ffn) / t
+
+    def ffn(width):
+        # FC1 output (bf16) and FC2 input (bf16, or its FP8 cast) per s b h.
+        return (2.0 * (x.mlp_weight_matrices - 1.0) + BF16 - fp8) * width / h
+
+    parallel = (attention + ffn(x.ffn_hidden_dim)) / t
     # MoE and attention variants (jaxmodel.models.refined.moe): attention tensors scale
     # with a d_h / h (MLA: its own tensors), the FFN with its width, plus the
     # dispatched token copies.
-    moe_ffn = (2.0 * (x.mlp_weight_matrices - 1.0) + 2.0 - fp8) * moe.ffn_width(x) / h
-    moe_parallel = (moe.attention_activation_bytes(x) + moe_ffn
+    moe_parallel = (moe.attention_activation_bytes(x) + ffn(moe.ffn_width(x))
                     + moe.dispatch_activation_bytes(x) - moe.recomputed_activation_bytes(x)) / t
     parallel = jnp.where(moe.is_plain(x), parallel, moe_parallel)
     scores = ((1.0 - x.flash_attention) * (2.0 + 3.0 * dropout) * x.num_heads * s
