@@ -372,7 +372,7 @@ def random_dense(n, seed):
         num_layers=rng.choice([32, 40, 80], n), num_heads=rng.choice([32, 64], n),
         num_kv_heads=rng.choice([8, 32], n), ffn_hidden_dim=rng.choice([11008, 28672], n),
         recompute=rng.choice([0, 1, 2], n), zero_stage=rng.choice([0, 1, 2, 3], n),
-        flash_attention=rng.choice([0, 1], n), fp8=rng.choice([0, 1], n),
+        flash_attention=rng.choice([0, 1], n), precision=rng.choice([0, 1, 2], n),
         pipeline_split_embedding=rng.choice([0, 1], n), dp_overlap=rng.uniform(0, 1, n),
         network_bandwidth_gb_s=rng.uniform(10, 100, n), gpu_memory_gb=rng.choice([80, 1e4], n),
     )

@@ -13,10 +13,11 @@
   recompute) against the true bf16 peak; HFU adds recompute.
 * **GEMMs**: each weight GEMM ``[tok, k] x [k, n]`` forward, its input
   gradient and its weight gradient, at the rate its shape reaches
-  (``jaxmodel.models.refined.rates``); FP8 matrix work (Micikevicius et al.
-  2022; Transformer Engine) at the FP8 peak; the output layer in bf16.
+  (``jaxmodel.models.refined.rates``); in a low ``precision`` (FP8,
+  Micikevicius et al. 2022; block-scaled FP8; NVFP4) at that precision's peak
+  and ceiling; the output layer in bf16.
 * **Memory-bound kernels** (layer norms, bias-dropout-add, activation, softmax
-  and dropout of the attention scores, cross-entropy, FP8 casts) at
+  and dropout of the attention scores, cross-entropy, quantisation casts) at
   ``hbm_efficiency`` of ``hbm_bandwidth_tb_s``, with the bytes each moves
   counted below (Megatron-LM's fused kernels).
 * **Gradient-buffer traffic** (``grad_buffer_traffic``): the weight-gradient
@@ -62,10 +63,6 @@ _LOGIT_UNFUSED_BYTES = 52.0
 # Transformer Engine: norms, 4 GEMMs + 8 gradient GEMMs, attention, bias,
 # activation and dropout-add kernels, TP/SP collectives, casts and copies).
 _LAYER_KERNELS = 60.0
-# FP8 (Micikevicius et al. 2022; Transformer Engine): a cast reads bf16 (2)
-# and writes the FP8 tensor and its transpose (1 + 1, Hopper's FP8 GEMMs take
-# one layout for each operand).
-FP8_CAST_BYTES = 4.0
 # Gradient-buffer traffic (grad_buffer_traffic 1), Megatron-Core DDP with
 # gradient accumulation fusion:
 # * each weight-gradient GEMM accumulates into the buffer (D = A B + C in the
@@ -233,15 +230,16 @@ def layer_times(x, g) -> LayerTimes:
                           2.0 * x.mlp_weight_matrices * tok * moe.ffn_width(x) / t
                           + moe.permute_bytes(x, tok / t))
     score_bytes = (1.0 - flash) * SCORE_BYTES * a * s * tok / t
-    # FP8: each GEMM input is cast (read bf16, write FP8 and its transpose) in
-    # the forward pass, each output gradient in the backward pass.
+    # Low precision: each GEMM input is quantised in the forward pass, each
+    # output gradient in the backward pass, at the precision's bytes per
+    # element (derived.CAST_BYTES_PER_ELEMENT: amax, cast, transpose, scales).
     qkv_n = qw * (1.0 + 2.0 * kv / a) / t
     cast_fwd = tok * (2.0 * h / rep_split + qw / t + f / t)
     cast_bwd = tok * (qkv_n + 2.0 * h / rep_split + (x.mlp_weight_matrices - 1.0) * f / t)
-    fwd_bytes = hidden_bytes + mlp_bytes + score_bytes + fp8 * FP8_CAST_BYTES * cast_fwd
+    fwd_bytes = hidden_bytes + mlp_bytes + score_bytes + g.cast_bytes * cast_fwd
     bwd_bytes = (2.0 * (hidden_bytes + mlp_bytes + score_bytes)
-                 + fp8 * FP8_CAST_BYTES * cast_bwd)
-    recompute_bytes = full * (hidden_bytes + mlp_bytes + fp8 * FP8_CAST_BYTES * cast_fwd) \
+                 + g.cast_bytes * cast_bwd)
+    recompute_bytes = full * (hidden_bytes + mlp_bytes + g.cast_bytes * cast_fwd) \
         + (full + selective) * score_bytes
     # MoE fine-grained recompute (moe_recompute): the expert activation, or the
     # whole MoE layer's forward (its GEMMs, memory traffic and all-to-alls).

@@ -178,6 +178,10 @@ def stage_memory(x, g, params, layers_mid, layers_end, z, edp, score_bytes, kv_b
     interleave = jnp.where((v_i > 1) & (schedule == 0), 1.0 + (p - 1.0) / (p * v),
                            jnp.ones_like(v))
     stored = layer_activation_bytes(x, recompute, sp)
+    # Full recompute of only some layers (recompute_layers): the others store
+    # their activations as without recompute (g.full is the recomputed share).
+    stored = jnp.where(recompute == 2, g.full * stored
+                       + (1.0 - g.full) * layer_activation_bytes(x, 0, sp), stored)
     working = jnp.where(recompute == 2, layer_activation_bytes(x, 0, sp),
                         jnp.where(recompute == 1, score_bytes / SCORE_BYTES * 5.0,
                                   jnp.zeros_like(t)))

@@ -52,6 +52,7 @@ from jaxmodel.models.refined.fields import (
     DESCRIPTION,
     INPUTS,
     OUTPUTS,
+    RETIRED,
     TERMS,
     RefinedInputs,
     RefinedOutputs,
@@ -238,4 +239,5 @@ REFINED = Model(
                                          "num_gpus")),),
     cluster=CLUSTER,
     memory_capacity="gpu_memory_gb",
+    retired=RETIRED,
 )
