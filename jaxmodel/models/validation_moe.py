@@ -23,8 +23,8 @@ or a physical default, nothing fitted per row:
   ``moe_recompute`` 1 for ``act``/``moe_act``, 2 for ``moe``
   (``recompute_inputs``); ``layernorm`` is not modelled (a norm forward);
   dispatcher ``deepep`` / ``hybridep`` -> hierarchical (1), ``a2a`` -> flat (0);
-  precision ``mxfp8`` -> ``precision`` 2 (block-scaled FP8); the embedding and the loss each count as a
-  layer in the pipeline split (94 + 2 = 96 units, as the zoo's
+  precision ``mxfp8`` -> ``precision`` 2 (block-scaled FP8); the embedding and
+  the loss each count as a layer in the pipeline split (94 + 2 = 96 units, as the zoo's
   ``--account-for-embedding/loss-in-pipeline-split``).
 * load: ``forced_balance`` 1 -> ``moe_imbalance`` 1; 0 (dropless) ->
   ``DROPLESS_IMBALANCE`` (1.2: the busiest of 128 experts with Qwen3's

@@ -3,12 +3,12 @@
 * **GEMMs** (``gemm_seconds``): ``2 m n k`` FLOPs at the dense bf16 peak
   ``compute_tflops`` (or, for the layers' GEMMs in a low ``precision``, its
   peak, ceiling and operand size: ``low_precision_rate``), times an
-  efficiency: with ``gemm_shape_model`` 1 the one each GEMM's shape reaches (tile and wave quantization over ``num_sms`` and arithmetic
-  intensity against ``hbm_bandwidth_tb_s``; ``jaxmodel.collectives.
-  gemm_efficiency``), capped by ``matmul_efficiency`` (the large-GEMM ceiling:
-  a round value at the low end of what cuBLAS sustains on transformer-sized
-  bf16 GEMMs on A100 and H100, 70-80% of dense peak); with 0 the ceiling for
-  every GEMM.
+  efficiency: with ``gemm_shape_model`` 1 the one each GEMM's shape reaches
+  (tile and wave quantization over ``num_sms`` and arithmetic intensity
+  against ``hbm_bandwidth_tb_s``; ``jaxmodel.collectives.gemm_efficiency``),
+  capped by ``matmul_efficiency`` (the large-GEMM ceiling: a round value at the
+  low end of what cuBLAS sustains on transformer-sized bf16 GEMMs on A100 and
+  H100, 70-80% of dense peak); with 0 the ceiling for every GEMM.
 * **Fused attention** (``flash_attention_seconds``): FlashAttention (Dao et al.
   2022) at ``attention_efficiency`` of the bf16 peak; with a causal mask it
   executes only the unmasked half of the score blocks.
