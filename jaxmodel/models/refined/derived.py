@@ -19,7 +19,6 @@ from jaxmodel.models.refined import moe
 from jaxmodel.models.refined.rates import network
 from jaxmodel.models.refined.validity import layout_ok
 
-
 # Bytes moved per element by the quantisation kernels of each precision
 # (Transformer Engine 2.x, the recipes Megatron-Bridge runs: fp8_cs, mxfp8,
 # nvfp4).  Each casts a bf16 tensor (2 bytes read) into a row-wise and a
