@@ -211,6 +211,17 @@ def test_kernel_overhead_counts_the_expert_gemms():
     assert diff == pytest.approx(128 * 11 * 4e-6 * (60 + 14 + 24) * 1e3, rel=1e-9)
 
 
+@pytest.mark.slow
+def test_cuda_graphs_replay_the_attention_and_router_kernels():
+    # Per layer (1): the attention's 30 kernels and the router / preprocessing's 8
+    # replay at a 0.5 us gap instead of 4 us; full iteration (2): all 60 + 14 + 24.
+    # 11 layers on the busiest stage, 128 micro-batches.
+    none, layer, full = (float(jaxmodel.evaluate(REFINED, x64=True, **qwen3(
+        kernel_overhead_us=4, cuda_graphs=g)).compute_time_ms) for g in (0, 1, 2))
+    assert none - layer == pytest.approx(128 * 11 * 3.5e-6 * (30 + 8) * 1e3, rel=1e-9)
+    assert none - full == pytest.approx(128 * 11 * 3.5e-6 * (60 + 14 + 24) * 1e3, rel=1e-9)
+
+
 def test_tp_collectives_of_moe_layers_by_hand():
     # Attention block: 2 (all-reduce equivalents) a micro-batch, 3 with full
     # recompute; the FFN block as many when it is tensor-parallel (dense

@@ -55,6 +55,24 @@ def test_context_parallel_ring_exposes_what_attention_cannot_hide():
     assert out["valid_layout"] and out["tokens_per_step"] == 4 * 1024
 
 
+def test_ulysses_all_to_all_context_parallelism():
+    # t4 c2 p2 on 16 GPUs, NVLink at 1e10 B/s.  Per layer, forward and backward,
+    # an all-to-all of Q (2 B x s / c = 512 x h / t = 262,144 B), K and V (524,288 B)
+    # and the output (262,144 B): 1,048,576 B, half of it to the one peer in the
+    # node: 52.4288 us, twice a layer; 4 layers x 4 micro-batches.
+    out = run(num_gpus=16, context_parallel=2, link_bandwidth_gb_s=10, cp_comm=2)
+    assert out["cp_comm_ms"] == approx(16 * 2 * 52.4288e-3)
+    # Full recompute repeats the forward's.
+    again = run(num_gpus=16, context_parallel=2, link_bandwidth_gb_s=10, cp_comm=2,
+                recompute=2)
+    assert again["cp_comm_ms"] == approx(16 * 3 * 52.4288e-3)
+    # c = 4 cannot split the 2 heads of a tensor-parallel rank; the ring can.
+    assert not run(num_gpus=16, context_parallel=4, tensor_parallel=4, pipeline_parallel=1,
+                   cp_comm=2)["valid_layout"]
+    assert run(num_gpus=16, context_parallel=4, tensor_parallel=4, pipeline_parallel=1,
+               cp_comm=0)["valid_layout"]
+
+
 def test_context_parallel_all_gather():
     # Llama 3's all-gather of K, V (c x 524,288 B) over the 2 context ranks in a
     # node, 1/2 x 1,048,576 B / 1e10 B/s = 52.4288 us, and the reduce-scatter of
@@ -227,6 +245,27 @@ def test_recompute_layers_recomputes_the_first_k_of_each_chunk():
     # Without full recompute the input does nothing.
     assert run(recompute=1, recompute_layers=1)["step_time_ms"] == approx(
         run(recompute=1)["step_time_ms"])
+
+
+# --- CUDA graphs ---------------------------------------------------------------------
+
+
+def test_cuda_graphs_keep_only_the_gpu_gap_of_the_kernels_they_replay():
+    # 60 kernels a layer and micro-batch at 4 us; a graph replays a kernel with a
+    # 0.5 us gap (3.4 - 2.9 us, NVIDIA's CUDA graphs blog).  Per layer: the
+    # attention's 30 save 3.5 us each; full iteration: all 60.  16 layer
+    # micro-batches on the busiest stage (4 layers x m = 4).
+    none, layer, full = (run(kernel_overhead_us=4, cuda_graphs=g)["compute_time_ms"]
+                         for g in (0, 1, 2))
+    assert none - layer == approx(16 * 30 * 3.5e-3)
+    assert none - full == approx(16 * 60 * 3.5e-3)
+    # Full recompute launches a third of the kernels again, graphed as well.
+    none, full = (run(kernel_overhead_us=4, recompute=2, cuda_graphs=g)["compute_time_ms"]
+                  for g in (0, 2))
+    assert none - full == approx(16 * 80 * 3.5e-3)
+    # A kernel overhead below the graph's gap: nothing to save.
+    assert run(kernel_overhead_us=0.3, cuda_graphs=2)["compute_time_ms"] == approx(
+        run(kernel_overhead_us=0.3)["compute_time_ms"])
 
 
 # --- GEMM shapes, TP overlap, kernels, cross-entropy --------------------------------

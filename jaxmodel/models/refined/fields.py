@@ -88,7 +88,9 @@ INPUTS: tuple[InputField, ...] = (
                0.0, True, 0.0, MAX_COUNT),
     switch("flash_attention", "FlashAttention (1): no s^2 score tensors in memory", 1),
     switch("cp_comm", "context-parallel K/V exchange: 0 ring of point-to-point sends "
-            "overlapped with attention (Megatron-LM), 1 all-gather (Llama 3)", 0),
+            "overlapped with attention (Megatron-LM), 1 all-gather (Llama 3), 2 all-to-all "
+            "of Q, K, V and the output (DeepSpeed-Ulysses; Megatron --cp-comm-type a2a)", 0,
+            high=2.0),
     switch("cross_entropy_fusion", "fused softmax cross-entropy kernel (1) or unfused "
             "PyTorch ops (0, Megatron-Core without --cross-entropy-loss-fusion)", 1),
     switch("pipeline_schedule", "0 1F1B (interleaved when v > 1), 1 ZB-H1 (v = 1), 2 ZB-V "
@@ -159,6 +161,10 @@ INPUTS: tuple[InputField, ...] = (
     InputField("attention_efficiency", "fraction", "achievable fraction of the bf16 peak in "
                "the fused (Flash) attention kernels, forward and backward", False, 0.0, False,
                0.55, 1.0),
+    switch("cuda_graphs", "CUDA graphs: 0 none, 1 per layer (Transformer Engine graphs of the "
+            "attention and the MoE router and preprocessing: Megatron --cuda-graph-impl "
+            "transformer_engine), 2 the full iteration (--cuda-graph-impl local/full_iteration)",
+            0, high=2.0),
     InputField("kernel_overhead_us", "us", "fixed cost per kernel launch not hidden by "
                "the previous kernel (CUDA launch and ramp)", False, 0.0, True, 4.0, None),
     positive("hbm_bandwidth_tb_s", "TB/s (1 TB = 1e12 bytes)", "GPU memory bandwidth", 3.35),

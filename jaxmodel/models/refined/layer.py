@@ -24,7 +24,9 @@
   GEMMs accumulate into the buffer, and the input embedding's dense gradient
   is added to it (Megatron-Core DDP with gradient accumulation fusion).
 * **Kernels**: a fixed cost per kernel (``kernel_overhead_us``), for the
-  ``_LAYER_KERNELS`` of a layer and micro-batch.
+  ``_LAYER_KERNELS`` of a layer and micro-batch; kernels a CUDA graph replays
+  (``cuda_graphs``) keep only the GPU's gap between them
+  (``GRAPH_KERNEL_GAP_US``).
 
 A new layer kind (a Mamba-2 layer, say) adds its parameters, GEMM shapes,
 bytes and kernels here, selected by ``jnp.where`` as the MoE layer is
@@ -37,6 +39,7 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
+from jaxmodel.models.common import whole
 from jaxmodel.models.refined import moe
 from jaxmodel.models.refined.rates import BF16, flash_attention_seconds, gemm_seconds
 
@@ -63,6 +66,21 @@ _LOGIT_UNFUSED_BYTES = 52.0
 # Transformer Engine: norms, 4 GEMMs + 8 gradient GEMMs, attention, bias,
 # activation and dropout-add kernels, TP/SP collectives, casts and copies).
 _LAYER_KERNELS = 60.0
+# CUDA graphs (cuda_graphs).  A graph replays its kernels without the host's
+# launch: NVIDIA's "Getting Started with CUDA Graphs" (A. Gray, 2019) times 20
+# short kernels of 2.9 us at 3.8 us each launched from a stream and 3.4 us
+# each from a graph, so a captured kernel keeps a gap of 0.5 us on the GPU
+# (when kernel_overhead_us is smaller, that).  Per layer (1, Transformer
+# Engine's make_graphed_callables over the scopes the MoE recipes set: attn,
+# moe_router, moe_preprocess): the attention half of the layer's kernels (norm
+# and QKV, RoPE, attention core, projection, bias-dropout-add and their
+# gradients, 30 of 60) and the MoE router and dispatch preprocessing (router
+# GEMM and its two gradients, top-k/softmax and auxiliary-loss kernels forward
+# and backward, the dispatch layout: 8 of moe.MOE_LAYER_KERNELS); the expert
+# GEMMs, dispatch and combine stay eager.  Full iteration (2): every kernel.
+GRAPH_KERNEL_GAP_US = 0.5
+_ATTN_SCOPE_KERNELS = 30.0
+_MOE_SCOPE_KERNELS = 8.0
 # Gradient-buffer traffic (grad_buffer_traffic 1), Megatron-Core DDP with
 # gradient accumulation fusion:
 # * each weight-gradient GEMM accumulates into the buffer (D = A B + C in the
@@ -265,12 +283,21 @@ def layer_times(x, g) -> LayerTimes:
     layer_w = gemm_wgrad_s + accum_layer_bytes / hbm_rate
     # Fixed cost per kernel (launch and ramp, not hidden when kernels are short):
     # _LAYER_KERNELS a layer and micro-batch, a third of them again with full
-    # recompute.
-    layer_b = layer_b + x.kernel_overhead_us * 1e-6 * _LAYER_KERNELS * (1.0 + full / 3.0)
+    # recompute; the kernels a CUDA graph replays at the graph's gap instead.
+    launch_s = x.kernel_overhead_us * 1e-6
+    graphed_s = jnp.minimum(x.kernel_overhead_us, GRAPH_KERNEL_GAP_US) * 1e-6
+    graphs = whole(x.cuda_graphs)
+    layer_graphed = jnp.where(graphs == 2, _LAYER_KERNELS,
+                              jnp.where(graphs == 1, _ATTN_SCOPE_KERNELS, 0.0))
+    layer_kernel_s = (layer_graphed * graphed_s + (_LAYER_KERNELS - layer_graphed) * launch_s)
+    layer_b = layer_b + layer_kernel_s * (1.0 + full / 3.0)
     # MoE: the router, dispatch and permutation kernels and one GEMM per local
     # expert and pass (moe.layer_extra_kernels), a third again with full recompute.
-    layer_b = jnp.where(plain, layer_b, layer_b + x.kernel_overhead_us * 1e-6
-                        * moe.layer_extra_kernels(x)
+    moe_kernels = moe.layer_extra_kernels(x)
+    moe_graphed = jnp.where(graphs == 2, moe_kernels,
+                            jnp.where(graphs == 1, moe.moe_fraction(x) * _MOE_SCOPE_KERNELS, 0.0))
+    layer_b = jnp.where(plain, layer_b, layer_b
+                        + (moe_graphed * graphed_s + (moe_kernels - moe_graphed) * launch_s)
                         * (1.0 + (full + moe_layer_again) / 3.0)
                         + moe.host_seconds(x, full + moe_layer_again))
     layer_s = layer_f + layer_b + layer_w

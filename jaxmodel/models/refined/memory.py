@@ -33,6 +33,7 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
+from jaxmodel.models.common import whole
 from jaxmodel.models.refined import moe
 from jaxmodel.models.refined.layer import SCORE_BYTES, attention_width, layer_weight_params
 from jaxmodel.models.refined.rates import BF16
@@ -186,7 +187,7 @@ def stage_memory(x, g, params, layers_mid, layers_end, z, edp, score_bytes, kv_b
                         jnp.where(recompute == 1, score_bytes / SCORE_BYTES * 5.0,
                                   jnp.zeros_like(t)))
     # All-gather context parallelism holds one layer's full-sequence K and V.
-    working = working + x.cp_comm * kv_bytes * c
+    working = working + (whole(x.cp_comm) == 1).astype(fdt) * kv_bytes * c
     # MoE recompute regenerates one layer's dropped activations at a time.
     working = jnp.where(plain, working,
                         working + tok * h / t * moe.recomputed_activation_bytes(x))
