@@ -23,7 +23,8 @@ REFINED = jaxmodel.get_model("refined")
 MOE_ONLY = ("experts_per_token", "moe_ffn_hidden_dim", "shared_experts", "dense_layers",
             "moe_layer_interval", "q_lora_rank", "kv_lora_rank", "qk_rope_dim",
             "expert_tensor_parallel", "moe_dispatcher", "max_nodes_per_token", "moe_overlap",
-            "moe_imbalance", "capacity_factor", "moe_recompute", "moe_host_overhead_us")
+            "moe_imbalance", "capacity_factor", "moe_recompute", "moe_host_overhead_us",
+            "ep_overlap")
 
 
 def qwen3(**overrides):
@@ -145,6 +146,22 @@ def test_hierarchical_dispatch_sends_once_per_remote_node():
         assert float(none) == 0.0
 
 
+def test_hybridep_on_an_nvl72_domain_stays_on_nvlink():
+    # HybridEP / DeepEP on GB200 NVL72: the NVLink domain (gpus_per_node) is the
+    # rack's 72 GPUs, so EP 64 is one "node": the dispatch sends 63/64 of the 8
+    # copies over NVLink and nothing over the network; on DGX-B200 (8 GPUs a
+    # node) the same EP 64 spans 8 nodes: 8 (1 - (7/8)^8) = 5.26 distinct nodes a
+    # token, 7/8 of them remote.
+    from jaxmodel.models.presets import GPUS
+    domain = GPUS["gb200-nvl72"].values["gpus_per_node"]
+    token = 2048 * 4096 * 2
+    x = dispatch_inputs(expert_parallel=64.0, moe_dispatcher=1.0)
+    intra, inter = moe.dispatch_bytes(2048.0, x, domain)
+    assert float(inter) == 0.0 and float(intra) == pytest.approx(token * 8 * 63 / 64)
+    _, dgx = moe.dispatch_bytes(2048.0, x, GPUS["b200"].values["gpus_per_node"])
+    assert float(dgx) == pytest.approx(token * 8 * (1 - (7 / 8) ** 8) * 7 / 8)
+
+
 def test_load_factor_is_imbalance_capped_by_capacity():
     assert float(moe.load_factor(dispatch_inputs(moe_imbalance=1.5))) == 1.5
     assert float(moe.load_factor(dispatch_inputs(moe_imbalance=1.5, capacity_factor=1.25))
@@ -220,6 +237,24 @@ def test_cuda_graphs_replay_the_attention_and_router_kernels():
         kernel_overhead_us=4, cuda_graphs=g)).compute_time_ms) for g in (0, 1, 2))
     assert none - layer == pytest.approx(128 * 11 * 3.5e-6 * (30 + 8) * 1e3, rel=1e-9)
     assert none - full == pytest.approx(128 * 11 * 3.5e-6 * (60 + 14 + 24) * 1e3, rel=1e-9)
+
+
+@pytest.mark.slow
+def test_combined_1f1b_hides_the_steady_phase_all_to_all():
+    # Row 1: p 8, v 4, m 128: the first stage's 2 (p - 1) + (v - 1) p = 38 warm-up
+    # chunk passes of m v = 512 run unpaired; the other 474 hide their dispatch and
+    # combine (here shorter than the compute); the exposed rest stretches the
+    # bubble by 1 + (p - 1) / (v m) = 1 + 7 / 512.
+    out = jaxmodel.evaluate(REFINED, x64=True, **qwen3(ep_overlap=1))
+    raw = float(out.moe_comm_raw_ms)
+    assert float(out.moe_comm_ms) == pytest.approx(raw * 38 / 512 * (1 + 7 / 512), rel=1e-9)
+    # A larger moe_overlap stays; without pipelining, all but the first pass pair.
+    assert float(jaxmodel.evaluate(REFINED, x64=True, **qwen3(
+        ep_overlap=1, moe_overlap=1.0)).moe_comm_ms) == pytest.approx(0.0, abs=1e-12)
+    flat = jaxmodel.evaluate(REFINED, x64=True, **qwen3(
+        ep_overlap=1, pipeline_parallel=1, virtual_stages=1, pipeline_split_embedding=0))
+    assert float(flat.moe_comm_ms) == pytest.approx(float(flat.moe_comm_raw_ms) / 128,
+                                                    rel=1e-9)
 
 
 def test_tp_collectives_of_moe_layers_by_hand():
@@ -413,7 +448,8 @@ def test_dense_results_do_not_see_the_moe_inputs(x64):
                  moe_overlap=rng.uniform(0, 1, n), moe_imbalance=rng.uniform(1, 2, n),
                  capacity_factor=rng.choice([0.0, 1.25], n),
                  moe_recompute=rng.choice([0, 1, 2], n),
-                 moe_host_overhead_us=rng.uniform(0, 3000, n))
+                 moe_host_overhead_us=rng.uniform(0, 3000, n),
+                 ep_overlap=rng.choice([0, 1], n))
     assert set(knobs) == set(MOE_ONLY)
     plain = jaxmodel.evaluate(REFINED, x64=x64, **base)
     knobbed = jaxmodel.evaluate(REFINED, x64=x64, **base,

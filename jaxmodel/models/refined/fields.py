@@ -219,6 +219,9 @@ INPUTS: tuple[InputField, ...] = (
                "drains the GPU queue, and the router and preprocessing kernels after it run at "
                "the CPU's launch pace (0: sync-free dispatch or CUDA-graphed router)", False,
                0.0, True, 0.0, None),
+    switch("ep_overlap", "Combined 1F1B expert all-to-all overlap (Megatron "
+            "--overlap-moe-expert-parallel-comm): the steady-phase share of the chunk passes "
+            "hides its dispatch and combine under another micro-batch's compute", 0),
     InputField("moe_overlap", "fraction", "share of the expert all-to-all hidden by compute "
                "(1F1B all-to-all overlap, DualPipe)", False, 0.0, True, 0.0, 1.0),
     InputField("moe_imbalance", "ratio", "tokens of the busiest expert over the mean (>= 1)",

@@ -85,6 +85,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxmodel.collectives import GEMM_TILE_M, all_gather, all_to_all, all_to_all_two_level
+from jaxmodel.numerics import positive_part
 
 # Bytes per value moved by the dispatch and combine (bf16 activations).
 DISPATCH_BYTES = 2.0
@@ -547,17 +548,36 @@ def layer_gemm_seconds(x, tokens, gemm, hbm_rate):
     return jnp.concatenate([attention + (1.0 - frac) * dense + block, block[:1]])
 
 
+def combined_1f1b_share(g):
+    """Share of a stage's chunk passes that Combined 1F1B pairs (``ep_overlap``).
+
+    Megatron-Core's EP all-to-all overlap (``--overlap-moe-expert-parallel-comm``;
+    docs "Combined 1F1B: Expert-Parallel All-to-All Overlap") runs the forward of
+    one micro-batch with the backward of another, each one's dispatch and
+    combine hidden under the other's compute.  Only the steady phase pairs:
+    the first stage's warm-up forwards, ``2 (p - 1) + (v - 1) p`` of its ``m v``
+    chunk passes (Megatron-LM's interleaved schedule; 1 when ``p = 1``), and
+    as many cool-down backwards, run alone.
+    """
+    warmup = jnp.where(g.p_i == 1, 1.0, 2.0 * (g.p - 1.0) + (g.v - 1.0) * g.p)
+    passes = g.m * g.v
+    return positive_part(passes - warmup) / passes
+
+
 def exposed_comm_seconds(x, g, stage_layers, moe_layer_again, compute):
     """``(moe_raw, moe_comm)``: the expert all-to-all seconds a step, before and after overlap.
 
     Dispatch and combine of the busiest stage's MoE layers (``layer_comm_seconds``);
-    ``moe_overlap`` of it hidden under compute; the exposed rest stretches the
+    ``moe_overlap`` of it hidden under compute (with ``ep_overlap``, at least
+    the share Combined 1F1B pairs, ``combined_1f1b_share``); the exposed rest stretches the
     1F1B bubble as well (counted here, so the bubble keeps its dense meaning).
     ``g`` is the model's ``Derived``.
     """
     m, t, p, v, tok, G, net = g.m, g.t, g.p, g.v, g.tok, g.G, g.net
     moe_raw = m * stage_layers * moe_fraction(x) * layer_comm_seconds(
         x, tok / t, G, net, g.full + moe_layer_again)
-    moe_comm = ((moe_raw - x.moe_overlap * jnp.minimum(moe_raw, compute))
+    hidden = jnp.where(x.ep_overlap > 0.5, jnp.maximum(x.moe_overlap, combined_1f1b_share(g)),
+                       x.moe_overlap)
+    moe_comm = ((moe_raw - hidden * jnp.minimum(moe_raw, compute))
                 * (1.0 + jnp.where(g.schedule == 0, (p - 1.0) / (v * m), 0.0)))
     return moe_raw, moe_comm
