@@ -7,7 +7,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from jaxmodel.errors import InputError, closest
+from jaxmodel.errors import InputError
 from jaxmodel.models import Model
 
 # Preset names a configuration file may give, as a sweep's [base] does
@@ -50,6 +50,6 @@ def load_config(path: str | Path, model: Model) -> dict[str, Any]:
         if key not in model.input_names:
             raise InputError(
                 f"config {key}", inputs[key],
-                f"an input of model {model.name!r}{closest(key, model.input_names)}",
+                f"an input of model {model.name!r}{model.input_hint(key)}",
             )
     return dict(inputs)

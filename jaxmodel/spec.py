@@ -223,7 +223,7 @@ def _input(model: Model, name: str, where: str):
     try:
         return model.input_field(name)
     except KeyError:
-        raise SpecError(f"{where}: unknown input {name!r}{closest(name, model.input_names)} "
+        raise SpecError(f"{where}: unknown input {name!r}{model.input_hint(name)} "
                         f"of model {model.name!r}") from None
 
 

@@ -82,6 +82,15 @@ def with_input_options(fn: Callable) -> Callable:
             f.name, inspect.Parameter.KEYWORD_ONLY, default=None,
             annotation=Annotated[str | None, option],
         ))
+    # Retired inputs stay as hidden options, so that naming one gets the
+    # model's one-line pointer to what replaced it rather than typer's
+    # "No such option".
+    retired = sorted({name for m in MODELS.values() for name in m.retired}
+                     - {f.name for f in fields})
+    for name in retired:
+        option = typer.Option("--" + name.replace("_", "-"), hidden=True, metavar="NUMBER")
+        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None,
+                                        annotation=Annotated[str | None, option]))
     for name, option in PRESET_OPTIONS.items():
         params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None,
                                         annotation=Annotated[str | None, option]))
@@ -89,7 +98,7 @@ def with_input_options(fn: Callable) -> Callable:
     @functools.wraps(fn)
     def wrapper(**kwargs):
         inputs = {f.name: kwargs.pop(f.name) for f in fields}
-        inputs.update({name: kwargs.pop(name) for name in PRESET_OPTIONS})
+        inputs.update({name: kwargs.pop(name) for name in (*retired, *PRESET_OPTIONS)})
         return fn(inputs=inputs, **kwargs)
 
     wrapper.__signature__ = sig.replace(parameters=params)
@@ -128,6 +137,9 @@ def gather_inputs(model_name: str, config: str | None,
     for name, text in options.items():
         if text is None or name in PRESET_OPTIONS:
             continue
+        if name in model.retired:
+            raise InputError("--" + name.replace("_", "-"), text,
+                             f"an input of model {model.name!r}{model.input_hint(name)}")
         if name not in model.input_names:
             computed = (f"; model {model.name!r} computes {name} (an output) from its other "
                         "inputs" if name in model.output_names else "")

@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from jaxmodel.errors import InputError
+from jaxmodel.errors import InputError, closest
 from jaxmodel.fields import InputField, OutputField
 from jaxmodel.models.terms import Term, bottleneck_categories
 
@@ -61,6 +61,9 @@ class Model:
       memory_capacity: the input giving each GPU's memory in GB, which the
         model's memory outputs are checked against (reports print the need
         against it), or None: the model has no memory limit.
+      retired: inputs the model no longer takes, ``{name: what replaces it}``
+        (one line); a spec, config or option naming one is refused with it
+        (:meth:`input_hint`).
     """
 
     name: str
@@ -81,6 +84,7 @@ class Model:
     exact_products: tuple[tuple[str, tuple[str, ...]], ...] = ()
     cluster: tuple[str, ...] = ()
     memory_capacity: str | None = None
+    retired: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
         """Check the declarations against each other (a model is built once, at import).
@@ -167,6 +171,13 @@ class Model:
     @property
     def defaults(self) -> dict[str, float]:
         return {f.name: f.default for f in self.inputs}
+
+    def input_hint(self, name: str) -> str:
+        """What to say after an unknown input ``name``: what replaced it, where
+        it was retired, else the closest input name (``errors.closest``)."""
+        if name in self.retired:
+            return f" (retired: {self.retired[name]})"
+        return closest(name, self.input_names)
 
     def input_field(self, name: str) -> InputField:
         for f in self.inputs:

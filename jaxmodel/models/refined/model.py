@@ -51,6 +51,7 @@ from jaxmodel.models.refined.fields import (
     DESCRIPTION,
     INPUTS,
     OUTPUTS,
+    RETIRED,
     TERMS,
     RefinedInputs,
     RefinedOutputs,
@@ -237,4 +238,5 @@ REFINED = Model(
                                          "num_gpus")),),
     cluster=CLUSTER,
     memory_capacity="gpu_memory_gb",
+    retired=RETIRED,
 )
