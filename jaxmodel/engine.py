@@ -54,6 +54,7 @@ from jaxmodel.dataset import (  # noqa: F401  (re-exported: names of engine befo
     DatasetExists,
     Manifest,
     WriteFailed,
+    check_no_overlap,
     checkpoint_files,
     checkpoint_path,
     chunk_runs,
@@ -61,8 +62,10 @@ from jaxmodel.dataset import (  # noqa: F401  (re-exported: names of engine befo
     clean_orphans,
     dataset_bytes,
     done_chunks,
+    drop_damaged_records,
     file_metadata,
     final_states,
+    intact_records,
     load_checkpoint,
     merge_lock,
     metadata_path,
@@ -441,10 +444,17 @@ def _write_rows(plan: Plan, directory: Path, *, process: int, processes: int, qu
                 progress_stream, writers: int | None) -> SweepResult:
     """A plain sweep, with the directory prepared and locked."""
     Manifest(directory, process).repair()
+    lost = drop_damaged_records(directory, stale_slots(process, processes))
     clean_orphans(directory, stale_slots(process, processes))
-    done = done_chunks(Manifest.read_all(directory, plan.num_chunks))
+    # Only chunks whose parts are all on disk as written are done, and no chunk
+    # may be held twice: so "complete" means every row is there, once.
+    records = intact_records(directory, Manifest.read_all(directory, plan.num_chunks))
+    check_no_overlap(directory, records)
+    done = done_chunks(records)
     todo = Todo(plan, my_chunks(plan.num_chunks, process, processes), done)
     result = SweepResult(directory, plan.size, skipped_chunks=todo.skipped)
+    if lost:
+        result.extra["lost_parts"] = lost
     on_disk = read_metadata(metadata_path(directory))
     writer = PartWriter(
         directory, process, plan.columns, file_metadata=file_metadata(on_disk),
@@ -537,7 +547,9 @@ def _reduce(plan: Plan, directory: Path | None, meta: dict[str, Any], *, resume:
     merged = _merge_if_last(plan, directory, meta)
     result.extra["merged"] = None if merged is None else merged[0]
     if merged is not None:
-        result.reduced, result.extra["overflow"] = merged
+        result.reduced, result.extra["overflow"], lost = merged
+        if lost:
+            result.extra["lost_parts"] = lost
         result.rows = len(result.reduced[CONFIG_ID])
         result.parts = 1
     result.bytes = dataset_bytes(directory)
@@ -580,6 +592,9 @@ def _merge_if_last(plan: Plan, directory: Path, meta: dict[str, Any]):
     if not lock.try_acquire():
         return None  # another process is merging right now
     try:
+        # Only mergers write process 0's manifest, under this lock.  A merged
+        # part deleted or truncated since is merged again.
+        lost = drop_damaged_records(directory, [0])
         if any(r.get("sweep") == key for r in Manifest.read_all(directory)):
             return None  # merged already
         clean_orphans(directory, [0])  # what a merge cut short left behind
@@ -593,4 +608,4 @@ def _merge_if_last(plan: Plan, directory: Path, meta: dict[str, Any]):
     finally:
         lock.release()
     overflowed = getattr(plan.reducer, "overflowed", None)
-    return rows, bool(overflowed and overflowed(merged))
+    return rows, bool(overflowed and overflowed(merged)), lost

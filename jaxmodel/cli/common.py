@@ -149,9 +149,13 @@ def parse_shard(shard: str) -> tuple[int, int]:
     Raises:
       SpecError: not I/N with 0 <= I < N.
     """
+    from jaxmodel.dataset import MAX_PROCESSES
+
     m = re.fullmatch(r"(\d+)/(\d+)", shard)
     if not m or not 0 <= int(m.group(1)) < int(m.group(2)):
         raise SpecError(f"--shard: got {shard!r}; allowed: I/N with 0 <= I < N, e.g. 0/4")
+    if int(m.group(2)) > MAX_PROCESSES:
+        raise SpecError(f"--shard: got {shard!r}; allowed: I/N with N at most {MAX_PROCESSES:,}")
     return int(m.group(1)), int(m.group(2))
 
 

@@ -115,6 +115,11 @@ def sweep_command(
     except WriteFailed as e:
         typer.echo(f"error: {e}; once fixed, resume with: {resume_command()}", err=True)
         raise typer.Exit(1) from None
+    lost = result.extra.get("lost_parts")
+    if lost:
+        typer.echo(f"warning: {len(lost)} recorded part(s) were missing or changed since they "
+                   f"were written ({', '.join(lost[:5])}{', ...' * (len(lost) > 5)}); their "
+                   "chunks were written again", err=True)
     if not quiet:
         typer.echo(sweep_summary(plan, result, directory, process=process,
                                  processes=processes))

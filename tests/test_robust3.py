@@ -1,0 +1,154 @@
+"""Regression tests of issue 29 ("nothing lost, nothing wrong, round three").
+
+One test (or a few) per numbered item of the issue; each failed before its fix.
+The concurrent-split kill -9 cases are in ``test_faults.py``, the parser fuzz
+test in ``test_fuzz.py`` (both slow).
+"""
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pyarrow.dataset as ds
+import pytest
+from typer.testing import CliRunner
+
+from jaxmodel.cli import app
+from jaxmodel.dataset import (
+    DatasetDamaged,
+    _process_of,
+    dataset_metadata,
+    prepare_directory,
+    remove_dataset,
+)
+from jaxmodel.engine import run_sweep
+from jaxmodel.errors import SpecError
+from jaxmodel.spec import load_spec
+from jaxmodel.sweeping import build_plan
+
+SPECS = Path(__file__).parent / "specs"
+SMALL = SPECS / "small.toml"
+runner = CliRunner()
+
+
+def read(path) -> dict[str, np.ndarray]:
+    table = ds.dataset(path, format="parquet").to_table().sort_by("config_id")
+    return {name: table[name].to_numpy(zero_copy_only=False) for name in table.column_names}
+
+
+def assert_same(a: dict, b: dict) -> None:
+    assert a.keys() == b.keys()
+    for name in b:
+        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+
+
+def one_line_error(result) -> str:
+    err = result.stderr
+    assert "Traceback" not in err, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def plan():
+    return build_plan(load_spec(SMALL), chunk_size=100)
+
+
+@pytest.fixture(scope="module")
+def clean(plan, tmp_path_factory):
+    out = tmp_path_factory.mktemp("clean") / "d"
+    run_sweep(plan, out)
+    return out
+
+
+# -- 1. runs of different splits into one dataset at once ----------------------
+
+@pytest.mark.parametrize("first, second", [((0, 1), (1, 2)), ((1, 2), (0, 1)),
+                                           ((0, 2), (1, 3)), ((1, 3), (0, 2))])
+def test_a_run_of_another_split_is_refused_while_one_is_alive(tmp_path, plan, first, second):
+    meta = dataset_metadata(plan)
+    held = prepare_directory(tmp_path, meta, process=first[0], processes=first[1],
+                             resume=False, overwrite=False)
+    try:
+        with pytest.raises(SpecError, match="is being written by"):
+            prepare_directory(tmp_path, meta, process=second[0], processes=second[1],
+                              resume=True, overwrite=False)
+        # An --overwrite of another split deletes nothing of the live run's.
+        with pytest.raises(SpecError, match="is being written by"):
+            prepare_directory(tmp_path, meta, process=second[0], processes=second[1],
+                              resume=False, overwrite=True)
+        # The same split shares the dataset (another shard of it).
+        if first[1] > 1:
+            other = prepare_directory(tmp_path, meta, process=(first[0] + 1) % first[1],
+                                      processes=first[1], resume=True, overwrite=False)
+            for lock in other:
+                lock.release()
+    finally:
+        for lock in held:
+            lock.release()
+    assert json.loads((tmp_path / "_jaxmodel.json").read_text())["processes"] == first[1]
+    # Once no run is alive, another split may take over the dataset.
+    for lock in prepare_directory(tmp_path, meta, process=second[0], processes=second[1],
+                                  resume=True, overwrite=False):
+        lock.release()
+    assert json.loads((tmp_path / "_jaxmodel.json").read_text())["processes"] == second[1]
+
+
+def test_a_chunk_held_twice_is_never_complete(tmp_path, plan, clean):
+    """What the race left before its fix: two manifests holding the same chunks."""
+    out = tmp_path / "d"
+    shutil.copytree(clean, out)
+    record = json.loads((out / "_manifest-p0000.jsonl").read_text().splitlines()[0])
+    copies = []
+    for part in record["parts"]:
+        copy = part.replace("part-p0000", "part-p0001")
+        shutil.copy(out / part, out / copy)
+        copies.append(copy)
+    (out / "_manifest-p0001.jsonl").write_text(json.dumps({**record, "parts": copies}) + "\n")
+    with pytest.raises(DatasetDamaged, match="twice"):
+        run_sweep(plan, out, resume=True)
+    result = runner.invoke(app, ["sweep", str(SMALL), "-o", str(out), "--resume",
+                                 "--chunk-size", "100"])
+    assert result.exit_code == 2 and "twice" in one_line_error(result)
+
+
+# -- 2. more shards than file names number -------------------------------------
+
+def test_a_shard_beyond_the_process_limit_is_refused(tmp_path):
+    result = runner.invoke(app, ["sweep", str(SMALL), "-o", str(tmp_path / "d"),
+                                 "--shard", "1234/20000", "--overwrite"])
+    assert result.exit_code == 2
+    assert "at most 10,000" in one_line_error(result)
+
+
+def test_process_numbers_are_read_whole(tmp_path):
+    assert _process_of(Path("part-p12345-c000000000000.parquet")) == 12345
+    assert _process_of(Path("_manifest-p12345.jsonl")) == 12345
+    assert _process_of(Path(".part-p0007-c000000000001.parquet.tmp")) == 7
+    others = ["part-p12345-c000000000000.parquet", "_manifest-p12345.jsonl",
+              "_reduce-p12345.npz"]
+    for name in others + ["part-p1234-c000000000000.parquet", "_manifest-p1234.jsonl"]:
+        (tmp_path / name).write_text("x")
+    remove_dataset(tmp_path, [1234])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(others)
+
+
+# -- 3. a recorded part deleted or truncated ------------------------------------
+
+@pytest.mark.parametrize("damage", ["delete", "truncate"])
+def test_a_lost_part_is_named_and_written_again(tmp_path, plan, clean, damage):
+    out = tmp_path / "d"
+    shutil.copytree(clean, out)
+    part = sorted(out.glob("part-*.parquet"))[1]
+    if damage == "delete":
+        part.unlink()
+    else:
+        part.write_bytes(part.read_bytes()[:-100])
+    result = runner.invoke(app, ["sweep", str(SMALL), "-o", str(out), "--resume",
+                                 "--chunk-size", "100"])
+    assert result.exit_code == 0, result.output
+    assert "nothing to do" not in result.stdout
+    assert part.name in result.stderr and "written again" in result.stderr
+    assert_same(read(out), read(clean))
