@@ -152,3 +152,42 @@ def test_a_lost_part_is_named_and_written_again(tmp_path, plan, clean, damage):
     assert "nothing to do" not in result.stdout
     assert part.name in result.stderr and "written again" in result.stderr
     assert_same(read(out), read(clean))
+
+
+# -- 4, 5. solve's zero, underflowing and overflowing targets --------------------
+
+@pytest.mark.parametrize("x64", [False, True])
+def test_a_zero_target_no_bandwidth_reaches_is_out_of_reach(x64):
+    from jaxmodel.api import evaluate
+    from jaxmodel.solving import solve
+
+    # The infinite-bandwidth step: the model at a bandwidth so high every
+    # transfer term rounds to nothing.
+    floor = float(evaluate("seed", x64=x64, link_bandwidth_gb_s=1e30).step_time_ms)
+    s = solve({}, ("step_time_ms", 0.0), "link_bandwidth_gb_s", x64=x64)
+    assert not s.reached and np.isnan(s.solved)
+    assert float(s.limit) == pytest.approx(floor, rel=1e-6)
+    # MFU only tends to 0 as bandwidth tends to 0: out of reach, too.
+    assert not solve({}, ("mfu_percent", 0.0), "link_bandwidth_gb_s", x64=x64).reached
+
+
+def test_a_zero_target_in_a_sweep_is_not_reached(tmp_path):
+    from jaxmodel.spec import parse_spec
+
+    spec = parse_spec(SMALL.read_text().replace('filter = "valid_layout and mfu_percent >= 20"',
+                                                "")
+                      + '\n[solve]\ntarget = "step_time_ms=0"\nvary = "link_bandwidth_gb_s"\n',
+                      "zero")
+    run_sweep(build_plan(spec, chunk_size=512), tmp_path / "d")
+    assert not read(tmp_path / "d")["solve_reached"].any()
+
+
+@pytest.mark.parametrize("target", ["step_time_ms=1e-40", "step_time_ms=1e-300",
+                                    "mfu_percent=1e-50", "step_time_ms=1e308"])
+def test_a_target_float32_cannot_hold_is_one_line(target, recwarn):
+    result = runner.invoke(app, ["solve", "--target", target, "--vary",
+                                 "link_bandwidth_gb_s"])
+    assert result.exit_code == 2
+    line = one_line_error(result)
+    assert "float32 cannot hold" in line and "--x64" in line
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
