@@ -462,7 +462,10 @@ def sweep_key(meta: dict[str, Any]) -> str:
     chunk size): written into every manifest record, part and reducer state."""
     import hashlib
 
-    text = json.dumps([meta["spec"], meta["model"], meta["x64"], meta["chunk_size"]])
+    identity = [meta["spec"], meta["model"], meta["x64"], meta["chunk_size"]]
+    if "draws" in meta:  # how [sample] draws; a dataset of older draws is another sweep
+        identity.append(meta["draws"])
+    text = json.dumps(identity)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

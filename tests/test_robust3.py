@@ -191,3 +191,38 @@ def test_a_target_float32_cannot_hold_is_one_line(target, recwarn):
     line = one_line_error(result)
     assert "float32 cannot hold" in line and "--x64" in line
     assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
+
+
+# -- 6. [sample] draws the same configurations in float32 and x64 ----------------
+
+def test_sample_draws_are_the_same_in_both_precisions():
+    import jax
+
+    from jaxmodel.precision import computing
+    from jaxmodel.space import IndexSpace
+    from jaxmodel.spec import parse_spec
+
+    spec = parse_spec("""
+[sample]
+n = 300000
+seed = 3
+link_bandwidth_gb_s = {log_uniform = [25, 3200]}
+num_gpus = {choice = [8, 16, 32, 64]}
+tensor_parallel = {choice = [1, 2, 4, 8]}
+micro_batch = {uniform = [1, 4]}
+compute_tflops = {uniform = [100, 200]}
+""", "sample")
+    ids = np.arange(0, 300000, 7, dtype=np.int64)
+    drawn = {}
+    for dtype in (np.float32, np.float64):
+        space = IndexSpace(spec, dtype)
+        with computing():
+            x = jax.device_get(space.decode(jax.numpy.asarray(ids), space.tables))
+        drawn[dtype] = {k: np.broadcast_to(np.asarray(v), ids.shape)
+                        for k, v in x._asdict().items()}
+    f32, f64 = drawn[np.float32], drawn[np.float64]
+    for name in ("num_gpus", "tensor_parallel", "micro_batch"):
+        np.testing.assert_array_equal(f32[name], f64[name], err_msg=name)
+    for name in ("link_bandwidth_gb_s", "compute_tflops"):
+        # The float32 value is the float64 draw, rounded once.
+        np.testing.assert_array_equal(f32[name], f64[name].astype(np.float32), err_msg=name)
