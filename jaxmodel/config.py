@@ -35,13 +35,23 @@ def load_config(path: str | Path, model: Model) -> dict[str, Any]:
         raise InputError("config", str(path), f"UTF-8 text (byte {e.start} is not)") from None
     try:
         data = tomllib.loads(text) if p.suffix.lower() == ".toml" else json.loads(text)
-    except (ValueError, tomllib.TOMLDecodeError) as e:
+    except (ValueError, tomllib.TOMLDecodeError, RecursionError) as e:
         kind = "TOML" if p.suffix.lower() == ".toml" else "JSON"
-        first = str(e).splitlines()[0]
+        first = (str(e).splitlines() or [""])[0]
+        if isinstance(e, RecursionError):
+            first = "nested too deeply"
         raise InputError("config", str(path), f"valid {kind} ({first})") from None
     if not isinstance(data, dict):
         raise InputError("config", str(path), "an object of input values")
     inputs = data.get("inputs", data) if isinstance(data.get("inputs"), dict) else data
+    if inputs is not data:
+        # Beside an "inputs" object the top level holds results (outputs,
+        # profile, ...); an input there would be silently dropped.
+        stray = [k for k in data if k in model.input_names or k in PRESET_KEYS]
+        if stray:
+            raise InputError(f"config {stray[0]}", data[stray[0]],
+                             'inside "inputs" (this file has an "inputs" object, and an input '
+                             "beside it would be ignored)")
     for key in inputs:
         if key in PRESET_KEYS:
             if not isinstance(inputs[key], str):

@@ -519,6 +519,7 @@ def _reduce(plan: Plan, directory: Path | None, meta: dict[str, Any], *, resume:
             state = plan.init_state(loaded)
             done = chunks_of(info)
             counts = info["counts"]
+    resumed = dict(counts)
     # Chunks folded by other processes' states (an earlier split) are skipped,
     # so that no chunk is ever folded twice.
     others = set()
@@ -537,8 +538,11 @@ def _reduce(plan: Plan, directory: Path | None, meta: dict[str, Any], *, resume:
         result.interrupted = True
         raise SweepInterrupted(result)
     state = work.state
-    result.valid_rows = counts["valid"]
-    result.extra["kept_rows"] = counts["rows"]
+    # This run's share, as configurations_done is: a resumed run's state also
+    # counts what the runs before it folded (the summary said "reduced 231M
+    # configurations (345M kept by the filter)").
+    result.valid_rows = counts["valid"] - resumed["valid"]
+    result.extra["kept_rows"] = counts["rows"] - resumed["rows"]
     if in_memory:
         result.extra["state"] = state
         result.reduced = plan.reducer.rows(state)

@@ -288,6 +288,24 @@ def _generate(kind: str, args: Any, where: str, integer: bool) -> np.ndarray:
     return arr
 
 
+def _check_at_least(model: Model, base: dict[str, float], spec: SweepSpec) -> None:
+    """Refuse a sweep in which some configuration breaks the model's
+    ``at_least`` order: compared value by value where one dimension (or
+    ``[base]``) sets both inputs, else every value against every value, as
+    the grid (or the draws) combines them."""
+    where: dict[str, tuple[Any, np.ndarray]] = {n: (None, np.asarray(v)) for n, v in base.items()}
+    for d in spec.dims:
+        where.update({n: (d, np.asarray(v)) for n, v in zip(d.names, d.values, strict=True)})
+    for dist in (spec.sample.distributions if spec.sample else ()):
+        span = dist.values if dist.kind == "choice" else np.array([dist.low, dist.high])
+        where[dist.name] = (dist, np.asarray(span))
+    for name, lower in model.at_least:
+        (dn, vn), (dl, vl) = where[name], where[lower]
+        if dn is not dl:  # independent: the smallest meets the largest somewhere
+            vn, vl = vn.min(), vl.max()
+        model.check_at_least({name: vn, lower: vl}, where="spec: ", pairs=((name, lower),))
+
+
 def _sample(model: Model, table: dict) -> Sample:
     where = "sample"
     if "n" not in table:
@@ -454,6 +472,7 @@ def parse_spec(text: str, name: str = "sweep", root: str | Path | None = None) -
     for dist in (spec.sample.distributions if spec.sample else ()):
         highest[dist.name] = float(np.max(dist.values)) if dist.kind == "choice" else dist.high
     model.check_products(highest, where="spec: largest ")
+    _check_at_least(model, base, spec)
     if filt is not None:
         # The filter's columns are checked by the plan, which knows every
         # column (the extra tables add some).

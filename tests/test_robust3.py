@@ -226,3 +226,123 @@ compute_tflops = {uniform = [100, 200]}
     for name in ("link_bandwidth_gb_s", "compute_tflops"):
         # The float32 value is the float64 draw, rounded once.
         np.testing.assert_array_equal(f32[name], f64[name].astype(np.float32), err_msg=name)
+
+
+# -- 7. the smaller ones ----------------------------------------------------------
+
+@pytest.mark.parametrize("args, named", [
+    (["--dense-layers", "1000", "--num-layers", "32"], "num_layers: got '32'; allowed: at "
+     "least dense_layers (1000)"),
+    (["--fp8-tflops", "500", "--compute-tflops", "989"], "fp8_tflops: got '500'; allowed: at "
+     "least compute_tflops (989)"),
+])
+def test_inputs_out_of_order_are_one_line(args, named):
+    result = runner.invoke(app, ["eval", "--model", "refined", *args])
+    assert result.exit_code == 2
+    assert named in one_line_error(result)
+
+
+def test_a_sweep_with_inputs_out_of_order_is_refused():
+    from jaxmodel.errors import JaxmodelError
+    from jaxmodel.spec import parse_spec
+
+    with pytest.raises(JaxmodelError, match="fp8_tflops: got '500'"):
+        parse_spec('model = "refined"\n[axes]\nfp8_tflops = [500, 2000]\n', "fp8")
+    # Set together (a zip), each pair is compared as given: this one is fine.
+    parse_spec('model = "refined"\n[[zip]]\ncompute_tflops = [312, 989]\n'
+               'fp8_tflops = [312, 1979]\n', "gpus")
+
+
+def test_a_resumed_reduction_counts_only_what_it_folded(tmp_path):
+    from jaxmodel.documents import sweep_summary
+    from jaxmodel.spec import parse_spec
+
+    spec = parse_spec(SMALL.read_text() + '\n[reduce]\nby = "mfu_percent"\n'
+                      'group_by = ["tensor_parallel"]\n', "reduce")
+    plan = build_plan(spec, chunk_size=100)
+    run_sweep(plan, tmp_path / "d", process=0, processes=2)  # half, in its state
+    result = run_sweep(plan, tmp_path / "d", resume=True)  # the rest, then the merge
+    assert 0 < result.configurations_done < plan.size
+    assert result.extra["kept_rows"] <= result.configurations_done
+    assert result.valid_rows <= result.extra["kept_rows"]
+    text = sweep_summary(plan, result, tmp_path / "d")
+    assert f"reduced {result.configurations_done:,} configurations" in text
+
+
+def test_a_config_with_inputs_and_top_level_inputs_is_refused(tmp_path):
+    from jaxmodel.config import load_config
+    from jaxmodel.errors import InputError
+    from jaxmodel.models import get_model
+
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"inputs": {"num_gpus": 64}, "tensor_parallel": 4,
+                                "outputs": {"mfu_percent": 40}}))
+    with pytest.raises(InputError, match='config tensor_parallel.*inside "inputs"'):
+        load_config(path, get_model("seed"))
+
+
+@pytest.mark.parametrize("csv, named", [
+    ("num_gpus,measured_step_time_ms\n0x10,5000\n", "runs row 1 num_gpus: got '0x10'"),
+    ("num_gpus,measured_step_time_ms\n64,5365\n64,abc\n",
+     "runs row 2 measured_step_time_ms: got 'abc'"),
+    ("num_gpus,measured_step_time_ms\n1_000,5000\n", "runs row 1 num_gpus: got '1_000'"),
+])
+def test_the_calibrate_reader_names_the_bad_cell(tmp_path, csv, named):
+    from jaxmodel.calibration import read_runs
+    from jaxmodel.errors import InputError
+    from jaxmodel.models import get_model
+
+    path = tmp_path / "runs.csv"
+    path.write_text(csv)
+    model = get_model("seed")
+    with pytest.raises(InputError) as e:
+        read_runs(path, model, model.defaults)
+    assert str(e.value).startswith(named)
+
+
+# -- 9. calibrated.toml holds nothing a label or path injects ------------------------
+
+def test_labels_and_paths_cannot_inject_into_calibrated_toml():
+    import tomllib
+
+    from jaxmodel.calibration import Calibration
+
+    stats = {"mean_abs_percent": 1.0, "max_abs_percent": 2.0}
+    cal = Calibration(
+        model="seed", fit=("intra_node_efficiency",), outputs=("step_time_ms",),
+        start={"intra_node_efficiency": 0.8}, values={"intra_node_efficiency": 0.7},
+        intervals={"intra_node_efficiency": (0.6, 0.75)}, confidence=0.9, runs=[],
+        errors={"before": stats, "after": stats, "leave_one_out": stats},
+        warnings=["run 'a\nnum_gpus = 7\r\n[x]\x00' fits badly"],
+        suggestions=[], bootstrap={"converged": 20, "resamples": 20}, converged=True,
+        digest="0" * 64, source="runs\nnum_gpus = 7\n.csv", context={"gpu": "h100\nllm = 1"})
+    loaded = tomllib.loads(cal.to_toml())
+    assert loaded == {"intra_node_efficiency": 0.7}
+
+
+# -- 12. calibrate's error exits cleanly ------------------------------------------
+
+def test_reading_runs_starts_no_thread(tmp_path):
+    """pyarrow's reader threads, alive when a bad CSV's one-line error exits,
+    aborted the process ("terminate called ...", exit 134)."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "runs.csv"
+    path.write_text("num_gpus,bogus,measured_step_time_ms\n64,1,5365\n")
+    code = (
+        "import os\n"
+        "from jaxmodel.calibration import read_runs\n"
+        "from jaxmodel.errors import InputError\n"
+        "from jaxmodel.models import get_model\n"
+        "m = get_model('seed')\n"
+        "before = len(os.listdir('/proc/self/task'))\n"
+        "try:\n"
+        f"    read_runs({str(path)!r}, m, m.defaults)\n"
+        "except InputError:\n"
+        "    pass\n"
+        "print(len(os.listdir('/proc/self/task')) - before)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "0"

@@ -140,6 +140,7 @@ def gather_inputs(model_name: str, config: str | None,
     checked = {f.name: f.check_scalar(values[f.name], text=f.name in typed)
                for f in model.inputs}
     model.check_products(checked)
+    model.check_at_least(checked)
     return model, checked
 
 
