@@ -346,3 +346,56 @@ def test_reading_runs_starts_no_thread(tmp_path):
                          timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "0"
+
+
+# -- 8. the report escapes every value of the dataset -------------------------------
+
+MARKUP = '<img src=x onerror="alert(1)"><script>alert(2)</script>'
+
+
+class _LiveMarkup:
+    """The elements and attributes a browser would build from an HTML text."""
+
+    def __init__(self, text: str):
+        from html.parser import HTMLParser
+
+        self.tags: list[tuple[str, dict]] = []
+        outer = self
+
+        class Parser(HTMLParser):
+            def handle_starttag(self, tag, attrs):
+                outer.tags.append((tag, dict(attrs)))
+
+        Parser().feed(text)
+
+
+def test_the_report_escapes_markup_planted_in_every_field_and_column(tmp_path, clean):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from jaxmodel.dashboard.report import write_report
+
+    out = tmp_path / f"d{MARKUP.replace('/', '')}"
+    out.mkdir()
+    meta = json.loads((clean / "_jaxmodel.json").read_text())
+    planted = {k: (v if k in ("x64", "chunk_size", "spec", "model") else MARKUP)
+               for k, v in meta.items()}
+    planted["columns"] = [c + MARKUP for c in meta["columns"]]
+    (out / "_jaxmodel.json").write_text(json.dumps(planted))
+    for part in clean.glob("part-*.parquet"):
+        table = pq.read_table(part)
+        fields = [f.with_name(f.name + MARKUP).with_metadata(
+            {b"unit": MARKUP.encode(), b"description": MARKUP.encode()})
+            for f in table.schema]
+        schema = pa.schema(fields, metadata={k: MARKUP.encode() if k != b"jaxmodel.spec"
+                                             else v for k, v in table.schema.metadata.items()})
+        pq.write_table(pa.Table.from_arrays(table.columns, schema=schema), out / part.name)
+    page, _ = write_report(out, tmp_path / "r.html")
+    live = _LiveMarkup(page.read_text())
+    assert not [t for t, _ in live.tags if t == "img"]
+    assert not [(t, a) for t, a in live.tags for k in a if k.startswith("on")]
+    # Only the page's own scripts: plotly.js and one per chart, none with a source.
+    scripts = [a for t, a in live.tags if t == "script"]
+    charts = [a for t, a in live.tags if "plotly-graph-div" in a.get("class", "")]
+    assert charts and len(scripts) == 1 + len(charts)
+    assert not [a for a in scripts if "src" in a]
