@@ -399,3 +399,60 @@ def test_the_report_escapes_markup_planted_in_every_field_and_column(tmp_path, c
     charts = [a for t, a in live.tags if "plotly-graph-div" in a.get("class", "")]
     assert charts and len(scripts) == 1 + len(charts)
     assert not [a for a in scripts if "src" in a]
+
+
+# -- 10. the dashboard: Host header, long filters ------------------------------------
+
+@pytest.mark.parametrize("header, allowed", [
+    ("127.0.0.1:8050", True), ("localhost:8050", True), ("[::1]:8050", True), ("", True),
+    ("10.1.2.3", True), ("evil.example:8050", False), ("attacker.test", False),
+    ("localhost.evil.example", False),
+])
+def test_a_host_header_naming_another_site_is_refused(header, allowed):
+    import urllib.error
+    import urllib.request
+
+    from jaxmodel.dashboard.serve import Background, host_allowed
+
+    assert host_allowed(header, "127.0.0.1") is allowed
+
+    def hello(environ, start_response):
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [b"hello"]
+
+    server = Background(hello)
+    try:
+        request = urllib.request.Request(server.url, headers={"Host": header} if header else {})
+        try:
+            status = urllib.request.urlopen(request, timeout=10).status
+        except urllib.error.HTTPError as e:
+            status = e.code
+    finally:
+        server.stop()
+    assert status == (200 if allowed else 403)
+
+
+def test_a_long_filter_is_refused_at_once_and_tokenizing_is_linear():
+    import time
+
+    from jaxmodel.expr import MAX_CHARACTERS, _Parser, parse
+
+    t0 = time.perf_counter()
+    with pytest.raises(SpecError, match="characters long"):
+        parse("a > 1 and " * 1_000_000 + "b")
+    assert time.perf_counter() - t0 < 1.0
+
+    def tokenize_seconds(spaces: int) -> float:
+        text = " " * spaces + "a " * 2000
+        best = float("inf")
+        for _ in range(3):
+            t0 = time.perf_counter()
+            _Parser(text, None)
+            best = min(best, time.perf_counter() - t0)
+        return best
+
+    # 2,000 tokens after 4 KB or 96 KB of spaces: with text[pos:].strip() per
+    # token the spaces were scanned once per token (2,000 x 96 KB, 24x the
+    # work of 4 KB); linear, they are scanned once.
+    near, far = tokenize_seconds(4_000), tokenize_seconds(MAX_CHARACTERS - 4_000)
+    assert far < 0.05 + 3 * near
