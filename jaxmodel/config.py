@@ -43,6 +43,10 @@ def load_config(path: str | Path, model: Model) -> dict[str, Any]:
         raise InputError("config", str(path), f"valid {kind} ({first})") from None
     if not isinstance(data, dict):
         raise InputError("config", str(path), "an object of input values")
+    from jaxmodel.spec import MAX_VALUE_NESTING, nesting
+
+    if nesting(data) > MAX_VALUE_NESTING:
+        raise InputError("config", str(path), f"values nested at most {MAX_VALUE_NESTING} deep")
     inputs = data.get("inputs", data) if isinstance(data.get("inputs"), dict) else data
     if inputs is not data:
         # Beside an "inputs" object the top level holds results (outputs,

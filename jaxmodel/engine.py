@@ -171,6 +171,18 @@ def default_writers(plan: Plan) -> int:
     return max(1, min(wanted, budget // max(part_bytes, 1) - 1))
 
 
+MAX_WRITERS = 256  # far beyond what any machine's cores keep busy encoding
+
+
+def check_writers(writers: int | None) -> None:
+    """Refuse a writer count that is not 1 to :data:`MAX_WRITERS`, before any
+    file is made (100,000 threads failed to start after the metadata was
+    written, and the next run refused the directory)."""
+    if writers is not None and not 1 <= writers <= MAX_WRITERS:
+        raise SpecError(f"--writers: got {writers}; allowed: a whole number of threads, "
+                        f"1 to {MAX_WRITERS}")
+
+
 def my_chunks(num_chunks: int, process: int, processes: int) -> range:
     """The contiguous block of chunks that ``process`` of ``processes`` owns."""
     lo = num_chunks * process // processes
@@ -430,6 +442,7 @@ def run_sweep(plan: Plan, directory: Path, *, resume: bool = False, overwrite: b
       DatasetExists / SpecError: directory problems, before any computation.
       SweepInterrupted: Ctrl-C; finished chunks are on disk, ``--resume`` continues.
     """
+    check_writers(writers)
     if plan.reducer is not None:
         return run_reduce(plan, directory, resume=resume, overwrite=overwrite, process=process,
                           processes=processes, quiet=quiet, progress_stream=progress_stream)

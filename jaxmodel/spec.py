@@ -288,6 +288,23 @@ def _generate(kind: str, args: Any, where: str, integer: bool) -> np.ndarray:
     return arr
 
 
+MAX_VALUE_NESTING = 16
+
+
+def nesting(value: Any) -> int:
+    """How deeply tables and lists nest in ``value``, counted without recursion
+    (every later step that walks or prints a value recurses)."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        v, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if isinstance(v, dict):
+            stack.extend((x, depth + 1) for x in v.values())
+        elif isinstance(v, list):
+            stack.extend((x, depth + 1) for x in v)
+    return deepest
+
+
 def _check_at_least(model: Model, base: dict[str, float], spec: SweepSpec) -> None:
     """Refuse a sweep in which some configuration breaks the model's
     ``at_least`` order: compared value by value where one dimension (or
@@ -372,10 +389,18 @@ def parse_spec(text: str, name: str = "sweep", root: str | Path | None = None) -
     ``root``: the folder a relative ``[base] config`` path is read from (the
     spec file's; default the working directory).
     """
+    if not isinstance(text, str):  # e.g. a dataset's metadata with "spec": 123
+        raise SpecError(f"spec: expected TOML text, got {type(text).__name__} {text!r:.40}")
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise SpecError(f"spec: invalid TOML ({e})") from None
+    except RecursionError:
+        raise SpecError(f"spec: invalid TOML (values nested more than {MAX_VALUE_NESTING} "
+                        "deep)") from None
+    if nesting(data) > MAX_VALUE_NESTING:
+        raise SpecError(f"spec: values nested more than {MAX_VALUE_NESTING} deep; a spec "
+                        "needs a few levels (a table of tables of lists)")
     check_keys(data, TOP_LEVEL, "spec")
     model_name = data.get("model", DEFAULT_MODEL)
     if not isinstance(model_name, str):

@@ -456,3 +456,65 @@ def test_a_long_filter_is_refused_at_once_and_tokenizing_is_linear():
     # work of 4 KB); linear, they are scanned once.
     near, far = tokenize_seconds(4_000), tokenize_seconds(MAX_CHARACTERS - 4_000)
     assert far < 0.05 + 3 * near
+
+
+# -- 11. the tracebacks ------------------------------------------------------------
+
+def test_a_duplicate_calibrate_column_is_one_line(tmp_path):
+    path = tmp_path / "runs.csv"
+    path.write_text("num_gpus,num_gpus,measured_step_time_ms\n64,64,5365\n")
+    result = runner.invoke(app, ["calibrate", str(path)])
+    assert result.exit_code == 2
+    assert "'num_gpus'; allowed: each column once" in one_line_error(result)
+
+
+@pytest.mark.parametrize("suffix, text", [
+    (".toml", "[axes]\nnum_gpus = " + "[" * 5000 + "]" * 5000 + "\n"),
+    (".toml", "[axes]\nnum_gpus = " + "[" * 100 + "8" + "]" * 100 + "\n"),
+    (".json", '{"num_gpus": ' + "[" * 100_000 + "]" * 100_000 + "}"),
+    (".config.toml", "num_gpus = " + "[" * 5000 + "]" * 5000 + "\n"),
+])
+def test_deeply_nested_values_are_one_line(tmp_path, suffix, text):
+    path = tmp_path / f"deep{suffix}"
+    path.write_text(text)
+    if suffix == ".toml":
+        result = runner.invoke(app, ["sweep", str(path), "-o", str(tmp_path / "d"), "--dry-run"])
+    else:
+        result = runner.invoke(app, ["eval", "--config", str(path)])
+    assert result.exit_code == 2
+    assert "nested" in one_line_error(result)
+
+
+@pytest.mark.parametrize("command", [
+    ["report", "{d}", "-o", "{out}/r.html"],
+    ["plot", "heatmap", "{d}", "--x", "tensor_parallel", "--y", "num_gpus", "--value",
+     "mfu_percent", "-o", "{out}/h.png"],
+])
+def test_a_truncated_later_part_is_named(tmp_path, clean, command):
+    out = tmp_path / "d"
+    shutil.copytree(clean, out)
+    part = sorted(out.glob("part-*.parquet"))[2]
+    part.write_bytes(part.read_bytes()[:500])
+    args = [a.format(d=out, out=tmp_path) for a in command]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2
+    line = one_line_error(result)
+    assert part.name in line and "damaged" in line
+
+
+def test_too_many_writers_is_refused_before_anything_is_written(tmp_path):
+    result = runner.invoke(app, ["sweep", str(SMALL), "-o", str(tmp_path / "d"),
+                                 "--writers", "100000"])
+    assert result.exit_code == 2
+    assert "--writers: got 100000" in one_line_error(result)
+    assert not (tmp_path / "d").exists()
+
+
+def test_metadata_with_a_spec_that_is_not_text_is_one_line(tmp_path, clean):
+    out = tmp_path / "d"
+    shutil.copytree(clean, out)
+    meta = json.loads((out / "_jaxmodel.json").read_text())
+    (out / "_jaxmodel.json").write_text(json.dumps({**meta, "spec": 123}))
+    result = runner.invoke(app, ["report", str(out), "-o", str(tmp_path / "r.html")])
+    assert result.exit_code == 2
+    assert "expected TOML text" in one_line_error(result)

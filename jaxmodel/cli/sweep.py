@@ -12,6 +12,7 @@ from jaxmodel.engine import (
     DEFAULT_CHUNK,
     SweepInterrupted,
     WriteFailed,
+    check_writers,
     run_sweep,
 )
 from jaxmodel.errors import SpecError
@@ -80,8 +81,7 @@ def sweep_command(
     """Run a sweep specification (TOML) into a Parquet dataset."""
     if resume and overwrite:
         raise SpecError("--resume: use either --resume or --overwrite, not both")
-    if writers is not None and writers < 1:
-        raise SpecError(f"--writers: got {writers}; allowed: a whole number of threads, 1 or more")
+    check_writers(writers)
     spec = load_spec(spec_path)
     # jax.distributed must start before anything touches a device.
     process, processes = (0, 1) if dry_run else _processes(
