@@ -14,6 +14,22 @@ from jaxmodel.models import Model
 # (applied first, then the file's explicit values).
 PRESET_KEYS = ("gpu", "llm")
 
+MAX_VALUE_NESTING = 16
+
+
+def nesting(value: Any) -> int:
+    """How deeply tables and lists nest in ``value``, counted without recursion
+    (every later step that walks or prints a value recurses)."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        v, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if isinstance(v, dict):
+            stack.extend((x, depth + 1) for x in v.values())
+        elif isinstance(v, list):
+            stack.extend((x, depth + 1) for x in v)
+    return deepest
+
 
 def load_config(path: str | Path, model: Model) -> dict[str, Any]:
     """Input values from a JSON or TOML file (``gpu`` / ``llm``: preset names).
@@ -43,8 +59,6 @@ def load_config(path: str | Path, model: Model) -> dict[str, Any]:
         raise InputError("config", str(path), f"valid {kind} ({first})") from None
     if not isinstance(data, dict):
         raise InputError("config", str(path), "an object of input values")
-    from jaxmodel.spec import MAX_VALUE_NESTING, nesting
-
     if nesting(data) > MAX_VALUE_NESTING:
         raise InputError("config", str(path), f"values nested at most {MAX_VALUE_NESTING} deep")
     inputs = data.get("inputs", data) if isinstance(data.get("inputs"), dict) else data

@@ -58,6 +58,7 @@ from typing import Any
 
 import numpy as np
 
+from jaxmodel.config import MAX_VALUE_NESTING, nesting
 from jaxmodel.errors import InputError, SpecError, closest
 from jaxmodel.expr import Expr, parse
 from jaxmodel.fields import check_values
@@ -286,23 +287,6 @@ def _generate(kind: str, args: Any, where: str, integer: bool) -> np.ndarray:
     if arr.size == 0:
         raise SpecError(f"{where}: no power of two between {lo:g} and {hi:g}")
     return arr
-
-
-MAX_VALUE_NESTING = 16
-
-
-def nesting(value: Any) -> int:
-    """How deeply tables and lists nest in ``value``, counted without recursion
-    (every later step that walks or prints a value recurses)."""
-    deepest, stack = 0, [(value, 0)]
-    while stack:
-        v, depth = stack.pop()
-        deepest = max(deepest, depth)
-        if isinstance(v, dict):
-            stack.extend((x, depth + 1) for x in v.values())
-        elif isinstance(v, list):
-            stack.extend((x, depth + 1) for x in v)
-    return deepest
 
 
 def _check_at_least(model: Model, base: dict[str, float], spec: SweepSpec) -> None:

@@ -18,12 +18,12 @@ from jaxmodel.cli import app
 from jaxmodel.dataset import (
     DatasetDamaged,
     _process_of,
-    dataset_metadata,
     prepare_directory,
     remove_dataset,
 )
 from jaxmodel.engine import run_sweep
 from jaxmodel.errors import SpecError
+from jaxmodel.program import dataset_metadata
 from jaxmodel.spec import load_spec
 from jaxmodel.sweeping import build_plan
 
