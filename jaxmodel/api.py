@@ -26,6 +26,7 @@ def resolve_inputs(model: Model, values: Mapping[str, Any]) -> dict[str, np.ndar
     merged = {**model.defaults, **{k: v for k, v in values.items() if v is not None}}
     checked = {f.name: check_values(f, merged[f.name]) for f in model.inputs}
     model.check_products(checked)
+    model.check_at_least(checked)
     try:
         arrays = np.broadcast_arrays(*checked.values())
     except ValueError:

@@ -58,8 +58,29 @@ def reports_errors(fn: Callable) -> Callable:
             return fn(*args, **kwargs)
         except JaxmodelError as e:
             raise fail(str(e)) from None
+        except Exception as e:
+            damaged = damaged_file(e)
+            if damaged is None:
+                raise
+            raise fail(damaged) from None
 
     return wrapper
+
+
+def damaged_file(e: Exception) -> str | None:
+    """One line for a reader's error on a damaged part (DuckDB's or pyarrow's,
+    which name the file in their own words), or None for any other error."""
+    module = type(e).__module__ or ""
+    if not module.startswith(("duckdb", "_duckdb", "pyarrow")):
+        return None
+    text = str(e).strip()
+    found = re.search(r"'([^']+\.parquet)'", text)
+    if found is None:
+        return None
+    why = ("not a complete Parquet file" if "magic bytes" in text
+           else text.splitlines()[0].split(": ", 1)[-1][:120])
+    return (f"{found.group(1)!r} is damaged ({why}); rerun its sweep with --resume "
+            "to write it again")
 
 
 def with_input_options(fn: Callable) -> Callable:
@@ -152,6 +173,7 @@ def gather_inputs(model_name: str, config: str | None,
     checked = {f.name: f.check_scalar(values[f.name], text=f.name in typed)
                for f in model.inputs}
     model.check_products(checked)
+    model.check_at_least(checked)
     return model, checked
 
 
@@ -161,9 +183,13 @@ def parse_shard(shard: str) -> tuple[int, int]:
     Raises:
       SpecError: not I/N with 0 <= I < N.
     """
+    from jaxmodel.dataset import MAX_PROCESSES
+
     m = re.fullmatch(r"(\d+)/(\d+)", shard)
     if not m or not 0 <= int(m.group(1)) < int(m.group(2)):
         raise SpecError(f"--shard: got {shard!r}; allowed: I/N with 0 <= I < N, e.g. 0/4")
+    if int(m.group(2)) > MAX_PROCESSES:
+        raise SpecError(f"--shard: got {shard!r}; allowed: I/N with N at most {MAX_PROCESSES:,}")
     return int(m.group(1)), int(m.group(2))
 
 

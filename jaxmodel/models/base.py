@@ -51,6 +51,9 @@ class Model:
         by the product of those count inputs (``tokens_per_step <= b m s N``).
         Every caller refuses inputs whose product exceeds ``MAX_EXACT_PRODUCT``
         (:meth:`check_products`), so the output can never wrap around.
+      at_least: ``(name, lower)`` pairs: input ``name`` is never below input
+        ``lower`` (an FP8 peak is at least the BF16 peak); every caller refuses
+        inputs that break one (:meth:`check_at_least`).
       layout_reasons: host-side ``(problem, fix)`` pairs for everything the
         model's validity rule rejects in one evaluated configuration
         (``layout_reasons(inputs, outputs)``; empty when valid), or None; the
@@ -82,6 +85,7 @@ class Model:
                              list[tuple[str, str]]] | None = None
     layout: LayoutSpace | None = None
     exact_products: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    at_least: tuple[tuple[str, str], ...] = ()
     cluster: tuple[str, ...] = ()
     memory_capacity: str | None = None
     retired: Mapping[str, str] = field(default_factory=dict, compare=False)
@@ -159,6 +163,27 @@ class Model:
                 raise InputError(where + " x ".join(names), worst,
                                  f"a product of at most 2**62 ({float(MAX_EXACT_PRODUCT):.3g})"
                                  f", so that {output} is an exact int64")
+
+    def check_at_least(self, values: Mapping[str, Any], where: str = "",
+                       pairs: tuple[tuple[str, str], ...] | None = None) -> None:
+        """Refuse inputs (scalars or broadcastable arrays) in which an
+        ``at_least`` pair (or one of ``pairs``) is out of order.
+
+        Raises:
+          InputError: naming both inputs and the values that break the order.
+        """
+        import numpy as np
+
+        for name, lower in self.at_least if pairs is None else pairs:
+            a = np.asarray(values[name], dtype=np.float64)
+            b = np.asarray(values[lower], dtype=np.float64)
+            bad = np.broadcast_to(a < b, np.broadcast_shapes(a.shape, b.shape))
+            if bad.any():
+                i = np.argmax(bad.reshape(-1))
+                got = float(np.broadcast_to(a, bad.shape).reshape(-1)[i])
+                low = float(np.broadcast_to(b, bad.shape).reshape(-1)[i])
+                raise InputError(where + name, f"{got:g}",
+                                 f"at least {lower} ({low:g}) in every configuration")
 
     @property
     def input_names(self) -> tuple[str, ...]:
