@@ -138,6 +138,7 @@ from jaxmodel.models.terms import (
     TP_COMM,
     bottleneck_output,
 )
+from jaxmodel.models.compute_drag import refined_compute_parts
 from jaxmodel.models.verdicts import (
     _divisors_near,
     bottleneck_and_regime,
@@ -1068,13 +1069,11 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     tokens = b * m * s * d
     throughput = tokens / step_reported
     share = percent(compute_ms, step_ms)
-    # The regime's "compute-bound" test uses the compute share of the step
-    # (as the seed does, where it equals MFU): MFU against the true peak also
-    # carries the achievable fraction and recompute, which no lever in the
-    # verdict addresses.  Context-parallel traffic counts with the tensor-
+    # The regime's "compute-bound" test uses MFU, as every model does
+    # (jaxmodel.models.verdicts).  Context-parallel traffic counts with the tensor-
     # parallel term (both are model-parallel collectives inside each layer).
     bottleneck, regime = bottleneck_and_regime(
-        TERMS, (compute_ms, tp_ms + cp_ms, pp_ms, bubble_ms, dp_ms, moe_ms), share, valid
+        TERMS, (compute_ms, tp_ms + cp_ms, pp_ms, bubble_ms, dp_ms, moe_ms), mfu, valid
     )
 
     formed = partial(masked, well_formed, dtype=fdt)
@@ -1260,18 +1259,21 @@ def uneven_note(inputs: Mapping[str, float]) -> str:
     e = int(inputs.get("pipeline_split_embedding", 0))
     if mid == end == layers / p:
         return ""
-    what = (f"the first and last stages hold {end} layers (+ embedding / output layer), "
-            f"the others {mid}" if e else f"the busiest stage holds {mid} layers")
+    others = f", the others {mid}" if p > 2 else ""
+    what = (f"the first and last stages hold {end} layers (+ embedding / output layer)"
+            f"{others}" if e else f"the busiest stage holds {mid} layers")
     return (f" Uneven pipeline: {layers} layers over {p} stages ({layers / p:.2f} on "
             f"average); {what}, and the busiest sets the pace.")
 
 
 def refined_verdict(inputs: Mapping[str, float], outputs: Mapping[str, Any]) -> str:
     """The verdict sentence for one evaluated configuration."""
-    verdict = render_verdict(TERMS, inputs, outputs, layout_reasons(inputs, outputs))
+    verdict = render_verdict(TERMS, inputs, outputs, layout_reasons(inputs, outputs),
+                             refined_compute_parts(inputs, outputs))
     if verdict.startswith("invalid"):
         return verdict
-    return verdict + uneven_note(inputs)
+    note = uneven_note(inputs)
+    return verdict + ("." + note if note else "")
 
 
 REFINED = Model(
