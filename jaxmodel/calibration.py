@@ -51,6 +51,7 @@ import datetime
 import functools
 import hashlib
 import io
+import json
 import math
 import os
 import tempfile
@@ -137,6 +138,9 @@ class Calibration:
       warnings: sentences, one per problem.
       suggestions: candidate runs to measure next, widest spread first.
       bootstrap: resamples asked, converged; converged: the main fit's status.
+      presets: the ``gpu`` / ``llm`` presets the fit assumed; fixed: the other
+        inputs it assumed that are neither a preset's nor a default value (from
+        ``config`` or ``**inputs``), not the runs' own columns.
     """
 
     model: str
@@ -156,6 +160,8 @@ class Calibration:
     source: str
     context: dict[str, Any] = field(default_factory=dict)
     fit_s: float = 0.0
+    presets: dict[str, str] = field(default_factory=dict)
+    fixed: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (NaN as None)."""
@@ -179,11 +185,12 @@ class Calibration:
         })
 
     def to_toml(self) -> str:
-        """``calibrated.toml``: the fitted values as inputs, the figures as comments.
+        """``calibrated.toml``: what the fit assumed and found, as a ``--config``.
 
-        Only the fitted inputs are keys, so the file layers over presets like
-        any ``--config`` (``--llm`` and the command line still apply); what the
-        fit assumed (presets, config, fixed inputs) is recorded as comments.
+        Keys: the model, the presets and fixed inputs the fit assumed, then the
+        fitted values, so that ``--config calibrated.toml`` alone evaluates the
+        runs' layouts as the fit did (the command line still wins); the figures
+        are comments.
         """
         pct = int(round(self.confidence * 100))
         lines = [
@@ -206,7 +213,13 @@ class Calibration:
                      "below.")
         for w in self.warnings:
             lines.append("# Warning: " + w)
-        lines.append("")
+        lines += ["", f"model = {json.dumps(self.model)}"]
+        lines += [f"{k} = {json.dumps(v)}" for k, v in self.presets.items()]
+        if self.fixed:
+            lines.append("# inputs the fit assumed, beyond the presets")
+            lines += [f"{k} = {int(v) if float(v).is_integer() else repr(float(v))}"
+                      for k, v in self.fixed.items()]
+        lines.append("# fitted")
         for name in self.fit:
             lo, hi = self.intervals[name]
             lines.append(f"{name} = {_toml_float(self.values[name])}"
@@ -599,6 +612,10 @@ def calibrate(runs, fit: str | Sequence[str] | None = None, *,
              if n not in data.per_run and n not in names and base[n] != m.defaults[n]]
     if fixed:
         context["inputs"] = ", ".join(fixed)
+    preset_base = {k: float(v) for k, v in resolve_inputs(
+        m, {**m.defaults, **apply_presets(m, gpu=gpu, llm=llm)}).items()}
+    assumed = {n: base[n] for n in m.input_names if n not in data.per_run
+               and n not in names and base[n] != preset_base[n]}
 
     fit_index = tuple(m.input_names.index(n) for n in names)
     fields = [m.input_field(n) for n in names]
@@ -758,19 +775,24 @@ def calibrate(runs, fit: str | Sequence[str] | None = None, *,
         warnings=warnings, suggestions=suggestions,
         bootstrap={"resamples": bootstrap, "converged": converged},
         converged=bool(ok[0]), digest=data.digest, source=data.source, context=context,
-        fit_s=fit_s)
+        fit_s=fit_s, presets={k: v for k, v in (("gpu", gpu), ("llm", llm)) if v},
+        fixed=assumed)
 
 
 def _check_runs(model: Model, data: Runs, out0) -> None:
     """Every run a valid layout whose measured outputs are positive predictions."""
     valid = np.asarray(getattr(out0, "valid_layout", np.ones(data.n, bool)))
-    for i in range(data.n):
+    invalid = []
+    for i in np.flatnonzero(~valid):
         row = {k: float(v[i]) for k, v in data.inputs.items()}
-        if not valid[i]:
-            outs = {f.name: np.asarray(getattr(out0, f.name))[i].item() for f in model.outputs}
-            reason = model.verdict(row, outs).split(" -- ", 1)[-1]
-            raise InputError(f"runs {data.labels[i]}", "an invalid layout",
-                             f"runs the model can evaluate ({reason})")
+        outs = {f.name: np.asarray(getattr(out0, f.name))[i].item() for f in model.outputs}
+        invalid.append(f"{data.labels[i]} ({model.verdict(row, outs).split(' -- ', 1)[-1]})")
+    if invalid:
+        # Every invalid run in one message, so that one edit of the file fixes them all.
+        raise InputError("runs " + ", ".join(data.labels[i] for i in np.flatnonzero(~valid)),
+                         f"{len(invalid)} invalid layout{'s' * (len(invalid) != 1)}",
+                         "runs the model can evaluate: " + "; ".join(invalid))
+    for i in range(data.n):
         for k, o in enumerate(data.outputs):
             pred = float(np.asarray(getattr(out0, o))[i])
             if not np.isnan(data.measured[i, k]) and not (math.isfinite(pred) and pred > 0):

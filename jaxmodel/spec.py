@@ -3,7 +3,7 @@
 A spec names a model, fixes some inputs, varies others, and says what to keep
 and where to write it::
 
-    model = "seed"                       # optional; the default model
+    model = "refined"                    # optional; the default (--model seed: the seed)
     filter = "valid_layout and mfu_percent >= 40"    # optional, see jaxmodel.expr
 
     [base]                               # fixed inputs (default: the model's defaults)
@@ -23,7 +23,7 @@ and where to write it::
     gradient_accum_steps = [32, 16, 8]
 
     [output]
-    path = "out/my-sweep"                # default: out/<spec file stem>
+    path = "out/my-sweep"                # relative to the spec; default: out/<spec file stem>
     columns = ["mfu_percent", "step_time_ms"]   # default: all inputs and outputs
     partition_by = ["tensor_parallel"]   # hive partitioning (optional)
     rows_per_file = 2_000_000
@@ -49,6 +49,7 @@ configuration index ``config_id`` is the row's position in that order (for
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import tomllib
 from collections.abc import Callable
@@ -351,8 +352,9 @@ def load_spec(path: str | Path) -> SweepSpec:
 def parse_spec(text: str, name: str = "sweep", root: str | Path | None = None) -> SweepSpec:
     """Validate a spec given as TOML text (see the module docstring).
 
-    ``root``: the folder a relative ``[base] config`` path is read from (the
-    spec file's; default the working directory).
+    ``root``: the folder that relative paths in the spec (``[base] config``,
+    ``[output] path``) are resolved from: the spec file's (default the working
+    directory).
     """
     try:
         data = tomllib.loads(text)
@@ -439,8 +441,11 @@ def parse_spec(text: str, name: str = "sweep", root: str | Path | None = None) -
     if not isinstance(data.get("description", ""), str):
         raise SpecError(f"description: expected text, got {data['description']!r}")
     filt = data.get("filter")
+    output = parsed.output
+    if output.path is not None and root is not None:
+        output = dataclasses.replace(output, path=str(Path(root) / output.path))
     spec = SweepSpec(text=text, name=name, model=model, base=base, dims=tuple(dims),
-                     sample=sample, output=parsed.output,
+                     sample=sample, output=output,
                      tables={k: data[k] for k in ("sensitivity", "solve", "reduce") if k in data},
                      sensitivity=parsed.sensitivity, solve=parsed.solve, reduce=parsed.reduce)
     if spec.size > MAX_CONFIGURATIONS:

@@ -424,7 +424,12 @@ GOOD = "num_gpus,tensor_parallel,measured_step_time_ms\n64,8,5800\n64,4,6000\n"
     ("num_gpus,tensor_parallel,measured_step_time_ms\n64,8,5800\n64,2.5,6000\n", (),
      "row 2 tensor_parallel: got 2.5"),
     ("num_gpus,tensor_parallel,measured_step_time_ms\n64,8,5800\n16,8,6000\n", (),
-     "runs row 2: got 'an invalid layout'"),
+     "runs row 2: got '1 invalid layout'"),
+    # Issue 27 item 8: every invalid run in the one message.
+    ("num_gpus,tensor_parallel,measured_step_time_ms\n16,8,5800\n64,8,5800\n16,8,6000\n"
+     "64,3,6000\n", (), "runs row 1, row 3, row 4: got '3 invalid layouts'; allowed: runs "
+     "the model can evaluate: row 1 (tensor x pipeline = 8 x 4 = 32 GPUs per replica, more "
+     "than the 16 available. "),
     ("num_gpus,tensor_parallel,measured_step_time_ms\n64,text,5800\n", (),
      "row 1 tensor_parallel: got 'text'"),
     (GOOD, ("--fit", "tensor_parallel"), "continuous input"),

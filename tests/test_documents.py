@@ -60,7 +60,7 @@ def test_sensitivity_document_against_the_seed_example(seed_example):
 
 def test_the_cli_prints_the_core_documents():
     s = jaxmodel.sensitivities(SEED.defaults, of=["step_time_ms"], kind="both", x64=True)
-    result = runner.invoke(app, ["sensitivity", "--x64", "--of", "step_time_ms"])
+    result = runner.invoke(app, ["sensitivity", "--model", "seed", "--x64", "--of", "step_time_ms"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.output) == json.loads(to_json(
         sensitivity_document(SEED, SEED.defaults, s)))
@@ -84,7 +84,7 @@ def test_human_bytes(n, text):
     assert human_bytes(n) == text
 
 
-def test_sweep_summaries_in_words():
+def test_sweep_summaries_in_words(tmp_path):
     plan = SimpleNamespace(reducer=None, filter=None, size=1_000, num_chunks=2, chunk_size=512)
     result = SimpleNamespace(chunks=2, skipped_chunks=0, reduced=None, rows=1_000,
                              valid_rows=900, configurations_done=1_000, seconds=2.0,
@@ -94,6 +94,20 @@ def test_sweep_summaries_in_words():
         "(500 configurations/s, compile 1.50 s), 12.3 KB in 2 parts -> out/x/")
     done = SimpleNamespace(**{**vars(result), "chunks": 0, "skipped_chunks": 2})
     assert sweep_summary(plan, done, "out/x") == "nothing to do: out/x is complete (2 chunks)"
+    # Issue 27 item 10: a resumed run (1 part of 1 row now, 2 parts of 600 and 400
+    # from before) says what the dataset holds in all; plurals by count.
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from jaxmodel.dataset import part_name
+
+    for chunk, rows in ((0, 600), (1, 400), (2, 1)):
+        pq.write_table(pa.table({"x": list(range(rows))}), tmp_path / part_name(0, chunk))
+    resumed = SimpleNamespace(**{**vars(result), "chunks": 1, "skipped_chunks": 2, "rows": 1,
+                                 "valid_rows": 1, "parts": 1})
+    assert sweep_summary(plan, resumed, tmp_path).endswith(
+        f"in 1 part -> {tmp_path}/; the dataset holds 1,001 rows in 3 parts (2 chunks from "
+        "before)")
     est = {"rows": 1_000, "keep_fraction": 1.0, "probe": 1_000, "bytes": 2e6, "seconds": 3.0,
            "compile_seconds": 1.0, "writers": 1, "rate": 1e4, "write_rate": 5e5}
     assert dry_run_summary(plan, est, "out/x").splitlines() == [

@@ -206,7 +206,7 @@ ARGS_175B = ["--model-params-b", "175", "--num-layers", "96", "--hidden-dim", "1
 
 
 def best(*args):
-    result = runner.invoke(app, ["best", *args])
+    result = runner.invoke(app, ["best", "--model", "seed", *args])
     assert result.exit_code == 0, result.output
     assert result.stderr == ""
     return result.stdout
@@ -301,7 +301,7 @@ def assert_one_line_error(result, *names):
 ], ids=["indivisible", "pinned", "by", "minimize", "both", "tokens", "zero", "top0", "top-big",
         "group", "gpus", "pareto-one", "pareto-direction", "pareto-column", "chunk"])
 def test_bad_input_is_one_line(args, names):
-    assert_one_line_error(runner.invoke(app, ["best", *args]), *names)
+    assert_one_line_error(runner.invoke(app, ["best", "--model", "seed", *args]), *names)
 
 
 @pytest.mark.slow

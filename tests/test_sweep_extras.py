@@ -17,6 +17,7 @@ from jaxmodel.spec import parse_spec
 from jaxmodel.sweeping import build_plan
 
 GRID = """
+model = "seed"
 [base]
 model_params_b = 13
 num_layers = 40
@@ -83,7 +84,7 @@ vary = "link_bandwidth_gb_s"
     reached = got["solve_reached"]
     assert 0 < reached.sum() < len(reached)
     # plugging the solutions back in reaches the target
-    back = jaxmodel.evaluate(x64=True, **{**{k: v[reached] for k, v in inputs.items()},
+    back = jaxmodel.evaluate("seed", x64=True, **{**{k: v[reached] for k, v in inputs.items()},
                                           "link_bandwidth_gb_s":
                                           got["solved_link_bandwidth_gb_s"][reached]})
     np.testing.assert_allclose(back.mfu_percent, 40.0, rtol=1e-6)

@@ -193,7 +193,7 @@ def best_command(
         "context_parallel (powers of two that split the sequence, or the values given; "
         "d = N / (t c p)), a switch (every allowed value: zero_stage, fp8, recompute, ...) "
         "or any input with its values")] = None,
-    model: ModelOption = "seed",
+    model: ModelOption = None,
     config: ConfigOption = None,
     x64: X64Option = False,
 ) -> None:

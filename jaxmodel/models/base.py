@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
@@ -95,6 +95,9 @@ class Model:
       memory_capacity: the input giving each GPU's memory in GB, which the
         model's memory outputs are checked against (reports print the need
         against it), or None: the model has no memory limit.
+      unused: ``unused(inputs) -> names``: the inputs that one configuration
+        does not use (the refined model's MoE inputs of a dense model), which
+        sensitivities leave out; None: every input is used.
     """
 
     name: str
@@ -115,6 +118,8 @@ class Model:
     exact_products: tuple[tuple[str, tuple[str, ...]], ...] = ()
     cluster: tuple[str, ...] = ()
     memory_capacity: str | None = None
+    unused: Callable[[Mapping[str, float]], tuple[str, ...]] | None = field(
+        default=None, compare=False)
 
     def __post_init__(self) -> None:
         """Check the declarations against each other (a model is built once, at import).
@@ -160,6 +165,11 @@ class Model:
                 fail(f"{name!r} is not an input")
         if self.layout is not None:
             self.layout.check(self)
+
+    def used(self, names: Sequence[str], values: Mapping[str, float]) -> tuple[str, ...]:
+        """``names`` less the inputs that the configuration ``values`` does not use."""
+        unused = set(self.unused(values)) if self.unused else set()
+        return tuple(n for n in names if n not in unused)
 
     @property
     def continuous(self) -> tuple[str, ...]:

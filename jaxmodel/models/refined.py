@@ -122,11 +122,13 @@ from jaxmodel.models.common import (
     MAX_COUNT,
     count,
     masked,
+    next_whole_value,
     positive,
     switch,
     switch_steps,
     whole,
 )
+from jaxmodel.models.compute_drag import refined_compute_parts
 from jaxmodel.models.layout import CONTEXT, GPUS, PIPELINE, TENSOR, LayoutSpace, replica_step
 from jaxmodel.models.outputs import SHARED_OUTPUTS
 from jaxmodel.models.terms import (
@@ -138,7 +140,6 @@ from jaxmodel.models.terms import (
     TP_COMM,
     bottleneck_output,
 )
-from jaxmodel.models.compute_drag import refined_compute_parts
 from jaxmodel.models.verdicts import (
     _divisors_near,
     bottleneck_and_regime,
@@ -1260,8 +1261,8 @@ def uneven_note(inputs: Mapping[str, float]) -> str:
     if mid == end == layers / p:
         return ""
     others = f", the others {mid}" if p > 2 else ""
-    what = (f"the first and last stages hold {end} layers (+ embedding / output layer)"
-            f"{others}" if e else f"the busiest stage holds {mid} layers")
+    what = (f"the first and last stages hold {end} layer{'s' * (end != 1)} (+ embedding / "
+            f"output layer){others}" if e else f"the busiest stage holds {mid} layers")
     return (f" Uneven pipeline: {layers} layers over {p} stages ({layers / p:.2f} on "
             f"average); {what}, and the busiest sets the pace.")
 
@@ -1286,8 +1287,10 @@ REFINED = Model(
     apply=refined_model,
     verdict=refined_verdict,
     terms=TERMS,
-    # d = floor(N / (t p c)): N is stepped, and so is every switch.
-    steps={GPUS: replica_step((TENSOR, PIPELINE, CONTEXT)), **switch_steps(INPUTS)},
+    # d = floor(N / (t p c)): N is stepped, and so is every switch; num_sms acts
+    # through the GEMMs' wave count ceil(tiles / num_sms), a staircase.
+    steps={GPUS: replica_step((TENSOR, PIPELINE, CONTEXT)), **switch_steps(INPUTS),
+           "num_sms": next_whole_value("num_sms")},
     layout=LayoutSpace(context=True, extra=moe.expert_layout_axes),
     layout_reasons=layout_reasons,
     # tokens_per_step = b m s d, and d <= num_gpus.
@@ -1295,4 +1298,5 @@ REFINED = Model(
                                          "num_gpus")),),
     cluster=CLUSTER,
     memory_capacity="gpu_memory_gb",
+    unused=lambda v: moe.DENSE_UNUSED if round(v["num_experts"]) == 1 else (),
 )

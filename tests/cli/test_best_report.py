@@ -47,7 +47,7 @@ def test_eval_table_says_when_memory_does_not_fit():
 
 
 def test_seed_eval_table_has_no_memory_section():
-    result = runner.invoke(app, ["eval", "--format", "table", "--no-profile"])
+    result = runner.invoke(app, ["eval", "--model", "seed", "--format", "table", "--no-profile"])
     assert "memory per GPU" not in result.output
 
 
@@ -71,7 +71,8 @@ def test_best_table_shows_memory_columns():
 
 
 def test_best_with_the_seed_model_says_it_has_no_memory_limit():
-    result = runner.invoke(app, ["best", "--num-gpus", "64", "--global-batch", "64"])
+    result = runner.invoke(app, ["best", "--model", "seed", "--num-gpus", "64", "--global-batch",
+                                 "64"])
     assert result.exit_code == 0
     assert "model 'seed' has no memory limit" in result.output
     assert "--model refined" in result.output

@@ -23,7 +23,7 @@ def test_bundled_copy_matches_shared_reference():
 
 @pytest.mark.parametrize("x64", [False, True], ids=["float32", "float64"])
 def test_eval_reproduces_seed_example(seed_example, x64):
-    result = runner.invoke(app, ["eval"] + (["--x64"] if x64 else []))
+    result = runner.invoke(app, ["eval", "--model", "seed"] + (["--x64"] if x64 else []))
     assert result.exit_code == 0, result.output
     doc = json.loads(result.output)
     assert list(doc) == list(seed_example)
@@ -47,7 +47,7 @@ SEED_DECIMALS = {"throughput_tokens_s": 0, "per_gpu_tokens_s": 1, "achieved_tflo
 
 
 def test_api_matches_seed_outputs(seed_example):
-    out = as_dicts(jaxmodel.get_model("seed"), jaxmodel.evaluate(x64=True))
+    out = as_dicts(jaxmodel.get_model("seed"), jaxmodel.evaluate("seed", x64=True))
     for key, expected in seed_example["outputs"].items():
         if key == "verdict":
             continue

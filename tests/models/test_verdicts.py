@@ -129,7 +129,8 @@ def test_communication_bound_data_parallel_and_its_lever_is_exact():
     assert _ms(ref["dp_allreduce_ms"]) in verdict
     assert f"m >= {m_hide} (now 1)" in verdict and "interconnect" in verdict
     # ... and the lever does what it says: hidden at m_hide, exposed just below.
-    hidden = jaxmodel.evaluate("seed", x64=True, **{**SEED, "tensor_parallel": 1, "pipeline_parallel": 1,
+    hidden = jaxmodel.evaluate("seed", x64=True, **{**SEED, "tensor_parallel": 1,
+                                                    "pipeline_parallel": 1,
                                             "seq_length": 128,
                                             "gradient_accum_steps": [m_hide - 1, m_hide]})
     assert hidden.dp_allreduce_ms[0] > 0 and hidden.dp_allreduce_ms[1] == 0
