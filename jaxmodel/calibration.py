@@ -80,6 +80,10 @@ CORRELATED = 0.95
 WEAK_SINGULAR_RATIO = 0.1
 WIDE_INTERVAL = 0.5
 EDGE = 0.005
+# A fitted value further than this factor from its starting value (the preset's
+# or default's) gets a warning: a cluster's achieved rates differ from the
+# microbenchmarks behind the presets by tens of percent, not by more.
+FAR_FROM_START = 1.15
 # Levenberg-Marquardt tolerances in z (log or logit of the parameter) and steps.
 RTOL = 1e-7
 ATOL = 1e-7
@@ -229,6 +233,11 @@ class Calibration:
     def write(self, path: str | Path) -> None:
         """Write ``to_toml()`` atomically (a temporary file renamed into place)."""
         write_atomic(path, self.to_toml())
+
+
+def _factor(x: float, start: float) -> str:
+    """``1.2x up`` / ``1.3x down``: how far ``x`` moved from ``start``."""
+    return f"{x / start:.3g}x up" if x >= start else f"{start / x:.3g}x down"
 
 
 def _now() -> str:
@@ -619,8 +628,11 @@ def calibrate(runs, fit: str | Sequence[str] | None = None, *,
 
     fit_index = tuple(m.input_names.index(n) for n in names)
     fields = [m.input_field(n) for n in names]
-    lo = np.array([f.low for f in fields], np.float64)
-    hi = np.array([np.inf if f.high is None else f.high for f in fields], np.float64)
+    # Bounds: the model's physical range of the input (Model.fit_ranges), else
+    # its domain.
+    lo = np.array([m.fit_ranges.get(f.name, (f.low, None))[0] for f in fields], np.float64)
+    hi = np.array([m.fit_ranges[f.name][1] if f.name in m.fit_ranges else
+                   (np.inf if f.high is None else f.high) for f in fields], np.float64)
     x0 = np.array([base[n] for n in names], np.float64)
     z0 = _to_z(x0, lo, hi)
     x0 = np.clip(x0, lo, hi)
@@ -710,11 +722,19 @@ def calibrate(runs, fit: str | Sequence[str] | None = None, *,
         # of the range (or of the starting value, for an unbounded input) is at it.
         at_bound = (abs(x_hat[j] - lo[j]) <= EDGE * scale[j]
                     or (np.isfinite(hi[j]) and abs(hi[j] - x_hat[j]) <= EDGE * scale[j]))
+        ratio = x_hat[j] / x0[j] if x0[j] > 0 else math.inf
         if at_bound:
-            warnings.append(f"{nm} ran to the edge of its domain ({x_hat[j]:.4g}): the model "
-                            "matches the runs no better inside it; check the runs or fit "
-                            "other parameters")
-        elif math.isfinite(lo_q) and (hi_q - lo_q) > WIDE_INTERVAL * abs(x_hat[j]):
+            edge = "physical range" if nm in m.fit_ranges else "domain"
+            warnings.append(f"{nm} ran to the edge of its {edge} ({x_hat[j]:.4g}, allowed "
+                            f"{lo[j]:.4g} .. {hi[j]:.4g}): the model matches the runs no "
+                            "better inside it; check the runs or fit other parameters")
+        elif nm in m.fit_ranges and max(ratio, 1.0 / ratio) > FAR_FROM_START:
+            warnings.append(f"{nm} moved {_factor(x_hat[j], x0[j])} from its starting value "
+                            f"{x0[j]:.4g} (preset or default) to {x_hat[j]:.4g}, more than "
+                            f"the {FAR_FROM_START:g}x a cluster differs from the datasheet "
+                            "figures: another term may be wrong, or the runs (check them)")
+        if not at_bound and math.isfinite(lo_q) and \
+                (hi_q - lo_q) > WIDE_INTERVAL * abs(x_hat[j]):
             where = _separating(candidates, cand_jac, np.eye(len(names))[j])
             warnings.append(f"{nm} is not pinned down by these runs ({pct}% interval "
                             f"{lo_q:.4g} .. {hi_q:.4g} around {x_hat[j]:.4g})"

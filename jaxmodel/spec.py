@@ -382,6 +382,7 @@ def parse_spec(text: str, name: str = "sweep", root: str | Path | None = None) -
             raise InputError(f"base.{e.field}", e.value, e.allowed) from None
     if "config" in base_table:
         from jaxmodel.config import load_config
+        from jaxmodel.presets import apply_presets
 
         path = base_table["config"]
         if not isinstance(path, str):
@@ -389,6 +390,10 @@ def parse_spec(text: str, name: str = "sweep", root: str | Path | None = None) -
         path = Path(root or ".") / path
         try:
             loaded = load_config(path, model)
+            # The file's presets (a calibrated.toml's gpu / llm) where [base] names none.
+            named = {k: loaded.pop(k) for k in ("gpu", "llm") if k in loaded}
+            base.update(apply_presets(model, **{k: v for k, v in named.items()
+                                                if k not in presets}))
             base.update({k: model.input_field(k).check_scalar(v) for k, v in loaded.items()})
         except InputError as e:
             where = e.field if e.field.startswith("config") else f"config {e.field}"

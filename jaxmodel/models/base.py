@@ -95,6 +95,10 @@ class Model:
       memory_capacity: the input giving each GPU's memory in GB, which the
         model's memory outputs are checked against (reports print the need
         against it), or None: the model has no memory limit.
+      fit_ranges: ``{input: (low, high)}``, the physically possible range of a
+        ``cluster`` input (an efficiency no kernel or collective exceeds, a
+        latency no fabric undercuts), narrower than its domain; ``jaxmodel
+        calibrate`` keeps a fit inside it.
       unused: ``unused(inputs) -> names``: the inputs that one configuration
         does not use (the refined model's MoE inputs of a dense model), which
         sensitivities leave out; None: every input is used.
@@ -118,6 +122,8 @@ class Model:
     exact_products: tuple[tuple[str, tuple[str, ...]], ...] = ()
     cluster: tuple[str, ...] = ()
     memory_capacity: str | None = None
+    fit_ranges: Mapping[str, tuple[float, float]] = field(default_factory=dict,
+                                                          compare=False)
     unused: Callable[[Mapping[str, float]], tuple[str, ...]] | None = field(
         default=None, compare=False)
 
@@ -159,6 +165,11 @@ class Model:
         for name in self.steps:
             if name not in self.input_names:
                 fail(f"stepped input {name!r} is not an input")
+        for name, (low, high) in self.fit_ranges.items():
+            f = self.input_field(name) if name in self.input_names else None
+            if f is None or not (f.low <= low < high <= (f.high if f.high is not None
+                                                        else float("inf"))):
+                fail(f"fit range of {name!r} is not an input's range inside its domain")
         for name in (*self.cluster, *(n for _, names in self.exact_products for n in names),
                      *((self.memory_capacity,) if self.memory_capacity else ())):
             if name not in self.input_names:
