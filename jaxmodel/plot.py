@@ -312,7 +312,10 @@ def plot_breakdown(model: Model, configs: Sequence[Mapping[str, float]], output:
     ax = fig.subplots()
     x = np.arange(len(data.labels))
     bottom = np.zeros(len(x))
-    for term in model.terms:
+    # A term no configuration uses (a dense model's expert all-to-all) stays out
+    # of the stack and the legend.
+    used = {t.output for c in data.configs for t in model.used_terms(c)}
+    for term in (t for t in model.terms if t.output in used):
         v = np.nan_to_num(data.terms[term.output], nan=0.0)
         ax.bar(x, v, bottom=bottom, color=term.colour, label=term.label, width=0.7)
         bottom += v

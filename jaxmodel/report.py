@@ -111,7 +111,7 @@ def to_json(doc: Mapping[str, Any]) -> str:
 def table(doc: Mapping[str, Any], model: Model) -> str:
     """The document for a person: the model's step-time terms, headline rates, verdict."""
     out = doc["outputs"]
-    breakdown = [(t.title or t.label, t.output) for t in model.terms]
+    breakdown = [(t.title or t.label, t.output) for t in model.used_terms(doc["inputs"])]
     lines = [doc["model"], ""]
     inputs = "  ".join(f"{k}={v}" for k, v in doc["inputs"].items())
     lines += [f"inputs: {inputs}", ""]
@@ -133,8 +133,11 @@ def table(doc: Mapping[str, Any], model: Model) -> str:
                  f"valid: {'yes' if out[model.validity] else 'no'})")
     lines.append(f"bottleneck: {out['bottleneck']}")
     if step is not None:
-        lines.append(f"MFU: {out['mfu_percent']}%   achieved: {out['achieved_tflops_per_gpu']} "
-                     f"TFLOP/s per GPU   throughput: {out['throughput_tokens_s']:,.0f} tokens/s")
+        hfu = f"   HFU: {out['hfu_percent']}%" if out.get("hfu_percent") is not None else ""
+        lines.append(f"MFU: {out['mfu_percent']}%{hfu}   achieved: "
+                     f"{out['achieved_tflops_per_gpu']} TFLOP/s per GPU   throughput: "
+                     f"{out['throughput_tokens_s']:,.0f} tokens/s "
+                     f"({out['per_gpu_tokens_s']:,.0f} per GPU)")
     lines += memory_lines(model, doc["inputs"], out)
     lines += ["", f"verdict: {out['verdict']}"]
     return "\n".join(lines)

@@ -25,7 +25,8 @@ from jaxmodel.searching import (
     search,
 )
 
-_HEADLINE = ("step_time_ms", "mfu_percent", "throughput_tokens_s", "bottleneck",
+_HEADLINE = ("step_time_ms", "mfu_percent", "hfu_percent", "throughput_tokens_s",
+             "per_gpu_tokens_s", "bottleneck",
              "memory_gb_per_gpu", "model_state_gb_per_gpu", "activation_gb_per_gpu")
 # Short headers where the output's name is long.
 _SHORT_HEADERS = {"memory_gb_per_gpu": "mem_gb", "model_state_gb_per_gpu": "state_gb",

@@ -99,9 +99,10 @@ class Model:
         ``cluster`` input (an efficiency no kernel or collective exceeds, a
         latency no fabric undercuts), narrower than its domain; ``jaxmodel
         calibrate`` keeps a fit inside it.
-      unused: ``unused(inputs) -> names``: the inputs that one configuration
-        does not use (the refined model's MoE inputs of a dense model), which
-        sensitivities leave out; None: every input is used.
+      unused: ``unused(inputs) -> names``: the inputs, and the outputs of
+        step-time terms, that one configuration does not use (a dense model's
+        MoE inputs and expert all-to-all in the refined model), which
+        sensitivities, tables and legends leave out; None: all are used.
     """
 
     name: str
@@ -181,6 +182,11 @@ class Model:
         """``names`` less the inputs that the configuration ``values`` does not use."""
         unused = set(self.unused(values)) if self.unused else set()
         return tuple(n for n in names if n not in unused)
+
+    def used_terms(self, values: Mapping[str, float]) -> tuple[Term, ...]:
+        """The step-time terms that the configuration ``values`` uses."""
+        unused = set(self.unused(values)) if self.unused else set()
+        return tuple(t for t in self.terms if t.output not in unused)
 
     @property
     def continuous(self) -> tuple[str, ...]:

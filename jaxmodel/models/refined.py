@@ -1308,5 +1308,6 @@ REFINED = Model(
     cluster=CLUSTER,
     memory_capacity="gpu_memory_gb",
     fit_ranges=FIT_RANGES,
-    unused=lambda v: moe.DENSE_UNUSED if round(v["num_experts"]) == 1 else (),
+    unused=lambda v: (*moe.DENSE_UNUSED, MOE_COMM.output) if round(v["num_experts"]) == 1
+    else (),
 )

@@ -5,6 +5,7 @@ against ``jaxmodel.evaluate`` and the sweep's own columns, and bad requests over
 import base64
 import json
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -961,6 +962,13 @@ def test_report_embeds_aggregates_not_rows(tmp_path, dataset):
     assert "<script src=" not in rest and "http" not in rest.replace("http-equiv", "")
     assert rest.count("Plotly.newPlot") >= 4
     assert len(rest) < 400_000  # aggregates of a 576-row sweep, not its rows
+    # Issue 27 item 14: the mode open() gives (0644 under umask 022), as the Parquet
+    # parts have, not mkstemp's 0600.
+    part = next(Path(dataset).glob("*.parquet"))
+    assert out.stat().st_mode & 0o777 == part.stat().st_mode & 0o777
+    umask = os.umask(0)
+    os.umask(umask)
+    assert out.stat().st_mode & 0o777 == 0o666 & ~umask
 
 
 def test_dashboard_console_script_serves_and_warns_off_localhost(dataset):
