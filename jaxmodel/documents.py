@@ -58,6 +58,11 @@ def evaluation_document(model: Model, values: Mapping[str, float], *, x64: bool 
                          node=socket.gethostname(), wall_ms=wall_ms)
 
 
+def plural(n: int, word: str) -> str:
+    """``1 chunk``, ``2 chunks``, ``1,024 layouts``: a count and its noun, agreed."""
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
 # -- sensitivity -----------------------------------------------------------------------------
 
 
@@ -244,7 +249,7 @@ def sweep_summary(plan: Plan, result: SweepResult, directory: str | Path, *,
     if plan.reducer is not None and result.chunks == 0 and result.reduced is not None:
         return f"merged the finished reducer states into {result.rows:,} rows -> {directory}"
     if result.chunks == 0 and result.skipped_chunks:
-        return f"nothing to do: {directory} is complete ({result.skipped_chunks} chunks)"
+        return f"nothing to do: {directory} is complete ({plural(result.skipped_chunks, 'chunk')})"
     share = f" (process {process} of {processes})" if processes > 1 else ""
     if plan.reducer is not None:
         kept = result.extra["kept_rows"]

@@ -15,6 +15,7 @@ from jaxmodel.cli.common import (
     reports_errors,
     with_input_options,
 )
+from jaxmodel.documents import plural
 from jaxmodel.engine import SweepInterrupted
 from jaxmodel.errors import SpecError
 from jaxmodel.models import Model
@@ -89,7 +90,7 @@ def why_best(model: Model, rows: list[dict[str, Any]], by: str) -> list[str]:
 def _summary(r: SearchResult) -> str:
     return (f"{r.candidates:,} candidates evaluated, {r.valid:,} valid, in {r.total_s:.3f} s "
             f"(compile {r.compile_s:.3f} s, run {r.run_s:.3f} s, enumerate "
-            f"{r.enumerate_s:.3f} s; {r.chunks} chunk(s) of {r.chunk:,})")
+            f"{r.enumerate_s:.3f} s; {plural(r.chunks, 'chunk')} of {r.chunk:,})")
 
 
 def _document(model: Model, values: dict[str, float], r: SearchResult,
@@ -275,7 +276,7 @@ def best_command(
              f"({q['global_batch_tokens']:,} tokens); ranked by {result.by} ({direction})"]
     if doc["top"]:
         shown = [result.by] + [n for n in varied if n not in space.symbols]
-        lines += [""] + _table(m, doc["top"], shown, f"best {len(doc['top'])} layouts:")
+        lines += [""] + _table(m, doc["top"], shown, f"best {plural(len(doc['top']), 'layout')}:")
         lines += [""] + doc["why"]
     else:
         lines += [""] + why.lines()
@@ -285,7 +286,7 @@ def best_command(
     if result.pareto is not None:
         x, y, min_x, min_y = result.pareto_of
         title = (f"Pareto front of {x} ({'min' if min_x else 'max'}) and {y} "
-                 f"({'min' if min_y else 'max'}): {len(doc['pareto'])} layouts"
+                 f"({'min' if min_y else 'max'}): {plural(len(doc['pareto']), 'layout')}"
                  + (" (truncated: the front outgrew its buffer)" if result.pareto_overflow
                     else ""))
         lines += [""] + (_table(m, doc["pareto"], [x, y], title) if doc["pareto"] else [title])

@@ -79,6 +79,10 @@ def test_best_with_the_seed_model_says_it_has_no_memory_limit():
     assert result.exit_code == 0
     assert "model 'seed' has no memory limit" in result.output
     assert "--model refined" in result.output
+    one = runner.invoke(app, ["best", "--model", "seed", "--num-gpus", "64", "--global-batch",
+                              "64", "--top", "1"])
+    assert "best 1 layout:" in one.output  # issue 27 item 13: plurals agree
+    assert "; 1 chunk of " in one.output
 
 
 @pytest.mark.slow

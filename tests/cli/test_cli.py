@@ -80,7 +80,7 @@ def test_float32_default_agrees_with_x64_to_printed_rounding():
 def test_no_profile_skips_the_curves():
     doc = eval_json("--no-profile")
     assert "profile" not in doc and doc["steps"] == 0
-    assert list(doc) == ["model", "inputs", "outputs", "steps", "node", "compute_ms"]
+    assert list(doc) == ["model", "inputs", "outputs", "steps", "node", "wall_ms"]
     full = eval_json()
     assert full["steps"] == 96 and len(full["profile"]["eff_vs_bw"]) == 48
 
