@@ -13,7 +13,7 @@ from jaxmodel.engine import SweepInterrupted, run_sweep
 from jaxmodel.errors import SpecError
 from jaxmodel.sensitivity import sensitivities
 from jaxmodel.solving import solve
-from jaxmodel.spec import parse_spec
+from jaxmodel.spec import load_spec, parse_spec
 from jaxmodel.sweeping import build_plan
 
 GRID = """
@@ -308,3 +308,33 @@ def test_reduce_resumed_with_another_split_folds_each_chunk_once(tmp_path):
     assert len(np.unique(a["config_id"])) == len(a["config_id"]) == 40
     for name in b:
         np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+
+
+def test_a_grid_at_a_fixed_global_batch(tmp_path):
+    """Issue 27 item 12: [base] global_batch_tokens derives every row's
+    gradient_accum_steps, m = G / (b s d), and keeps only rows that reach G."""
+    import itertools
+
+    spec = tmp_path / "fixed.toml"
+    spec.write_text('model = "seed"\n[base]\nglobal_batch_tokens = 262144\n'  # 64 x 4096
+                    "[axes]\nnum_gpus = [8, 16, 24, 64]\ntensor_parallel = [1, 2, 8]\n"
+                    "pipeline_parallel = [1, 4]\nmicro_batch = [1, 2, 3]\n")
+    jaxmodel.sweep(spec, tmp_path / "ds")
+    got = ds.dataset(tmp_path / "ds").to_table().to_pylist()
+    want = {}
+    for n, t, p, b in itertools.product([8, 16, 24, 64], [1, 2, 8], [1, 4], [1, 2, 3]):
+        d = n // (t * p)
+        if d >= 1 and 64 % (b * d) == 0:
+            want[(n, t, p, b)] = 64 // (b * d)
+    assert {(r["num_gpus"], r["tensor_parallel"], r["pipeline_parallel"], r["micro_batch"]):
+            r["gradient_accum_steps"] for r in got} == want
+    assert all(r["tokens_per_step"] == 262144 for r in got)
+    with pytest.raises(SpecError, match="gradient_accum_steps is derived from it"):
+        parse_spec('[base]\nglobal_batch_tokens = 4096\n[axes]\n'
+                   'gradient_accum_steps = [1, 2]\n')
+
+
+def test_the_fixed_batch_example_spec_parses():
+    spec = load_spec(Path(__file__).parents[1] / "sweeps" / "fixed_batch.toml")
+    assert spec.global_batch_tokens == 4_194_304 and spec.size == 400
+    assert "gradient_accum_steps" in spec.varied and spec.filter is not None
