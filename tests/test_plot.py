@@ -481,3 +481,17 @@ def test_importing_jaxmodel_does_not_import_matplotlib():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120)
     assert done.stdout.strip() == "False", done.stderr
+
+
+def test_tornado_title_names_the_llm_size_gpus_and_model():
+    """Issue 27 item 13: the title says what was differentiated, for which model size,
+    on how many GPUs and in which cost model."""
+    assert plot.tornado_title(SEED, SEED.defaults, "step_time_ms", 3383.864) == (
+        "Sensitivity of step_time_ms = 3,384 ms: 70B parameters, 64 GPUs, t=8 p=4 b=1 m=16 "
+        "(seed model)")
+    refined = jaxmodel.get_model("refined")
+    size = float(jaxmodel.evaluate(refined).total_params_b)
+    title = plot.tornado_title(refined, refined.defaults, "mfu_percent", 41.0)
+    assert title.startswith(f"Sensitivity of mfu_percent = 41 %: {size:,.3g}B parameters, "
+                            "64 GPUs, t=8 p=4 b=1 m=16")
+    assert title.endswith("(refined model)")

@@ -1039,3 +1039,11 @@ def test_export_downloads_the_filtered_rows_as_csv_and_parquet(client, rows):
         table = read(base64.b64decode(sent["content"]))
         assert table["config_id"].to_pylist() == want
         assert {"link_bandwidth_gb_s", "num_gpus", "mfu_percent"} <= set(table.column_names)
+
+
+def test_slider_marks_share_one_number_format():
+    """Issue 27 item 13: a geomspace level (1381.3) reads 1,381 beside 3,200."""
+    from jaxmodel.dashboard.app import _fmt
+
+    assert [_fmt(v) for v in (1381.3, 3200.0, 25.0, 12.5, 0.8)] == [
+        "1,381", "3,200", "25", "12.5", "0.8"]
