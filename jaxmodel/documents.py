@@ -99,6 +99,17 @@ def _pct(v: float) -> str:
     return "n/a" if not math.isfinite(v) else f"{round(v, 3) + 0.0:+.3f}%"
 
 
+def plain_number(v: float, *, sign: bool = False) -> str:
+    """One number format for a document: thousands separators from 10,000 up
+    (``1,360,420``), 4 significant digits below, an exponent only under 0.001."""
+    a, plus = abs(v), "+" if sign else ""
+    if not math.isfinite(v):
+        return "n/a"
+    if a >= 1e4 or a == 0:
+        return f"{v:{plus},.0f}"
+    return f"{v:{plus}.4g}" if a >= 1e-3 else f"{v:{plus}.3e}"
+
+
 def zero_step(model: Model, name: str) -> float:
     """The step that ranks an input sitting at 0, where an elasticity is 0 whatever
     the slope: 1% of its range, or 0.01 of its unit when it has no top."""
@@ -119,7 +130,7 @@ def sensitivity_table(model: Model, values: Mapping[str, float], s: Sensitivitie
     for o in s.of:
         field = model.output_field(o)
         value = float(s.values[o])
-        lines.append(f"{o} = {value:,.6g} {field.unit}".rstrip())
+        lines.append(f"{o} = {plain_number(value)} {field.unit}".rstrip())
 
         def effect(w, o=o, value=value):
             """% change of the output: per +1% of the input, or per zero_step at 0."""
@@ -134,7 +145,8 @@ def sensitivity_table(model: Model, values: Mapping[str, float], s: Sensitivitie
 
         for w in sorted(s.wrt, key=key):
             e, g = effect(w), float(s.gradient(o, w))
-            grad = "" if not math.isfinite(g) else f"({g:+.4g} {gradient_unit(model, o, w)})"
+            grad = "" if not math.isfinite(g) else \
+                f"({plain_number(g, sign=True)} {gradient_unit(model, o, w)})"
             if w in s.stepped_to:
                 x0, x1 = values[w], float(s.stepped_to[w])
                 change = g * (x1 - x0) / value * 100.0 if value else math.nan

@@ -154,3 +154,14 @@ def test_validation_documents_carry_the_published_figures():
     # Table 1's last row: 1T parameters on 3072 GPUs, 163 TFLOP/s measured per GPU.
     last = next(line for line in text if line.startswith("| 1008 | 3072 |"))
     assert "| 163 |" in last and doc["runs"][-1]["measured_tflops"] == 163
+
+
+@pytest.mark.parametrize(("v", "sign", "text"), [
+    (1360420.4, False, "1,360,420"), (51851.2, True, "+51,851"), (-16870.0, True, "-16,870"),
+    (3383.864, False, "3384"), (-2.9812, True, "-2.981"), (0.00012, False, "1.200e-04"),
+    (0.0, True, "+0")])
+def test_one_number_format_per_document(v, sign, text):
+    """Issue 27 item 13: not +5.185e+04 beside 1.36042e+06 and 1.687e+04."""
+    from jaxmodel.documents import plain_number
+
+    assert plain_number(v, sign=sign) == text
