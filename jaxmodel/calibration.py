@@ -801,7 +801,8 @@ def calibrate(runs, fit: str | Sequence[str] | None = None, *,
 
 def _check_runs(model: Model, data: Runs, out0) -> None:
     """Every run a valid layout whose measured outputs are positive predictions."""
-    valid = np.asarray(getattr(out0, "valid_layout", np.ones(data.n, bool)))
+    # (out0 holds the runs, then the candidate layouts evaluated with them.)
+    valid = np.asarray(getattr(out0, "valid_layout", np.ones(data.n, bool)))[:data.n]
     invalid = []
     for i in np.flatnonzero(~valid):
         row = {k: float(v[i]) for k, v in data.inputs.items()}

@@ -267,7 +267,8 @@ def test_best_pareto_json():
 
 def test_console_script_end_to_end():
     assert CONSOLE_SCRIPT.exists(), "install the project first (make test does)"
-    done = subprocess.run([str(CONSOLE_SCRIPT), "best", *ARGS_175B, "--format", "json",
+    done = subprocess.run([str(CONSOLE_SCRIPT), "best", "--model", "seed", *ARGS_175B,
+                           "--format", "json",
                            "--top", "1"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["top"][0]["valid_layout"] is True

@@ -241,7 +241,7 @@ def test_accumulation_steps_by_hand(seed_example):
 def test_console_script_runs():
     """The installed entry point, as a user runs it."""
     exe = shutil.which("jaxmodel") or str(Path(sys.executable).parent / "jaxmodel")
-    done = subprocess.run([exe, "solve", "--target", "mfu_percent=90", "--vary",
+    done = subprocess.run([exe, "solve", "--model", "seed", "--target", "mfu_percent=90", "--vary",
                            "link_bandwidth_gb_s", "--format", "text"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
