@@ -167,8 +167,8 @@ def best_command(
         "data_parallel)")] = None,
     pareto: Annotated[str | None, typer.Option(
         "--pareto", metavar="X,Y", help="also the Pareto front of two columns, each "
-        "minimized, or maximized with a max: prefix (e.g. min:used_gpus,max:throughput_tokens_s"
-        " with --allow-idle)")] = None,
+        "minimized, or maximized with a max: prefix, e.g. min:used_gpus, "
+        "max:throughput_tokens_s (no space between; with --allow-idle)")] = None,
     output_format: Annotated[
         Literal["table", "json"], typer.Option("--format", help="table or json")
     ] = "table",
