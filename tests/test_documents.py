@@ -45,7 +45,8 @@ def test_evaluation_document_matches_the_seed_example(seed_example):
 
 def test_sensitivity_document_against_the_seed_example(seed_example):
     s = jaxmodel.sensitivities(SEED.defaults, of=["mfu_percent"],
-                               wrt=["link_bandwidth_gb_s", "num_gpus"], kind="both", x64=True)
+                               wrt=["link_bandwidth_gb_s", "num_gpus"], kind="both", x64=True,
+                                   model="seed")
     doc = sensitivity_document(SEED, SEED.defaults, s)
     o = seed_example["outputs"]
     # MFU = compute / step, and only the TP and PP terms scale as 1 / bandwidth.
@@ -61,7 +62,8 @@ def test_sensitivity_document_against_the_seed_example(seed_example):
 
 
 def test_the_cli_prints_the_core_documents():
-    s = jaxmodel.sensitivities(SEED.defaults, of=["step_time_ms"], kind="both", x64=True)
+    s = jaxmodel.sensitivities(SEED.defaults, of=["step_time_ms"], kind="both", x64=True,
+                               model="seed")
     result = runner.invoke(app, ["sensitivity", "--model", "seed", "--x64", "--of", "step_time_ms"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.output) == json.loads(to_json(

@@ -478,8 +478,8 @@ def test_search_checks_pinned_names_and_values():
 
 
 def test_sensitivities_of_one_name_given_as_text():
-    one = sensitivities(of="mfu_percent", wrt="link_bandwidth_gb_s")
-    listed = sensitivities(of=["mfu_percent"], wrt=["link_bandwidth_gb_s"])
+    one = sensitivities(of="mfu_percent", wrt="link_bandwidth_gb_s", model="seed")
+    listed = sensitivities(of=["mfu_percent"], wrt=["link_bandwidth_gb_s"], model="seed")
     assert one.of == ("mfu_percent",) and one.wrt == ("link_bandwidth_gb_s",)
     assert one.columns.keys() == listed.columns.keys()
     for name in listed.columns:

@@ -58,7 +58,8 @@ kind = "both"
     got = read(tmp_path / "ds")
     inputs = {f.name: got[f.name] for f in spec.model.inputs}
     api = sensitivities(inputs, of=["step_time_ms", "mfu_percent"],
-                        wrt=["link_bandwidth_gb_s", "gradient_accum_steps"], kind="both")
+                        wrt=["link_bandwidth_gb_s", "gradient_accum_steps"], kind="both",
+                        model=spec.model)
     assert len(api.columns) == 8
     for name, expected in api.columns.items():
         np.testing.assert_allclose(got[name], expected, rtol=2e-6, equal_nan=True,
@@ -77,7 +78,8 @@ vary = "link_bandwidth_gb_s"
     run_sweep(build_plan(spec, chunk_size=200, x64=True), tmp_path / "ds")
     got = read(tmp_path / "ds")
     inputs = {f.name: got[f.name] for f in spec.model.inputs}
-    sol = solve(inputs, target="mfu_percent=40", vary="link_bandwidth_gb_s", x64=True)
+    sol = solve(inputs, target="mfu_percent=40", vary="link_bandwidth_gb_s", x64=True,
+                model=spec.model)
     np.testing.assert_array_equal(got["solve_reached"], sol.reached)
     np.testing.assert_allclose(got["solved_link_bandwidth_gb_s"], sol.solved, rtol=1e-9,
                                equal_nan=True)
