@@ -461,6 +461,7 @@ def refined_table():
     return result.output
 
 
+@pytest.mark.slow  # the refined model's full jvp batch compiles for minutes
 def test_an_input_at_zero_is_ranked_by_its_absolute_effect(refined_table):
     """Issue 27 item 3: tp_overlap = 0 has elasticity 0 whatever its slope; it is
     ranked by the effect of +0.01 (1% of its 0..1 range), and the table says so."""
@@ -479,6 +480,7 @@ def test_an_input_at_zero_is_ranked_by_its_absolute_effect(refined_table):
     assert "tp_overlap" in lines[-2] and "ranked by the effect of +1% of the range" in lines[-2]
 
 
+@pytest.mark.slow  # the refined model's full jvp batch compiles for minutes
 def test_a_dense_configuration_lists_no_moe_inputs(refined_table):
     """Issue 27 item 7: a dense model (num_experts = 1) does not use the MoE inputs."""
     from jaxmodel.models import moe
