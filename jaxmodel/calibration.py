@@ -497,13 +497,23 @@ def fit_batch(z0, lo, hi, base, log_measured, weights, *, model: Model,
 
 def _stationary(residuals, z, args):
     """MINPACK's (lmder) orthogonality test at ``z``: ``|J_j . r| <= GTOL |J_j| |r|``
-    for every column ``J_j`` of the Jacobian of the residuals ``r``; a zero residual
+    for every column ``J_j`` of the Jacobian of the residuals ``r``, except a
+    parameter at a bound that the objective pushes against; a zero residual
     passes, a zero column (a parameter that moves nothing there) does not."""
     r = residuals(z, args).reshape(-1)
     jac = jax.jacfwd(residuals)(z, args).reshape(r.shape[0], -1)
     rnorm = jnp.linalg.norm(r)
-    cos = jnp.abs(jac.T @ r) / (jnp.linalg.norm(jac, axis=0) * rnorm)
-    return (rnorm == 0) | jnp.all(cos <= GTOL)
+    grad = jac.T @ r
+    cos = jnp.abs(grad) / (jnp.linalg.norm(jac, axis=0) * rnorm)
+    # A parameter held at a bound (within EDGE of its range) is stationary when
+    # the objective would fall only beyond it (the bound-constrained optimum's
+    # KKT condition): there its logit runs on forever and no step test fires.
+    lo, hi = args[0], args[1]
+    x = _from_z(z, lo, hi)
+    span = jnp.where(jnp.isfinite(hi), hi - lo, jnp.maximum(jnp.abs(x), 1e-12))
+    at_lo = (x - lo <= EDGE * span) & (grad >= 0)
+    at_hi = jnp.isfinite(hi) & (hi - x <= EDGE * span) & (grad <= 0)
+    return (rnorm == 0) | jnp.all((cos <= GTOL) | at_lo | at_hi)
 
 
 @functools.partial(jax.jit, static_argnames=("model", "fit_index", "out_names"))
