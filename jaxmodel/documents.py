@@ -375,8 +375,9 @@ def calibration_text(cal: Calibration) -> str:
                      "prediction most):")
         for s in cal.suggestions:
             preds = ", ".join(
-                f"{o} {s['predicted_' + o]:.4g} ({pct}% {s['low_' + o]:.4g} .. "
-                f"{s['high_' + o]:.4g})" for o in cal.outputs)
+                f"{o} {plain_number(s['predicted_' + o])} ({pct}% "
+                f"{plain_number(s['low_' + o])} .. {plain_number(s['high_' + o])})"
+                for o in cal.outputs)
             lines.append(f"  {s['run']}: {preds}")
     return "\n".join(lines)
 
