@@ -39,8 +39,8 @@ def test_how_duckdb_and_polars_order_an_invalid_rows_nan(tmp_path):
     raw = dict(duckdb.sql(f"select num_gpus, max(mfu_percent) from '{files}' group by 1"
                           ).fetchall())
     assert any(np.isnan(v) for v in raw.values())  # some GPU count has an invalid row
-    top = duckdb.sql(f"select mfu_percent from '{files}' order by 1 desc limit 1").fetchone()
-    assert np.isnan(top[0])
+    top = duckdb.sql(f"select mfu_percent from '{files}' order by 1 desc limit 1").fetchall()
+    assert np.isnan(top[0][0])
     kept = dict(duckdb.sql(f"select num_gpus, max(mfu_percent) from '{files}' where "
                            "valid_layout group by 1").fetchall())
     assert all(np.isfinite(v) and 0 < v <= 100 for v in kept.values())

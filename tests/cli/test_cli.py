@@ -117,10 +117,14 @@ def test_format_table_for_an_invalid_layout():
 
 
 def test_config_seed_file_is_accepted_as_is(seed_example):
+    """Without --model: the file's model line selects the seed (issue 27 item 1)."""
     doc = eval_json("--config", str(SEED_FILE))
+    assert doc["model"] == seed_example["model"]
     assert doc["inputs"] == seed_example["inputs"]
     assert doc["outputs"] == seed_example["outputs"]
-    assert doc["profile"] == seed_example["profile"]
+    points = seed_example["profile"]["eff_vs_gpus"]  # each point once (issue 27 item 13)
+    assert doc["profile"] == {**seed_example["profile"], "eff_vs_gpus": [
+        pt for i, pt in enumerate(points) if i == 0 or pt != points[i - 1]]}
 
 
 def test_config_seed_shaped_file_and_command_line_override(tmp_path, seed_example):
