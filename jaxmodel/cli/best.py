@@ -15,6 +15,8 @@ from jaxmodel.cli.common import (
     reports_errors,
     with_input_options,
 )
+from jaxmodel.codesign import FACTORS, weigh
+from jaxmodel.codesign import lines as weight_lines
 from jaxmodel.engine import SweepInterrupted
 from jaxmodel.errors import SpecError
 from jaxmodel.models import Model
@@ -198,6 +200,13 @@ def best_command(
         "--cross-node-tp", help="let tensor parallelism span nodes (default: t <= "
         "gpus_per_node, the NVLink domain, unless --tensor-parallel or --vary sets it)")
     ] = False,
+    sensitivity: Annotated[bool, typer.Option(
+        "--sensitivity", help="also what each hardware input is worth at the best layout: "
+        "d(best objective)/d(input) by the envelope theorem, whether the best layout "
+        "changes within +-10% (re-searched), and +10% in dollars")] = False,
+    sensitivity_wrt: Annotated[str | None, typer.Option(
+        "--sensitivity-wrt", metavar="NAMES", help="the inputs --sensitivity weighs, "
+        "comma-separated (default: the model's hardware inputs)")] = None,
     model: ModelOption = "seed",
     config: ConfigOption = None,
     x64: X64Option = False,
@@ -222,6 +231,9 @@ def best_command(
             raise SpecError(f"{flag}: needs --output DIR (the directory the search "
                             "checkpoints into)")
     process, processes = parse_shard(shard) if shard is not None else (0, 1)
+    if sensitivity and (allow_idle or processes > 1):
+        raise SpecError("--sensitivity: not with --allow-idle or --shard (the optimum is "
+                        "weighed on the GPUs it uses, in one process)")
     m, values = gather_inputs(model, config, inputs)
     if m.layout is None:
         raise SpecError(f"model {m.name!r} declares no layout space to search")
@@ -271,6 +283,16 @@ def best_command(
         doc["why_no_valid"] = why.document()
     notes = _notes(m, values, bool(doc["top"]))
     doc["notes"] = notes
+    weights = None
+    if (sensitivity or sensitivity_wrt) and doc["top"]:
+        wrt = [w.strip() for w in sensitivity_wrt.split(",") if w.strip()] \
+            if sensitivity_wrt else None
+        cand = space.candidates(values, batch, pinned=pinned, vary=varied, also=also,
+                                cross_node_tp=cross_node_tp)
+        columns = {k: v for k, v in cand.items() if k in m.input_names}
+        weights = weigh(m, values, columns, doc["top"][:1], by=result.by,
+                        maximize=result.maximize, wrt=wrt, x64=x64)[0]
+        doc["sensitivity"] = [w.document() for w in weights.values()]
     if output_format == "json":
         typer.echo(to_json(doc))
         return
@@ -294,6 +316,10 @@ def best_command(
                  + (" (truncated: the front outgrew its buffer)" if result.pareto_overflow
                     else ""))
         lines += [""] + (_table(m, doc["pareto"], [x, y], title) if doc["pareto"] else [title])
+    if weights:
+        lines += ["", f"what each input is worth at #1 (envelope gradient; the best layout "
+                  f"re-searched at {', '.join(f'{f:g}x' for f in FACTORS)}):"]
+        lines += weight_lines(weights, result.by, m)
     lines += [""] + notes if notes else []
     lines += ["", _summary(result)]
     typer.echo("\n".join(lines))

@@ -61,6 +61,9 @@ class Model:
       memory_capacity: the input giving each GPU's memory in GB, which the
         model's memory outputs are checked against (reports print the need
         against it), or None: the model has no memory limit.
+      hardware: the inputs a hardware designer or buyer can change (peak
+        rates, bandwidths, capacities, achieved efficiencies): what
+        ``best --sensitivity`` and ``plan --sensitivity`` weigh by default.
     """
 
     name: str
@@ -81,6 +84,7 @@ class Model:
     exact_products: tuple[tuple[str, tuple[str, ...]], ...] = ()
     cluster: tuple[str, ...] = ()
     memory_capacity: str | None = None
+    hardware: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         """Check the declarations against each other (a model is built once, at import).
@@ -118,7 +122,8 @@ class Model:
         for name in self.steps:
             if name not in self.input_names:
                 fail(f"stepped input {name!r} is not an input")
-        for name in (*self.cluster, *(n for _, names in self.exact_products for n in names),
+        for name in (*self.cluster, *self.hardware,
+                     *(n for _, names in self.exact_products for n in names),
                      *((self.memory_capacity,) if self.memory_capacity else ())):
             if name not in self.input_names:
                 fail(f"{name!r} is not an input")

@@ -213,6 +213,15 @@ CLUSTER: tuple[str, ...] = (
     "inter_node_efficiency", "intra_node_latency_us", "inter_node_latency_us",
 )
 
+# What a buyer or designer of the hardware can change, for ``--sensitivity`` of
+# ``best`` and ``plan``: the datasheet rates and capacity and the achieved GEMM
+# fraction (the memory capacity acts only by which layouts fit: it is weighed
+# by re-searching, not by a derivative).
+HARDWARE: tuple[str, ...] = (
+    "compute_tflops", "fp8_tflops", "matmul_efficiency", "hbm_bandwidth_tb_s",
+    "link_bandwidth_gb_s", "network_bandwidth_gb_s", "gpu_memory_gb",
+)
+
 # The step-time terms, in stacking and tie-break order.  Context-parallel
 # traffic (cp_comm_ms) competes for the bottleneck within the tensor-parallel
 # term (both are model-parallel collectives inside each layer).

@@ -50,6 +50,7 @@ from jaxmodel.models.refined.derived import derive
 from jaxmodel.models.refined.fields import (
     CLUSTER,
     DESCRIPTION,
+    HARDWARE,
     INPUTS,
     OUTPUTS,
     TERMS,
@@ -238,4 +239,5 @@ REFINED = Model(
                                          "num_gpus")),),
     cluster=CLUSTER,
     memory_capacity="gpu_memory_gb",
+    hardware=HARDWARE,
 )
