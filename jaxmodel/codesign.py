@@ -214,7 +214,7 @@ def lines(weights: Mapping[str, Weight], by: str, model: Model) -> list[str]:
         dollars = w.usd_per_10_percent
         cells.append([w.input, f"{w.value:,.4g}", f"{w.gradient:,.4g}", unit,
                       f"moves at {moved}" if moved else "stays",
-                      "-" if dollars is None else f"${dollars:,.0f}"])
+                      "-" if dollars is None else f"${round(dollars) + 0:,}"])
     widths = [max(len(h), *(len(c[j]) for c in cells)) for j, h in enumerate(heads)]
     return ["  ".join(h.rjust(wd) for h, wd in zip(heads, widths, strict=True))] + [
         "  ".join(c.rjust(wd) for c, wd in zip(row, widths, strict=True)) for row in cells]
