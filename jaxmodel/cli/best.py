@@ -9,6 +9,7 @@ import typer
 from jaxmodel.cli.common import (
     ConfigOption,
     ModelOption,
+    SensitivityWrtOption,
     X64Option,
     gather_inputs,
     parse_shard,
@@ -204,9 +205,7 @@ def best_command(
         "--sensitivity", help="also what each hardware input is worth at the best layout: "
         "d(best objective)/d(input) by the envelope theorem, whether the best layout "
         "changes within +-10% (re-searched), and +10% in dollars")] = False,
-    sensitivity_wrt: Annotated[str | None, typer.Option(
-        "--sensitivity-wrt", metavar="NAMES", help="the inputs --sensitivity weighs, "
-        "comma-separated (default: the model's hardware inputs)")] = None,
+    sensitivity_wrt: SensitivityWrtOption = None,
     model: ModelOption = "seed",
     config: ConfigOption = None,
     x64: X64Option = False,

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 import typer
 
-from jaxmodel.cli.common import X64Option, reports_errors
+from jaxmodel.cli.common import SensitivityWrtOption, X64Option, reports_errors
 from jaxmodel.errors import InputError, SpecError
 
 HEADS = (("gpu", "gpu"), ("num_gpus", "GPUs"), ("layout", "layout"), ("train_days", "days"),
@@ -101,9 +101,7 @@ def plan_command(
         "--sensitivity", help="also what each hardware input is worth on each plan: "
         "d(train_days)/d(input) at the best layout (envelope theorem), whether the best "
         "layout changes within +-10% (re-searched), and +10% in dollars")] = False,
-    sensitivity_wrt: Annotated[str | None, typer.Option(
-        "--sensitivity-wrt", metavar="NAMES", help="the inputs --sensitivity weighs, "
-        "comma-separated (default: the model's hardware inputs)")] = None,
+    sensitivity_wrt: SensitivityWrtOption = None,
     output_format: Annotated[Literal["table", "json"], typer.Option(
         "--format", help="table or json")] = "table",
     model: Annotated[str, typer.Option("--model", help="cost model")] = "refined",
