@@ -110,6 +110,10 @@ def check_wrt(model: Model, wrt: Sequence[str] | None, by: str) -> tuple[str, ..
         if name not in model.input_names:
             raise SpecError(f"--sensitivity-wrt: {name!r} is not an input of model "
                             f"{model.name!r}{closest(name, model.input_names)}")
+        if model.input_field(name).integer:
+            # (10% of a count, a switch or a layout axis is not a value it can take)
+            raise SpecError(f"--sensitivity-wrt: {name!r} is a whole number; allowed: "
+                            "inputs with real values, e.g. " + ", ".join(model.hardware))
     return wrt
 
 

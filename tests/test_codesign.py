@@ -105,6 +105,9 @@ def test_sensitivity_refuses_an_objective_without_a_derivative():
     with pytest.raises(SpecError, match="link_bandwith"):
         weigh(seed, seed.defaults, {"micro_batch": np.ones(1)}, [None],
               by="mfu_percent", maximize=True, wrt=["link_bandwith"])
+    with pytest.raises(SpecError, match="'num_gpus' is a whole number"):
+        weigh(seed, seed.defaults, {"micro_batch": np.ones(1)}, [None],
+              by="mfu_percent", maximize=True, wrt=["num_gpus"])
 
 
 def test_best_sensitivity_cli():
