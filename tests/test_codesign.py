@@ -121,3 +121,14 @@ def test_best_sensitivity_cli():
                               "--sensitivity", "--allow-idle"])
     assert out.exit_code == 2 and "--sensitivity" in out.output
     assert "Traceback" not in out.output
+
+
+def test_bad_sensitivity_requests_are_refused_before_searching():
+    for cmd in (["best", "--model", "seed", "--num-gpus", "64"],
+                ["plan", "--llm", "llama3-8b", "--train-tokens", "1e12", "--num-gpus", "64"]):
+        out = runner.invoke(app, [*cmd, "--sensitivity-wrt", "link_bandwith"])
+        assert out.exit_code == 2, out.output
+        assert "link_bandwith" in out.output and "Traceback" not in out.output
+    out = runner.invoke(app, ["best", "--model", "seed", "--num-gpus", "64", "--sensitivity",
+                              "--by", "valid_layout"])
+    assert out.exit_code == 2 and "has no derivative" in out.output

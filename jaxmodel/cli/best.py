@@ -16,7 +16,7 @@ from jaxmodel.cli.common import (
     reports_errors,
     with_input_options,
 )
-from jaxmodel.codesign import FACTORS, weigh
+from jaxmodel.codesign import FACTORS, check_wrt, weigh
 from jaxmodel.codesign import lines as weight_lines
 from jaxmodel.engine import SweepInterrupted
 from jaxmodel.errors import SpecError
@@ -237,6 +237,10 @@ def best_command(
     if m.layout is None:
         raise SpecError(f"model {m.name!r} declares no layout space to search")
     space = m.layout
+    wrt = [w.strip() for w in sensitivity_wrt.split(",") if w.strip()] \
+        if sensitivity_wrt else None
+    if sensitivity or sensitivity_wrt:  # (a bad name is refused before the search runs)
+        check_wrt(m, wrt, minimize or by or "throughput_tokens_s")
     also = tuple(a.strip() for a in search_axes.split(",") if a.strip()) if search_axes else ()
     extra = tuple(space.extra_axes(values, also))
     for a in also:
@@ -284,8 +288,6 @@ def best_command(
     doc["notes"] = notes
     weights = None
     if (sensitivity or sensitivity_wrt) and doc["top"]:
-        wrt = [w.strip() for w in sensitivity_wrt.split(",") if w.strip()] \
-            if sensitivity_wrt else None
         cand = space.candidates(values, batch, pinned=pinned, vary=varied, also=also,
                                 cross_node_tp=cross_node_tp)
         columns = {k: v for k, v in cand.items() if k in m.input_names}
