@@ -197,9 +197,10 @@ def weigh(model: str | Model, values: Mapping[str, float], columns: Mapping[str,
                 gradient = float(grads[by, w][k])
                 usd = float(grads[COST, w][k]) if COST in of else None
             else:
-                step = 0.1 * value
-                gradient = (best_at[1.1] - float(row[by])) / step
-                usd = (usd_at[1.1] - float(row[COST])) / step if COST in of else None
+                up = FACTORS[-1]
+                step = (up - 1.0) * value
+                gradient = (best_at[up] - float(row[by])) / step
+                usd = (usd_at[up] - float(row[COST])) / step if COST in of else None
             weights[w] = Weight(w, value, gradient, w not in smooth, best_at, moved, usd, usd_at)
         out.append(weights)
     return out
