@@ -39,6 +39,8 @@ class PlanResult:
         output of the model), in the order GPUs and counts were given.
       missing: ``(gpu, num_gpus, why)`` for pairs without a valid layout.
       candidates: layouts evaluated in all; compile_s, run_s, enumerate_s: seconds.
+      weights: with ``sensitivity``, per row ``{input: codesign.Weight}``: what
+        each hardware input is worth at that row's optimum.
     """
 
     rows: list[dict[str, Any]]
@@ -48,6 +50,7 @@ class PlanResult:
     compile_s: float
     run_s: float
     train_tokens: float
+    weights: list[dict[str, Any]] | None = None
 
 
 def parse_gpu_counts(text: str) -> list[int]:
@@ -88,7 +91,8 @@ def plan(llm: str, train_tokens: float, *, gpus: Sequence[str] | None = None,
          num_gpus: Sequence[int] = (4096, 8192, 16384, 32768),
          global_batch_tokens: int = 2**24, model: str | Model = "refined",
          overrides: Mapping[str, float] | None = None,
-         prices: Mapping[str, float] | None = None, x64: bool = False) -> PlanResult:
+         prices: Mapping[str, float] | None = None, x64: bool = False,
+         sensitivity: bool = False, wrt: Sequence[str] | None = None) -> PlanResult:
     """The fastest valid layout for every GPU preset and GPU count (module doc).
 
     Args:
@@ -99,6 +103,8 @@ def plan(llm: str, train_tokens: float, *, gpus: Sequence[str] | None = None,
       global_batch_tokens: tokens per optimizer step (a multiple of seq_length).
       overrides: other inputs, for every GPU (``zero_stage``, ``pue``...).
       prices: USD per GPU-hour by GPU preset (default: ``gpu_hour_usd``'s value).
+      sensitivity: also weigh the hardware inputs ``wrt`` (default: the
+        model's ``hardware``) at each optimum (:func:`jaxmodel.codesign.weigh`).
 
     Raises:
       InputError, SpecError: a bad name or value (one line).
@@ -109,6 +115,10 @@ def plan(llm: str, train_tokens: float, *, gpus: Sequence[str] | None = None,
     model = get_model(model)
     if model.layout is None:
         raise SpecError(f"model {model.name!r} declares no layout space to plan with")
+    if sensitivity:
+        from jaxmodel.codesign import check_wrt
+
+        wrt = check_wrt(model, wrt, RANK_BY)
     gpus = list(gpus) if gpus else list(GPUS)
     for name in gpus:
         get_preset("gpu", name)
@@ -170,8 +180,16 @@ def plan(llm: str, train_tokens: float, *, gpus: Sequence[str] | None = None,
         else:
             missing.append((g, n, "no candidate layout is valid (fits in memory, splits "
                                   "the heads and layers)"))
+    weights = None
+    if sensitivity:
+        from jaxmodel.codesign import weigh
+
+        per_pair = weigh(model, base, columns, [by_pair.get(i) for i in range(len(pairs))],
+                         by=RANK_BY, maximize=False, wrt=wrt, group_ids=group_ids,
+                         num_groups=len(pairs), x64=x64)
+        weights = [w for i, w in enumerate(per_pair) if i in by_pair]
     return PlanResult(rows, missing, int(sum(n_rows)), enumerate_s, run.compile_s, run.run_s,
-                      train_tokens)
+                      train_tokens, weights)
 
 
 def pareto_front(rows: Sequence[Mapping[str, Any]], x: str = "train_days",

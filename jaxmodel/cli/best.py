@@ -9,6 +9,7 @@ import typer
 from jaxmodel.cli.common import (
     ConfigOption,
     ModelOption,
+    SensitivityWrtOption,
     X64Option,
     gather_inputs,
     parse_shard,
@@ -198,6 +199,11 @@ def best_command(
         "--cross-node-tp", help="let tensor parallelism span nodes (default: t <= "
         "gpus_per_node, the NVLink domain, unless --tensor-parallel or --vary sets it)")
     ] = False,
+    sensitivity: Annotated[bool, typer.Option(
+        "--sensitivity", help="also what each hardware input is worth at the best layout: "
+        "d(best objective)/d(input) by the envelope theorem, whether the best layout "
+        "changes within +-10% (re-searched), and +10% in dollars")] = False,
+    sensitivity_wrt: SensitivityWrtOption = None,
     model: ModelOption = None,
     config: ConfigOption = None,
     x64: X64Option = False,
@@ -222,10 +228,19 @@ def best_command(
             raise SpecError(f"{flag}: needs --output DIR (the directory the search "
                             "checkpoints into)")
     process, processes = parse_shard(shard) if shard is not None else (0, 1)
+    if sensitivity and (allow_idle or processes > 1):
+        raise SpecError("--sensitivity: not with --allow-idle or --shard (the optimum is "
+                        "weighed on the GPUs it uses, in one process)")
     m, values = gather_inputs(model, config, inputs)
     if m.layout is None:
         raise SpecError(f"model {m.name!r} declares no layout space to search")
     space = m.layout
+    wrt = [w.strip() for w in sensitivity_wrt.split(",") if w.strip()] \
+        if sensitivity_wrt else None
+    if sensitivity or sensitivity_wrt:  # (a bad name is refused before the search runs)
+        from jaxmodel.codesign import check_wrt
+
+        check_wrt(m, wrt, minimize or by or "throughput_tokens_s")
     also = tuple(a.strip() for a in search_axes.split(",") if a.strip()) if search_axes else ()
     extra = tuple(space.extra_axes(values, also))
     for a in also:
@@ -275,6 +290,16 @@ def best_command(
         doc["why_no_valid"] = why.document()
     notes = _notes(m, values, bool(doc["top"]))
     doc["notes"] = notes
+    weights = None
+    if (sensitivity or sensitivity_wrt) and doc["top"]:
+        from jaxmodel.codesign import weigh
+
+        cand = space.candidates(values, batch, pinned=pinned, vary=varied, also=also,
+                                cross_node_tp=cross_node_tp)
+        columns = {k: v for k, v in cand.items() if k in m.input_names}
+        weights = weigh(m, values, columns, doc["top"][:1], by=result.by,
+                        maximize=result.maximize, wrt=wrt, x64=x64)[0]
+        doc["sensitivity"] = [w.document() for w in weights.values()]
     if output_format == "json":
         typer.echo(to_json(doc))
         return
@@ -298,6 +323,13 @@ def best_command(
                  + (" (truncated: the front outgrew its buffer)" if result.pareto_overflow
                     else ""))
         lines += [""] + (_table(m, doc["pareto"], [x, y], title) if doc["pareto"] else [title])
+    if weights:
+        from jaxmodel.codesign import FACTORS
+        from jaxmodel.codesign import lines as weight_lines
+
+        lines += ["", f"what each input is worth at #1 (envelope gradient; the best layout "
+                  f"re-searched at {', '.join(f'{f:g}x' for f in FACTORS)}):"]
+        lines += weight_lines(weights, result.by, m)
     lines += [""] + notes if notes else []
     lines += ["", _summary(result)]
     typer.echo("\n".join(lines))

@@ -136,6 +136,9 @@ ConfigOption = Annotated[
                  metavar="FILE"),
 ]
 X64Option = Annotated[bool, typer.Option("--x64", help="compute in float64 (default float32)")]
+SensitivityWrtOption = Annotated[str | None, typer.Option(
+    "--sensitivity-wrt", metavar="NAMES", help="the inputs --sensitivity weighs, "
+    "comma-separated (default: the model's hardware inputs)")]
 
 
 def gather_inputs(model_name: str | None, config: str | None,

@@ -40,11 +40,24 @@ def dashboard_command(
         "(one scan at start that makes their heatmaps, lines and counts interactive)")] = False,
     x64: X64Option = False,
 ) -> None:
-    """A local web app over sweep datasets: views, filters, rows, one configuration live."""
+    """A local web app over sweep datasets: views, filters, rows, one configuration live
+    (or, for a directory jaxmodel plan -o wrote, its plans: time against cost)."""
     _require()
+    from jaxmodel.dashboard.data import DashboardError
+    from jaxmodel.dashboard.plan import build_plan_app, is_plan
+    from jaxmodel.dashboard.serve import serve
+
+    plans = [p for p in datasets if is_plan(p)]
+    if plans:
+        if len(datasets) > 1:
+            raise DashboardError(f"datasets: {str(plans[0])!r} is a plan (plan.parquet); a "
+                                 "plan is shown on its own, give it alone")
+        app = build_plan_app(plans[0])
+        _warn_host(host)
+        serve(app.server, host, port, open_browser=not no_browser, names=[plans[0].name])
+        return
     from jaxmodel.dashboard.app import build_app
     from jaxmodel.dashboard.data import CUBE_MIN_ROWS, Catalog
-    from jaxmodel.dashboard.serve import serve
 
     def building(name: str, rows: int) -> None:
         typer.echo(f"jaxmodel dashboard: {name} has {rows:,} rows; summarising it once for "
@@ -56,12 +69,16 @@ def dashboard_command(
         if src.cube is not None:
             typer.echo(f"jaxmodel dashboard: {src.name}: {src.cube.groups:,} groups by "
                        f"{', '.join(src.cube.dims)} in {src.cube.seconds:.0f} s", err=True)
-    if host not in ("127.0.0.1", "localhost", "::1"):
-        typer.echo(f"warning: --host {host} serves the datasets to every machine that can "
-                   "reach this one, without any login", err=True)
+    _warn_host(host)
     app = build_app(catalog, x64=x64)
     serve(app.server, host, port, open_browser=not no_browser,
           names=catalog.names)
+
+
+def _warn_host(host: str) -> None:
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        typer.echo(f"warning: --host {host} serves the datasets to every machine that can "
+                   "reach this one, without any login", err=True)
 
 
 @reports_errors

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 import typer
 
-from jaxmodel.cli.common import X64Option, reports_errors
+from jaxmodel.cli.common import SensitivityWrtOption, X64Option, reports_errors
 from jaxmodel.errors import InputError, SpecError
 
 HEADS = (("gpu", "gpu"), ("num_gpus", "GPUs"), ("layout", "layout"), ("train_days", "days"),
@@ -97,6 +97,11 @@ def plan_command(
         "zero_stage=1, pue=1.2, ...")] = None,
     output: Annotated[Path | None, typer.Option(
         "-o", "--output", help="directory for plan.parquet and plan.png")] = None,
+    sensitivity: Annotated[bool, typer.Option(
+        "--sensitivity", help="also what each hardware input is worth on each plan: "
+        "d(train_days)/d(input) at the best layout (envelope theorem), whether the best "
+        "layout changes within +-10% (re-searched), and +10% in dollars")] = False,
+    sensitivity_wrt: SensitivityWrtOption = None,
     output_format: Annotated[Literal["table", "json"], typer.Option(
         "--format", help="table or json")] = "table",
     model: Annotated[str, typer.Option("--model", help="cost model")] = "refined",
@@ -104,7 +109,9 @@ def plan_command(
 ) -> None:
     """For every GPU and cluster size: the fastest layout, and the days, GPU-hours,
     dollars and energy of the whole run; the Pareto front of time and cost."""
-    from jaxmodel.planning import choose, pareto_front, parse_gpu_counts, plan
+    from jaxmodel.codesign import FACTORS
+    from jaxmodel.codesign import lines as weight_lines
+    from jaxmodel.planning import RANK_BY, choose, pareto_front, parse_gpu_counts, plan
     from jaxmodel.report import to_json
 
     for flag, v in (("--deadline-days", deadline_days), ("--budget-usd", budget_usd),
@@ -116,7 +123,10 @@ def plan_command(
     gpus = [g.strip() for g in gpu.split(",") if g.strip()] if gpu else None
     result = plan(llm, train_tokens, gpus=gpus, num_gpus=parse_gpu_counts(num_gpus),
                   global_batch_tokens=global_batch_tokens, model=model,
-                  overrides=_pairs(setting, "--set"), prices=_pairs(price, "--price"), x64=x64)
+                  overrides=_pairs(setting, "--set"), prices=_pairs(price, "--price"), x64=x64,
+                  sensitivity=sensitivity or sensitivity_wrt is not None,
+                  wrt=[w.strip() for w in sensitivity_wrt.split(",") if w.strip()]
+                  if sensitivity_wrt else None)
     from jaxmodel.models import get_model
 
     space = get_model(model).layout
@@ -130,6 +140,9 @@ def plan_command(
               f"{result.compile_s:.2f} s, run {result.run_s:.2f} s, enumerate "
               f"{result.enumerate_s:.2f} s")
     if output_format == "json":
+        if result.weights is not None:
+            for r, w in zip(result.rows, result.weights, strict=True):
+                r["sensitivity"] = [v.document() for v in w.values()]
         typer.echo(to_json({"plans": result.rows, "pareto": front,
                             "cheapest_within_deadline": choice.cheapest,
                             "fastest_within_budget": choice.fastest,
@@ -148,6 +161,11 @@ def plan_command(
             lines.append(f"{label}: {row['gpu']} x {row['num_gpus']:,} ({row['layout']}), "
                          f"{row['train_days']:,.1f} days, ${row['cost_usd']:,.0f}, "
                          f"{row['energy_mwh']:,.0f} MWh")
+    for r, w in zip(result.rows, result.weights or (), strict=False):
+        lines += ["", f"what each input is worth on {r['gpu']} x {r['num_gpus']:,} "
+                  f"({r['layout']}; best layout re-searched at "
+                  f"{', '.join(f'{f:g}x' for f in FACTORS)}):"]
+        lines += weight_lines(w, RANK_BY, get_model(model))
     lines += [f"constraint: {p}" for p in choice.problems]
     lines += [f"no plan for {g} x {n:,}: {w}" for g, n, w in result.missing]
     lines += [f"wrote {p}" for p in written]

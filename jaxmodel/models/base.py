@@ -76,6 +76,9 @@ class Model:
         step-time terms, that one configuration does not use (a dense model's
         MoE inputs and expert all-to-all in the refined model), which
         sensitivities, tables and legends leave out; None: all are used.
+      hardware: the inputs a hardware designer or buyer can change (peak
+        rates, bandwidths, capacities, achieved efficiencies): what
+        ``best --sensitivity`` and ``plan --sensitivity`` weigh by default.
     """
 
     name: str
@@ -102,6 +105,7 @@ class Model:
                                                           compare=False)
     unused: Callable[[Mapping[str, float]], tuple[str, ...]] | None = field(
         default=None, compare=False)
+    hardware: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         """Check the declarations against each other (a model is built once, at import).
@@ -144,7 +148,8 @@ class Model:
             if f is None or not (f.low <= low < high <= (f.high if f.high is not None
                                                         else float("inf"))):
                 fail(f"fit range of {name!r} is not an input's range inside its domain")
-        for name in (*self.cluster, *(n for _, names in self.exact_products for n in names),
+        for name in (*self.cluster, *self.hardware,
+                     *(n for _, names in self.exact_products for n in names),
                      *((self.memory_capacity,) if self.memory_capacity else ())):
             if name not in self.input_names:
                 fail(f"{name!r} is not an input")

@@ -308,4 +308,5 @@ SEED = Model(
     # The seed has no efficiencies: a cluster is its effective GPU rate and link
     # bandwidth (what ``jaxmodel calibrate`` fits by default).
     cluster=("compute_tflops", "link_bandwidth_gb_s"),
+    hardware=("compute_tflops", "link_bandwidth_gb_s"),
 )

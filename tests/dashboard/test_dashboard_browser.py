@@ -296,3 +296,46 @@ def test_report_opens_offline_and_draws(driver, dataset, tmp_path, shots):
         assert not logs, logs
     finally:
         d.delete_network_conditions()
+
+
+@pytest.mark.slow
+def test_plan_view_draws_each_gpu_its_sizes_and_the_front(driver, tmp_path, shots):
+    """A plan.parquet written here (as jaxmodel plan -o writes it), served as
+    jaxmodel dashboard serves a plan directory: the page draws one trace per GPU
+    with every size as a label on the chart, and the front is the plans no other
+    beats in both time and cost (checked by brute force here)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from jaxmodel.dashboard.plan import build_plan_app
+
+    plans = [("h100-sxm", 4096, 60.0, 10.0e6), ("h100-sxm", 8192, 46.0, 14.5e6),
+             ("b200", 4096, 45.0, 12.0e6), ("b200", 8192, 25.0, 14.0e6),
+             ("gb200-nvl72", 4096, 30.0, 16.0e6)]
+    pq.write_table(pa.Table.from_pylist(
+        [{"gpu": g, "num_gpus": n, "train_days": t, "cost_usd": c, "layout": "t8 p8"}
+         for g, n, t, c in plans]), tmp_path / "plan.parquet")
+    bg = Background(build_plan_app(tmp_path).server)
+    try:
+        d = driver
+        d.get(bg.url)
+        names = wait_for(d, "var g = document.querySelector('#plan-graph .js-plotly-plot');"
+                         "return g && g.querySelector('.main-svg') && g.data ? "
+                         "g.data.map(t => t.name) : null", "the plan chart")
+        assert names == ["h100-sxm", "b200", "gb200-nvl72", "Pareto front"]
+        labels = d.execute_script(
+            "return Array.from(document.querySelectorAll('#plan-graph .textpoint text'))"
+            ".map(e => e.textContent)")
+        assert sorted(labels) == sorted(f"{n:,}" for _, n, _, _ in plans)
+        front = d.execute_script(
+            "var g = document.querySelector('#plan-graph .js-plotly-plot');"
+            "var t = g.data[g.data.length - 1]; return t.x.map((x, i) => [x, t.y[i]])")
+        want = sorted((t, c) for _, _, t, c in plans
+                      if not any(t2 <= t and c2 <= c and (t2, c2) != (t, c)
+                                 for _, _, t2, c2 in plans))
+        assert sorted(map(tuple, front)) == want and len(want) == 3
+        screenshot(d, shots / "dashboard_plan.png")
+        logs = [e for e in d.get_log("browser") if e["level"] == "SEVERE"]
+        assert not logs, logs
+    finally:
+        bg.stop()

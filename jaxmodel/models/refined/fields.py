@@ -274,6 +274,15 @@ FIT_RANGES = {"matmul_efficiency": (0.3, 0.9), "hbm_efficiency": (0.4, 0.95),
               "intra_node_efficiency": (0.3, 0.95), "inter_node_efficiency": (0.3, 0.97),
               "intra_node_latency_us": (0.5, 50.0), "inter_node_latency_us": (1.0, 100.0)}
 
+# What a buyer or designer of the hardware can change, for ``--sensitivity`` of
+# ``best`` and ``plan``: the datasheet rates and capacity and the achieved GEMM
+# fraction (the memory capacity acts only by which layouts fit: it is weighed
+# by re-searching, not by a derivative).
+HARDWARE: tuple[str, ...] = (
+    "compute_tflops", "fp8_peak_tflops", "matmul_efficiency", "hbm_bandwidth_tb_s",
+    "link_bandwidth_gb_s", "network_bandwidth_gb_s", "gpu_memory_gb",
+)
+
 # The step-time terms, in stacking and tie-break order.  Context-parallel
 # traffic (cp_comm_ms) competes for the bottleneck within the tensor-parallel
 # term (both are model-parallel collectives inside each layer).

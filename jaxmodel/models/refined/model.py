@@ -50,6 +50,7 @@ from jaxmodel.models.refined.fields import (
     CLUSTER,
     DESCRIPTION,
     FIT_RANGES,
+    HARDWARE,
     INPUTS,
     MOE_COMM,
     OUTPUTS,
@@ -246,4 +247,5 @@ REFINED = Model(
     fit_ranges=FIT_RANGES,
     unused=lambda v: (*moe.DENSE_UNUSED, MOE_COMM.output) if round(v["num_experts"]) == 1
     else (),
+    hardware=HARDWARE,
 )
