@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-all bench lint clean
+.PHONY: run test test-all bench lint docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,10 @@ bench: $(STAMP)
 	$(BIN)/python bench/search.py
 	$(BIN)/python bench/sensitivity.py
 	$(BIN)/python bench/calibrate.py
+
+# The generated pages of docs/reference (tests fail when they are stale).
+docs: $(STAMP)
+	$(BIN)/jaxmodel docs docs/reference
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
