@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
-import click
 import typer
 
 from jaxmodel.manual import GENERATED, models_page, presets_page
@@ -22,27 +21,35 @@ from jaxmodel.manual import GENERATED, models_page, presets_page
 _INPUT_PANEL = "Inputs of "
 
 
-def _default(param: click.Parameter) -> str:
+# typer builds click-style commands (its own copy of click in recent versions), so
+# the commands and parameters are read by their attributes, not by class.
+
+
+def _is_argument(param: Any) -> bool:
+    return param.param_type_name == "argument"
+
+
+def _default(param: Any) -> str:
     d = param.default
-    if d is None or callable(d) or isinstance(param, click.Argument):
+    if d is None or callable(d) or _is_argument(param):
         return ""
-    if isinstance(param, click.Option) and param.is_flag:
+    if getattr(param, "is_flag", False):
         return "on" if d else "off"
     if isinstance(d, (list, tuple)):
         return ", ".join(str(x) for x in d)
     return str(d)
 
 
-def _row(param: click.Parameter) -> str:
-    if isinstance(param, click.Argument):
-        name = param.human_readable_name
+def _row(param: Any) -> str:
+    if _is_argument(param):
+        name = param.metavar or param.name.upper()
         help_text = getattr(param, "help", None) or ""
         kind = "argument" + ("" if param.required else ", optional")
     else:
         opts = list(param.opts) + list(param.secondary_opts)
         name = " / ".join(opts)
         help_text = getattr(param, "help", None) or ""
-        kind = "flag" if getattr(param, "is_flag", False) else param.type.name
+        kind = "flag" if getattr(param, "is_flag", False) else (param.metavar or "value")
         if getattr(param, "multiple", False):
             kind += ", repeatable"
     default = _default(param)
@@ -50,14 +57,13 @@ def _row(param: click.Parameter) -> str:
     return "| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
 
 
-def _command(path: str, cmd: click.Command, ctx: click.Context) -> list[str]:
-    if isinstance(cmd, click.Group):
+def _command(path: str, cmd: Any, ctx: Any) -> list[str]:
+    own = cmd.context_class(cmd, info_name=path.split()[-1], parent=ctx)
+    if hasattr(cmd, "list_commands"):  # a group: e.g. plot
         out = []
-        sub_ctx = click.Context(cmd, info_name=path.split()[-1], parent=ctx)
-        for name in cmd.list_commands(sub_ctx):
-            out += _command(f"{path} {name}", cmd.get_command(sub_ctx, name), sub_ctx)
+        for name in cmd.list_commands(own):
+            out += _command(f"{path} {name}", cmd.get_command(own, name), own)
         return out
-    own = click.Context(cmd, info_name=path.split()[-1], parent=ctx)
     usage = " ".join(cmd.collect_usage_pieces(own))
     params = [p for p in cmd.params if not getattr(p, "hidden", False)
               and p.name != "help"]
@@ -75,10 +81,11 @@ def _command(path: str, cmd: click.Command, ctx: click.Context) -> list[str]:
     return lines
 
 
-def cli_page(group: click.Group) -> str:
+def cli_page(group: Any) -> str:
     """``docs/reference/cli.md``: every command of ``group`` (the ``jaxmodel``
-    application as click sees it) with its arguments and options."""
-    ctx = click.Context(group, info_name="jaxmodel")
+    application as click sees it, ``typer.main.get_command(app)``) with its
+    arguments and options."""
+    ctx = group.context_class(group, info_name="jaxmodel")
     lines = [GENERATED, "", "# Command-line reference", "",
              (group.help or "").strip(), "",
              "Every command prints `--help`. Errors are one line on stderr and exit code 2.",
@@ -88,13 +95,13 @@ def cli_page(group: click.Group) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def pages(group: click.Group) -> dict[str, Callable[[], str]]:
+def pages(group: Any) -> dict[str, Callable[[], str]]:
     """The generated pages, ``{file name under docs/reference: its text}``, lazily."""
     return {"models.md": models_page, "presets.md": presets_page,
             "cli.md": lambda: cli_page(group)}
 
 
-def stale_pages(group: click.Group, directory: Path) -> list[str]:
+def stale_pages(group: Any, directory: Path) -> list[str]:
     """The generated pages under ``directory`` that differ from what the code gives
     now (or are missing)."""
     out = []
@@ -106,6 +113,7 @@ def stale_pages(group: click.Group, directory: Path) -> list[str]:
 
 
 def docs_command(
+    ctx: typer.Context,
     directory: Annotated[Path, typer.Argument(help="where the generated pages go")] = Path(
         "docs/reference"),
     check: Annotated[bool, typer.Option(
@@ -113,7 +121,7 @@ def docs_command(
 ) -> None:
     """Write the manual's generated pages (model inputs and outputs, presets, this
     reference) from the code."""
-    group = click.get_current_context().find_root().command
+    group = ctx.find_root().command
     if check:
         stale = stale_pages(group, directory)
         if stale:
@@ -122,9 +130,10 @@ def docs_command(
             raise typer.Exit(1)
         typer.echo(f"{directory}: fresh")
         return
+    texts = {name: make() for name, make in pages(group).items()}  # all, before any write
     directory.mkdir(parents=True, exist_ok=True)
-    for name, make in pages(group).items():
+    for name, text in texts.items():
         tmp = directory / f".{name}.tmp"
-        tmp.write_text(make())
+        tmp.write_text(text)
         tmp.replace(directory / name)
         typer.echo(f"wrote {directory / name}")
