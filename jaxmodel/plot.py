@@ -865,3 +865,34 @@ def describe(data: Any) -> str:
     if isinstance(data, TornadoData):
         return f"{len(data.inputs)} inputs"
     return "2 curves"
+
+
+def plot_plan(rows: Sequence[Mapping[str, Any]], output: str | Path, *,
+              size: tuple[int, int] = (1000, 700)) -> Path:
+    """Training time against cost of each plan (``jaxmodel.planning``): one
+    marker and colour per GPU, each point labelled with its GPU count, the
+    Pareto front of time and cost drawn through its points."""
+    from jaxmodel.planning import pareto_front
+
+    output = check_output(output)
+    fig = _figure(size)
+    ax = fig.add_subplot()
+    markers = "osD^vP*Xhp<>"
+    for i, gpu in enumerate(dict.fromkeys(r["gpu"] for r in rows)):
+        mine = [r for r in rows if r["gpu"] == gpu]
+        ax.scatter([r["train_days"] for r in mine], [r["cost_usd"] / 1e6 for r in mine],
+                   marker=markers[i % len(markers)], s=50, label=gpu)
+        for r in mine:
+            ax.annotate(f"{r['num_gpus']:,}", (r["train_days"], r["cost_usd"] / 1e6),
+                        textcoords="offset points", xytext=(4, 4), fontsize=8)
+    front = pareto_front(rows)
+    if len(front) > 1:
+        ax.plot([r["train_days"] for r in front], [r["cost_usd"] / 1e6 for r in front],
+                color="0.6", linestyle="--", linewidth=1, label="Pareto front", zorder=0)
+    ax.set_xlabel("training time (days)")
+    ax.set_ylabel("cost (million USD)")
+    ax.set_xscale("log")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    _save(fig, output)
+    return output

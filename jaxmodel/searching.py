@@ -126,7 +126,8 @@ def search(model: str | Model, values: Mapping[str, float], *, global_batch: int
            group_by: Sequence[str] = (), pareto: tuple | None = None, x64: bool = False,
            chunk: int | None = None,
            vary: Mapping[str, Sequence[float]] | None = None,
-           also: Sequence[str] = (), out: str | Path | None = None, resume: bool = False,
+           also: Sequence[str] = (), cross_node_tp: bool = False,
+           out: str | Path | None = None, resume: bool = False,
            overwrite: bool = False, process: int = 0, processes: int = 1,
            devices: Sequence | None = None, quiet: bool = True,
            progress_stream=None) -> SearchResult:
@@ -153,8 +154,11 @@ def search(model: str | Model, values: Mapping[str, float], *, global_batch: int
         searches; resuming, the one the search was started with).
       also: optional model layout axes to search too (``LayoutSpace.extra``).
       vary: other inputs to search over, ``{name: values}`` (see ``vary_values``):
-        the context degree enters the layout (``d = N / (t c p)``), any other
-        input multiplies every layout by its values.
+        a layout axis takes only those values, the context degree enters the
+        layout (``d = N / (t c p)``), any other input multiplies every layout
+        by its values.
+      cross_node_tp: let tensor parallelism span nodes (default: ``t`` within
+        the NVLink domain, as practised, unless ``t`` is pinned or varied).
       out: a directory for the reducer states (and, once every process is
         done, the top rows as a Parquet dataset), so that an interrupted
         search resumes (``resume``) or is replaced (``overwrite``), and
@@ -208,11 +212,13 @@ def search(model: str | Model, values: Mapping[str, float], *, global_batch: int
     start = time.perf_counter()
     vary = dict(vary or {})
     for name in vary:
-        if name not in model.input_names or name in space.axes:
-            raise SpecError(f"--vary: {name!r} is not an input of model {model.name!r} "
-                            "outside the layout axes" + closest(name, model.input_names))
+        if name not in model.input_names:
+            raise SpecError(f"--vary: {name!r} is not an input of model {model.name!r}"
+                            + closest(name, model.input_names))
+        if name in pinned:
+            raise SpecError(f"--vary: {name!r} is also pinned to {pinned[name]}; give one")
     cand = space.candidates(values, global_batch, allow_idle=allow_idle,
-                            pinned=pinned, vary=vary, also=also)
+                            pinned=pinned, vary=vary, also=also, cross_node_tp=cross_node_tp)
     n = len(next(iter(cand.values())))
     if n == 0:
         raise space.no_layout_error(values, global_batch, allow_idle=allow_idle, pinned=pinned)
@@ -234,7 +240,8 @@ def search(model: str | Model, values: Mapping[str, float], *, global_batch: int
     question = {"search": {"global_batch": global_batch, "allow_idle": allow_idle,
                            "pinned": pinned, "vary": {k: [float(v) for v in vs]
                                                       for k, vs in vary.items()},
-                           "also": list(also), "by": by, "maximize": maximize, "top": top,
+                           "also": list(also), "cross_node_tp": cross_node_tp, "by": by,
+                           "maximize": maximize, "top": top,
                            "group_by": list(group_by),
                            "pareto": list(pareto) if pareto else None}}
     report = idle_report(model, values) if space.gpus in layout else None
@@ -440,9 +447,10 @@ def explain_no_valid(model: str | Model, values: Mapping[str, float], *, global_
                      x64: bool = False) -> NoValid:
     """Why a search found no valid layout (``jaxmodel.models.layout.explain_no_valid``),
     its candidates evaluated again by the API's ``evaluate``."""
-    return explain_layouts(get_model(model), values, evaluate=evaluate,
+    model = get_model(model)
+    return explain_layouts(model, values, evaluate=evaluate,
                            global_batch=global_batch, allow_idle=allow_idle, pinned=pinned,
-                           x64=x64)
+                           x64=x64, uneven=model.layout.uneven_pipeline)
 
 
 __all__ = ["CANDIDATE_COLUMNS", "LAYOUT_AXES", "MAX_GLOBAL_BATCH", "NoValid", "SearchResult",

@@ -117,8 +117,12 @@ def test_top_1_is_the_brute_force_best(by, maximize, idle):
 def test_refined_model_is_searched_too():
     refined = jaxmodel.get_model("refined")
     values = dict(refined.defaults, num_gpus=64)
-    result = search(refined, values, global_batch=64, top=3)
+    # (the 3D layout alone: p dividing L, plain 1F1B, t within the node)
+    result = search(refined, values, global_batch=64, top=3,
+                    vary={"pipeline_parallel": divisors(80), "virtual_stages": [1]})
     cand = enumerate_layouts(64, int(values["hidden_dim"]), int(values["num_layers"]), 64)
+    node = cand["tensor_parallel"] <= 8
+    cand = {k: v[node] for k, v in cand.items()}
     out = jaxmodel.evaluate(refined, **{**values, **{k: cand[k] for k in AXES}})
     metric = np.where(out.valid_layout, out.throughput_tokens_s, -np.inf)
     assert result.candidates == len(metric)
@@ -315,8 +319,10 @@ def test_allow_idle_tries_fewer_replicas_405b_on_16384_gpus():
               **jaxmodel.presets.apply_presets(refined, gpu="h100-sxm", llm="llama3-405b"),
               "num_gpus": 16384.0, "recompute": 2.0}
     G, n = 2048, 16384
-    result = search(refined, values, global_batch=G, top=1, allow_idle=True)
-    rows = [(t, p, d, b) for t in divisors(int(values["hidden_dim"]))
+    # (the space of issue 17: p dividing L, plain 1F1B; t within the node)
+    result = search(refined, values, global_batch=G, top=1, allow_idle=True,
+                    vary={"pipeline_parallel": divisors(126), "virtual_stages": [1]})
+    rows = [(t, p, d, b) for t in divisors(int(values["hidden_dim"])) if t <= 8
             for p in divisors(int(values["num_layers"])) if t * p <= n
             for d in range(1, n // (t * p) + 1) if G % d == 0
             for b in divisors(G // d)]

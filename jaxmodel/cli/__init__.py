@@ -11,6 +11,7 @@ from jaxmodel.cli.calibrate import calibrate_command
 from jaxmodel.cli.dashboard import dashboard_command, report_command
 from jaxmodel.cli.docs import docs_command
 from jaxmodel.cli.eval import eval_command
+from jaxmodel.cli.plan import plan_command
 from jaxmodel.cli.plot import plot_app
 from jaxmodel.cli.presets import presets_command
 from jaxmodel.cli.sensitivity import sensitivity_command
@@ -35,6 +36,7 @@ def _root() -> None:
 
 app.command("eval")(eval_command)
 app.command("best")(best_command)
+app.command("plan")(plan_command)
 app.command("presets")(presets_command)
 app.command("sensitivity")(sensitivity_command)
 app.command("solve")(solve_command)

@@ -194,6 +194,10 @@ def best_command(
         "context_parallel (powers of two that split the sequence, or the values given; "
         "d = N / (t c p)), a switch (every allowed value: zero_stage, fp8, recompute, ...) "
         "or any input with its values")] = None,
+    cross_node_tp: Annotated[bool, typer.Option(
+        "--cross-node-tp", help="let tensor parallelism span nodes (default: t <= "
+        "gpus_per_node, the NVLink domain, unless --tensor-parallel or --vary sets it)")
+    ] = False,
     model: ModelOption = "seed",
     config: ConfigOption = None,
     x64: X64Option = False,
@@ -246,7 +250,8 @@ def best_command(
                         by=minimize or by or "throughput_tokens_s", maximize=minimize is None,
                         top=top, allow_idle=allow_idle, pinned=pinned, group_by=groups,
                         pareto=_pareto_option(pareto), x64=x64, chunk=chunk, vary=varied,
-                        also=also, out=output, resume=resume, overwrite=overwrite,
+                        also=also, cross_node_tp=cross_node_tp, out=output, resume=resume,
+                        overwrite=overwrite,
                         process=process, processes=processes, quiet=False)
     except SweepInterrupted as e:
         r = e.args[0]

@@ -8,7 +8,10 @@ Given a model, a cluster of ``N`` GPUs and a global batch of ``G`` sequences,
 the candidates (:meth:`LayoutSpace.candidates`) are every
 
 * ``t`` dividing ``hidden_dim`` and ``p`` dividing ``num_layers`` (the seed
-  model's validity rule) with ``t p <= N``;
+  model's validity rule; a model whose busiest stage sets the pace,
+  ``LayoutSpace.uneven_pipeline``, takes every ``p`` up to ``num_layers``)
+  with ``t p <= N``, and ``t`` within the NVLink domain (``gpus_per_node``)
+  unless asked otherwise;
 * ``d = N / (t p)``, which must be whole (with ``allow_idle``: every ``d``
   from 1 to ``floor(N / (t p))`` that divides ``G``, leaving ``N - d t p``
   GPUs idle; such a row is evaluated on the ``d t p`` GPUs it uses and
@@ -66,9 +69,11 @@ CANDIDATE_COLUMNS = LAYOUT_AXES + (DATA,)
 # at most 4,096 candidate divisors' worth of work.
 MAX_GLOBAL_BATCH = 2**24
 # Short names of layout columns (tables, labels), in table order.
-SYMBOLS: dict[str, str] = {TENSOR: "t", CONTEXT: "c", PIPELINE: "p", DATA: "d",
-                           "expert_parallel": "e", "expert_tensor_parallel": "etp",
-                           MICRO_BATCH: "b", ACCUMULATION: "m", "idle_gpus": "idle"}
+SYMBOLS: dict[str, str] = {TENSOR: "t", CONTEXT: "c", PIPELINE: "p", "virtual_stages": "v",
+                           DATA: "d", "expert_parallel": "e", "expert_tensor_parallel": "etp",
+                           MICRO_BATCH: "b", ACCUMULATION: "m", "moe_overlap": "ovl",
+                           "max_nodes_per_token": "nodes", "moe_dispatcher": "deepep",
+                           "idle_gpus": "idle"}
 # Short names of inputs in plot labels (``t=8 p=4``); others keep their names.
 LABELS: dict[str, str] = {TENSOR: "t", PIPELINE: "p", MICRO_BATCH: "b", ACCUMULATION: "m",
                           GPUS: "N", BANDWIDTH: "B", "compute_tflops": "F", DATA: "d"}
@@ -77,7 +82,9 @@ TITLE: tuple[tuple[str, str], ...] = (("P", "model_params_b"), ("t", TENSOR), ("
                                       ("b", MICRO_BATCH), ("m", ACCUMULATION))
 # Layout columns shown only where some row differs from this value.
 HIDDEN_WHEN: dict[str, int] = {"idle_gpus": 0, "expert_parallel": 1,
-                               "expert_tensor_parallel": 1}
+                               "expert_tensor_parallel": 1, CONTEXT: 1, "virtual_stages": 1,
+                               "moe_overlap": 0, "max_nodes_per_token": 0,
+                               "moe_dispatcher": 0}
 
 
 def replica_step(axes: Sequence[str]) -> Callable[[Any], Any]:
@@ -110,10 +117,20 @@ class LayoutSpace:
         ``extra(values, also) -> {input name: candidate values}`` for one
         configuration of inputs; ``also`` names optional axes the user asked
         to search (e.g. ``expert_tensor_parallel``).  None: none.
+      uneven_pipeline: ``p`` need not divide ``num_layers`` (the model lets
+        the busiest stage set the pace), so every ``p`` up to it is a candidate.
+      meaningless: ``meaningless(values, candidates) -> {column: bool mask}``:
+        the rows where a searched column changes nothing (virtual stages
+        without a pipeline, expert levers in a dense model); of those rows
+        only the column's smallest searched value is kept, so that no two
+        candidates are the same plan.  None: every column always matters.
     """
 
     context: bool = False
     extra: Callable[[Mapping[str, float], frozenset], dict[str, Any]] | None = None
+    uneven_pipeline: bool = False
+    meaningless: Callable[[Mapping[str, float], Mapping[str, np.ndarray]],
+                          dict[str, np.ndarray]] | None = None
 
     axes = LAYOUT_AXES
     required = REQUIRED_INPUTS
@@ -155,16 +172,20 @@ class LayoutSpace:
     def candidates(self, values: Mapping[str, float], global_batch: int, *,
                    allow_idle: bool = False, pinned: Mapping[str, int] | None = None,
                    vary: Mapping[str, Sequence[float]] | None = None,
-                   also: Sequence[str] = (), extra: bool = True) -> dict[str, np.ndarray]:
+                   also: Sequence[str] = (), extra: bool = True,
+                   cross_node_tp: bool = False) -> dict[str, np.ndarray]:
         """Every candidate layout of ``values`` for ``global_batch``, in ``config_id`` order.
 
         Args:
           pinned: layout axes (``axes`` or the model's own) held at one value.
-          vary: other inputs to search over, ``{name: values}``: the context
-            degree enters the layout (``d = N / (t c p)``), any other input
-            multiplies every layout by its values.
+          vary: other inputs to search over, ``{name: values}``: a layout axis
+            (``axes``) takes only those values, the context degree enters the
+            layout (``d = N / (t c p)``), any other input multiplies every
+            layout by its values.
           also: optional model axes to search too (``extra``).
           extra: cross with the model's own axes.
+          cross_node_tp: let ``t`` exceed the NVLink domain (``gpus_per_node``);
+            a pinned or varied ``t`` is always taken as given.
 
         Returns:
           int64 columns ``axes`` and ``data_parallel`` (int64), the varied and
@@ -174,11 +195,18 @@ class LayoutSpace:
         """
         pinned = dict(pinned or {})
         vary = dict(vary or {})
+        for name in self.axes:
+            if name in vary:
+                pinned[name] = [int(v) for v in vary.pop(name)]
+        if not cross_node_tp and TENSOR not in pinned and NODE in values:
+            node = int(values[NODE])
+            pinned[TENSOR] = [int(t) for t in divisors(int(values[HIDDEN])) if t <= node]
         n_gpus, hidden, layers = int(values[GPUS]), int(values[HIDDEN]), int(values[LAYERS])
         contexts = ([int(v) for v in vary.pop(CONTEXT)] if self.context and CONTEXT in vary
                     else None)
         cand = enumerate_layouts(n_gpus, hidden, layers, global_batch, allow_idle=allow_idle,
-                                 pinned=pinned, contexts=contexts)
+                                 pinned=pinned, contexts=contexts,
+                                 uneven=self.uneven_pipeline)
         for name, vals in vary.items():
             k = len(vals)
             cand = {key: np.repeat(col, k) for key, col in cand.items()}
@@ -189,6 +217,12 @@ class LayoutSpace:
             own = self.extra_axes(values, also)
             cand = cross_extra_axes(cand, {k: v for k, v in own.items() if k not in cand},
                                     pinned)
+        if self.meaningless is not None and len(cand[TENSOR]):
+            keep = np.ones(len(cand[TENSOR]), bool)
+            for name, idle_axis in self.meaningless(values, cand).items():
+                if name in cand:
+                    keep &= ~idle_axis | (cand[name] == cand[name].min())
+            cand = {k: v[keep] for k, v in cand.items()}
         if allow_idle:
             cand[GPUS] = (cand[DATA] * cand[TENSOR] * cand.get(CONTEXT, 1) * cand[PIPELINE])
         return cand
@@ -199,7 +233,8 @@ class LayoutSpace:
         """Why no layout fits (one line, with counts of the (t, p) pairs by why
         they give none, and the nearest global batches that have layouts)."""
         return _layout_error(int(values[GPUS]), int(values[HIDDEN]), int(values[LAYERS]),
-                             global_batch, allow_idle, dict(pinned or {}))
+                             global_batch, allow_idle, dict(pinned or {}),
+                             self.uneven_pipeline)
 
     def vary_values(self, model: Model, name: str, values: Sequence[float] | None,
                     inputs: Mapping[str, float]) -> list[float]:
@@ -225,12 +260,15 @@ def divisors(n: int) -> np.ndarray:
 
 def enumerate_layouts(num_gpus: int, hidden_dim: int, num_layers: int, global_batch: int,
                       *, allow_idle: bool = False,
-                      pinned: Mapping[str, int] | None = None,
-                      contexts: Sequence[int] | None = None) -> dict[str, np.ndarray]:
+                      pinned: Mapping[str, int | Sequence[int]] | None = None,
+                      contexts: Sequence[int] | None = None,
+                      uneven: bool = False) -> dict[str, np.ndarray]:
     """The candidate layouts, in ``config_id`` order (module docstring).
 
     Args:
-      pinned: layout axes held at one value (e.g. ``{"tensor_parallel": 8}``).
+      pinned: layout axes held at one value (e.g. ``{"tensor_parallel": 8}``)
+        or to a list of values.
+      uneven: every ``p`` up to ``num_layers``, not only its divisors.
       contexts: context-parallel degrees to try (each splits every sequence over
         c ranks, so ``d = N / (t c p)``); ``None``: no context parallelism and no
         ``context_parallel`` column.
@@ -242,7 +280,7 @@ def enumerate_layouts(num_gpus: int, hidden_dim: int, num_layers: int, global_ba
     """
     pinned = dict(pinned or {})
     ts = divisors(hidden_dim)
-    ps = divisors(num_layers)
+    ps = np.arange(1, num_layers + 1, dtype=np.int64) if uneven else divisors(num_layers)
     cs = np.asarray(sorted(set(contexts or (1,))), np.int64)
     t, c, p = (a.ravel() for a in np.meshgrid(ts, cs, ps, indexing="ij"))
     tp = t * c * p
@@ -251,7 +289,7 @@ def enumerate_layouts(num_gpus: int, hidden_dim: int, num_layers: int, global_ba
         keep &= num_gpus % tp == 0
     for name, col in ((TENSOR, t), (PIPELINE, p)):
         if name in pinned:
-            keep &= col == pinned[name]
+            keep &= np.isin(col, pinned[name])
     t, c, p = t[keep], c[keep], p[keep]
     if allow_idle:
         # Every replica count d <= floor(N / (t c p)) that divides the batch,
@@ -269,7 +307,7 @@ def enumerate_layouts(num_gpus: int, hidden_dim: int, num_layers: int, global_ba
     bs = divisors(global_batch)
     fits = (global_batch // d)[:, None] % bs[None, :] == 0
     if MICRO_BATCH in pinned:
-        fits &= bs[None, :] == pinned[MICRO_BATCH]
+        fits &= np.isin(bs, pinned[MICRO_BATCH])[None, :]
     row, col = np.nonzero(fits)
     b = bs[col]
     m = global_batch // (d[row] * b)
@@ -278,7 +316,7 @@ def enumerate_layouts(num_gpus: int, hidden_dim: int, num_layers: int, global_ba
     if contexts is not None:
         out[CONTEXT] = c[row]
     if ACCUMULATION in pinned:
-        sel = m == pinned[ACCUMULATION]
+        sel = np.isin(m, pinned[ACCUMULATION])
         out = {k: v[sel] for k, v in out.items()}
     return out
 
@@ -289,9 +327,11 @@ def cross_extra_axes(cand: dict[str, np.ndarray], extra: Mapping[str, np.ndarray
     axis keeps only its pinned value."""
     out = dict(cand)
     for name, values in extra.items():
-        values = np.asarray(values, np.int64)
         if name in pinned:
-            values = np.array([pinned[name]], np.int64)
+            values = np.atleast_1d(pinned[name])
+        values = np.asarray(values, np.float64)
+        if np.all(values == np.round(values)):
+            values = values.astype(np.int64)
         rows, k = len(next(iter(out.values()))), len(values)
         out = {c: np.repeat(v, k) for c, v in out.items()}
         out[name] = np.tile(values, rows)
@@ -325,31 +365,37 @@ def vary_values(model: Model, name: str, values: Sequence[float] | None,
 
 
 def _layout_error(num_gpus: int, hidden_dim: int, num_layers: int, global_batch: int,
-                  allow_idle: bool, pinned: Mapping[str, int]) -> SpecError:
+                  allow_idle: bool, pinned: Mapping[str, int], uneven: bool = False
+                  ) -> SpecError:
     what = f"a global batch of {global_batch} sequences on {num_gpus} GPUs"
     if pinned:
-        what += " with " + ", ".join(f"{k}={v}" for k, v in pinned.items())
+        what += " with " + ", ".join(
+            f"{k}={v}" if np.ndim(v) == 0 else f"{k} in {{{','.join(map(str, v))}}}"
+            for k, v in pinned.items())
     rule = ("d <= floor(N / (t p)) must divide the global batch" if allow_idle
             else "d = N / (t p) must be whole and divide the global batch (or --allow-idle)")
     counts = ", ".join(f"{n:,} {why}" for why, n in
                        _pair_counts(num_gpus, hidden_dim, num_layers, global_batch,
-                                    allow_idle, pinned).items() if n)
+                                    allow_idle, pinned, uneven).items() if n)
     nearest = nearest_batches(num_gpus, hidden_dim, num_layers, global_batch, allow_idle,
-                              pinned)
+                              pinned, uneven=uneven)
     hint = f"; nearest global batches with layouts: {nearest}" if nearest else ""
-    return SpecError(f"no layout fits {what}: t | hidden_dim, p | num_layers, {rule} "
-                     f"({counts}){hint}")
+    pipeline = "p <= num_layers" if uneven else "p | num_layers"
+    counts = f" ({counts})" if counts else " (no (t, p) pair is allowed)"
+    return SpecError(f"no layout fits {what}: t | hidden_dim, {pipeline}, {rule}"
+                     f"{counts}{hint}")
 
 
 def _pair_counts(num_gpus: int, hidden_dim: int, num_layers: int, global_batch: int,
-                 allow_idle: bool, pinned: Mapping[str, int]) -> dict[str, int]:
-    """(t, p) pairs with t | hidden_dim, p | num_layers, counted by why they give
-    no candidate (or that they give some)."""
-    t, p = (a.ravel() for a in np.meshgrid(divisors(hidden_dim), divisors(num_layers),
-                                           indexing="ij"))
+                 allow_idle: bool, pinned: Mapping[str, int], uneven: bool = False
+                 ) -> dict[str, int]:
+    """(t, p) pairs with t | hidden_dim, p | num_layers (p <= num_layers if
+    ``uneven``), counted by why they give no candidate (or that they give some)."""
+    ps = np.arange(1, num_layers + 1, dtype=np.int64) if uneven else divisors(num_layers)
+    t, p = (a.ravel() for a in np.meshgrid(divisors(hidden_dim), ps, indexing="ij"))
     for name, col in ((TENSOR, t), (PIPELINE, p)):
         if name in pinned:
-            sel = col == pinned[name]
+            sel = np.isin(col, pinned[name])
             t, p = t[sel], p[sel]
     tp = t * p
     big = tp > num_gpus
@@ -367,14 +413,16 @@ def _pair_counts(num_gpus: int, hidden_dim: int, num_layers: int, global_batch: 
 
 
 def nearest_batches(num_gpus: int, hidden_dim: int, num_layers: int, global_batch: int,
-                    allow_idle: bool, pinned: Mapping[str, int], limit: int = 4096) -> str:
+                    allow_idle: bool, pinned: Mapping[str, int], limit: int = 4096,
+                    uneven: bool = False) -> str:
     """The global batches nearest ``global_batch`` (below and above) with layouts."""
     found = []
     for step in (-1, 1):
         g = global_batch + step
         while 1 <= g <= global_batch + limit:
             if len(enumerate_layouts(num_gpus, hidden_dim, num_layers, g,
-                                     allow_idle=allow_idle, pinned=pinned)[MICRO_BATCH]):
+                                     allow_idle=allow_idle, pinned=pinned,
+                                     uneven=uneven)[MICRO_BATCH]):
                 found.append(f"{g:,}")
                 break
             g += step
@@ -427,7 +475,7 @@ class NoValid:
 def explain_no_valid(model: Model, values: Mapping[str, float], *,
                      evaluate: Callable[..., Any], global_batch: int,
                      allow_idle: bool = False, pinned: Mapping[str, int] | None = None,
-                     x64: bool = False) -> NoValid:
+                     x64: bool = False, uneven: bool = False) -> NoValid:
     """Count a search's candidates by why they are invalid; find the nearest fix.
 
     The candidates are evaluated again on the host side by ``evaluate``
@@ -446,8 +494,9 @@ def explain_no_valid(model: Model, values: Mapping[str, float], *,
     n_gpus, h, L = (int(values[k]) for k in (GPUS, HIDDEN, LAYERS))
     counts: dict[str, int] = {}
     examples: dict[str, str] = {}
-    pairs = _pair_counts(n_gpus, h, L, global_batch, allow_idle, pinned)
-    cand = enumerate_layouts(n_gpus, h, L, global_batch, allow_idle=allow_idle, pinned=pinned)
+    pairs = _pair_counts(n_gpus, h, L, global_batch, allow_idle, pinned, uneven)
+    cand = enumerate_layouts(n_gpus, h, L, global_batch, allow_idle=allow_idle, pinned=pinned,
+                             uneven=uneven)
     layout = {k: cand[k].astype(float) for k in LAYOUT_AXES}
     layout[GPUS] = (cand[DATA] * cand[TENSOR]
                           * cand[PIPELINE]).astype(float)
@@ -488,7 +537,8 @@ def explain_no_valid(model: Model, values: Mapping[str, float], *,
         counts["break the model's layout rule"] = int(rule_rows.sum())
     if not allow_idle:
         more = len(enumerate_layouts(n_gpus, h, L, global_batch, allow_idle=True,
-                                     pinned=pinned)[MICRO_BATCH]) - len(cand[MICRO_BATCH])
+                                     pinned=pinned, uneven=uneven)[MICRO_BATCH]
+                   ) - len(cand[MICRO_BATCH])
         if more:
             changes.append(f"--allow-idle adds {more:,} candidates with idle GPUs")
     return NoValid(pairs={k: v for k, v in pairs.items() if v}, counts=counts,

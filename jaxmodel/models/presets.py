@@ -400,6 +400,30 @@ BOARD_POWER_W: dict[str, float] = {
     "mi355x": 1400,
 }
 
+# Power of everything else per GPU (W): the system's rated maximum less its
+# GPUs' board power (BOARD_POWER_W), per GPU: CPUs, memory, NICs, NVSwitches,
+# fans; it also stands in for the network switches the rating leaves out.
+# A100: DGX A100 6.5 kW max (DGX A100 datasheet), (6,500 - 8 x 400) / 8.
+# H100 / H800 / H200: DGX H100 and DGX H200 10.2 kW max (datasheets),
+#   (10,200 - 8 x 700) / 8; Latif et al. 2025 (IEEE Access 13, 61740) measured
+#   an HGX H100 node training at up to 8.4 kW of the 10.2 kW rating.
+# B200: DGX B200 14.3 kW max (DGX B200 datasheet), (14,300 - 8 x 1,000) / 8.
+# B300: DGX B300 about 14 kW, (14,000 - 8 x 1,100) / 8.
+# GB200 NVL72: about 120 kW a rack (NVIDIA GB200 NVL72 product brief),
+#   (120,000 - 72 x 1,200) / 72, Grace CPUs and NVLink switches included.
+# GB300 NVL72: about 135 kW a rack, (135,000 - 72 x 1,400) / 72.
+# MI300X, MI355X: AMD publishes no system rating; taken as DGX H100's (an
+#   8-GPU OAM platform with two CPUs and eight 400 Gb/s NICs, as DGX H100).
+NODE_POWER_W: dict[str, float] = {
+    "a100-40gb-sxm": 412.5, "a100-80gb-sxm": 412.5, "h100-sxm": 575.0, "h800": 575.0,
+    "h200": 575.0, "b200": 787.5, "b300": 650.0, "gb200-nvl72": 466.7,
+    "gb300-nvl72": 475.0, "mi300x": 575.0, "mi355x": 575.0,
+}
+# The refined model's run inputs (jaxmodel.models.run) from the two tables.
+for _name, _preset in GPUS.items():
+    _preset.values.update(gpu_power_w=float(BOARD_POWER_W[_name]),
+                          node_power_w=NODE_POWER_W[_name])
+
 
 def _llm(name, description, source, *, params_b, hidden, layers, heads, kv_heads, ffn, mlp,
          vocab, seq, tied, head_dim=0):

@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 from jaxmodel.fields import InputField, OutputField
 from jaxmodel.models.common import MAX_COUNT, count, positive, switch
 from jaxmodel.models.outputs import SHARED_OUTPUTS
+from jaxmodel.models.run import RUN_INPUTS, RUN_OUTPUTS
 from jaxmodel.models.terms import (
     COMPUTE,
     DP_ALLREDUCE,
@@ -200,6 +201,8 @@ INPUTS: tuple[InputField, ...] = (
     InputField("capacity_factor", "ratio", "expert capacity over the mean load; tokens beyond "
                "are dropped (0 = dropless)", False, 0.0, True, 0.0, None),
 )
+# The whole run: tokens, price, power, PUE, grid (jaxmodel.models.run).
+INPUTS += RUN_INPUTS
 
 # What a cluster's own measurements pin down (``jaxmodel calibrate``'s default
 # ``--fit``): the achieved fractions of the datasheet rates and the per-step
@@ -273,6 +276,8 @@ OUTPUTS: tuple[OutputField, ...] = (
     bottleneck_output(TERMS),
     SHARED_OUTPUTS["regime"],
 )
+# Time, GPU-hours, cost, energy and CO2 of the whole run (jaxmodel.models.run).
+OUTPUTS += RUN_OUTPUTS
 
 
 RefinedInputs = NamedTuple(  # noqa: UP014 -- fields generated from INPUTS

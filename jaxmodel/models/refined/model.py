@@ -43,7 +43,7 @@ import jax.numpy as jnp
 from jaxmodel.models.base import Model
 from jaxmodel.models.common import masked, switch_steps, whole
 from jaxmodel.models.layout import CONTEXT, GPUS, PIPELINE, TENSOR, LayoutSpace, replica_step
-from jaxmodel.models.refined import moe
+from jaxmodel.models.refined import moe, space
 from jaxmodel.models.refined.context import cp_seconds
 from jaxmodel.models.refined.data import dp_seconds, optimizer_seconds
 from jaxmodel.models.refined.derived import derive
@@ -66,6 +66,7 @@ from jaxmodel.models.refined.pipeline import (
 )
 from jaxmodel.models.refined.tensor import tp_seconds
 from jaxmodel.models.refined.validity import layout_reasons, refined_verdict
+from jaxmodel.models.run import run_totals
 from jaxmodel.models.verdicts import bottleneck_and_regime
 from jaxmodel.numerics import percent
 
@@ -162,6 +163,11 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     )
 
     formed = partial(masked, well_formed, dtype=fdt)
+    # The run: a used GPU computes for compute / step of each step and waits
+    # the rest; idle GPUs and the job's nodes are paid and powered too.
+    run = run_totals(x, num_gpus=n_i.astype(fdt), used_gpus=used_i.astype(fdt),
+                     step_s=step_reported, tokens_per_step=tokens,
+                     busy_fraction=compute_ms / step_ms)
 
     return RefinedOutputs(
         data_parallel=d_i,
@@ -208,6 +214,7 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
         other_memory_gb_per_gpu=formed(other / 1e9),
         bottleneck=bottleneck,
         regime=regime,
+        **{k: v.astype(fdt) for k, v in run.items()},
     )
 
 
@@ -223,7 +230,8 @@ REFINED = Model(
     terms=TERMS,
     # d = floor(N / (t p c)): N is stepped, and so is every switch.
     steps={GPUS: replica_step((TENSOR, PIPELINE, CONTEXT)), **switch_steps(INPUTS)},
-    layout=LayoutSpace(context=True, extra=moe.expert_layout_axes),
+    layout=LayoutSpace(context=True, extra=space.layout_axes, uneven_pipeline=True,
+                       meaningless=space.meaningless),
     layout_reasons=layout_reasons,
     # tokens_per_step = b m s d, and d <= num_gpus.
     exact_products=(("tokens_per_step", ("micro_batch", "gradient_accum_steps", "seq_length",

@@ -1,0 +1,92 @@
+"""The layout space people run (issue 25): uneven pipelines, every layout axis
+through ``--vary``, tensor parallelism inside the NVLink domain, and no two
+candidates that are the same plan."""
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import jaxmodel
+from jaxmodel.cli import app
+from jaxmodel.errors import SpecError
+from jaxmodel.searching import search
+
+runner = CliRunner()
+REFINED = jaxmodel.get_model("refined")
+# A toy dense model that fits anywhere: 12 layers, so p = 5 or 8 is uneven.
+TOY = {**REFINED.defaults, "hidden_dim": 1024, "num_layers": 12, "num_heads": 8,
+       "num_kv_heads": 8, "ffn_hidden_dim": 4096, "vocab_size": 1024, "seq_length": 1024,
+       "gpu_memory_gb": 1e6, "num_gpus": 16}
+TOY_MOE = {**TOY, "num_experts": 8, "experts_per_token": 2, "moe_ffn_hidden_dim": 1024,
+           "num_gpus": 32}
+
+
+def _plans(top, model=REFINED):
+    """Each row's outputs as a tuple: two rows with equal outputs are one plan."""
+    floats = [f.name for f in model.outputs if f.kind == "float"]
+    return [tuple(np.round(float(top[n][i]), 9) for n in floats)
+            for i in range(len(top["config_id"]))]
+
+
+def test_uneven_pipeline_is_a_candidate_and_the_busiest_stage_sets_the_pace():
+    result = search(REFINED, TOY, global_batch=16, top=3, vary={"pipeline_parallel": [8]},
+                    pinned={"tensor_parallel": 2})
+    assert len(result.top["config_id"]) and set(result.top["pipeline_parallel"]) == {8}
+    row = {k: float(result.top[k][0]) for k in ("micro_batch", "gradient_accum_steps",
+                                                "virtual_stages")}
+    out = jaxmodel.evaluate(REFINED, **{**TOY, **row, "tensor_parallel": 2,
+                                        "pipeline_parallel": 8})
+    assert float(out.step_time_ms) == pytest.approx(float(result.top["step_time_ms"][0]),
+                                                    rel=1e-5)
+    # 12 layers on 8 stages: the busiest holds 2, as on 6 stages; 8 is not faster
+    # in compute than 6, whose stages are all full.
+    six = jaxmodel.evaluate(REFINED, **{**TOY, **row, "tensor_parallel": 2,
+                                        "pipeline_parallel": 6, "num_gpus": 12})
+    assert float(out.compute_time_ms) >= float(six.compute_time_ms) * 0.999
+
+
+@pytest.mark.slow
+def test_no_two_rows_are_the_same_plan_dense_and_moe():
+    for values in (TOY, TOY_MOE):
+        result = search(REFINED, values, global_batch=32, top=200)
+        plans = _plans(result.top)
+        assert len(plans) == len(set(plans)), values["num_experts"]
+        top = result.top
+        # virtual stages only with a pipeline; expert levers only with experts
+        assert np.all(top["virtual_stages"][top["pipeline_parallel"] == 1] == 1)
+        no_ep = top["expert_parallel"] == 1
+        for lever in ("moe_overlap", "max_nodes_per_token", "moe_dispatcher"):
+            assert np.all(top[lever][no_ep] == 0)
+    # the MoE search tries the levers
+    assert {0.0, 0.5} <= set(top["moe_overlap"].tolist())
+
+
+def test_tensor_parallelism_stays_in_the_node_unless_asked():
+    values = {**TOY, "gpus_per_node": 4}
+    inside = search(REFINED, values, global_batch=16, top=500)
+    assert inside.top["tensor_parallel"].max() == 4
+    across = search(REFINED, values, global_batch=16, top=500, cross_node_tp=True)
+    assert across.top["tensor_parallel"].max() == 8  # (8 heads: t = 16 cannot split them)
+    assert across.candidates > inside.candidates
+
+
+def test_vary_accepts_a_layout_axis_and_rejects_a_pinned_one():
+    result = runner.invoke(app, ["best", "--model", "refined", "--llm", "llama2-7b",
+                                 "--num-gpus", "64", "--gpu-memory-gb", "1000000",
+                                 "--global-batch", "64", "--vary", "pipeline_parallel=2,4",
+                                 "--top", "20", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert {r["pipeline_parallel"] for r in json.loads(result.output)["top"]} == {2, 4}
+    with pytest.raises(SpecError, match="also pinned"):
+        search(REFINED, TOY, global_batch=16, pinned={"pipeline_parallel": 2},
+               vary={"pipeline_parallel": [2, 4]})
+
+
+def test_a_pinned_p_that_fits_nothing_says_why_without_an_empty_bracket():
+    result = runner.invoke(app, ["best", "--model", "seed", "--num-layers", "126",
+                                 "--pipeline-parallel", "16"])
+    assert result.exit_code != 0
+    line = result.output.strip().splitlines()[-1]
+    assert "()" not in line and "p | num_layers" in line and "no (t, p) pair" in line
