@@ -895,3 +895,64 @@ def calibrate_runs(runs: Sequence[Any] | None = None, fit=None, *,
     table["measured_hardware_tflops_per_gpu"] = np.array([r.measured_tflops for r in runs])
     return calibrate(table, fit, model="refined", bootstrap=bootstrap, seed=seed, suggest=0,
                      **shared)
+
+
+def cross_validate(inputs: Mapping[str, np.ndarray], measured: np.ndarray, folds: np.ndarray,
+                   output: str, fit: str | Sequence[str] | None = None, *,
+                   model: str | Model = DEFAULT_MODEL, rows: int | None = None,
+                   num_folds: int | None = None) -> np.ndarray:
+    """k-fold predictions: for each fold, fit the cluster parameters on the runs of
+    the other folds, and predict the runs of that fold.
+
+    The fits are one vmapped batch of Levenberg-Marquardt solves (``fit_batch``, as
+    :func:`calibrate`'s leave-one-out: a fold is a row of weights, 0 for its own
+    runs), from the runs' shared starting values.
+
+    Args:
+      inputs: every input of ``model`` by name, arrays of shape ``(n,)``.
+      measured: ``(n,)`` measured values of ``output`` (a float output, > 0).
+      folds: ``(n,)`` the fold of each run, 0 .. F - 1.
+      fit: the inputs to fit (default: the model's ``cluster`` set); their values
+        must be the same for every run (the starting point).
+      rows, num_folds: pad the runs (with zero-weighted copies) and the folds
+        (with fits that see no run) to these sizes, so that calls of different
+        sizes share one compiled program.
+
+    Returns:
+      ``(n,)`` the prediction of ``output`` for each run by the fit that did not
+      see it.
+
+    Raises:
+      InputError: unknown names, or a fitted input that differs between runs.
+    """
+    m = get_model(model)
+    names = check_fit(m, fit, ())
+    measured = np.asarray(measured, np.float64)
+    folds = np.asarray(folds, np.int64)
+    n = measured.shape[0]
+    base = np.stack([np.asarray(inputs[k], np.float64).reshape(n) for k in m.input_names],
+                    axis=1)
+    fit_index = tuple(m.input_names.index(k) for k in names)
+    for j, name in zip(fit_index, names, strict=True):
+        if np.any(base[:, j] != base[0, j]):
+            raise InputError(name, sorted(set(base[:, j].tolist())),
+                             "one value for every run (a fit starts from it)")
+    fields = [m.input_field(k) for k in names]
+    lo = np.array([f.low for f in fields], np.float64)
+    hi = np.array([np.inf if f.high is None else f.high for f in fields], np.float64)
+    z0 = _to_z(base[0, list(fit_index)], lo, hi)
+    size = max(rows or n, n)
+    count = max(num_folds or 0, int(folds.max()) + 1)
+    padded = np.concatenate([base, np.repeat(base[:1], size - n, axis=0)])
+    log_measured = np.zeros((size, 1))
+    log_measured[:n, 0] = np.log(measured)
+    weights = np.zeros((count, size, 1))
+    for f in range(int(folds.max()) + 1):
+        weights[f, :n, 0] = folds != f
+    static = {"model": m, "fit_index": fit_index, "out_names": (output,)}
+    with computing():
+        lo_j, hi_j, base_j = jnp.asarray(lo), jnp.asarray(hi), jnp.asarray(padded)
+        zs, _, _ = fit_batch(jnp.asarray(z0), lo_j, hi_j, base_j, jnp.asarray(log_measured),
+                             jnp.asarray(weights), **static)
+        preds = np.asarray(_predict_many(zs, lo_j, hi_j, base_j, **static))
+    return np.exp(preds[folds, np.arange(n), 0])

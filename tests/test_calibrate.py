@@ -521,3 +521,41 @@ def test_validate_calibrate_prints_both_errors():
     # The fitted value is the GEMM shape model's ceiling (a large GEMM's
     # fraction of the A100's bf16 peak): cuBLAS sustains about 0.7-0.9 there.
     assert 0.6 < cal["values"]["matmul_efficiency"] < 0.95
+
+
+@pytest.mark.slow
+def test_cross_validate_predicts_each_fold_by_the_fit_on_the_others():
+    # k = 3 folds (run i in fold i mod 3): each run's prediction is that of a
+    # calibration on the other two folds' runs; padding (more rows, more folds) changes
+    # nothing.
+    runs = seed_runs()
+    n = len(LAYOUTS)
+    folds = np.arange(n) % 3
+    seed = get_model("seed")
+    inputs = {k: np.full(n, v, float) for k, v in seed.defaults.items()}
+    inputs.update({k: runs[k] for k in LAYOUT_NAMES})
+    measured = runs["measured_step_time_ms"]
+    got = C.cross_validate(inputs, measured, folds, "step_time_ms", model="seed")
+    padded = C.cross_validate(inputs, measured, folds, "step_time_ms", model="seed", rows=13,
+                              num_folds=5)
+    assert padded == pytest.approx(got, rel=1e-9)
+    for f in (0, 2):
+        keep = folds != f
+        cal = jaxmodel.calibrate({k: v[keep] for k, v in runs.items()}, model="seed",
+                                 bootstrap=20, suggest=0)
+        held = np.flatnonzero(~keep)
+        pred = evaluate("seed", x64=True, **cal.values,
+                        **{k: runs[k][held] for k in LAYOUT_NAMES}).step_time_ms
+        assert got[held] == pytest.approx(pred, rel=1e-6)
+
+
+def test_cross_validate_needs_one_starting_value_per_fitted_input():
+    runs = seed_runs()
+    n = len(LAYOUTS)
+    inputs = {k: np.full(n, v, float) for k, v in get_model("seed").defaults.items()}
+    inputs.update({k: runs[k] for k in LAYOUT_NAMES})
+    inputs["compute_tflops"] = np.linspace(300, 400, n)
+    with pytest.raises(InputError, match="compute_tflops: got .*; allowed: one value for "
+                       "every run"):
+        C.cross_validate(inputs, runs["measured_step_time_ms"], np.arange(n) % 3,
+                         "step_time_ms", model="seed")

@@ -9,7 +9,13 @@ import typer
 from jaxmodel.calibration import calibrate_runs
 from jaxmodel.cli.common import ConfigOption, reports_errors
 from jaxmodel.config import load_config
-from jaxmodel.documents import moe_validation_text, validation_document, validation_text
+from jaxmodel.documents import (
+    all_validation_text,
+    moe_validation_text,
+    validation_document,
+    validation_markdown,
+    validation_text,
+)
 from jaxmodel.errors import SpecError
 from jaxmodel.models import get_model
 from jaxmodel.models.validation import (
@@ -42,7 +48,9 @@ def validate_command(
                           + "; with --data, the settings for the file's rows; default sc21"),
     ] = None,
     output_format: Annotated[
-        Literal["table", "json"], typer.Option("--format", help="table (Markdown) or json")
+        Literal["table", "json", "markdown"],
+        typer.Option("--format", help="table (Markdown) or json; with --all also markdown "
+                     "(the docs/validation.md page)")
     ] = "table",
     config: ConfigOption = None,
     calibrate: Annotated[bool, typer.Option(
@@ -53,8 +61,26 @@ def validate_command(
         "(default: the refined model's cluster parameters)")] = None,
     bootstrap: Annotated[int, typer.Option(
         "--bootstrap", metavar="N", help="with --calibrate: bootstrap resamples")] = 200,
+    every_set: Annotated[bool, typer.Option(
+        "--all", help="every validation set in one table, out of the box (and with the "
+        "existing sets' documented settings): rows, expressible, does not fit, |error|")] = False,
+    calibrated: Annotated[bool, typer.Option(
+        "--calibrated", help="with --all: add k-fold calibrated errors (per GPU, k = 5; "
+        "minutes)")] = False,
+    output: Annotated[str | None, typer.Option(
+        "-o", "--output", metavar="FILE", help="with --all: write the result to FILE "
+        "instead of printing it")] = None,
 ) -> None:
-    """Predicted against measured: SC21 Table 1 (TFLOP/s and step time), Megatron-LM H100 (MFU)."""
+    """Predicted against measured: SC21 Table 1 (TFLOP/s and step time), Megatron-LM H100 (MFU);
+    --all: every set in one table (docs/validation.md)."""
+    if every_set:
+        _validate_all(data, set_name, config, calibrate or fit is not None, calibrated,
+                      output_format, output)
+        return
+    for flag, given in (("--calibrated", calibrated), ("--output", output),
+                        ("--format markdown", output_format == "markdown")):
+        if given:
+            raise SpecError(f"{flag}: allowed only with --all")
     if set_name == MOE_SET and (config or calibrate):
         raise SpecError(f"--set: got {MOE_SET!r} with --config/--calibrate; allowed: "
                         "sc21, megatron-h100 or a --data file")
@@ -80,3 +106,26 @@ def validate_command(
         typer.echo(json.dumps(validation_document(table, rows, stats, cal)))
     else:
         typer.echo(validation_text(table, rows, cal))
+
+
+def _validate_all(data, set_name, config, calibrate, calibrated, output_format, output) -> None:
+    from jaxmodel.api import evaluate
+    from jaxmodel.calibration import cross_validate, write_atomic
+    from jaxmodel.models.validation_all import validate_all
+
+    for flag, given in (("--data", data), ("--set", set_name), ("--config", config),
+                        ("--calibrate/--fit", calibrate)):
+        if given:
+            raise SpecError(f"{flag}: not with --all (it runs every set, out of the box; "
+                            "use --calibrated for the k-fold calibrated column)")
+    doc = validate_all(evaluate, cross_validate=cross_validate if calibrated else None)
+    if output_format == "json":
+        text = json.dumps(doc)
+    elif output_format == "markdown":
+        text = validation_markdown(doc)
+    else:
+        text = all_validation_text(doc)
+    if output:
+        write_atomic(output, text if text.endswith("\n") else text + "\n")
+    else:
+        typer.echo(text)

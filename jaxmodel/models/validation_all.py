@@ -1,0 +1,363 @@
+"""``jaxmodel validate --all``: every validation set, one table, one rule.
+
+A row per set (and per variant): how many runs, how many the model can express
+(with the reason for each one it cannot), how many it calls "does not fit" although
+they ran, and the |error| of the throughput (mean, median, max) and of the memory
+where it was measured.
+
+Variants.  Every set is run **out of the box**: what each row and its source
+document, the GPU preset for the cluster, the model's defaults for the rest
+(``jaxmodel.models.validation_sets``).  The existing sets whose settings include
+values their rows do not document (``OUT_OF_THE_BOX``: a tuned attention efficiency,
+a host overhead read from the table, an assumed micro-batch) are shown a second
+time with those **documented settings**, as ``jaxmodel validate --set`` runs them.
+SC21's settings are all what the paper documents, so it is shown once.
+
+Judging a row.  Every expressible run is evaluated twice in the same batch: with
+its GPU's memory (does the model say it fits?) and with the memory limit lifted,
+so that the step time is predicted whatever the memory model says (a run that ran
+has a time).  The throughput error is ``predicted / measured - 1`` in the set's own
+unit: tokens/s or TFLOP/s per GPU by the source's FLOP count (``work / step``), or
+the model's MFU for the Megatron-LM H100 set (as ``validate --set`` does).  Rows the
+model calls invalid for another reason than memory are counted apart ("invalid").
+
+Calibrated (``--calibrated``): per GPU preset, over the out-of-the-box runs of all
+sets on it, k-fold cross-validation (k = 5, leave-one-out with fewer than 5 runs;
+run i is in fold i mod k, in table order): the cluster parameters are fitted on the
+other folds' step times (``cross_validate``, handed in: the calibration machinery)
+and the held-out fold is predicted.  A GPU with too few runs to pin the parameters
+down (fewer training runs than parameters) gets no calibrated figure.
+
+Evaluation is handed in (``evaluate``: ``jaxmodel.api.evaluate``'s signature), so
+that this module does not depend on the public API; all the runs of all the sets
+are one batched call (one compile).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from jaxmodel.models import get_model
+from jaxmodel.models.presets import GPUS
+from jaxmodel.models.validation import (
+    MEGATRON_H100_SETTINGS,
+    SC21_GPU,
+    _inputs_for,
+    builtin_table,
+    sc21_runs,
+)
+from jaxmodel.models.validation_moe import GPUS as MOE_GPUS
+from jaxmodel.models.validation_moe import MOE_SET, read_moe_runs
+from jaxmodel.models.validation_sets import (
+    EP_OVERLAP,
+    EP_OVERLAP_NOTE,
+    LAYERNORM_NOTE,
+    MODEL,
+    MXFP8_AS_FP8,
+    NEW_SETS,
+    Case,
+    read_set,
+)
+
+DOCUMENTED = "documented settings"
+OUT_OF_BOX = "out of the box"
+FOLDS = 5
+# The settings of each existing set that its rows do not document (tuned to the
+# set, or assumed where the table is silent): the out-of-the-box variant resets
+# them to the model's defaults (qwen3-235b's all-to-all overlap to the one rule,
+# EP_OVERLAP where a row overlaps).  SC21's settings are what the paper documents.
+# megatron-h100 keeps the distributed optimizer (zero_stage 1): the table's "DP
+# communication overlap on" includes --overlap-param-gather, which Megatron-LM
+# allows only with --use-distributed-optimizer.
+OUT_OF_THE_BOX: dict[str, tuple[str, ...]] = {
+    "sc21": (),
+    "megatron-h100": ("attention_efficiency", "recompute", "sequence_parallel",
+                      "flash_attention", "micro_batch", "virtual_stages",
+                      "grad_buffer_bytes", "cross_entropy_fusion"),
+    MOE_SET: ("moe_host_overhead_us", "moe_overlap"),
+}
+LIFTED_MEMORY_GB = 1e9
+
+
+def _preset_memory(gpu: str) -> float:
+    return float(GPUS[gpu].values[get_model(MODEL).memory_capacity])
+
+
+def sc21_cases() -> list[Case]:
+    """SC21 Table 1 with its (documented) settings."""
+    cases = []
+    for r in sc21_runs():
+        x = r.inputs()
+        cases.append(Case("sc21", f"{r.params_b:g}B", SC21_GPU, x, measured=r.measured_tflops,
+                          work=r.eq3_flops / r.gpus / 1e12, memory_gb=_preset_memory(SC21_GPU),
+                          layout=f"t{r.tensor_parallel} p{r.pipeline_parallel} "
+                                 f"v{int(x['virtual_stages'])} b{r.micro_batch}"))
+    return cases
+
+
+def megatron_h100_cases(variant: str) -> list[Case]:
+    """The Megatron-LM README weak-scaling rows (MFU), in either variant."""
+    table = builtin_table("megatron-h100")
+    defaults = get_model(MODEL).defaults
+    gpu = "h100-sxm"
+    cases = []
+    for row in table.rows:
+        x = _inputs_for(row, table, "mfu")
+        if variant == OUT_OF_BOX:
+            x.update({k: defaults[k] for k in OUT_OF_THE_BOX["megatron-h100"]
+                      if k in MEGATRON_H100_SETTINGS})
+            d = int(row["gpus"]) // int(row["tensor_parallel"] * row["pipeline_parallel"])
+            x["gradient_accum_steps"] = int(row["global_batch"]) // (x["micro_batch"] * d)
+        cases.append(Case("megatron-h100", f"{row['params_b']:g}B", gpu, x,
+                          measured=float(row["mfu_percent"]), metric="mfu_percent",
+                          memory_gb=_preset_memory(gpu),
+                          layout=f"t{int(x['tensor_parallel'])} p{int(x['pipeline_parallel'])} "
+                                 f"v{int(x['virtual_stages'])} b{int(x['micro_batch'])}"))
+    return cases
+
+
+def qwen3_cases(variant: str) -> list[Case]:
+    """The Qwen3-235B-A22B Megatron-Core rows (TFLOP/s by Megatron's count)."""
+    defaults = get_model(MODEL).defaults
+    cases = []
+    for i, r in enumerate(read_moe_runs(), start=1):
+        gpu = MOE_GPUS[r.gpu]
+        label = f"{r.gpu} {r.precision} {r.seq_length // 1024}K #{i}"
+        x, notes, reason = r.inputs(), [], ""
+        if variant == DOCUMENTED:
+            if r.gpu != "h100":
+                reason = "the set's documented settings score the H100 rows only"
+        else:
+            x.update({k: defaults[k] for k in OUT_OF_THE_BOX[MOE_SET]})
+            if "overlap" in r.notes:
+                x["moe_overlap"] = EP_OVERLAP
+                notes.append(EP_OVERLAP_NOTE)
+            if "offload" in r.notes:
+                reason = "activation offload: the row gives no layer count for an " \
+                         "offload_layers input"
+            if r.precision == "mxfp8":
+                notes.append(MXFP8_AS_FP8)
+            if "norm" in r.recompute:
+                notes.append(LAYERNORM_NOTE)
+        cases.append(Case(MOE_SET, label, gpu, None if reason else x, reason, tuple(notes),
+                          measured=r.measured_tflops,
+                          work=r.megatron_flops() / r.gpus / 1e12,
+                          memory_gb=_preset_memory(gpu),
+                          layout=f"t{r.tensor_parallel} p{r.pipeline_parallel} "
+                                 f"v{r.virtual_stages} c{r.context_parallel} "
+                                 f"e{r.expert_parallel} b{r.micro_batch}"))
+    return cases
+
+
+@dataclass(frozen=True)
+class SetRun:
+    """One line of the table: a set in one variant, and its runs."""
+
+    name: str
+    variant: str
+    cases: list[Case]
+    description: str = ""
+
+
+def all_sets() -> list[SetRun]:
+    """Every set, in table order (the new sets, then the existing ones)."""
+    runs = [SetRun(t.name, OUT_OF_BOX, read_set(t), t.description) for t in NEW_SETS.values()]
+    runs.append(SetRun("sc21", DOCUMENTED + " = " + OUT_OF_BOX, sc21_cases(),
+                       "Narayanan et al. 2021 (SC21) Table 1, A100 80 GB (TFLOP/s per GPU)"))
+    what = "Megatron-LM README weak scaling, H100 (MFU)"
+    runs += [SetRun("megatron-h100", v, megatron_h100_cases(v), what)
+             for v in (DOCUMENTED, OUT_OF_BOX)]
+    what = "Qwen3-235B-A22B with Megatron-Core, H100 and GB200 (TFLOP/s per GPU)"
+    runs += [SetRun(MOE_SET, v, qwen3_cases(v), what) for v in (DOCUMENTED, OUT_OF_BOX)]
+    return runs
+
+
+# --- evaluation ------------------------------------------------------------------------------
+
+
+@dataclass
+class Judged:
+    """A case with what the model says of it (NaN where not evaluated)."""
+
+    case: Case
+    predicted: float = math.nan
+    error_percent: float = math.nan
+    memory_gb: float = math.nan
+    memory_error_percent: float = math.nan
+    fits: bool | None = None
+    well_formed: bool | None = None
+    verdict: str = ""
+    step_s: float = math.nan
+    calibrated: float = math.nan
+    calibrated_error_percent: float = math.nan
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _stats(values: Sequence[float]) -> dict[str, float | None]:
+    v = np.abs(np.asarray([x for x in values if math.isfinite(x)], dtype=float))
+    if not v.size:
+        return {"mean": None, "median": None, "max": None, "n": 0}
+    return {"mean": float(np.mean(v)), "median": float(np.median(v)), "max": float(np.max(v)),
+            "n": int(v.size)}
+
+
+def judge(sets: Sequence[SetRun], evaluate: Callable[..., Any], *, x64: bool = True
+          ) -> list[list[Judged]]:
+    """Evaluate every expressible run of every set in one batched call (module doc)."""
+    model = get_model(MODEL)
+    capacity = model.memory_capacity
+    judged = [[Judged(c) for c in s.cases] for s in sets]
+    flat = [j for js in judged for j in js if j.case.inputs is not None]
+    if not flat:
+        return judged
+    defaults = model.defaults
+    rows = []
+    for lifted in (False, True):
+        for j in flat:
+            x = {**defaults, **j.case.inputs}
+            x[capacity] = LIFTED_MEMORY_GB if lifted else j.case.memory_gb
+            rows.append(x)
+    batch = {k: np.array([r[k] for r in rows], dtype=np.float64) for k in model.input_names}
+    out = evaluate(model, x64=x64, **batch)
+    n = len(flat)
+    valid = np.asarray(getattr(out, model.validity))
+    step_ms = np.asarray(out.step_time_ms)
+    memory = np.asarray(out.memory_gb_per_gpu)
+    for i, j in enumerate(flat):
+        k = n + i
+        c = j.case
+        j.fits = bool(valid[i])
+        j.well_formed = bool(valid[k])
+        j.memory_gb = float(memory[k])
+        j.step_s = float(step_ms[k]) / 1e3
+        if not j.well_formed:
+            outs = {f.name: np.asarray(getattr(out, f.name))[k].item() for f in model.outputs}
+            j.verdict = model.verdict(rows[k], outs).split(" -- ", 1)[-1]
+            continue
+        if c.work is not None:
+            j.predicted = c.work / j.step_s
+        else:
+            j.predicted = float(np.asarray(getattr(out, c.metric))[k])
+        if math.isfinite(c.measured) and c.measured > 0:
+            j.error_percent = 100.0 * (j.predicted / c.measured - 1.0)
+        if math.isfinite(c.measured_memory_gb):
+            j.memory_error_percent = 100.0 * (j.memory_gb / c.measured_memory_gb - 1.0)
+    return judged
+
+
+def calibrate_folds(sets: Sequence[SetRun], judged: list[list[Judged]],
+                    cross_validate: Callable[..., np.ndarray], *, folds: int = FOLDS
+                    ) -> dict[str, str]:
+    """Fill ``calibrated`` of the out-of-the-box runs by k-fold per GPU (module doc).
+
+    Returns a note per GPU that got no calibrated figure, and why.
+    """
+    model = get_model(MODEL)
+    capacity = model.memory_capacity
+    by_gpu: dict[str, list[Judged]] = {}
+    for s, js in zip(sets, judged, strict=True):
+        if s.variant.startswith(DOCUMENTED) and not s.variant.endswith(OUT_OF_BOX):
+            continue
+        for j in js:
+            if math.isfinite(j.error_percent):
+                by_gpu.setdefault(j.case.gpu, []).append(j)
+    if not by_gpu:
+        return {}
+    size = max(len(js) for js in by_gpu.values())
+    fit = tuple(model.cluster)
+    skipped = {}
+    for gpu, js in by_gpu.items():
+        n = len(js)
+        k = min(folds, n)
+        assignment = np.arange(n) % k
+        smallest_training = n - int(np.max(np.bincount(assignment)))
+        if smallest_training < len(fit):
+            skipped[gpu] = (f"{n} run(s): fewer training runs than the {len(fit)} cluster "
+                            "parameters")
+            continue
+        defaults = model.defaults
+        rows = [{**defaults, **j.case.inputs, capacity: LIFTED_MEMORY_GB} for j in js]
+        inputs = {name: np.array([r[name] for r in rows], dtype=np.float64)
+                  for name in model.input_names}
+        # A throughput scales as 1 / step: the measured step is the predicted one
+        # times predicted / measured throughput.
+        measured_ms = np.array([1e3 * j.step_s * j.predicted / j.case.measured for j in js])
+        step_ms = cross_validate(inputs, measured_ms, assignment, "step_time_ms", fit,
+                                 model=model, rows=size, num_folds=folds)
+        for j, s_ms in zip(js, step_ms, strict=True):
+            j.calibrated = j.predicted * (1e3 * j.step_s) / float(s_ms)
+            j.calibrated_error_percent = 100.0 * (j.calibrated / j.case.measured - 1.0)
+    return skipped
+
+
+def summarise(s: SetRun, js: Sequence[Judged]) -> dict[str, Any]:
+    """The table's line for one set and variant."""
+    expressed = [j for j in js if j.case.inputs is not None]
+    return {
+        "set": s.name,
+        "variant": s.variant,
+        "description": s.description,
+        "rows": len(js),
+        "expressible": len(expressed),
+        "not_expressible": [{"row": j.case.label, "reason": j.case.reason}
+                            for j in js if j.case.inputs is None],
+        "does_not_fit": sum(1 for j in expressed if j.well_formed and not j.fits),
+        "invalid": [{"row": j.case.label, "verdict": j.verdict}
+                    for j in expressed if j.well_formed is False],
+        "approximations": dict(Counter(n for j in expressed for n in j.case.notes)),
+        "error_percent": _stats([j.error_percent for j in expressed]),
+        "memory_error_percent": _stats([j.memory_error_percent for j in expressed]),
+        "calibrated_error_percent": _stats([j.calibrated_error_percent for j in expressed]),
+    }
+
+
+def run_row(j: Judged) -> dict[str, Any]:
+    """One run, for the JSON document."""
+    c = j.case
+
+    def num(v):
+        return v if isinstance(v, float) and math.isfinite(v) else None
+
+    return {"set": c.set, "row": c.label, "gpu": c.gpu, "layout": c.layout,
+            "expressible": c.inputs is not None, "reason": c.reason,
+            "approximations": list(c.notes), "measured": num(c.measured),
+            "predicted": num(j.predicted), "error_percent": num(j.error_percent),
+            "fits": j.fits, "memory_gb": num(j.memory_gb), "gpu_memory_gb": num(c.memory_gb),
+            "measured_memory_gb": num(c.measured_memory_gb),
+            "memory_error_percent": num(j.memory_error_percent),
+            "calibrated": num(j.calibrated),
+            "calibrated_error_percent": num(j.calibrated_error_percent)}
+
+
+def validate_all(evaluate: Callable[..., Any], *,
+                 cross_validate: Callable[..., np.ndarray] | None = None,
+                 x64: bool = True) -> dict[str, Any]:
+    """Every set, out of the box (and with documented settings where they differ).
+
+    Args:
+      evaluate: ``jaxmodel.api.evaluate`` (or any function of its signature).
+      cross_validate: ``jaxmodel.calibration.cross_validate`` for the calibrated
+        column, or None (no calibration).
+
+    Returns:
+      ``{"sets": [one summary per line], "runs": [per run], "calibration": {gpu: why
+      not}}``; with ``calibrated`` True when ``cross_validate`` was given.
+    """
+    sets = all_sets()
+    judged = judge(sets, evaluate, x64=x64)
+    skipped = calibrate_folds(sets, judged, cross_validate) if cross_validate else {}
+    return {
+        "rule": "out of the box: per row only what the row and its source document; the "
+                "cluster parameters from the GPU preset",
+        "calibrated": cross_validate is not None,
+        "sets": [summarise(s, js) for s, js in zip(sets, judged, strict=True)],
+        "runs": [dict(run_row(j), variant=s.variant)
+                 for s, js in zip(sets, judged, strict=True) for j in js],
+        "calibration_skipped": skipped,
+    }

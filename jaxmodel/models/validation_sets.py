@@ -1,0 +1,914 @@
+"""The 2026 public record as validation sets: each row as the refined model's inputs.
+
+Three sets, each a CSV in ``jaxmodel/data/`` with its source in its header:
+
+* ``megatron-bridge`` (``megatron_bridge_h100_b200.csv``): NVIDIA Megatron-Bridge's
+  performance summaries 25.09-26.08, pre-training on DGX-H100 and DGX-B200.
+  Measured: tokens/s per GPU.
+* ``megatron-lm-moe`` (``megatron_lm_moe_recipes_h100_b200.csv``): Megatron-LM's MoE
+  recipes.  Measured: model TFLOP/s per GPU by Megatron-LM's own FLOP count
+  (:func:`megatron_flops`, ``num_floating_point_operations`` of
+  ``megatron/training/training.py``), so the prediction is put in the same unit:
+  ``F / (GPUs x predicted step)``.
+* ``torchtitan`` (``torchtitan_llama3_h100.csv``): torchtitan's Llama 3.1 benchmarks on
+  H100.  Measured: tokens/s per GPU and the peak memory PyTorch's allocator reserved
+  (``max_reserved``, GiB), against the model's ``memory_gb_per_gpu``.
+
+**The rule: out of the box.**  A row uses only what the row and its source document;
+every other input keeps the refined model's default, and the cluster parameters
+come from the GPU preset alone.  What each source column means in model inputs is
+declared in ONE table per set (``BRIDGE``, ``MOE_RECIPES``, ``TORCHTITAN``: source
+column -> input name, or source value -> :class:`Way` s), so that a new model input
+changes only that table.  A :class:`Way` names the inputs that express a value; a
+value may list several, best first, and the first whose inputs the model has is
+used: ``precision`` 1 before today's ``fp8`` 1, say.  A way with a note is an
+approximation, and every approximation a row uses is listed with it.  Where no way
+fits (the model has no such input, or no preset for the architecture), the row is
+not expressible, with a one-line reason.
+
+Decisions where the sources are silent or the model is coarser (each one listed
+beside the rows that use it):
+
+* GPUs: ``DGX-H100`` -> ``h100-sxm``, ``DGX-B200`` -> ``b200``.  torchtitan's H100s
+  are the 96 GB part at a 500 W power limit: the ``h100-sxm`` preset with
+  ``gpu_memory_gb`` 96 (the source's figure); the power limit and that part's HBM
+  bandwidth are not modelled (an approximation, listed).
+* LLMs: the presets of ``jaxmodel.presets``, by the name the source prints.
+  GPT-OSS's alternating sliding-window attention is modelled as full attention (the
+  preset's note; listed).  Nemotron-3 (a hybrid of Mamba-2 and MoE layers) has no
+  preset: not expressible.
+* Precision: BF16 -> ``precision`` 0 (``fp8`` 0); FP8 with per-tensor (current or
+  delayed) scaling -> ``precision`` 1, else ``fp8`` 1 (exact); block-scaled FP8
+  (MXFP8, 1x128/128x128 blockwise) -> ``precision`` 2, else ``fp8`` 1 (listed:
+  the blocks' scaling cost is not counted); NVFP4 -> ``precision`` 3, else not
+  expressible.  Megatron-Bridge 25.09 states no precision; its section notes say
+  the numbers in parentheses use "different quantization granularities", so a
+  primary figure is read as per-tensor FP8 and a parenthetical one as blockwise FP8
+  (listed, an interpretation).
+* Recompute (Megatron-Core): no granularity -> ``recompute`` 0; ``full``
+  (``uniform``: every layer) -> 2; ``selective`` -> its modules (default
+  ``core_attn``): ``core_attn`` -> ``recompute`` 1, ``moe_act`` -> ``moe_recompute``
+  1, ``moe`` -> ``moe_recompute`` 2; ``layernorm`` is a norm forward the model does
+  not count (listed); ``mla_up_proj``, ``mlp`` and a full recompute of only N layers
+  a stage (``block``) have no input: not expressible.  torchtitan: ``full`` -> 2;
+  its ``selective`` is its own per-op policy (keep the outputs of attention and of
+  every other matmul), not Megatron-LM's: not expressible until the model has that
+  setting.
+* CUDA graphs: none -> ``cuda_graphs`` 0 (or nothing: the model launches every
+  kernel); per layer (Transformer Engine or local, any scope) -> 1, listed where
+  the scope is part of a layer; full iteration -> 2; without a ``cuda_graphs``
+  input, rows with graphs are not expressible.
+* MoE: forced-balanced routing (Megatron-Bridge's, the recipes' ``force_balance``)
+  is ``moe_imbalance`` 1, the default; token-drop rows -> ``capacity_factor`` 1
+  (the table gives none; listed); the dispatcher ``alltoall`` -> ``moe_dispatcher``
+  0, ``flex`` (DeepEP or HybridEP) -> 1; EP all-to-all overlap on ->
+  ``moe_overlap`` 1 (``EP_OVERLAP``; the model has no physics of what the batch-level
+  overlap hides, listed); multi-token prediction -> ``mtp_layers``, else not
+  expressible.
+* Megatron (both Megatron sets, every row): the distributed optimizer
+  (``zero_stage`` 1; NVIDIA's recipes and the MoE recipes' YAMLs use it);
+  Megatron-FSDP or an ``fsdp`` group -> ``zero_stage`` 3; TP communication overlap
+  -> ``tp_overlap`` 1 where TP > 1 (Megatron-Bridge turns it off at run time
+  otherwise, as the column says); no dropout (``dropout`` 0, or listed where the
+  model has no such input: the recipes' models train without dropout).
+* torchtitan (every row): FSDP2 shards over the data x context ranks and
+  prefetches the next all-gather (``zero_stage`` 3, ``param_gather_overlap`` 1);
+  TP with sequence-parallel norms (``sequence_parallel`` 1); AsyncTP ->
+  ``tp_overlap`` 1; Float8 (torchao, tensor-wise scaling) -> ``precision`` 1 /
+  ``fp8`` 1; context parallelism's default all-gather rotation -> ``cp_comm`` 1;
+  ``torch.compile`` -> the model's fused elementwise kernels (listed), eager ->
+  not expressible; with PP, torchtitan's default of as many micro-batches as
+  stages, and 2 stages per rank for the interleaved schedule (listed); a blank
+  sequence length -> 8192, torchtitan's Llama 3 default (listed, as the file's
+  note asks).
+
+The existing sets (``sc21``, ``megatron-h100``, ``qwen3-235b``) come from
+``jaxmodel.models.validation`` and ``validation_moe``; their own settings are the
+"documented settings" variant, and :data:`OUT_OF_THE_BOX` names the settings each
+set chose that its rows do not document (tuned or assumed), which the "out of the
+box" variant resets to the model's defaults.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from jaxmodel.errors import InputError
+from jaxmodel.models import get_model
+from jaxmodel.models.presets import apply_presets
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+MODEL = "refined"
+GIB = 2**30 / 1e9  # GB per GiB
+# EP all-to-all overlap "on", as a share of the all-to-all hidden (module doc).
+EP_OVERLAP = 1.0
+# torchtitan's Llama 3 training sequence length where the file states none.
+TORCHTITAN_SEQ = 8192
+
+
+# --- ways to express a documented value ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Way:
+    """One way to express a documented setting: model inputs (and presets), and what
+    is approximate about it ("" for exact)."""
+
+    inputs: Mapping[str, float] = field(default_factory=dict)
+    note: str = ""
+    gpu: str | None = None
+    llm: str | None = None
+    machine: str | None = None
+
+
+@dataclass(frozen=True)
+class Missing:
+    """A documented setting the model cannot express: the one-line reason."""
+
+    reason: str
+
+
+# Ways, best first; a Missing after them says why none fits when the model has
+# none of their inputs.
+Cell = tuple[Way | Missing, ...] | Missing
+
+
+def exact(**inputs: float) -> tuple[Way, ...]:
+    return (Way(inputs),)
+
+
+def approx(note: str, **inputs: float) -> tuple[Way, ...]:
+    return (Way(inputs, note),)
+
+
+def gpu(name: str, note: str = "", machine: str | None = None, **inputs: float
+        ) -> tuple[Way, ...]:
+    """The GPU preset ``name`` (with ``inputs`` over it: a variant the source names,
+    called ``machine``)."""
+    return (Way(inputs, note, gpu=name, machine=machine),)
+
+
+def llm(name: str, note: str = "") -> tuple[Way, ...]:
+    return (Way({}, note, llm=name),)
+
+
+NOTHING: tuple[Way, ...] = (Way(),)
+MXFP8_AS_FP8 = ("block-scaled FP8 (MXFP8/blockwise) as per-tensor FP8 (fp8 1): the blocks' "
+                "scaling is not counted")
+EP_OVERLAP_NOTE = ("EP all-to-all overlap on as moe_overlap 1 (the model has no physics of what "
+                   "the batch-level overlap hides)")
+
+
+def precision(level: int) -> Cell:
+    """``precision`` ``level`` (0 BF16, 1 FP8 per-tensor, 2 block-scaled FP8, 3 NVFP4),
+    else today's ``fp8`` switch where it says the same (approximately for level 2)."""
+    ways = (Way({"precision": level}),)
+    if level <= 1:
+        return ways + (Way({"fp8": level}),)
+    if level == 2:
+        return ways + (Way({"fp8": 1}, MXFP8_AS_FP8),)
+    return ways + (Missing("NVFP4: the model has no input precision"),)
+
+
+NO_DROPOUT: tuple[Way, ...] = (
+    Way({"dropout": 0}),
+    Way({}, "dropout masks counted: the model has no dropout input (these models train "
+        "without dropout)"),
+)
+
+
+def graphs(level: int, note: str = "") -> Cell:
+    """``cuda_graphs`` ``level`` (0 none, 1 per layer, 2 full iteration); without that
+    input, no graphs is what the model does and any graph is not expressible."""
+    if level == 0:
+        return (Way({"cuda_graphs": 0}), Way())
+    what = "per layer" if level == 1 else "of the full iteration"
+    return (Way({"cuda_graphs": level}, note),
+            Missing(f"CUDA graphs {what}: the model has no input cuda_graphs"))
+
+
+def multi_token_prediction(layers: int) -> Cell:
+    """``mtp_layers`` multi-token-prediction modules (DeepSeek-V3); without that input,
+    none is what the model does and any is not expressible."""
+    if layers == 0:
+        return (Way({"mtp_layers": 0}), Way())
+    return (Way({"mtp_layers": layers}),
+            Missing(f"multi-token prediction ({layers} layer{'s' * (layers > 1)}): the model "
+                    "has no input mtp_layers"))
+
+
+# --- reading a row -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Case:
+    """One published run, as the model's inputs (or why it cannot be).
+
+    Attributes:
+      set: the set's name; label: the row's id in its source.
+      gpu: the GPU: its preset's name, or the variant of it the source ran on
+        (the group a calibration is per).
+      inputs: every input the row sets (presets first), or None: not expressible.
+      reason: why not ("" when expressible).
+      notes: the approximations the row's inputs make.
+      measured: the measured throughput (tokens/s or TFLOP/s per GPU, or MFU %).
+      work: the measured quantity times the step in seconds (tokens or TFLOP per GPU
+        per step), so that a predicted step gives ``work / step``; None where the
+        quantity is a model output (``metric``) instead.
+      metric: the model output compared with ``measured`` when ``work`` is None.
+      memory_gb: the GPU's memory (its fit is judged against it).
+      measured_memory_gb: the measured peak memory, GB, or NaN.
+      layout: a short description of the layout.
+    """
+
+    set: str
+    label: str
+    gpu: str
+    inputs: dict[str, float] | None
+    reason: str = ""
+    notes: tuple[str, ...] = ()
+    measured: float = math.nan
+    work: float | None = None
+    metric: str = ""
+    memory_gb: float = math.nan
+    measured_memory_gb: float = math.nan
+    layout: str = ""
+
+
+def _number(text: str, default: float | None = None) -> float:
+    text = (text or "").strip()
+    if not text:
+        if default is None:
+            raise ValueError("blank")
+        return default
+    return float(text.replace(",", ""))
+
+
+def _read_csv(path: Path) -> list[dict[str, str]]:
+    try:
+        with open(path, newline="") as f:
+            return list(csv.DictReader(line for line in f if not line.startswith("#")))
+    except OSError as e:
+        raise InputError("data", str(path), f"a readable CSV file ({e.strerror})") from None
+
+
+@dataclass(frozen=True)
+class SetTable:
+    """A set's declared mapping: source columns -> model inputs.
+
+    Attributes:
+      name, description, file: the set, what it is, its CSV in ``jaxmodel/data``.
+      every_row: cells that hold for every row (the source's framework).
+      columns: source column -> an input name (the cell's number; blank cells
+        keep the ``blank`` default below), a ``{value: Cell}`` dict, or a
+        function of the whole row returning a Cell (settings spread over several
+        columns, or derived: the micro-batch count).
+      blank: source column -> the value a blank numeric cell means.
+      measure: the row -> (measured, work per GPU per step, measured memory GB).
+      label: the row's id.
+    """
+
+    name: str
+    description: str
+    file: str
+    every_row: tuple[Cell, ...]
+    columns: Mapping[str, str | Mapping[str, Cell] | Callable[[Mapping[str, str]], Cell]]
+    blank: Mapping[str, float]
+    measure: Callable[[Mapping[str, str], Mapping[str, float]], tuple[float, float, float]]
+    label: Callable[[Mapping[str, str]], str]
+    layout: Callable[[Mapping[str, float]], str]
+
+
+def _choose(cell: Cell, model_inputs: set[str], where: str) -> Way | Missing:
+    if isinstance(cell, Missing):
+        return cell
+    for way in cell:
+        if isinstance(way, Missing):
+            return way
+        if set(way.inputs) <= model_inputs:
+            return way
+    names = sorted(set().union(*(set(w.inputs) - model_inputs for w in cell)))
+    return Missing(f"{where}: the model has no input {' or '.join(names)}")
+
+
+def express(table: SetTable, row: Mapping[str, str], path: str = "") -> Case:
+    """The row as the refined model's inputs, through ``table`` (module doc).
+
+    Raises:
+      InputError: a value the table does not know, or a malformed number (naming
+        the file, the row and the column).
+    """
+    model = get_model(MODEL)
+    names = set(model.input_names)
+    label = table.label(row)
+    ways: list[Way] = []
+    numbers: dict[str, float] = {}
+    reasons: list[str] = []
+
+    def take(cell: Cell, where: str) -> None:
+        chosen = _choose(cell, names, where)
+        if isinstance(chosen, Missing):
+            reasons.append(chosen.reason)
+        else:
+            ways.append(chosen)
+
+    for cell in table.every_row:
+        take(cell, "every row")
+    for column, spec in table.columns.items():
+        value = (row.get(column) or "").strip()
+        where = f"{column}={value}" if value else f"{column} (blank)"
+        at = f"{path}: {label} "
+        try:
+            if isinstance(spec, str):
+                numbers[spec] = _number(value, table.blank.get(column))
+            elif callable(spec):
+                take(spec(row), where)
+            elif value in spec:
+                take(spec[value], where)
+            else:
+                raise InputError(column, value, "one of " + ", ".join(repr(k) for k in spec))
+        except InputError as e:
+            raise InputError(at + e.field, e.value, e.allowed) from None
+        except ValueError as e:
+            allowed = "a number" if isinstance(spec, str) else str(e)
+            raise InputError(at + column, value, allowed) from None
+    gpu_name = next((w.gpu for w in ways if w.gpu), "")
+    machine = next((w.machine for w in ways if w.machine), gpu_name)
+    llm_name = next((w.llm for w in ways if w.llm), None)
+    inputs = {**apply_presets(model, gpu=gpu_name or None, llm=llm_name)}
+    for w in ways:
+        inputs.update(w.inputs)
+    inputs.update(numbers)
+    try:
+        measured, work, memory = table.measure(row, inputs)
+    except ValueError as e:
+        reasons.insert(0, str(e))  # nothing to compare comes before why not
+        measured, work, memory = math.nan, None, math.nan
+    notes = tuple(dict.fromkeys(w.note for w in ways if w.note))
+    capacity = inputs.get(model.memory_capacity, math.nan) if model.memory_capacity else math.nan
+    if reasons:
+        return Case(table.name, label, machine, None, reasons[0], notes,
+                    memory_gb=capacity)
+    return Case(table.name, label, machine, inputs, "", notes, measured, work,
+                memory_gb=capacity, measured_memory_gb=memory, layout=table.layout(inputs))
+
+
+def read_set(table: SetTable, path: str | Path | None = None) -> list[Case]:
+    """Every row of the set's CSV (default: the copy in ``jaxmodel/data``)."""
+    path = Path(path) if path is not None else DATA / table.file
+    return [express(table, row, path.name) for row in _read_csv(path)]
+
+
+def _layout(x: Mapping[str, float]) -> str:
+    parts = [f"t{int(x.get('tensor_parallel', 1))}", f"p{int(x.get('pipeline_parallel', 1))}",
+             f"v{int(x.get('virtual_stages', 1))}"]
+    for key, tag in (("context_parallel", "c"), ("expert_parallel", "e")):
+        if x.get(key, 1) > 1:
+            parts.append(f"{tag}{int(x[key])}")
+    parts.append(f"b{int(x.get('micro_batch', 1))}")
+    return " ".join(parts)
+
+
+def _replicas(row: Mapping[str, str], gpus: str) -> int:
+    """Data-parallel ranks ``N / (t c p)``; every set names t, c and p tp, cp and pp."""
+    n, tt, cc, pp = (int(_number(row.get(k, ""), 1)) for k in (gpus, "tp", "cp", "pp"))
+    if n % (tt * cc * pp):
+        raise InputError(f"{gpus}", n, f"a multiple of t x c x p = {tt * cc * pp}")
+    return n // (tt * cc * pp)
+
+
+def _accumulation(row: Mapping[str, str], gpus: str, global_batch: str, micro_batch: str
+                  ) -> Cell:
+    """``gradient_accum_steps`` = global batch / (micro-batch x data-parallel ranks), the
+    columns named as the source names them."""
+    replicas = _replicas(row, gpus)
+    gbs, mbs = _number(row[global_batch]), _number(row[micro_batch])
+    m = gbs / (mbs * replicas)
+    if m < 1 or m != int(m):
+        return Missing(f"global batch {gbs:g} is not a multiple of micro-batch x "
+                       f"data-parallel ranks ({mbs:g} x {replicas})")
+    return exact(gradient_accum_steps=m)
+
+
+# --- Megatron-Core recompute, shared by the two Megatron sets -------------------------------
+
+# --recompute-modules -> inputs; None: a norm forward the model does not count.
+RECOMPUTE_MODULES: dict[str, Cell | None] = {
+    "core_attn": exact(recompute=1),
+    "moe_act": exact(moe_recompute=1),
+    "moe": exact(moe_recompute=2),
+    "layernorm": None,
+    "mla_up_proj": Missing("recompute of the MLA up-projections (mla_up_proj) has no input"),
+    "mlp": Missing("recompute of the dense MLP (mlp) has no input"),
+}
+LAYERNORM_NOTE = ("the layernorm recompute is not counted (the norms' outputs stay in the "
+                  "activation count)")
+
+
+def megatron_recompute(granularity: str, method: str, num_layers: str, modules: str) -> Cell:
+    """Megatron-Core's ``recompute_granularity`` / ``_method`` / ``_num_layers`` /
+    ``_modules`` as inputs (module doc)."""
+    granularity = granularity.strip().strip('"').lower()
+    if granularity in ("", "none", "unset"):
+        return exact(recompute=0, moe_recompute=0)
+    if granularity == "full":
+        # "uniform" recomputes every layer (in groups of recompute_num_layers);
+        # "block" only the first recompute_num_layers layers of each stage.
+        if method.strip() == "block" and num_layers.strip() not in ("", "None", "unset"):
+            return Missing(f"full recompute of {num_layers.strip()} layers per stage "
+                           "(recompute_method block) has no input")
+        return exact(recompute=2, moe_recompute=0)
+    if granularity != "selective":
+        raise ValueError(f"recompute granularity {granularity!r}: none, full or selective")
+    names = [n.strip().strip('"').strip("'") for n in
+             modules.replace("[", "").replace("]", "").replace(";", ",").replace(" ", ",")
+             .split(",")]
+    # Megatron-Core's default --recompute-modules is core_attn.
+    names = [n for n in names if n and n not in ("None", "unset")] or ["core_attn"]
+    inputs = {"recompute": 0.0, "moe_recompute": 0.0}
+    notes = []
+    for name in names:
+        if name not in RECOMPUTE_MODULES:
+            return Missing(f"recompute module {name} has no input")
+        cell = RECOMPUTE_MODULES[name]
+        if cell is None:
+            notes.append(LAYERNORM_NOTE)
+            continue
+        if isinstance(cell, Missing):
+            return cell
+        for key, level in cell[0].inputs.items():
+            inputs[key] = max(inputs[key], float(level))
+    return (Way(inputs, "; ".join(notes)),)
+
+
+# --- Megatron-Bridge -------------------------------------------------------------------------
+
+def _token_drop(name: str) -> Cell:
+    return (Way({"capacity_factor": 1.0}, "token drop at capacity factor 1 (the table gives "
+                "no factor)", llm=name),)
+
+
+BRIDGE_LLMS: dict[str, Cell] = {
+    "LLAMA3_8B": llm("llama3-8b"),
+    "LLAMA3_70B": llm("llama3-70b"),
+    "LLAMA3.1_405B": llm("llama3.1-405b"),
+    "DeepSeekV3": llm("deepseek-v3"),
+    "DeepSeekV3 (dropless)": llm("deepseek-v3"),
+    "DeepSeekV3 (w/ MTP)": llm("deepseek-v3"),
+    "DeepSeekV3 (tokendrop)": _token_drop("deepseek-v3"),
+    "Qwen3_30B_a3B": llm("qwen3-30b-a3b"),
+    "Qwen3_30B_a3B (tokendrop)": _token_drop("qwen3-30b-a3b"),
+    "Qwen3_235B_a22B": llm("qwen3-235b-a22b"),
+    "Qwen3_235B_a22B (tokendrop)": _token_drop("qwen3-235b-a22b"),
+    "GPT OSS 120B": llm("gpt-oss-120b", "GPT-OSS's alternating sliding-window attention as "
+                        "full attention (the preset)"),
+    "Nemotron_3_Nano": Missing("no preset for Nemotron-3 Nano (hybrid Mamba-2/MoE)"),
+    "Nemotron_3_Super": Missing("no preset for Nemotron-3 Super (hybrid Mamba-2/MoE)"),
+}
+RECIPE_NOT_READ = ("25.09: no recipe read (its configs are not parsed); the recipe's settings "
+                   "at the model's defaults")
+
+
+def _unread(row: Mapping[str, str]) -> bool:
+    return not row["recipe_precision_recipe"].strip()
+
+
+def _bridge_precision(row: Mapping[str, str]) -> Cell:
+    text = row["precision"].strip()
+    if not text:
+        per_tensor = row["variant"] == "primary"
+        note = ("25.09 states no precision: FP8 read from its note on quantisation "
+                "granularities, " + ("per-tensor for the primary figure" if per_tensor
+                                     else "blockwise for the figure in parentheses"))
+        return tuple(Way(w.inputs, "; ".join(filter(None, (note, w.note))))
+                     for w in precision(1 if per_tensor else 2))
+    levels = {"BF16": 0, "FP8": 1, "FP8-CS": 1, "MXFP8": 2, "FP8-MX": 2, "NVFP4": 3}
+    if text not in levels:
+        raise InputError("precision", text, "one of " + ", ".join(levels))
+    return precision(levels[text])
+
+
+def _bridge_recompute(row: Mapping[str, str]) -> Cell:
+    if _unread(row):
+        return approx(RECIPE_NOT_READ)
+    return megatron_recompute(row["recipe_recompute_granularity"],
+                              row["recipe_recompute_method"],
+                              row["recipe_recompute_num_layers"],
+                              row["recipe_recompute_modules"])
+
+
+def _bridge_graphs(row: Mapping[str, str]) -> Cell:
+    impl = row["recipe_cuda_graph_impl"].strip()
+    scope = row["recipe_cuda_graph_scope"].strip()
+    if _unread(row):
+        return approx(RECIPE_NOT_READ)
+    if impl == "none":
+        return graphs(0)
+    if impl == "full_iteration" or "full_iteration" in scope:
+        return graphs(2)
+    if impl in ("transformer_engine", "local"):
+        if scope in ("full", "unset", "[]", ""):
+            return graphs(1)
+        return graphs(1, f"CUDA graphs of part of each layer ({scope}) as per-layer graphs")
+    raise InputError("recipe_cuda_graph_impl", impl, "none, transformer_engine, local or "
+                     "full_iteration")
+
+
+def _bridge_dispatcher(row: Mapping[str, str]) -> Cell:
+    text = row["recipe_moe_token_dispatcher"]
+    if _unread(row):
+        return approx(RECIPE_NOT_READ)
+    if "flex" in text:
+        return exact(moe_dispatcher=1)
+    if text.strip() in ("alltoall", "allgather"):
+        return exact(moe_dispatcher=0)
+    raise InputError("recipe_moe_token_dispatcher", text, "alltoall or flex")
+
+
+def _bridge_tp_overlap(row: Mapping[str, str]) -> Cell:
+    text = row["recipe_tp_comm_overlap"].strip()
+    if _unread(row):
+        return approx(RECIPE_NOT_READ)
+    on = text == "True" and _number(row["tp"], 1) > 1
+    return exact(tp_overlap=1.0 if on else 0.0)
+
+
+def _bridge_ep_overlap(row: Mapping[str, str]) -> Cell:
+    if _unread(row):
+        return approx(RECIPE_NOT_READ)
+    if row["recipe_ep_a2a_overlap"].strip() == "True":
+        return approx(EP_OVERLAP_NOTE, moe_overlap=EP_OVERLAP)
+    return exact(moe_overlap=0.0)
+
+
+def _bridge_fsdp(row: Mapping[str, str]) -> Cell:
+    group = _number(row["fsdp"], 0)
+    megatron_fsdp = row["recipe_megatron_fsdp"].strip() == "True"
+    if group > 0 or megatron_fsdp:
+        d_c = _replicas(row, "num_gpus") * _number(row["cp"], 1)
+        shard = 0 if group in (0, d_c) else group
+        return exact(zero_stage=3, zero_shard_degree=shard)
+    return NOTHING
+
+
+def _bridge_offload(row: Mapping[str, str]) -> Cell:
+    if "fine_grained_activation_offloading=True" in row["recipe_activation_offload"]:
+        return Missing("activation offload: the recipe gives modules, not the layer count "
+                       "an offload_layers input would take")
+    return (Way({"offload_layers": 0}), Way())
+
+
+def _bridge_mtp(row: Mapping[str, str]) -> Cell:
+    text = row["recipe_mtp_num_layers"].strip()
+    return multi_token_prediction(int(text) if text.isdigit() else int("MTP" in row["model"]))
+
+
+def _bridge_mismatch(row: Mapping[str, str]) -> Cell:
+    text = row["recipe_parallel_mismatch"].strip()
+    if not text or text.startswith("none"):
+        return NOTHING
+    return approx("recipe settings read from a recipe of another layout (the row's "
+                  "recipe_parallel_mismatch; the row's own layout is used)")
+
+
+def _bridge_measure(row: Mapping[str, str], x: Mapping[str, float]
+                    ) -> tuple[float, float, float]:
+    if not row["tokens_per_s_per_gpu"].strip():
+        raise ValueError("no tokens/s per GPU in the source (only its TFLOP/s)")
+    tokens = _number(row["global_batch"]) * _number(row["seq_length"])
+    return (_number(row["tokens_per_s_per_gpu"]), tokens / _number(row["num_gpus"]),
+            math.nan)
+
+
+BRIDGE = SetTable(
+    name="megatron-bridge",
+    description="Megatron-Bridge performance summaries 25.09-26.08, DGX-H100 and DGX-B200 "
+                "(tokens/s per GPU)",
+    file="megatron_bridge_h100_b200.csv",
+    every_row=(exact(zero_stage=1), NO_DROPOUT),
+    columns={
+        "system": {"DGX-H100": gpu("h100-sxm"), "DGX-B200": gpu("b200")},
+        "model": BRIDGE_LLMS,
+        "num_gpus": "num_gpus",
+        "tp": "tensor_parallel",
+        "pp": "pipeline_parallel",
+        "cp": "context_parallel",
+        "vp": "virtual_stages",
+        "ep": "expert_parallel",
+        "micro_batch": "micro_batch",
+        "seq_length": "seq_length",
+        "global_batch": lambda row: _accumulation(row, "num_gpus", "global_batch",
+                                                  "micro_batch"),
+        "precision": _bridge_precision,
+        "fsdp": _bridge_fsdp,
+        "recipe_recompute_granularity": _bridge_recompute,
+        "recipe_cuda_graph_impl": _bridge_graphs,
+        "recipe_moe_token_dispatcher": _bridge_dispatcher,
+        "recipe_tp_comm_overlap": _bridge_tp_overlap,
+        "recipe_ep_a2a_overlap": _bridge_ep_overlap,
+        "recipe_activation_offload": _bridge_offload,
+        "recipe_mtp_num_layers": _bridge_mtp,
+        "recipe_parallel_mismatch": _bridge_mismatch,
+    },
+    blank={"cp": 1, "vp": 1, "ep": 1, "tp": 1, "pp": 1},
+    measure=_bridge_measure,
+    label=lambda row: row["row_id"],
+    layout=_layout,
+)
+
+
+# --- Megatron-LM's FLOP count ----------------------------------------------------------------
+
+
+def megatron_flops(x: Mapping[str, float], global_batch: float, seq: float,
+                   mtp_layers: int = 0) -> float:
+    """FLOPs of one step as Megatron-LM counts them (``num_floating_point_operations``,
+    ``transformer_flops``, megatron/training/training.py on the dev branch of the MoE
+    recipes): every GEMM three times (forward, weight and data gradients), the causal
+    half of the attention square, active experts only, no recompute, the logits of the
+    output layer and of each multi-token-prediction module.
+
+    ``x``: the architecture as the refined model's inputs (a preset); the vocabulary
+    as given (Megatron pads it to a multiple of 128 x t, a change below 0.1% of the
+    logits for these models).
+    """
+    h, layers = x["hidden_dim"], int(x["num_layers"])
+    a, groups = x["num_heads"], x["num_kv_heads"]
+    kv_channels = x.get("head_dim", 0) or h / a
+    ffn_factor = 3 if x["mlp_weight_matrices"] == 3 else 2
+    if x.get("num_experts", 1) <= 1:
+        moe, dense, routed, last_moe = 0, layers, 0.0, 0
+    else:
+        first, every = int(x.get("dense_layers", 0)), int(x.get("moe_layer_interval", 1))
+        pattern = [int(i >= first and (i - first) % every == 0) for i in range(layers)]
+        moe, dense, routed, last_moe = sum(pattern), layers - sum(pattern), \
+            x["experts_per_token"], pattern[-1]
+    moe += last_moe * mtp_layers
+    dense += (1 - last_moe) * mtp_layers
+    expert_ffn = x.get("moe_ffn_hidden_dim", 0)
+    shared_ffn = x.get("shared_experts", 0) * expert_ffn
+    if x.get("attention", 0) == 1:
+        qk, rope, v = kv_channels, x["qk_rope_dim"], kv_channels
+        q_rank, kv_rank = x["q_lora_rank"], x["kv_lora_rank"]
+        q_term = h * a * (qk + rope) if q_rank == 0 else q_rank * (h + a * (qk + rope) + 1)
+        attention = 6 * (q_term + kv_rank * (h + a * (qk + v) + 1) + h * rope + a * v * h
+                         + seq * a * (qk + rope) / 2 + seq * a * v / 2)
+    else:
+        q, kv = kv_channels * a, kv_channels * groups
+        attention = 6 * (h * (q + 2 * kv) + q * seq / 2 * 2 + q * h)
+    per_token = (6 * h * (x["ffn_hidden_dim"] * ffn_factor * dense
+                          + expert_ffn * routed * ffn_factor * moe
+                          + shared_ffn * ffn_factor * moe)
+                 + attention * (layers + mtp_layers)
+                 + 6 * mtp_layers * (3 * h + 2 * h * h)
+                 + 6 * h * x["vocab_size"] * (mtp_layers + 1))
+    return global_batch * seq * per_token
+
+
+# --- Megatron-LM MoE recipes -----------------------------------------------------------------
+
+
+def _settings(text: str) -> dict[str, str]:
+    """``a=1;b=x y`` -> ``{"a": "1", "b": "x y"}``."""
+    pairs = (p.partition("=") for p in text.split(";") if p.strip())
+    return {k.strip(): v.strip() for k, _, v in pairs}
+
+
+def _pipeline_stages(layout: str) -> int:
+    """Stages of a Megatron ``--pipeline-model-parallel-layout`` (``|`` separates them;
+    ``(X)*n`` and ``t*n`` repeat)."""
+    import re
+
+    text = layout
+    while "(" in text:
+        text = re.sub(r"\(([^()]*)\)\*(\d+)", lambda m: m.group(1) * int(m.group(2)), text)
+    return text.count("|") + 1
+
+
+def _recipe_layers(row: Mapping[str, str]) -> Cell:
+    p = _number(row["pp"], 1)
+    layout = row["yaml_pp_layout"].strip()
+    if layout:
+        stages = _pipeline_stages(layout)
+        return approx(f"custom pipeline layout {layout} as {stages // int(p)} even chunks per "
+                      "stage, embedding and loss counted as layers",
+                      virtual_stages=stages // int(p), pipeline_split_embedding=1)
+    vp = _settings(row["yaml_vp"]).get("layers_per_vstage")
+    if vp is None:
+        return exact(virtual_stages=1)
+    # The embedding and the loss count as one layer each in the split
+    # (--account-for-embedding/loss-in-pipeline-split): only then do the
+    # recipes' layers divide into p x layers_per_vstage chunks.
+    units = _number(row["yaml_num_layers"]) + 2
+    v = units / (p * float(vp))
+    if v != int(v):
+        return Missing(f"layers_per_vstage={vp}: {units:g} layers do not split into "
+                       f"{p:g} stages of {vp}-layer chunks")
+    return approx("embedding and loss counted as one layer each in the pipeline split "
+                  "(what makes the layers divide into the recipe's chunks)",
+                  virtual_stages=v, pipeline_split_embedding=1)
+
+
+def _recipe_precision(row: Mapping[str, str]) -> Cell:
+    args = _settings(row["yaml_precision_args"])
+    scaling = args.get("fp8_recipe")
+    if scaling is None:
+        return precision(0)
+    levels = {"tensorwise": 1, "delayed": 1, "blockwise": 2, "mxfp8": 2}
+    if scaling not in levels:
+        raise InputError("yaml_precision_args fp8_recipe", scaling, ", ".join(levels))
+    ways = precision(levels[scaling])
+    if args.get("fp8_param_gather") == "True":
+        note = "FP8 weights all-gathered (fp8_param_gather) counted as bf16 gathers"
+        ways = tuple(Way(w.inputs, "; ".join(filter(None, (w.note, note)))) for w in ways)
+    return ways
+
+
+def _recipe_recompute(row: Mapping[str, str]) -> Cell:
+    return megatron_recompute(row["yaml_recompute_granularity"], row["yaml_recompute_method"],
+                              row["yaml_recompute_num_layers"], row["yaml_recompute_modules"])
+
+
+def _recipe_graphs(row: Mapping[str, str]) -> Cell:
+    args = _settings(row["yaml_cuda_graph"])
+    impl = args.get("cuda_graph_impl", "none")
+    scope = args.get("cuda_graph_scope", "")
+    if impl == "none":
+        return graphs(0)
+    if "full_iteration" in (impl, scope):
+        return graphs(2)
+    return graphs(1, f"CUDA graphs of part of each layer ({scope}) as per-layer graphs"
+                  if scope else "")
+
+
+def _recipe_dispatcher(row: Mapping[str, str]) -> Cell:
+    kind = _settings(row["yaml_moe_dispatcher"]).get("moe_token_dispatcher_type", "allgather")
+    if kind == "flex":
+        return exact(moe_dispatcher=1)
+    if kind in ("alltoall", "allgather"):
+        return exact(moe_dispatcher=0)
+    raise InputError("yaml_moe_dispatcher", kind, "flex, alltoall or allgather")
+
+
+def _recipe_overlap(row: Mapping[str, str]) -> Cell:
+    args = _settings(row["yaml_overlap"])
+    on = {k for k, v in args.items() if v == "True"}
+    inputs = {"dp_overlap": float("overlap_grad_reduce" in on),
+              "param_gather_overlap": float("overlap_param_gather" in on),
+              "sequence_parallel": float("sequence_parallel" in on),
+              "moe_overlap": EP_OVERLAP if "overlap_moe_expert_parallel_comm" in on else 0.0}
+    if inputs["moe_overlap"]:
+        return approx(EP_OVERLAP_NOTE, **inputs)
+    return (Way(inputs),)
+
+
+def _recipe_flag(reason: str) -> Mapping[str, Cell]:
+    return {"": NOTHING, "False": NOTHING, "True": Missing(reason)}
+
+
+def _recipe_mtp(row: Mapping[str, str]) -> Cell:
+    return multi_token_prediction(int(_number(row["yaml_mtp_num_layers"], 0)))
+
+
+def _recipe_measure(row: Mapping[str, str], x: Mapping[str, float]
+                    ) -> tuple[float, float, float]:
+    if not row["tflops_per_gpu"].strip():
+        raise ValueError("no TFLOP/s per GPU in the source (blank in its README)")
+    mtp = int(_number(row["yaml_mtp_num_layers"], 0))
+    flops = megatron_flops(x, _number(row["gbs"]), _number(row["seq"]), mtp)
+    return _number(row["tflops_per_gpu"]), flops / _number(row["gpus"]) / 1e12, math.nan
+
+
+MOE_RECIPES = SetTable(
+    name="megatron-lm-moe",
+    description="Megatron-LM MoE recipes, H100 and B200 (TFLOP/s per GPU, Megatron-LM's "
+                "FLOP count)",
+    file="megatron_lm_moe_recipes_h100_b200.csv",
+    every_row=(exact(zero_stage=1), NO_DROPOUT),
+    columns={
+        "system": {"H100": gpu("h100-sxm"), "B200": gpu("b200")},
+        "model": {"DeepSeek-V3": llm("deepseek-v3"), "Qwen3-235B-A22B": llm("qwen3-235b-a22b"),
+                  "Qwen3-30B-A3B": llm("qwen3-30b-a3b")},
+        "gpus": "num_gpus",
+        "tp": "tensor_parallel",
+        "pp": "pipeline_parallel",
+        "ep": "expert_parallel",
+        "cp": "context_parallel",
+        "etp": "expert_tensor_parallel",
+        "mbs": "micro_batch",
+        "seq": "seq_length",
+        "gbs": lambda row: _accumulation(row, "gpus", "gbs", "mbs"),
+        "yaml_vp": _recipe_layers,
+        "yaml_precision_args": _recipe_precision,
+        "yaml_recompute_granularity": _recipe_recompute,
+        "yaml_activation_offload": _recipe_flag("activation offload has no layer count here"),
+        "yaml_cuda_graph": _recipe_graphs,
+        "yaml_moe_dispatcher": _recipe_dispatcher,
+        "yaml_overlap": _recipe_overlap,
+        "yaml_moe_paged_stash": _recipe_flag("paged stashing has no input"),
+        "yaml_force_balance": {"True": exact(moe_imbalance=1.0),
+                               "": Missing("routing not force-balanced: the load is not "
+                                           "documented")},
+        "yaml_mtp_num_layers": _recipe_mtp,
+    },
+    blank={"cp": 1, "etp": 1},
+    measure=_recipe_measure,
+    label=lambda row: f"{row['model']} {row['recipe']}",
+    layout=_layout,
+)
+
+
+# --- torchtitan ------------------------------------------------------------------------------
+
+TORCHTITAN_GPU = "H100 (Grand Teton, 96GB HBM2e, 500W)"
+
+
+def _titan_fsdp(row: Mapping[str, str]) -> Cell:
+    d = _replicas(row, "num_gpus")
+    if int(_number(row["fsdp"])) != d:
+        raise InputError("fsdp", row["fsdp"], f"#GPUs / (t c p) = {d}")
+    # FSDP2 shards over the data x context ranks and prefetches the next all-gather.
+    return exact(zero_stage=3, zero_shard_degree=0, param_gather_overlap=1.0)
+
+
+def _titan_schedule(row: Mapping[str, str]) -> Cell:
+    text = row["pp_schedule"].strip()
+    if text in ("", "1F1B"):
+        return exact(virtual_stages=1)
+    if text == "Interleaved 1F1B":
+        return approx("interleaved 1F1B with torchtitan's default of 2 stages per rank",
+                      virtual_stages=2)
+    raise InputError("pp_schedule", text, "1F1B or Interleaved 1F1B")
+
+
+def _titan_seq(row: Mapping[str, str]) -> Cell:
+    if row["seq_length"].strip():
+        return exact(seq_length=_number(row["seq_length"]))
+    return approx(f"sequence length not stated: {TORCHTITAN_SEQ} (torchtitan's Llama 3 "
+                  "default) assumed", seq_length=TORCHTITAN_SEQ)
+
+
+def _titan_batch(row: Mapping[str, str]) -> Cell:
+    local, p = _number(row["local_batch_size"]), _number(row["pp"], 1)
+    if p == 1:
+        return exact(micro_batch=local, gradient_accum_steps=1)
+    if local % p:
+        return Missing(f"local batch {local:g} does not split into {p:g} micro-batches")
+    return approx("as many micro-batches as pipeline stages (torchtitan's default)",
+                  micro_batch=local / p, gradient_accum_steps=p)
+
+
+def _titan_measure(row: Mapping[str, str], x: Mapping[str, float]
+                   ) -> tuple[float, float, float]:
+    tokens = _number(row["local_batch_size"]) * _number(row["fsdp"]) * x["seq_length"]
+    return (_number(row["tokens_per_s_per_gpu"]), tokens / _number(row["num_gpus"]),
+            _number(row["memory_gib"]) * GIB)
+
+
+TORCHTITAN = SetTable(
+    name="torchtitan",
+    description="torchtitan Llama 3.1 8B/70B/405B on H100 96 GB (tokens/s per GPU, peak "
+                "reserved memory)",
+    file="torchtitan_llama3_h100.csv",
+    every_row=(exact(sequence_parallel=1, cp_comm=1), NO_DROPOUT),
+    columns={
+        "system": {TORCHTITAN_GPU: gpu(
+            "h100-sxm", "the 96 GB H100 at 500 W as h100-sxm with 96 GB: the power limit and "
+            "its HBM bandwidth are not modelled", machine="h100-sxm 96 GB 500 W",
+            gpu_memory_gb=96)},
+        "model": {"Llama 3.1 8B": llm("llama3.1-8b"), "Llama 3.1 70B": llm("llama3.1-70b"),
+                  "Llama 3.1 405B": llm("llama3.1-405b")},
+        "num_gpus": "num_gpus",
+        "tp": "tensor_parallel",
+        "pp": "pipeline_parallel",
+        "cp": "context_parallel",
+        "fsdp": _titan_fsdp,
+        "pp_schedule": _titan_schedule,
+        "seq_length": _titan_seq,
+        "local_batch_size": _titan_batch,
+        "activation_checkpointing": {
+            "full": exact(recompute=2),
+            "none": exact(recompute=0),
+            "selective": Missing("torchtitan's per-op selective activation checkpointing has "
+                                 "no recompute setting"),
+        },
+        "torch_compile": {
+            "yes": approx("torch.compile's fused elementwise kernels as the model's fused "
+                          "kernels"),
+            "no": Missing("eager PyTorch (no torch.compile): unfused elementwise kernels have "
+                          "no input"),
+        },
+        "float8": {"yes": precision(1), "no": precision(0)},
+        "async_tp": {"yes": exact(tp_overlap=1.0), "no": exact(tp_overlap=0.0)},
+    },
+    blank={"tp": 1, "pp": 1, "cp": 1},
+    measure=_titan_measure,
+    label=lambda row: f"{row['table']} {row['layout']} {row['technique']}",
+    layout=_layout,
+)
+
+NEW_SETS: dict[str, SetTable] = {s.name: s for s in (BRIDGE, MOE_RECIPES, TORCHTITAN)}

@@ -1,0 +1,286 @@
+"""The 2026 validation sets: each reader's mapping checked by hand on a few rows, the
+Megatron-LM FLOP count against published figures, the ``--all`` table's counts, and the
+staleness of ``docs/validation.md``."""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from jaxmodel import InputError
+from jaxmodel.cli import app
+from jaxmodel.models import get_model
+from jaxmodel.models.validation import (
+    builtin_table,
+    summary,
+    table_summary,
+    validate,
+    validate_table,
+)
+from jaxmodel.models.validation_all import (
+    DOCUMENTED,
+    OUT_OF_BOX,
+    Judged,
+    SetRun,
+    summarise,
+)
+from jaxmodel.models.validation_moe import summary_moe, validate_moe
+from jaxmodel.models.validation_sets import (
+    BRIDGE,
+    DATA,
+    GIB,
+    MOE_RECIPES,
+    TORCHTITAN,
+    Case,
+    megatron_flops,
+    read_set,
+)
+from jaxmodel.presets import apply_presets
+
+ROOT = Path(__file__).resolve().parents[2]
+SHARED = ROOT.parent.parent / "shared" / "validation"
+runner = CliRunner()
+
+
+def _by_label(table):
+    return {c.label: c for c in read_set(table)}
+
+
+def _has(case: Case, **expected):
+    """The case's inputs include ``expected`` (and the presets the row names)."""
+    assert case.inputs is not None, case.reason
+    got = {k: case.inputs.get(k) for k in expected}
+    assert got == pytest.approx(expected), case.label
+
+
+def test_bundled_files_are_the_shared_files_with_their_sources():
+    for name in (BRIDGE.file, MOE_RECIPES.file, TORCHTITAN.file):
+        text = (DATA / name).read_text()
+        assert text.startswith("# ") and "commit" in text.splitlines()[0] + text.splitlines()[1]
+        if SHARED.is_dir():
+            assert text == (SHARED / name).read_text()
+
+
+def test_row_counts_are_the_sources():
+    # shared/validation/README.md: 73, 7 and 18 rows.
+    assert [len(read_set(t)) for t in (BRIDGE, MOE_RECIPES, TORCHTITAN)] == [73, 7, 18]
+
+
+def test_bridge_llama3_70b_fp8_row_by_hand():
+    # mb0080: 26.04.01, DGX-H100, Llama 3 70B, FP8, 64 GPUs, GBS 256, MBS 1, seq 8192,
+    # t4 p8 c1 v5; recipe: no recompute, no CUDA graphs, alltoall, TP overlap on.
+    case = _by_label(BRIDGE)["mb0080"]
+    assert case.gpu == "h100-sxm"
+    _has(case, **apply_presets("refined", gpu="h100-sxm", llm="llama3-70b"))
+    # d = 64 / (4 x 1 x 8) = 2; m = 256 / (1 x 2) = 128.
+    _has(case, num_gpus=64, tensor_parallel=4, pipeline_parallel=8, context_parallel=1,
+         virtual_stages=5, expert_parallel=1, micro_batch=1, gradient_accum_steps=128,
+         seq_length=8192, fp8=1, recompute=0, moe_recompute=0, tp_overlap=1.0,
+         moe_overlap=0.0, zero_stage=1, moe_dispatcher=0)
+    assert case.measured == 1664
+    assert case.work == 256 * 8192 / 64  # tokens per GPU per step
+    assert math.isnan(case.measured_memory_gb)
+
+
+def test_bridge_gpt_oss_selective_recompute_row_by_hand():
+    # mb0096: GPT-OSS 120B BF16 on 64 H100, GBS 1280, MBS 1, t1 p4 ep8; selective
+    # recompute of layernorm and moe_act; alltoall, no overlaps.
+    case = _by_label(BRIDGE)["mb0096"]
+    # d = 64 / 4 = 16; m = 1280 / 16 = 80.
+    _has(case, hidden_dim=2880, num_experts=128, tensor_parallel=1, pipeline_parallel=4,
+         expert_parallel=8, gradient_accum_steps=80, fp8=0, recompute=0, moe_recompute=1,
+         tp_overlap=0.0, moe_overlap=0.0, moe_dispatcher=0)
+    assert any("sliding-window" in n for n in case.notes)
+    assert any("layernorm" in n for n in case.notes)
+
+
+def test_bridge_25_09_fsdp_row_by_hand():
+    # mb0287: 25.09 Llama 3 8B on 8 H100, FSDP 8 (#GPUs / (t p) = 8: all ranks), no
+    # precision printed (a primary figure: per-tensor FP8), no recipe read.
+    case = _by_label(BRIDGE)["mb0287"]
+    _has(case, num_gpus=8, zero_stage=3, zero_shard_degree=0, fp8=1, micro_batch=1,
+         gradient_accum_steps=16)
+    assert any(n.startswith("25.09 states no precision") for n in case.notes)
+    assert any(n.startswith("25.09: no recipe read") for n in case.notes)
+
+
+def test_bridge_rows_the_model_cannot_express_say_why():
+    cases = _by_label(BRIDGE)
+    nemotron = [cases[r["row_id"]] for r in _rows(BRIDGE.file)
+                if r["model_family"] == "Nemotron-3"]
+    assert len(nemotron) == 9
+    assert cases["mb0057"].inputs is None
+    assert cases["mb0057"].reason == "no preset for Nemotron-3 Nano (hybrid Mamba-2/MoE)"
+    assert cases["mb0119"].reason == "no preset for Nemotron-3 Super (hybrid Mamba-2/MoE)"
+    assert all(c.inputs is None for c in nemotron)
+    # mb0260: full recompute of 5 layers per stage; mb0291: no tokens/s in the source.
+    assert "full recompute of 5 layers per stage" in cases["mb0260"].reason
+    assert cases["mb0291"].reason.startswith("no tokens/s per GPU")
+    names = set(get_model("refined").input_names)
+    if "cuda_graphs" not in names:
+        assert "cuda_graphs" in cases["mb0050"].reason
+
+
+def test_moe_recipe_qwen3_235b_b200_row_by_hand():
+    case = _by_label(MOE_RECIPES)["Qwen3-235B-A22B B200 MXFP8"]
+    # 128 GPUs t2 p4 ep16 etp1, MBS 3, GBS 3072, seq 4096; layers_per_vstage=2 over
+    # 94 + 2 (embedding, loss) layers: v = 96 / (4 x 2) = 12; d = 128 / 8 = 16,
+    # m = 3072 / (3 x 16) = 64; MXFP8 -> fp8 (approximate); flex -> hierarchical;
+    # overlap_grad_reduce, overlap_param_gather, sequence_parallel and the EP overlap on.
+    _has(case, num_gpus=128, tensor_parallel=2, pipeline_parallel=4, expert_parallel=16,
+         expert_tensor_parallel=1, micro_batch=3, gradient_accum_steps=64, seq_length=4096,
+         virtual_stages=12, pipeline_split_embedding=1, fp8=1, moe_dispatcher=1,
+         dp_overlap=1.0, param_gather_overlap=1.0, sequence_parallel=1, moe_overlap=1.0,
+         moe_imbalance=1.0, recompute=0, moe_recompute=0, zero_stage=1)
+    assert case.gpu == "b200" and case.measured == pytest.approx(633.9)
+    x = apply_presets("refined", llm="qwen3-235b-a22b")
+    assert case.work == pytest.approx(megatron_flops(x, 3072, 4096) / 128 / 1e12)
+
+
+def test_moe_recipe_rows_without_a_figure_or_an_input():
+    cases = _by_label(MOE_RECIPES)
+    # The H100 DeepSeek-V3 rows have no TFLOP/s in the source; the B200 row
+    # recomputes the MLA up-projections.
+    for label in ("DeepSeek-V3 H100 BF16", "DeepSeek-V3 H100 FP8"):
+        assert cases[label].reason.startswith("no TFLOP/s per GPU in the source")
+    assert "mla_up_proj" in cases["DeepSeek-V3 B200 MXFP8"].reason
+    bf16 = cases["Qwen3-30B-A3B H100 BF16"]
+    # 32 GPUs t1 p1 ep8, GBS 256, MBS 1: d = 32, m = 8; no EP overlap in its YAML.
+    _has(bf16, gradient_accum_steps=8, fp8=0, moe_overlap=0.0, dp_overlap=1.0,
+         virtual_stages=1)
+
+
+def test_torchtitan_interleaved_3d_row_by_hand():
+    cases = _by_label(TORCHTITAN)
+    case = cases["Table 5 FSDP 8, TP 8, PP 8 Interleaved 1F1B"]
+    # 512 GPUs, FSDP 8 x TP 8 x PP 8, local batch 32 split into pp = 8 micro-batches
+    # of 4; 2 stages per rank; full AC, Float8, AsyncTP; 96 GB; seq 8192 assumed.
+    _has(case, num_gpus=512, tensor_parallel=8, pipeline_parallel=8, virtual_stages=2,
+         micro_batch=4, gradient_accum_steps=8, recompute=2, fp8=1, tp_overlap=1.0,
+         zero_stage=3, zero_shard_degree=0, param_gather_overlap=1.0, sequence_parallel=1,
+         gpu_memory_gb=96, seq_length=8192, hidden_dim=16384)
+    assert case.gpu == "h100-sxm 96 GB 500 W" and case.memory_gb == 96
+    assert case.work == 32 * 8 * 8192 / 512
+    assert case.measured == 128
+    assert case.measured_memory_gb == pytest.approx(72.7 * 2**30 / 1e9)
+    assert GIB == pytest.approx(1.073741824)
+
+
+def test_torchtitan_context_parallel_row_and_selective_ac():
+    cases = _by_label(TORCHTITAN)
+    case = cases["Table 2 FSDP 2, CP 4 FSDP + CP + torch.compile + Float8"]
+    # 8 GPUs, FSDP 2 x CP 4, one 131072-token sequence per data-parallel rank.
+    _has(case, context_parallel=4, micro_batch=1, gradient_accum_steps=1,
+         seq_length=131072, cp_comm=1)
+    assert case.work == 1 * 2 * 131072 / 8
+    for label in ("Table 1 FSDP 8 (1D) FSDP", "Table 3 FSDP 128 (1D) FSDP + torch.compile"):
+        assert "selective activation checkpointing" in cases[label].reason
+
+
+def test_a_value_the_table_does_not_know_is_a_one_line_error(tmp_path):
+    text = (DATA / TORCHTITAN.file).read_text().replace(",full,yes,yes,yes,100,", ",some,yes,"
+                                                        "yes,yes,100,")
+    path = tmp_path / "titan.csv"
+    path.write_text(text)
+    with pytest.raises(InputError, match="activation_checkpointing: got 'some'; allowed: one "
+                       "of 'full', 'none', 'selective'"):
+        read_set(TORCHTITAN, path)
+
+
+@pytest.mark.parametrize("row_id, llm, mtp", [
+    ("mb0050", "qwen3-30b-a3b", 0),
+    ("mb0091", "deepseek-v3", 1),
+    ("mb0127", "llama3-70b", 0),
+    ("mb0252", "llama3-8b", 0),
+    ("mb0106", "qwen3-235b-a22b", 0),
+])
+def test_megatron_flop_count_matches_published_tflops_over_tokens(row_id, llm, mtp):
+    # Megatron-Bridge prints both tokens/s and model TFLOP/s per GPU: their ratio is
+    # the FLOPs per token of its count (Megatron-LM's), to the rounding of the two
+    # printed figures (TFLOP/s to 3 digits: <= 0.25%).
+    row = next(r for r in _rows(BRIDGE.file) if r["row_id"] == row_id)
+    published = float(row["model_tflops_per_gpu"]) * 1e12 / float(row["tokens_per_s_per_gpu"])
+    seq = float(row["seq_length"])
+    x = apply_presets("refined", llm=llm)
+    assert megatron_flops(x, 1, seq, mtp) / seq == pytest.approx(published, rel=0.005)
+
+
+def test_megatron_flop_count_by_hand_for_a_dense_gpt():
+    # GPT, MHA, GeLU (2 matrices), h = 4, L = 2, V = 10, s = 8, batch 3 (training.py):
+    # per token 6 h (2 f L) + L 6 (h (3 h) + h s + h h) + 6 h V.
+    x = {"hidden_dim": 4, "num_layers": 2, "num_heads": 2, "num_kv_heads": 2, "head_dim": 0,
+         "ffn_hidden_dim": 16, "mlp_weight_matrices": 2, "vocab_size": 10, "num_experts": 1}
+    per_token = 6 * 4 * (16 * 2 * 2) + 2 * 6 * (4 * 12 + 4 * 8 + 16) + 6 * 4 * 10
+    assert megatron_flops(x, 3, 8) == 3 * 8 * per_token
+
+
+def _rows(name):
+    import csv
+
+    with open(DATA / name, newline="") as f:
+        return list(csv.DictReader(line for line in f if not line.startswith("#")))
+
+
+def test_summary_counts_by_hand():
+    c = Case("s", "a", "h100-sxm", {"num_gpus": 8}, measured=100.0, work=1.0)
+    runs = [
+        Judged(c, predicted=110.0, error_percent=10.0, fits=True, well_formed=True),
+        Judged(c, predicted=80.0, error_percent=-20.0, fits=False, well_formed=True,
+               memory_gb=90.0, memory_error_percent=5.0),
+        Judged(c, fits=False, well_formed=False, verdict="t does not divide h"),
+        Judged(Case("s", "b", "h100-sxm", None, "no preset for X")),
+    ]
+    line = summarise(SetRun("s", OUT_OF_BOX, [j.case for j in runs]), runs)
+    assert (line["rows"], line["expressible"], line["does_not_fit"]) == (4, 3, 1)
+    assert line["invalid"] == [{"row": "a", "verdict": "t does not divide h"}]
+    assert line["not_expressible"] == [{"row": "b", "reason": "no preset for X"}]
+    assert line["error_percent"] == {"mean": 15.0, "median": 15.0, "max": 20.0, "n": 2}
+    assert line["memory_error_percent"]["n"] == 1
+
+
+@pytest.mark.slow
+def test_validate_all_json_counts_and_the_existing_figures():
+    result = runner.invoke(app, ["validate", "--all", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    lines = {(s["set"], s["variant"]): s for s in doc["sets"]}
+    assert [(s["set"], s["rows"]) for s in doc["sets"]] == [
+        ("megatron-bridge", 73), ("megatron-lm-moe", 7), ("torchtitan", 18), ("sc21", 10),
+        ("megatron-h100", 9), ("megatron-h100", 9), ("qwen3-235b", 12), ("qwen3-235b", 12)]
+    for s in doc["sets"]:
+        assert s["expressible"] + len(s["not_expressible"]) == s["rows"]
+        runs = [r for r in doc["runs"] if (r["set"], r["variant"]) == (s["set"], s["variant"])]
+        assert s["does_not_fit"] == sum(1 for r in runs if r["expressible"]
+                                        and r["fits"] is False and r["predicted"] is not None)
+    # The documented settings reproduce `validate --set` (its own code path).
+    sc21 = summary(validate())
+    h100 = table_summary(validate_table(builtin_table("megatron-h100")))
+    qwen3 = summary_moe(validate_moe())
+    for key, stats in ((("sc21", DOCUMENTED + " = " + OUT_OF_BOX), sc21),
+                       (("megatron-h100", DOCUMENTED), h100), (("qwen3-235b", DOCUMENTED), qwen3)):
+        assert lines[key]["error_percent"]["mean"] == pytest.approx(
+            stats["mean_abs_error_percent"], rel=1e-6)
+        assert lines[key]["error_percent"]["max"] == pytest.approx(
+            stats["max_abs_error_percent"], rel=1e-6)
+    # Only torchtitan measured memory.
+    assert [s["set"] for s in doc["sets"] if s["memory_error_percent"]["n"]] == ["torchtitan"]
+
+
+@pytest.mark.slow
+def test_docs_validation_md_is_current(tmp_path):
+    out = tmp_path / "validation.md"
+    result = runner.invoke(app, ["validate", "--all", "--format", "markdown", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert out.read_text() == (ROOT / "docs" / "validation.md").read_text(), (
+        "docs/validation.md is stale: run `.venv/bin/jaxmodel validate --all --format "
+        "markdown -o docs/validation.md`")
+
+
+def test_all_refuses_options_of_one_set():
+    result = runner.invoke(app, ["validate", "--all", "--set", "sc21"])
+    assert result.exit_code == 2
+    assert "--set: not with --all" in result.output
+    result = runner.invoke(app, ["validate", "--calibrated"])
+    assert result.exit_code == 2 and "--calibrated: allowed only with --all" in result.output
