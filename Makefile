@@ -45,9 +45,11 @@ bench: $(STAMP)
 	$(BIN)/python bench/sensitivity.py
 	$(BIN)/python bench/calibrate.py
 
-# The generated pages of docs/reference (tests fail when they are stale).
+# Every generated page of docs/ (tests fail when one is stale): the reference pages
+# from the code, and the validation table (a minute or two: it runs every set).
 docs: $(STAMP)
 	$(BIN)/jaxmodel docs docs/reference
+	$(BIN)/jaxmodel validate --all --format markdown -o docs/validation.md
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
