@@ -124,6 +124,7 @@ def test_switch_ranges_in_the_docs_are_the_fields_ranges():
     found = []
     for page, text in _text(EVERY_PAGE):
         for option, quoted in switch_ranges(text):
+            assert option in fields, f"{page}: {option} is no model input"
             f = fields[option]
             if ".." in quoted:
                 lo, hi = quoted.split("..")
@@ -133,6 +134,41 @@ def test_switch_ranges_in_the_docs_are_the_fields_ranges():
             assert values == list(range(int(f.low), int(f.high) + 1)), (page, option, quoted)
             found.append(option)
     assert {"--zero-stage", "--recompute", "--flash-attention"} <= set(found)
+
+
+# Other programs' flags the pages quote by name (Megatron-LM's), and XLA's
+# (underscored, which no jaxmodel option is).
+FOREIGN_FLAGS = {"--overlap-param-gather", "--tp-comm-overlap",
+                 "--moe-router-force-load-balancing"}
+
+
+def _every_option() -> set[str]:
+    found = {f.option for m in MODELS.values() for f in m.inputs}
+
+    def walk(cmd) -> None:
+        for p in cmd.params:
+            found.update(o for o in (*p.opts, *getattr(p, "secondary_opts", ()))
+                         if o.startswith("--"))
+        for sub in getattr(cmd, "commands", {}).values():
+            walk(sub)
+
+    walk(GROUP)
+    return found
+
+
+def test_every_option_quoted_in_the_docs_exists():
+    """A renamed or removed option (an input replaced by another) fails here, in prose
+    too, not only in the commands tests/test_readme.py parses."""
+    options = _every_option()
+    quoted = []
+    for page, text in _text(WRITTEN):
+        for option in re.findall(r"`(--[a-z0-9][a-z0-9_-]*)", text):
+            if "_" in option or option in FOREIGN_FLAGS:
+                continue
+            assert option in options, f"{page}: {option} is no option of jaxmodel"
+            quoted.append(option)
+    assert {"--zero-stage", "--gpu", "--dry-run", "--resume"} <= set(quoted)
+    assert "--no-such-option" not in options
 
 
 def test_a_wrong_switch_range_is_caught():
