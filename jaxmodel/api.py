@@ -6,9 +6,9 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
-import jax
 import numpy as np
 
+from jaxmodel.deferred import jax
 from jaxmodel.errors import InputError
 from jaxmodel.fields import check_values
 from jaxmodel.models import DEFAULT_MODEL, Model, get_model

@@ -68,12 +68,11 @@ from jaxmodel.config import load_config
 from jaxmodel.errors import InputError, closest
 from jaxmodel.models import DEFAULT_MODEL, Model, get_model
 from jaxmodel.precision import computing
+from jaxmodel.spec_tables import DEFAULT_BOOTSTRAP, DEFAULT_SUGGEST
 
 MEASURED = "measured_"
 LABEL_COLUMN = "run"
-DEFAULT_BOOTSTRAP = 200
 DEFAULT_CONFIDENCE = 0.9
-DEFAULT_SUGGEST = 5
 # Identifiability thresholds (module docstring).
 CORRELATED = 0.95
 WEAK_SINGULAR_RATIO = 0.1

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-import jax.numpy as jnp
+from jaxmodel.deferred import jnp
 
 
 class Network(NamedTuple):

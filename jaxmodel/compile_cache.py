@@ -9,7 +9,9 @@ Where: ``$XDG_CACHE_HOME/jaxmodel/jax`` (``~/.cache/jaxmodel/jax`` when
 elsewhere; ``JAXMODEL_COMPILE_CACHE=0`` (or ``off``, ``false``, ``no``, empty)
 turns it off.  Deleting the directory is always safe.  Set at the entry point
 (``jaxmodel.cli.main``), never on import: the Python API leaves jax's
-configuration to the caller.
+configuration to the caller.  The entry point has not imported jax yet (a
+command that stops at ``--help`` or a bad option never does), so the cache is
+set through jax's environment variables, which jax reads when it is imported.
 """
 
 from __future__ import annotations
@@ -46,17 +48,22 @@ def enable_compile_cache(environ=None) -> Path | None:
     """
     import warnings
 
-    import jax
-
     path = cache_dir(environ)
     if path is None:
         return None
     for action in ("writing", "reading"):
         warnings.filterwarnings("ignore", category=UserWarning,
                                 message=f"Error {action} persistent compilation cache")
-    jax.config.update("jax_compilation_cache_dir", str(path))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    settings = {"jax_compilation_cache_dir": str(path),
+                "jax_persistent_cache_min_compile_time_secs": 0.0,
+                "jax_persistent_cache_min_entry_size_bytes": 0}
+    if "jax" in sys.modules:
+        import jax
+
+        for name, value in settings.items():
+            jax.config.update(name, value)
+    else:
+        os.environ.update({name.upper(): str(value) for name, value in settings.items()})
     return path
 
 
@@ -102,13 +109,25 @@ class CompileStatus:
 
 
 def show_compile_status(stream: TextIO | None = None) -> CompileStatus | None:
-    """Register a :class:`CompileStatus` on ``stream`` (stderr) if it is a terminal."""
+    """Register a :class:`CompileStatus` on ``stream`` (stderr) if it is a terminal:
+    now if jax is imported, else before the first computation
+    (:func:`jaxmodel.precision.before_first_computation`), so that registering
+    does not import jax."""
     stream = sys.stderr if stream is None else stream
     if not (hasattr(stream, "isatty") and stream.isatty()):
         return None
-    from jax import monitoring
-
     status = CompileStatus(stream)
-    monitoring.register_event_duration_secs_listener(status.on_duration)
-    monitoring.register_event_listener(status.on_event)
+
+    def register() -> None:
+        from jax import monitoring
+
+        monitoring.register_event_duration_secs_listener(status.on_duration)
+        monitoring.register_event_listener(status.on_event)
+
+    if "jax" in sys.modules:
+        register()
+    else:
+        from jaxmodel.precision import before_first_computation
+
+        before_first_computation(register)
     return status

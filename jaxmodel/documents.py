@@ -29,7 +29,7 @@ from jaxmodel.api import as_dicts, evaluate
 from jaxmodel.models import Model
 from jaxmodel.models.presets import GPU_COLUMNS, GPUS, LLM_COLUMNS, LLMS, Preset
 from jaxmodel.models.validation import SETS, Table, summary, table_summary
-from jaxmodel.profile import profile_curves
+from jaxmodel.profile import evaluate_with_profile
 from jaxmodel.report import printed_inputs, seed_document
 from jaxmodel.sensitivity import Sensitivities, gradient_unit, stepped_inputs
 from jaxmodel.solving import Solution, describe
@@ -51,8 +51,11 @@ def evaluation_document(model: Model, values: Mapping[str, float], *, x64: bool 
     ``jaxmodel.report.table(doc, model)`` is its text for a person.
     """
     start = time.perf_counter()
-    outputs = as_dicts(model, evaluate(model, x64=x64, **values))
-    curves = profile_curves(model, values, x64=x64) if profile else None
+    if profile:
+        point, curves = evaluate_with_profile(model, values, x64=x64)
+    else:
+        point, curves = evaluate(model, x64=x64, **values), None
+    outputs = as_dicts(model, point)
     wall_ms = (time.perf_counter() - start) * 1e3
     return seed_document(model, values, outputs, model.verdict(values, outputs), curves=curves,
                          node=socket.gethostname(), wall_ms=wall_ms)

@@ -12,9 +12,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import jax.numpy as jnp
 import numpy as np
 
+from jaxmodel.deferred import jnp
 from jaxmodel.errors import InputError
 
 OutputKind = Literal["int", "float", "bool", "category"]
@@ -139,8 +139,10 @@ def check_values(field: InputField, value: Any) -> np.ndarray:
     """
     arr = np.asarray(value)
     # jnp.issubdtype also knows jax's extra dtypes (bfloat16, float8, int4),
-    # which numpy reports as kind "V".
-    numeric = jnp.issubdtype(arr.dtype, jnp.integer) or jnp.issubdtype(arr.dtype, jnp.floating)
+    # which numpy reports as kind "V" (asked only then: such a value comes from
+    # jax, already imported; numbers from a spec or a command line never import it).
+    numeric = arr.dtype.kind in "iuf" or (arr.dtype.kind == "V" and (
+        jnp.issubdtype(arr.dtype, jnp.integer) or jnp.issubdtype(arr.dtype, jnp.floating)))
     if arr.dtype == bool or not numeric:
         if arr.ndim == 0:
             field.check_scalar(value)  # raises with the offending value

@@ -8,7 +8,7 @@ then masks the result (optax ``_src/numerics.py``, jax-md ``util.safe_mask``).
 
 from __future__ import annotations
 
-import jax.numpy as jnp
+from jaxmodel.deferred import jnp
 
 
 def safe_div(num, den, fill=0.0):

@@ -159,11 +159,10 @@ class ProfileData:
 
 def profile_data(model: Model, inputs: Mapping[str, float], *, x64: bool = False) -> ProfileData:
     """``jaxmodel.profile.profile_curves`` plus the configuration's own MFU."""
-    from jaxmodel.api import evaluate
-    from jaxmodel.profile import profile_curves
+    from jaxmodel.profile import evaluate_with_profile
 
-    curves = profile_curves(model, inputs, x64=x64)
-    own = float(np.asarray(evaluate(model, x64=x64, **inputs).mfu_percent))
+    point, curves = evaluate_with_profile(model, inputs, x64=x64)
+    own = float(point.mfu_percent)
     gpus, eff_g = curves["eff_vs_gpus"]
     bws, eff_b = curves["eff_vs_bw"]
     return ProfileData(np.asarray(gpus), np.asarray(eff_g), np.asarray(bws), np.asarray(eff_b),

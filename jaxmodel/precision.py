@@ -12,10 +12,11 @@ constants are weakly typed in jax, so they do not promote float32 to float64).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
-import jax
 import numpy as np
+
+from jaxmodel.deferred import jax
 
 
 def float_dtype(x64: bool) -> np.dtype:
@@ -23,8 +24,20 @@ def float_dtype(x64: bool) -> np.dtype:
     return np.dtype(np.float64 if x64 else np.float32)
 
 
+# Set-up that waits for the first computation (the command line's "compiling..."
+# status), so that a command that stops before computing never imports jax.
+_BEFORE_FIRST: list[Callable[[], None]] = []
+
+
+def before_first_computation(setup: Callable[[], None]) -> None:
+    """Run ``setup`` when :func:`computing` is first entered (jax imported by then)."""
+    _BEFORE_FIRST.append(setup)
+
+
 @contextlib.contextmanager
 def computing() -> Iterator[None]:
     """Trace and run jax code with 64-bit types available (see module doc)."""
+    while _BEFORE_FIRST:
+        _BEFORE_FIRST.pop(0)()
     with jax.enable_x64(True):
         yield

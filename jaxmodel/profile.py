@@ -39,6 +39,30 @@ def profile_points(inputs: Mapping[str, float]) -> tuple[np.ndarray, np.ndarray]
     return gpus, bandwidths
 
 
+def evaluate_with_profile(model: Model, inputs: Mapping[str, float], *, x64: bool = False):
+    """The configuration's outputs and both curves, evaluated in one batch.
+
+    One batch, so one compiled program: evaluating the configuration on its
+    own compiled the model a second time for another shape, half of a cold
+    ``jaxmodel eval --model refined`` (bench/README.md, issue 26).
+
+    Returns:
+      ``(outputs, curves)``: ``model.outputs_type`` of the configuration (0-d
+      arrays, as ``evaluate`` on scalars) and :func:`profile_curves`'s dict.
+    """
+    gpus, bandwidths = profile_points(inputs)
+    n = PROFILE_POINTS
+    # row 0: the configuration; then the GPU curve's n points, the bandwidth curve's n
+    batch = {k: np.full(2 * n + 1, v, dtype=np.float64) for k, v in inputs.items()}
+    batch[GPUS][1:n + 1] = gpus
+    batch[BANDWIDTH][n + 1:] = bandwidths
+    out = evaluate(model, x64=x64, **batch)
+    mfu = np.asarray(out.mfu_percent, dtype=np.float64)
+    curves = {"eff_vs_gpus": (gpus, mfu[1:n + 1]), "eff_vs_bw": (bandwidths, mfu[n + 1:]),
+              "at": {GPUS: int(inputs[GPUS]), BANDWIDTH: float(inputs[BANDWIDTH])}}
+    return model.outputs_type(*(np.asarray(v)[0] for v in out)), curves
+
+
 def profile_curves(model: Model, inputs: Mapping[str, float], *, x64: bool = False):
     """Both curves as ``(x, mfu_percent)`` arrays, evaluated in one batch.
 
@@ -46,11 +70,4 @@ def profile_curves(model: Model, inputs: Mapping[str, float], *, x64: bool = Fal
       ``{"eff_vs_gpus": (gpus, eff), "eff_vs_bw": (bandwidths, eff), "at":
       {gpus input: the configuration's, bandwidth input: the configuration's}}``.
     """
-    gpus, bandwidths = profile_points(inputs)
-    n = PROFILE_POINTS
-    batch = {k: np.full(2 * n, v, dtype=np.float64) for k, v in inputs.items()}
-    batch[GPUS][:n] = gpus
-    batch[BANDWIDTH][n:] = bandwidths
-    mfu = np.asarray(evaluate(model, x64=x64, **batch).mfu_percent, dtype=np.float64)
-    return {"eff_vs_gpus": (gpus, mfu[:n]), "eff_vs_bw": (bandwidths, mfu[n:]),
-            "at": {GPUS: int(inputs[GPUS]), BANDWIDTH: float(inputs[BANDWIDTH])}}
+    return evaluate_with_profile(model, inputs, x64=x64)[1]

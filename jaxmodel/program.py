@@ -28,10 +28,7 @@ from jaxmodel.precision import computing, float_dtype
 from jaxmodel.reduce import CONFIG_ID
 from jaxmodel.sink import Column, input_column, output_column
 from jaxmodel.space import IndexSpace, batch_axes
-from jaxmodel.spec import SweepSpec
-
-DEFAULT_CHUNK = 1 << 20
-MAX_CHUNK = 1 << 30  # offsets are int32 (see IndexSpace.chunk_digits)
+from jaxmodel.spec import DEFAULT_CHUNK, MAX_CHUNK, SweepSpec
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,10 @@ Two kinds, both per configuration and vmapped over batches:
   gives e% more output".  Column ``e_<output>__<input>``.
 
 Only float outputs are differentiated (counts, flags and categories are steps).
-Gradients are forward mode (all outputs at once; one ``jax.jvp`` per input for
-a handful of inputs, batched tangents for more: see ``_tangents``), which suits
-inputs fewer than rows.
+Gradients are forward mode (all outputs at once): one ``jax.jvp`` per input
+for a handful of inputs, else passes of a few tangents each in a ``lax.map``,
+so that the program, its compile and its memory do not grow with the number
+of inputs (see ``_derivatives``).
 
 How each input of the seed model is treated:
 
@@ -74,11 +75,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from jaxmodel.api import resolve_inputs
+from jaxmodel.deferred import jax, jnp
 from jaxmodel.models import DEFAULT_MODEL, Model, get_model
 from jaxmodel.precision import computing, float_dtype
 
@@ -203,7 +203,7 @@ def sensitivity_kernel(
         grads: dict[str, Any] = {}
         elast: dict[str, Any] = {}
         y = values(x)
-        for w, dy in zip(smooth, _tangents(values, x, smooth), strict=True):
+        for w, dy in zip(smooth, _derivatives(values, x, smooth), strict=True):
             # The model masks invalid rows with where(valid, v, nan), whose
             # tangent is 0, not NaN: mask the derivatives by the values.
             dy = jnp.where(jnp.isfinite(y), dy, jnp.nan)
@@ -231,20 +231,26 @@ def sensitivity_kernel(
     return kernel
 
 
-# Up to this many inputs get a jvp each; more share one jvp of batched tangents.
+# Up to this many inputs get a jvp each; more are differentiated in passes of
+# TANGENTS_PER_PASS inputs (see _derivatives).
 SEPARATE_JVPS = 8
+TANGENTS_PER_PASS = 4
 
 
-def _tangents(values, x, names):
+def _derivatives(values, x, names):
     """``d values(x) / d x.name`` for each name (a list of arrays like ``values(x)``).
 
     Up to ``SEPARATE_JVPS`` inputs: one ``jax.jvp`` per input, the others
     closed over, so their tangents are symbolic zeros that XLA drops (about
     2.5x faster to run than batched tangents on CPU; the primal is shared by
-    CSE).  More inputs: one jvp whose tangent is batched over the inputs (as
-    ``jax.jacfwd`` does), so the program holds one copy of the model's tangent
-    rather than one per input: for the refined model's ~90 inputs the
-    separate jvps made a program that took minutes and gigabytes to compile.
+    CSE).  More inputs: forward mode in passes, a ``lax.map`` over the basis
+    of tangents, ``TANGENTS_PER_PASS`` of them per pass.  The program holds one
+    pass (the model and a tangent ``TANGENTS_PER_PASS`` wide) whatever the
+    number of inputs, so its compile time and memory do not grow with it.  One
+    jvp whose tangent was batched over all the inputs (as ``jax.jacfwd``) made
+    the refined model's program, for its 52 continuous inputs, take 2.2 GB
+    and minutes to compile, and with ``--of mfu_percent`` alone more than
+    20 GB (bench/README.md, issue 26).
     """
     if len(names) <= SEPARATE_JVPS:
         out = []
@@ -259,9 +265,14 @@ def _tangents(values, x, names):
     def along(v):
         return values(x._replace(**{w: v[i] for i, w in enumerate(names)}))
 
-    basis = jnp.eye(len(names), dtype=v0.dtype)
-    dys = jax.vmap(lambda tangent: jax.jvp(along, (v0,), (tangent,))[1])(basis)
-    return list(dys)
+    # Padded with zero tangents to whole passes: lax.map would otherwise
+    # compile a second copy of the pass for the remainder.
+    n = len(names)
+    passes = -(-n // TANGENTS_PER_PASS)
+    basis = jnp.eye(passes * TANGENTS_PER_PASS, n, dtype=v0.dtype)
+    dys = jax.lax.map(lambda tangent: jax.jvp(along, (v0,), (tangent,))[1], basis,
+                      batch_size=TANGENTS_PER_PASS)
+    return list(dys[:n])
 
 
 @dataclass(frozen=True)

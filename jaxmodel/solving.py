@@ -47,11 +47,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from jaxmodel.api import evaluate, resolve_inputs
+from jaxmodel.deferred import jax, jnp
 from jaxmodel.errors import SpecError
 from jaxmodel.models import DEFAULT_MODEL, Model, get_model
 from jaxmodel.models.layout import BANDWIDTH

@@ -72,6 +72,11 @@ from jaxmodel.spec_tables import (
 )
 
 MAX_CONFIGURATIONS = 2**62  # config_id is int64; chunk counts stay exact
+# Configurations per device chunk (jaxmodel.program): the default, and the most
+# (offsets are int32, see IndexSpace.chunk_digits).  Here, beside the other
+# limits of a sweep, so that the command line's help needs no jax.
+DEFAULT_CHUNK = 1 << 20
+MAX_CHUNK = 1 << 30
 MAX_AXIS = 100_000_000  # values one axis (or sample choice list) may hold: 800 MB as float64
 
 TOP_LEVEL = ("model", "description", "filter", "base", "axes", "zip", "sample", "output",

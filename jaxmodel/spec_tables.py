@@ -45,6 +45,11 @@ KINDS: tuple[str, ...] = ("gradient", "elasticity", "both")
 DEFAULT_OF: tuple[str, ...] = ("step_time_ms", "mfu_percent", "throughput_tokens_s")
 MAX_TOP_K = 10_000
 MAX_PARETO_CAPACITY = 1_000_000
+# jaxmodel calibrate's request: bootstrap resamples for the intervals, layouts to
+# suggest measuring next (here, with the other requests' defaults, so that the
+# command line's options need no jax).
+DEFAULT_BOOTSTRAP = 200
+DEFAULT_SUGGEST = 5
 
 
 # -- the helpers every table uses ---------------------------------------------------------

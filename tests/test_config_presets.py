@@ -38,7 +38,8 @@ def test_config_file_accepts_presets_like_a_sweep_base(tmp_path, suffix, text):
     got = _inputs(["--model", "refined", "--config", str(path), "--gpu", "a100-80gb-sxm",
                    "--compute-tflops", "300"])
     assert got["compute_tflops"] == 300
-    assert got["gpu_memory_gb"] == 80 and got["link_bandwidth_gb_s"] == \
+    # A100's "80 GB" are 80 GiB = 85.89934592e9 bytes.
+    assert got["gpu_memory_gb"] == 85.89934592 and got["link_bandwidth_gb_s"] == \
         jaxmodel.presets.GPUS["a100-80gb-sxm"].values["link_bandwidth_gb_s"]
 
 

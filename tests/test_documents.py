@@ -136,3 +136,33 @@ def test_validation_documents_carry_the_published_figures():
     # Table 1's last row: 1T parameters on 3072 GPUs, 163 TFLOP/s measured per GPU.
     last = next(line for line in text if line.startswith("| 1008 | 3072 |"))
     assert "| 163 |" in last and doc["runs"][-1]["measured_tflops"] == 163
+
+
+def test_eval_evaluates_the_configuration_and_its_curves_in_one_program():
+    """Issue 26: the configuration was evaluated alone, then its profile curves as a
+    batch: the model compiled twice (half of a cold refined eval).  Now one batch."""
+    import jax
+    from jax import monitoring
+
+    from jaxmodel.api import as_dicts
+    from jaxmodel.report import printed_outputs
+
+    model = jaxmodel.get_model("seed")
+    values = {**model.defaults, "num_gpus": 96.0}
+    jax.clear_caches()
+    lowered = []
+
+    def on_duration(event, _secs, **_kw):
+        if event == "/jax/core/compile/jaxpr_to_mlir_module_duration":
+            lowered.append(event)
+
+    monitoring.register_event_duration_secs_listener(on_duration)
+    try:
+        doc = evaluation_document(model, values, x64=True)
+    finally:
+        monitoring.unregister_event_duration_listener(on_duration)
+    assert len(lowered) == 1
+    # the configuration's outputs are those it has evaluated alone
+    alone = as_dicts(model, jaxmodel.evaluate(model, x64=True, **values))
+    assert doc["outputs"] == {**printed_outputs(model, alone),
+                              "verdict": model.verdict(values, alone)}

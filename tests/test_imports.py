@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "jaxmodel"
 # What the models may import besides each other: the shared physics and the
 # field and error types.  Everything else in jaxmodel/ is built on the models.
 FOUNDATION = {"jaxmodel.errors", "jaxmodel.fields", "jaxmodel.numerics", "jaxmodel.collectives",
-              "jaxmodel.precision"}
+              "jaxmodel.precision", "jaxmodel.deferred"}
 # The one exception left: the validation runners evaluate the refined model
 # through the API, and the tests import them from jaxmodel.models.
 MODELS_ABOVE = {("jaxmodel.models.validation", "jaxmodel.api"),

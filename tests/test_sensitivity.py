@@ -1,6 +1,9 @@
 """Sensitivities: autodiff against finite differences, hand derivations and the reference."""
 
 import json
+import resource
+import subprocess
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -432,3 +435,42 @@ def test_elasticity_identities(configs, autodiff):
                                    e_tokens - e_step, rtol=1e-9, atol=1e-12)
     assert (autodiff.gradient("step_time_ms", "link_bandwidth_gb_s") <= 0).all()
     assert (autodiff.gradient("step_time_ms", "compute_tflops") <= 0).all()
+
+
+_PEAK_RSS = r"""
+import resource, sys
+import jaxmodel
+from jaxmodel.models import get_model
+from jaxmodel.presets import apply_presets
+
+model = get_model("refined")
+inputs = {**model.defaults, **apply_presets(model, gpu="h100-sxm", llm="llama3-70b"),
+          "num_gpus": 1024}
+wrt = list(model.continuous)[: int(sys.argv[2])]
+s = jaxmodel.sensitivities(inputs, of=[sys.argv[1]], wrt=wrt, kind="both", model=model)
+assert bool(s.valid)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def _peak_rss_mb(output: str, inputs: int, limit_mb: int = 6000) -> float:
+    """Peak RSS of a fresh process computing the refined model's sensitivities of
+    ``output`` to its first ``inputs`` continuous inputs (killed past ``limit_mb``)."""
+    def cap():  # a runaway compile fails this test, not the machine
+        resource.setrlimit(resource.RLIMIT_DATA, (limit_mb << 20, limit_mb << 20))
+
+    r = subprocess.run([sys.executable, "-c", _PEAK_RSS, output, str(inputs)],
+                       capture_output=True, text=True, timeout=1800, preexec_fn=cap)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return int(r.stdout.split()[-1]) / 1024
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("output", ["mfu_percent", "step_time_ms"])
+def test_refined_sensitivity_memory_does_not_grow_with_the_inputs(output):
+    """Issue 26: ``sensitivity --model refined --of mfu_percent`` (every continuous
+    input) was killed at 21 GB; ``--of step_time_ms`` aborted at 10 GB.  The peak
+    RSS with all 52 inputs is that with 12, within 25%, and under 3 GB."""
+    few = _peak_rss_mb(output, 12)
+    every = _peak_rss_mb(output, len(jaxmodel.get_model("refined").continuous))
+    assert every <= 1.25 * few and every < 3000, (few, every)

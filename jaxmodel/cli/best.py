@@ -2,7 +2,7 @@
 
 
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
@@ -15,16 +15,12 @@ from jaxmodel.cli.common import (
     reports_errors,
     with_input_options,
 )
-from jaxmodel.engine import SweepInterrupted
 from jaxmodel.errors import SpecError
 from jaxmodel.models import Model
 from jaxmodel.report import to_json
-from jaxmodel.searching import (
-    SearchResult,
-    explain_no_valid,
-    row_dicts,
-    search,
-)
+
+if TYPE_CHECKING:
+    from jaxmodel.searching import SearchResult
 
 _HEADLINE = ("step_time_ms", "mfu_percent", "throughput_tokens_s", "bottleneck",
              "memory_gb_per_gpu", "model_state_gb_per_gpu", "activation_gb_per_gpu")
@@ -86,14 +82,16 @@ def why_best(model: Model, rows: list[dict[str, Any]], by: str) -> list[str]:
     return lines
 
 
-def _summary(r: SearchResult) -> str:
+def _summary(r: "SearchResult") -> str:
     return (f"{r.candidates:,} candidates evaluated, {r.valid:,} valid, in {r.total_s:.3f} s "
             f"(compile {r.compile_s:.3f} s, run {r.run_s:.3f} s, enumerate "
             f"{r.enumerate_s:.3f} s; {r.chunks} chunk(s) of {r.chunk:,})")
 
 
-def _document(model: Model, values: dict[str, float], r: SearchResult,
+def _document(model: Model, values: dict[str, float], r: "SearchResult",
               allow_idle: bool) -> dict[str, Any]:
+    from jaxmodel.searching import row_dicts
+
     searched = set(model.layout.axes) | set(model.layout.extra_axes(values))
     fixed = {f.name: (int(values[f.name]) if f.integer else values[f.name])
              for f in model.inputs if f.name not in searched}
@@ -245,6 +243,10 @@ def best_command(
             raise SpecError(f"--vary: got {item!r}; allowed: NAME or NAME=V1,V2,... with "
                             "numbers") from None
         varied[name.strip()] = space.vary_values(m, name.strip(), numbers, values)
+    # jax is imported only now, once the command line has been checked (issue 26).
+    from jaxmodel.engine import SweepInterrupted
+    from jaxmodel.searching import explain_no_valid, search
+
     try:
         result = search(m, values, global_batch=batch,
                         by=minimize or by or "throughput_tokens_s", maximize=minimize is None,
@@ -299,7 +301,7 @@ def best_command(
     typer.echo("\n".join(lines))
 
 
-def _share_done(r: SearchResult, process: int, processes: int, output_format: str) -> None:
+def _share_done(r: "SearchResult", process: int, processes: int, output_format: str) -> None:
     """What a process of several that finished before the others says."""
     if output_format == "json":
         typer.echo(to_json({"complete": False, "process": process, "processes": processes,

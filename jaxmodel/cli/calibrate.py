@@ -7,7 +7,6 @@ from typing import Annotated, Literal
 
 import typer
 
-from jaxmodel.calibration import DEFAULT_BOOTSTRAP, DEFAULT_SUGGEST, calibrate
 from jaxmodel.cli.common import (
     PRESET_OPTIONS,
     ConfigOption,
@@ -18,6 +17,7 @@ from jaxmodel.cli.common import (
 )
 from jaxmodel.documents import calibration_text
 from jaxmodel.errors import InputError
+from jaxmodel.spec_tables import DEFAULT_BOOTSTRAP, DEFAULT_SUGGEST
 
 
 @with_input_options
@@ -50,6 +50,8 @@ def calibrate_command(
     if output and not os.access(os.path.dirname(os.path.abspath(output)), os.W_OK):
         raise InputError("--output", output, "a file in an existing, writable folder")
     typed = {k: values[k] for k, v in inputs.items() if v is not None and k not in PRESET_OPTIONS}
+    from jaxmodel.calibration import calibrate  # jax, once the command line is checked
+
     cal = calibrate(runs, fit, model=m, gpu=inputs.get("gpu"), llm=inputs.get("llm"),
                     config=config, bootstrap=bootstrap, seed=seed, suggest=suggest, **typed)
     if output:

@@ -8,15 +8,8 @@ import typer
 
 from jaxmodel.cli.common import X64Option, parse_shard, reports_errors
 from jaxmodel.documents import dry_run_summary, sweep_summary
-from jaxmodel.engine import (
-    DEFAULT_CHUNK,
-    SweepInterrupted,
-    WriteFailed,
-    run_sweep,
-)
 from jaxmodel.errors import SpecError
-from jaxmodel.spec import load_spec
-from jaxmodel.sweeping import build_plan, chunk_size_for, estimate, output_directory
+from jaxmodel.spec import DEFAULT_CHUNK, load_spec
 
 
 def _processes(distributed: bool, coordinator: str | None, num_processes: int | None,
@@ -83,6 +76,10 @@ def sweep_command(
     if writers is not None and writers < 1:
         raise SpecError(f"--writers: got {writers}; allowed: a whole number of threads, 1 or more")
     spec = load_spec(spec_path)
+    # jax is imported only now, once the spec has been checked (issue 26).
+    from jaxmodel.engine import SweepInterrupted, WriteFailed, run_sweep
+    from jaxmodel.sweeping import build_plan, chunk_size_for, estimate, output_directory
+
     # jax.distributed must start before anything touches a device.
     process, processes = (0, 1) if dry_run else _processes(
         distributed, coordinator, num_processes, process_id, shard)

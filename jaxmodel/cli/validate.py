@@ -6,7 +6,6 @@ from typing import Annotated, Literal
 
 import typer
 
-from jaxmodel.calibration import calibrate_runs
 from jaxmodel.cli.common import ConfigOption, reports_errors
 from jaxmodel.config import load_config
 from jaxmodel.documents import (
@@ -101,6 +100,8 @@ def validate_command(
         if "tflops_error_percent" not in rows[0]:
             raise SpecError(f"--calibrate: got the {table.set_name!r} set; allowed: runs with "
                             "SC21 Table 1 columns (measured TFLOP/s)")
+        from jaxmodel.calibration import calibrate_runs  # jax and optimistix, when asked
+
         cal = calibrate_runs(table_runs(table), fit, overrides=overrides, bootstrap=bootstrap)
     if output_format == "json":
         typer.echo(json.dumps(validation_document(table, rows, stats, cal)))

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,16 +100,32 @@ class Tornado:
     elasticities: tuple[float, ...]
 
 
+# The tornado's time limit.  Its first call for a model compiles the model with
+# its tangents (about a minute for the refined model on a busy 2-core machine,
+# bench/README.md); the program's memory does not grow with the inputs
+# (jaxmodel.sensitivity._derivatives).  One worker: clicks never compile two
+# programs at once, and a call past the limit goes on in the background, so
+# the next click finds its program compiled.
+TORNADO_SECONDS = 60.0
+_TORNADO_WORKER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="jaxmodel-tornado")
+
+
 def tornado(model: Model, inputs: Mapping[str, float], output: str = "step_time_ms", *,
-            x64: bool = False) -> Tornado:
-    """``jaxmodel.sensitivities`` (elasticities) of one output, ranked by magnitude.
+            x64: bool = False, seconds: float = TORNADO_SECONDS) -> Tornado:
+    """``jaxmodel.sensitivities`` (elasticities) of one output, ranked by magnitude,
+    within ``seconds``.
 
     Raises:
-      DashboardError: an invalid layout (its sensitivities are undefined) or a bad name.
+      DashboardError: an invalid layout (its sensitivities are undefined), a bad
+        name, or not done within ``seconds``.
     """
+    job = _TORNADO_WORKER.submit(jaxmodel.sensitivities, dict(inputs), of=[output],
+                                 kind="elasticity", model=model, x64=x64)
     try:
-        s = jaxmodel.sensitivities(dict(inputs), of=[output], kind="elasticity", model=model,
-                                   x64=x64)
+        s = job.result(timeout=seconds)
+    except FutureTimeout:
+        raise DashboardError(f"sensitivities: not done within {seconds:g} s (the model is "
+                             "still compiling); ask again in a minute") from None
     except JaxmodelError as e:
         raise DashboardError(str(e)) from None
     if not bool(np.asarray(s.valid)):

@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import jax.numpy as jnp
-
+from jaxmodel.deferred import jnp
 from jaxmodel.fields import InputField
 
 # Counts are carried as floats (so they can be relaxed and differentiated);

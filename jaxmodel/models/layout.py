@@ -36,9 +36,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import jax.numpy as jnp
 import numpy as np
 
+from jaxmodel.deferred import jnp
 from jaxmodel.errors import InputError, SpecError, closest
 
 if TYPE_CHECKING:

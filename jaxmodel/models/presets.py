@@ -11,8 +11,8 @@ which input), so they live beside the models; ``jaxmodel.presets`` re-exports
 them.
 
 Units as in the input names: peak dense (no sparsity) bf16 TFLOP/s; memory in
-GB (1e9 bytes) as the datasheet prints it (for A100 and H100 "80 GB" is 80 GiB,
-so the preset is conservative by 7%); bandwidths per GPU and per direction,
+GB (1e9 bytes), converted from the datasheet's figure, which counts binary
+gigabytes (``_datasheet_memory_gb``); bandwidths per GPU and per direction,
 GB/s (NVLink "600 GB/s" total bidirectional is 300 per direction; a 200 Gb/s
 HDR NIC is 25 GB/s).
 """
@@ -161,6 +161,18 @@ _ATTN_BLACKWELL = _attention(1613 / 1.3 / 2250, 1613 / 1.3 / 2250 * 518 / 600)
 _ATTN_MI300X = round(328.6 / 1307.4, 3)
 
 
+def _datasheet_memory_gb(gib: float) -> float:
+    """GPU memory in GB (1e9 bytes) from the datasheet's "GB", which are GiB.
+
+    HBM is built of binary-sized stacks, and the datasheet figure is the memory
+    in GiB: an "80 GB" H100 or A100 has 80 GiB (nvidia-smi: 81,559 MiB on H100
+    SXM, 81,920 MiB on A100 80 GB), 85.9e9 bytes, not 80e9; a "180 GB" B200
+    shows 183,359 MiB (179 GiB).  What the driver and CUDA take of it is in
+    ``reserved_memory_gb``.  The one place where a preset's capacity is converted.
+    """
+    return gib * 2.0**30 / 1e9
+
+
 def _gpu(name, description, source, *, tflops, fp8_tflops, sms, mamf, memory_gb, hbm_tb_s,
          nvlink_gb_s, network_gb_s, per_node, rates=None):
     """A GPU preset; ``rates``: the achievable fractions and latencies beyond
@@ -170,7 +182,7 @@ def _gpu(name, description, source, *, tflops, fp8_tflops, sms, mamf, memory_gb,
         "fp8_tflops": fp8_tflops,
         "num_sms": sms,
         "matmul_efficiency": mamf,
-        "gpu_memory_gb": memory_gb,
+        "gpu_memory_gb": _datasheet_memory_gb(memory_gb),
         "hbm_bandwidth_tb_s": hbm_tb_s,
         "link_bandwidth_gb_s": nvlink_gb_s,
         "network_bandwidth_gb_s": network_gb_s,

@@ -28,9 +28,8 @@ from collections.abc import Mapping
 from functools import partial
 from typing import Any, NamedTuple
 
-import jax.numpy as jnp
-
 from jaxmodel.collectives import ring_allreduce_bytes
+from jaxmodel.deferred import jnp
 from jaxmodel.fields import InputField, OutputField
 from jaxmodel.models.base import Model
 from jaxmodel.models.common import count, masked, positive, whole

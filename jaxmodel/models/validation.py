@@ -88,6 +88,8 @@ SC21_SETTINGS: dict[str, float] = {
     "dp_overlap": 0.0,
     "grad_buffer_bytes": 2,
     "cross_entropy_fusion": 0,
+    # GPT of 2021 trained with dropout 0.1 (Megatron-LM's default): masks stored.
+    "dropout": 1,
 }
 
 
@@ -261,6 +263,8 @@ MEGATRON_H100_SETTINGS: dict[str, float] = {
     "grad_buffer_bytes": 2,
     "cross_entropy_fusion": 0,
     "attention_efficiency": 0.35,
+    # Megatron-LM's GPT defaults: hidden and attention dropout 0.1, masks stored.
+    "dropout": 1,
 }
 MFU_COLUMNS = ("params_b", "heads", "hidden", "layers", "tensor_parallel",
                "pipeline_parallel", "data_parallel", "gpus", "global_batch", "seq_length",

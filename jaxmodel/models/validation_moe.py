@@ -20,8 +20,9 @@ or a physical default, nothing fitted per row:
   module lists are Megatron-Core's selective granularity with those
   ``--recompute-modules`` only (the zoo's scripts: ``moe_act layernorm``,
   ``layernorm moe``), so no core attention (``recompute`` 0) and
-  ``moe_recompute`` 1 for ``act``/``moe_act``, 2 for ``moe``
-  (``recompute_inputs``); ``layernorm`` is not modelled (a norm forward);
+  ``moe_recompute`` 1 for ``act``/``moe_act``, 2 for ``moe``,
+  ``norm_recompute`` 1 for ``norm``/``layernorm`` (``recompute_inputs``);
+  ``dropout`` 0 (Qwen3's config.json: attention dropout 0.0);
   dispatcher ``deepep`` / ``hybridep`` -> hierarchical (1), ``a2a`` -> flat (0);
   precision ``mxfp8`` -> ``fp8``; the embedding and the loss each count as a
   layer in the pipeline split (94 + 2 = 96 units, as the zoo's
@@ -59,10 +60,9 @@ or a physical default, nothing fitted per row:
   it the H100 rows give 11.5% mean, 39% max).  It is a lower
   bound of the exposed host time (graphs remove part of it) and, being one
   number, an upper bound where long kernels hide the launches (long context).
-* memory: the timings are evaluated whatever the memory model says (it
-  ignores activation offloading and the norms' recompute, so it over-counts
-  the activations of the GB200 offloading row and, by the two norm outputs,
-  of the ``layernorm`` rows); the modelled GB are reported beside.
+* memory: the timings are evaluated whatever the memory model says (the
+  GB200 offloading row gives no count of offloaded layers, so its activations
+  are over-counted); the modelled GB are reported beside.
 
 Rows the model cannot express are reported, not dropped: the GB200 rows
 (an NVL72 rack, MXFP8 with activation offloading) are shown beside the H100
@@ -83,6 +83,7 @@ from jaxmodel.api import evaluate
 from jaxmodel.errors import InputError
 from jaxmodel.models import get_model
 from jaxmodel.models.presets import apply_presets
+from jaxmodel.models.refined.moe import A2A_OVERLAP
 
 DATA = Path(__file__).resolve().parents[2] / "tests" / "data" / "moe_qwen3_235b_megatron.csv"
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "validation" \
@@ -95,7 +96,6 @@ DROPLESS_IMBALANCE = 1.2
 FORCED_WHEN_UNSTATED = True
 # Exposed host time per MoE layer forward pass (module doc), microseconds.
 MOE_HOST_OVERHEAD_US = 1700.0
-A2A_OVERLAP = 0.5
 QWEN3_SETTINGS: dict[str, float] = {
     "pipeline_split_embedding": 1,
     "sequence_parallel": 1,
@@ -103,19 +103,19 @@ QWEN3_SETTINGS: dict[str, float] = {
     "causal_mask": 1,
     "gpu_memory_gb": 1e6,
     "moe_host_overhead_us": MOE_HOST_OVERHEAD_US,
+    "dropout": 0,
 }
 _RECOMPUTE = {"none": 0, "full": 2}
 # Megatron-Core --recompute-modules names as the table prints them -> the
-# refined model's inputs.  core_attn is the model's selective mode; the norms'
-# recompute (layernorm) is a memory-bound norm forward the model does not
-# count, and their outputs stay in its activation count.
+# refined model's inputs.  core_attn is the model's selective mode.
 _MODULES = {"core_attn": ("recompute", 1), "act": ("moe_recompute", 1),
             "moe_act": ("moe_recompute", 1), "moe": ("moe_recompute", 2),
-            "norm": None, "layernorm": None}
+            "norm": ("norm_recompute", 1), "layernorm": ("norm_recompute", 1)}
 
 
 def recompute_inputs(text: str) -> dict[str, float]:
-    """``recompute`` and ``moe_recompute`` for the table's recompute column:
+    """``recompute``, ``moe_recompute`` and ``norm_recompute`` for the table's
+    recompute column:
     ``none``, ``full``, or a list of Megatron-Core recompute modules (selective
     granularity: only the listed modules are recomputed).
 
@@ -124,15 +124,15 @@ def recompute_inputs(text: str) -> dict[str, float]:
     """
     text = text.strip().lower() or "none"
     if text in _RECOMPUTE:
-        return {"recompute": float(_RECOMPUTE[text]), "moe_recompute": 0.0}
-    values = {"recompute": 0.0, "moe_recompute": 0.0}
+        return {"recompute": float(_RECOMPUTE[text]), "moe_recompute": 0.0,
+                "norm_recompute": 0.0}
+    values = {"recompute": 0.0, "moe_recompute": 0.0, "norm_recompute": 0.0}
     for name in (part.strip() for part in text.split(",")):
         if name not in _MODULES:
             raise InputError("recompute", text, "none, full or a list of "
                              + ", ".join(sorted(_MODULES)))
-        if _MODULES[name] is not None:
-            key, level = _MODULES[name]
-            values[key] = max(values[key], float(level))
+        key, level = _MODULES[name]
+        values[key] = max(values[key], float(level))
     return values
 
 

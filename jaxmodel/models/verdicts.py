@@ -26,8 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import jax.numpy as jnp
-
+from jaxmodel.deferred import jnp
 from jaxmodel.models.base import Term
 from jaxmodel.models.terms import bottleneck_categories
 

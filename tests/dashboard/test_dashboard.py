@@ -745,6 +745,19 @@ def test_tornado_is_the_sensitivities_ranked(catalog):
     np.testing.assert_allclose(t.elasticities, ref.elasticities)
 
 
+def test_tornado_past_its_time_limit_is_one_line(catalog):
+    """A tornado that cannot finish in time says so in one line (issue 26): a click
+    never holds the server; the sensitivities go on compiling in the background."""
+    src = catalog.source("dash")
+    inputs = cfg.inputs_of_row(src, q.top_rows(catalog, "dash", "step_time_ms", k=1
+                                               ).to_pylist()[0])
+    # an output and a precision no other test asks for: its program is not compiled yet
+    with pytest.raises(q.DashboardError) as e:
+        cfg.tornado(src.model, inputs, "tp_comm_ms", x64=True, seconds=0.0)
+    assert str(e.value) == ("sensitivities: not done within 0 s (the model is still "
+                            "compiling); ask again in a minute")
+
+
 def test_what_if_values_are_checked_by_the_model_fields(catalog):
     model = catalog.source("dash").model
     with pytest.raises(q.DashboardError, match=r"num_gpus: got 0; allowed: a whole number"):

@@ -228,17 +228,22 @@ def test_moe_recompute_drops_activations_by_hand():
     # Qwen3: k = 8 experts of 1536, h = 4096, SwiGLU (w = 3), no shared expert.
     # moe_act: the activation output 2 k f_e / h = 6 bytes per s b h;
     # moe: FC1 outputs and activations 2 w k f_e / h = 18 and the dispatched
-    # copies 4 k = 32.  Full recompute (2) makes both moot.
+    # copies, the permuted FC1 inputs 2 k = 16 (Megatron-Core weights each
+    # copy inside the expert, so the combine keeps no expert output): 34.
+    # Under FP8 the FC2 and FC1 inputs are saved in FP8 (1 byte): moe_act
+    # k f_e / h = 3; moe (4 + 1) k f_e / h + k = 15 + 8 = 23.  Full recompute
+    # (2) makes both moot.
     x = SimpleNamespace(**apply_presets(REFINED, llm="qwen3-235b-a22b"))
     x.moe_imbalance, x.capacity_factor = 1.0, 0.0
     x.moe_dispatcher, x.expert_parallel = np.float32(1), np.float32(8)  # DeepEP: one permute
-    expected = {0: 0.0, 1: 6.0, 2: 50.0}
-    for level, value in expected.items():
-        x.moe_recompute = np.float32(level)
-        x.recompute = np.float32(0)
-        assert float(moe.recomputed_activation_bytes(x)) == pytest.approx(value, rel=1e-6)
-        x.recompute = np.float32(2)
-        assert float(moe.recomputed_activation_bytes(x)) == 0.0
+    for fp8, expected in ((0, {0: 0.0, 1: 6.0, 2: 34.0}), (1, {0: 0.0, 1: 3.0, 2: 23.0})):
+        x.fp8 = np.float32(fp8)
+        for level, value in expected.items():
+            x.moe_recompute = np.float32(level)
+            x.recompute = np.float32(0)
+            assert float(moe.recomputed_activation_bytes(x)) == pytest.approx(value, rel=1e-6)
+            x.recompute = np.float32(2)
+            assert float(moe.recomputed_activation_bytes(x)) == 0.0
     # ... and the bytes run again: the activation traffic 2 w k f_e per token,
     # or the whole block's plus the permutation (8 bytes per copy and h).
     x.recompute = np.float32(0)
@@ -254,13 +259,16 @@ def test_validation_maps_megatron_recompute_modules():
     from jaxmodel.errors import InputError
     from jaxmodel.models.validation_moe import recompute_inputs
 
-    assert recompute_inputs("none") == {"recompute": 0.0, "moe_recompute": 0.0}
-    assert recompute_inputs("") == {"recompute": 0.0, "moe_recompute": 0.0}
-    assert recompute_inputs("full") == {"recompute": 2.0, "moe_recompute": 0.0}
-    assert recompute_inputs("norm,act") == {"recompute": 0.0, "moe_recompute": 1.0}
-    assert recompute_inputs("layernorm,moe") == {"recompute": 0.0, "moe_recompute": 2.0}
+    none = {"recompute": 0.0, "moe_recompute": 0.0, "norm_recompute": 0.0}
+    assert recompute_inputs("none") == none
+    assert recompute_inputs("") == none
+    assert recompute_inputs("full") == {**none, "recompute": 2.0}
+    assert recompute_inputs("norm,act") == {**none, "moe_recompute": 1.0, "norm_recompute": 1.0}
+    assert recompute_inputs("layernorm,moe") == {**none, "moe_recompute": 2.0,
+                                                 "norm_recompute": 1.0}
     assert recompute_inputs("moe_act,layernorm,core_attn") == {"recompute": 1.0,
-                                                               "moe_recompute": 1.0}
+                                                               "moe_recompute": 1.0,
+                                                               "norm_recompute": 1.0}
     with pytest.raises(InputError, match="recompute"):
         recompute_inputs("mlp_everything")
 

@@ -59,7 +59,8 @@ def test_apply_presets_keeps_each_models_own_inputs():
                     "model_params_b": 70.6, "hidden_dim": 8192.0, "num_layers": 80.0,
                     "seq_length": 8192.0}
     refined = apply_presets(REFINED, gpu="h100-sxm", llm="llama3-70b")
-    assert refined["num_kv_heads"] == 8 and refined["gpu_memory_gb"] == 80
+    # H100's "80 GB" are 80 GiB: 80 x 2^30 = 85,899,345,920 bytes.
+    assert refined["num_kv_heads"] == 8 and refined["gpu_memory_gb"] == 85.89934592
     assert apply_presets(REFINED) == {}
 
 
@@ -80,7 +81,7 @@ def test_layering_defaults_presets_config_command_line(tmp_path):
     ])
     assert result.exit_code == 0, result.output
     inputs = json.loads(result.output)["inputs"]
-    assert inputs["gpu_memory_gb"] == 141.0       # preset over default
+    assert inputs["gpu_memory_gb"] == 141 * 2**30 / 1e9  # preset (141 GiB) over default
     assert inputs["vocab_size"] == 128256         # preset over default
     assert inputs["num_layers"] == 40             # config over preset
     assert inputs["hidden_dim"] == 4096           # command line over preset

@@ -13,9 +13,8 @@ overlapped; the layer's full-sequence K and V are then held in memory
 
 from __future__ import annotations
 
-import jax.numpy as jnp
-
 from jaxmodel.collectives import all_gather, point_to_point, reduce_scatter
+from jaxmodel.deferred import jnp
 from jaxmodel.models.common import whole
 from jaxmodel.models.refined.rates import BF16
 from jaxmodel.numerics import positive_part

@@ -27,9 +27,8 @@
 
 from __future__ import annotations
 
-import jax.numpy as jnp
-
 from jaxmodel.collectives import all_gather, all_reduce, reduce_scatter
+from jaxmodel.deferred import jnp
 from jaxmodel.models.refined import moe
 from jaxmodel.models.refined.layer import FP8_CAST_BYTES
 from jaxmodel.models.refined.rates import BF16

@@ -145,7 +145,8 @@ INPUTS: tuple[InputField, ...] = (
     positive("hbm_bandwidth_tb_s", "TB/s (1 TB = 1e12 bytes)", "GPU memory bandwidth", 3.35),
     InputField("hbm_efficiency", "fraction", "achievable fraction of memory bandwidth",
                False, 0.0, False, 0.8, 1.0),
-    positive("gpu_memory_gb", "GB (1 GB = 1e9 bytes)", "memory per GPU", 80),
+    # gpu_memory_gb: H100's "80 GB" are 80 GiB (jaxmodel.models.presets).
+    positive("gpu_memory_gb", "GB (1 GB = 1e9 bytes)", "memory per GPU", 80 * 2**30 / 1e9),
     InputField("reserved_memory_gb", "GB (1 GB = 1e9 bytes)", "memory the model cannot use: "
                "CUDA context, NCCL buffers, library workspaces, allocator fragmentation",
                False, 0.0, True, 4.0, None),
@@ -200,6 +201,22 @@ INPUTS: tuple[InputField, ...] = (
                False, 1.0, True, 1.0, None),
     InputField("capacity_factor", "ratio", "expert capacity over the mean load; tokens beyond "
                "are dropped (0 = dropless)", False, 0.0, True, 0.0, None),
+    # Memory of 2026 training (formulas in jaxmodel.models.refined.memory).
+    switch("dropout", "dropout in the layers (1): its masks are stored for the backward "
+            "pass (GPT-3, Megatron-LM 2021-22); 0: probability 0, as every modern "
+            "pre-training recipe sets it, and PyTorch stores no mask", 0),
+    switch("fp8_param_gather", "FP8 primary weights (Megatron-Core --fp8-param-gather): the "
+            "layers' weights are kept and gathered in FP8 with their transpose, in place of "
+            "bf16 weights plus an FP8 copy; only with fp8", 0),
+    count("offload_layers", "layers", "layers per pipeline stage whose stored activations "
+           "are offloaded to host memory during the forward pass and reloaded for the "
+           "backward (Megatron-Core --cpu-offloading-num-layers)", 0, low=0.0),
+    switch("mla_recompute", "recompute the MLA up-projections (Megatron-Core "
+            "--recompute-modules mla_up_proj): queries, keys and values are rebuilt from "
+            "the compressed latents, so they are not stored", 0),
+    switch("norm_recompute", "recompute the norms (Megatron-Core --recompute-modules "
+            "layernorm): their outputs, the QKV and FC1 inputs, are freed once used and "
+            "recomputed from the norm inputs for the backward pass", 0),
 )
 # The whole run: tokens, price, power, PUE, grid (jaxmodel.models.run).
 INPUTS += RUN_INPUTS

@@ -34,8 +34,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import jax.numpy as jnp
-
+from jaxmodel.deferred import jnp
 from jaxmodel.models.refined import moe
 from jaxmodel.models.refined.rates import BF16, flash_attention_seconds, gemm_seconds
 
@@ -46,6 +45,9 @@ from jaxmodel.models.refined.rates import BF16, flash_attention_seconds, gemm_se
 #   [s b h] tensors: 2 layer norms (read 2, write 2) + 2 bias-dropout-add
 #   (read input and residual, write output and mask: 7)    = 22 bytes.
 _HIDDEN_BYTES = 22.0
+# Norms per layer (before attention and before the MLP), recomputed with
+# norm_recompute (Megatron-Core --recompute-modules layernorm).
+_NORMS_PER_LAYER = 2.0
 #   [s b a s] attention scores: fused scale-mask-softmax (read 2, write 2) +
 #   dropout (read 2, write 2, mask 1)                       =  9 bytes.
 SCORE_BYTES = 9.0
@@ -243,6 +245,10 @@ def layer_times(x, g) -> LayerTimes:
                  + fp8 * FP8_CAST_BYTES * cast_bwd)
     recompute_bytes = full * (hidden_bytes + mlp_bytes + fp8 * FP8_CAST_BYTES * cast_fwd) \
         + (full + selective) * score_bytes
+    # Norm recompute (norm_recompute, without full recompute): both norms'
+    # forward again, each reading and writing [s b h] in bf16.
+    recompute_bytes = recompute_bytes + (1.0 - full) * x.norm_recompute * (
+        _NORMS_PER_LAYER * 2.0 * BF16 * tok * h / rep_split)
     # MoE fine-grained recompute (moe_recompute): the expert activation, or the
     # whole MoE layer's forward (its GEMMs, memory traffic and all-to-alls).
     moe_act_again, moe_layer_again = moe.recompute_flags(x)

@@ -7,19 +7,28 @@
   shards the 12 over ``z`` ranks, ZeRO-2 also the gradients, ZeRO-3
   everything, and then holds two layers' weights gathered (the one in use, the
   one prefetched) and one layer's gradients unsharded.  FP8 (Transformer
-  Engine) keeps an FP8 copy and its transpose of each layer weight (2 bytes).
+  Engine) keeps an FP8 copy and its transpose of each layer weight (2 bytes),
+  or, with FP8 primary weights (``fp8_param_gather``), holds the weight itself
+  in FP8 with its transpose (1 + 1 bytes in place of bf16's 2).
   The routed experts: the same bytes per parameter, sharded over their ``edp``
   replicas instead.
 * **Activations** (Korthikanti et al. 2022, sec. 4, Table 2) per layer and
   micro-batch: ``s b h (10 + 24 / t + 5 a s / (h t))`` without recompute,
   ``s b h (10 + 24 / t)`` selective, ``2 s b h`` full; with sequence
   parallelism ``s b h (34 + 5 a s / h) / t``, ``34 s b h / t``, ``2 s b h / t``
-  (the ``10`` and ``24`` generalised in ``layer_activation_bytes`` to
-  grouped-query attention and any ``ffn_hidden_dim``).  The first stage holds
-  ``min(m, p)`` micro-batches of its layers, times ``1 + (p - 1) / (p v)`` when
-  interleaved (sec. 4.2.3); full recompute also holds one layer's full
-  activations while it is recomputed.  The output layer's input (sec. 4.3) and
-  the logits sit on the last stage, the embedding's dropout mask on the first.
+  -- with dropout (``dropout`` 1) in bf16.  ``layer_activation_bytes``
+  generalises the ``10`` and ``24`` to grouped-query attention, SwiGLU and any
+  ``ffn_hidden_dim``, drops the dropout masks at probability 0 (``dropout``
+  0: 8 and 25.5 for Llama 3 70B), and under FP8 counts the GEMM inputs that
+  Transformer Engine saves in FP8 (1 byte).  The first stage holds ``min(m,
+  p)`` micro-batches of its layers, times ``1 + (p - 1) / (p v)`` when
+  interleaved (sec. 4.2.3; Megatron-Core's interleaved schedule on rank 0:
+  ``2 (p - 1) + (v - 1) p`` warm-up chunks + 1, of ``L / (p v)`` layers each);
+  full recompute also holds one layer's full activations while it is
+  recomputed.  ``offload_layers`` of a stage's layers keep their activations
+  in host memory (one layer's in transit stays).  The output layer's input
+  (sec. 4.3) and the logits sit on the last stage, the embedding's dropout
+  mask on the first.
 * **Other**: tensor-parallel overlap's userbuffers and ``reserved_memory_gb``
   (CUDA context, NCCL buffers, library workspaces, fragmentation).
 
@@ -31,8 +40,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import jax.numpy as jnp
-
+from jaxmodel.deferred import jnp
 from jaxmodel.models.refined import moe
 from jaxmodel.models.refined.layer import SCORE_BYTES, attention_width, layer_weight_params
 from jaxmodel.models.refined.rates import BF16
@@ -45,42 +53,71 @@ _FP8_WEIGHT_BYTES = 2.0
 # Logits in memory per element: bf16 (2), the fused cross-entropy's fp32
 # copy (4) and the fp32 softmax kept for the backward pass (4).
 _LOGIT_MEMORY_BYTES = 10.0
+# A layer's stored activations per s b h (layer_activation_bytes): the inputs of
+# its two norms (bf16, 2 + 2); its two GEMM inputs that follow a norm (QKV and
+# FC1), 2 bytes each in bf16, 1 in FP8; its two dropout masks (1 byte each).
+_NORM_INPUT_BYTES = 4.0
+_NORM_GEMM_INPUTS = 2.0
+_DROPOUT_MASK_BYTES = 2.0
 
 
 def layer_activation_bytes(x, recompute_code, sp):
     """Activation bytes one layer stores for one micro-batch on one GPU.
 
     Korthikanti et al. 2022, sec. 4 (Table 2), generalised to grouped-query
-    attention and any feed-forward width.  Per ``s b h``: 10 replicated bytes
-    (layer-norm inputs 4, attention and MLP inputs 4, two dropout masks 2),
-    ``4 + 4 kv / a`` for Q, K, V, and the attention output (split by ``t``),
-    ``2 (mlp_weight_matrices - 1) f / h + 2 f / h`` for the feed-forward
-    activation inputs and outputs (16 for GPT; split by ``t``), and ``5 a s / h``
-    for the attention scores (softmax output 2, dropout mask 1, dropout output 2;
-    split by ``t``, absent with FlashAttention or selective recompute).  With
-    sequence parallelism the replicated part is split by ``t`` as well.  Full
-    recompute stores only the layer input, ``2 s b h`` (``/ t`` with SP).
+    attention, any feed-forward width, dropout 0 and FP8.  Per ``s b h``:
+
+    * replicated (split by ``t`` only with sequence parallelism): the two norm
+      inputs 4; the inputs of the QKV and FC1 GEMMs 2 + 2, or 1 + 1 under FP8
+      (Transformer Engine's Linear and LayerNormLinear save the input they cast
+      to FP8, ``saved_inputmat = inputmat``, and no bf16 copy), none with
+      ``norm_recompute``; the two dropout masks 2 when ``dropout`` is 1
+      (PyTorch stores none at probability 0).  Korthikanti's 10 is
+      ``dropout`` 1 without FP8;
+    * split by ``t``: Q 2, K and V ``4 kv / a``, the attention output 2 (kept
+      by the attention kernel and, in bf16, the projection's input; under FP8
+      the projection keeps its own FP8 copy, 1 more), all times ``a d_h / h``;
+      the FC1 output ``2 (w - 1) f / h`` (the GeLU input, or SwiGLU's gate and
+      up) and the FC2 input ``2 f / h`` (``f / h`` under FP8): 24 for GPT;
+    * the attention scores without FlashAttention, ``(2 + 3 dropout) a s / h``
+      (softmax output 2, dropout mask 1 and output 2; split by ``t``; absent
+      with selective recompute).
+
+    Full recompute stores only the layer input, ``2 s b h`` (``/ t`` with SP).
 
     Args:
       recompute_code: 0 none, 1 selective, 2 full (may be a traced value).
       sp: 1.0 with sequence parallelism, else 0.0.
     """
     s, b, h, t = x.seq_length, x.micro_batch, x.hidden_dim, x.tensor_parallel
+    fp8, dropout = x.fp8, x.dropout
     # With context parallelism each GPU holds s / c tokens of the sequence.
     sbh = s / x.context_parallel * b * h
     rep_split = jnp.where(sp > 0.5, t, jnp.ones_like(t))
-    replicated = 10.0 / rep_split
-    parallel = ((4.0 + 4.0 * x.num_kv_heads / x.num_heads) * attention_width(x) / h
-                + 2.0 * x.mlp_weight_matrices * x.ffn_hidden_dim / h) / t
+    # Norm recompute (norm_recompute) frees the norm outputs, FP8 casts included
+    # (Megatron-Core then has the GEMM save its original input, which the
+    # checkpoint frees: set_save_original_input).
+    replicated = (_NORM_INPUT_BYTES
+                  + (1.0 - x.norm_recompute) * _NORM_GEMM_INPUTS * (BF16 - fp8)
+                  + _DROPOUT_MASK_BYTES * dropout)
+    # MLA's compressed latents are not split by tensor parallelism (moe).
+    replicated = jnp.where(moe.is_plain(x), replicated,
+                           replicated + moe.latent_activation_bytes(x)) / rep_split
+    attention = (4.0 + 4.0 * x.num_kv_heads / x.num_heads + fp8) * attention_width(x) / h
+
+    def ffn(width):
+        # FC1 output (bf16) and FC2 input (bf16, or its FP8 cast) per s b h.
+        return (2.0 * (x.mlp_weight_matrices - 1.0) + BF16 - fp8) * width / h
+
+    parallel = (attention + ffn(x.ffn_hidden_dim)) / t
     # MoE and attention variants (jaxmodel.models.refined.moe): attention tensors scale
-    # with a d_h / h, the FFN with its width, plus the dispatched token copies.
-    moe_parallel = ((4.0 + 4.0 * x.num_kv_heads / x.num_heads) * moe.attention_width_ratio(x)
-                    + 2.0 * x.mlp_weight_matrices * moe.ffn_width(x) / h
-                    + moe.DISPATCH_ACTIVATION_BYTES * x.experts_per_token * moe.moe_fraction(x)
-                    * moe.load_factor(x)
-                    - moe.recomputed_activation_bytes(x)) / t
+    # with a d_h / h (MLA: its own tensors), the FFN with its width, plus the
+    # dispatched token copies.
+    moe_parallel = (moe.attention_activation_bytes(x) + ffn(moe.ffn_width(x))
+                    + moe.dispatch_activation_bytes(x) - moe.recomputed_activation_bytes(x)) / t
     parallel = jnp.where(moe.is_plain(x), parallel, moe_parallel)
-    scores = (1.0 - x.flash_attention) * 5.0 * x.num_heads * s / (h * t)
+    scores = ((1.0 - x.flash_attention) * (2.0 + 3.0 * dropout) * x.num_heads * s
+              / (h * t))
     none = sbh * (replicated + parallel + scores)
     selective = sbh * (replicated + parallel)
     full = 2.0 * sbh / rep_split
@@ -159,7 +196,10 @@ def stage_memory(x, g, params, layers_mid, layers_end, z, edp, score_bytes, kv_b
                   jnp.where(zero_i == 2, 2.0 + (gb + _OPTIMIZER_BYTES) / z,
                             (2.0 + gb + _OPTIMIZER_BYTES) / z)))
     fsdp_working = fsdp * (2.0 * BF16 + gb) * layer_params
-    fp8_copies = fp8 * _FP8_WEIGHT_BYTES * layer_params
+    # FP8 weights: an FP8 copy and its transpose beside each bf16 layer weight,
+    # or, as the primary weights (fp8_param_gather), in its place: 1 + 1 bytes
+    # for the 2 of bf16, no copy.
+    fp8_copies = fp8 * (1.0 - x.fp8_param_gather) * _FP8_WEIGHT_BYTES * layer_params
 
     # Routed experts: the same per-parameter bytes, sharded over edp instead
     # of the data x context ranks.
@@ -168,7 +208,8 @@ def stage_memory(x, g, params, layers_mid, layers_end, z, edp, score_bytes, kv_b
         jnp.where(zero_i == 1, 2.0 + gb + _OPTIMIZER_BYTES / edp,
                   jnp.where(zero_i == 2, 2.0 + (gb + _OPTIMIZER_BYTES) / edp,
                             (2.0 + gb + _OPTIMIZER_BYTES) / edp)))
-    expert_state = (per_param_expert + fp8 * _FP8_WEIGHT_BYTES) * expert_layer_params
+    expert_state = (per_param_expert + fp8 * (1.0 - x.fp8_param_gather) * _FP8_WEIGHT_BYTES
+                    ) * expert_layer_params
 
     def state_bytes(held, layers):
         dense = held * per_param + fsdp_working + fp8_copies * layers
@@ -191,11 +232,21 @@ def stage_memory(x, g, params, layers_mid, layers_end, z, edp, score_bytes, kv_b
     # the fp32 softmax it keeps for the backward pass (4).
     logits_mem = 4.0 * tok * h / t + _LOGIT_MEMORY_BYTES * tok * V / t
     # The embedding's dropout mask (1 byte per element) for each micro-batch in flight.
-    embedding_mem = tok * h / rep_split * in_flight_first * interleave
-    acts_first = (layers_end * in_flight_first * interleave * stored + working
+    embedding_mem = x.dropout * tok * h / rep_split * in_flight_first * interleave
+    # Activation offload: offload_layers of a stage's layers send what they
+    # store to host memory in the forward pass and get it back in the backward
+    # pass; one layer's stays on the GPU in transit (offloaded while the next
+    # layer computes, reloaded a layer ahead).
+    offloading = (x.offload_layers > 0.5).astype(fdt)
+
+    def kept(layers):
+        return layers - jnp.minimum(x.offload_layers, layers)
+
+    working = working + offloading * stored
+    acts_first = (kept(layers_end) * in_flight_first * interleave * stored + working
                   + embedding_mem + one_stage * logits_mem)
-    acts_last = layers_end * interleave * stored + working + logits_mem
-    acts_mid = layers_mid * jnp.minimum(m, p - 1.0) * interleave * stored + working
+    acts_last = kept(layers_end) * interleave * stored + working + logits_mem
+    acts_mid = kept(layers_mid) * jnp.minimum(m, p - 1.0) * interleave * stored + working
     # Kernel workspaces: tensor-parallel overlap keeps userbuffers for the
     # gathered activation of a layer's GEMMs (3 of [s / c, b, h] in bf16).
     workspace = (x.tp_overlap > 0.0).astype(fdt) * 3.0 * act_bytes

@@ -38,8 +38,7 @@ from __future__ import annotations
 
 from functools import partial
 
-import jax.numpy as jnp
-
+from jaxmodel.deferred import jnp
 from jaxmodel.models.base import Model
 from jaxmodel.models.common import masked, switch_steps, whole
 from jaxmodel.models.layout import CONTEXT, GPUS, PIPELINE, TENSOR, LayoutSpace, replica_step

@@ -74,26 +74,37 @@ as Megatron-Core requires sequence parallelism with TP and MoE):
   ``etp e`` (parallel folding: the stage's ``t d`` GPUs are also ``etp x e x
   edp``); ZeRO-1 shards expert optimizer state over ``edp = t d / (etp e)``;
   expert gradients are reduced over ``edp``.  Activations of an MoE layer:
-  the FFN width ``(k + S) f_e`` in place of ``f``, plus the dispatched and
-  combined copies ``4 k`` bytes per ``T h``.
+  the FFN width ``(k + S) f_e`` in place of ``f``, plus the dispatched
+  copies ``2 k`` bytes per ``T h`` (``k`` under FP8,
+  ``dispatch_activation_bytes``).  MLA's stored tensors and latents
+  (``attention_activation_bytes``, ``latent_activation_bytes``), with the
+  up-projections' recompute (``mla_recompute``).
 """
 
 from __future__ import annotations
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from jaxmodel.collectives import GEMM_TILE_M, all_gather, all_to_all, all_to_all_two_level
+from jaxmodel.deferred import jax, jnp
 
 # Bytes per value moved by the dispatch and combine (bf16 activations).
 DISPATCH_BYTES = 2.0
 # Memory-bound bytes of token permutation per routed copy and hidden element:
 # permute reads and writes bf16 (4), un-permute with the weighted sum the same.
 PERMUTE_BYTES = 8.0
-# Activation bytes stored per routed copy and hidden element: the permuted
-# input of the expert FC1 (2) and the expert output before the combine (2).
-DISPATCH_ACTIVATION_BYTES = 4.0
+# Activation bytes stored per routed copy and hidden element in bf16: the
+# permuted input of the expert FC1 (2).  The expert output is not kept for the
+# combine: Megatron-Core weights each copy by its routing probability inside
+# the expert (experts.py, activation_func_with_probs), so the combine is a
+# plain sum that needs no saved input.
+DISPATCH_ACTIVATION_BYTES = 2.0
+# The share of the expert all-to-all that the combined 1F1B schedule hides
+# (Megatron-Core --overlap-moe-expert-parallel-comm): one micro-batch's
+# dispatch/combine overlaps another's compute, but the communication kernels
+# take about a fifth of the SMs and the first and last all-to-all of each pair
+# are not covered (jaxmodel.models.validation_moe's module doc).
+A2A_OVERLAP = 0.5
 
 
 def is_plain(x):
@@ -212,11 +223,6 @@ def ffn_width(x):
     ``(k + S) f_e`` in an MoE layer, ``f`` in a dense one."""
     moe = (x.experts_per_token + x.shared_experts) * x.moe_ffn_hidden_dim
     return _per_layer(x, moe, x.ffn_hidden_dim)
-
-
-def attention_width_ratio(x):
-    """Query width over the hidden size, ``a d_h / h`` (1 for ``d_h = h / a``)."""
-    return x.num_heads * head_dim(x) / x.hidden_dim
 
 
 def load_factor(x):
@@ -388,23 +394,61 @@ def recompute_flags(x):
     return act, layer
 
 
+def attention_activation_bytes(x):
+    """Attention activations one layer stores per ``s b h``, before the split by ``t``.
+
+    GQA/MHA: Q 2, K and V ``4 kv / a``, the output 2, times ``a d_h / h``; the
+    output projection's FP8 input copy (``a d_h / h``) under FP8.  MLA
+    (DeepSeek-V2 sec. 2.1): Q and K of ``a (d_h + d_r)`` each and V of ``a d_h``
+    (2 bytes each) as the attention kernel keeps them, and the output ``a d_h``
+    (2, and the FP8 copy); with ``mla_recompute`` (Megatron-Core's
+    ``mla_up_proj``) Q, K and V are rebuilt from the latents for the backward
+    pass, so only the output stays.
+    """
+    a, dh, h = x.num_heads, head_dim(x), x.hidden_dim
+    out = (2.0 + x.fp8) * a * dh / h
+    gqa = (2.0 + 4.0 * x.num_kv_heads / a) * a * dh / h + out
+    qkv = (2.0 * 2.0 * a * (dh + x.qk_rope_dim) + 2.0 * a * dh) / h
+    mla = (1.0 - x.mla_recompute) * qkv + out
+    return jnp.where(x.attention > 0.5, mla, gqa)
+
+
+def latent_activation_bytes(x):
+    """MLA's compressed latents one layer stores per ``s b h`` (0 without MLA):
+    the down-projections' outputs ``r_q + r_kv + d_r`` as their norms' inputs
+    (2 bytes) and the normed ``r_q + r_kv`` as the up-projections' inputs (2,
+    1 under FP8).  Replicated over tensor parallelism (the down-projections are)."""
+    rq, rkv = x.q_lora_rank, x.kv_lora_rank
+    mla = (2.0 * (rq + rkv + x.qk_rope_dim) + (2.0 - x.fp8) * (rq + rkv)) / x.hidden_dim
+    return jnp.where(x.attention > 0.5, mla, jnp.zeros_like(mla))
+
+
+def dispatch_activation_bytes(x):
+    """Routed token copies the average layer stores per ``s b h``: ``k`` copies
+    (times the load) of the permuted expert FC1 input (2 bytes; 1 under FP8,
+    the grouped GEMM saves its FP8 cast)."""
+    return ((DISPATCH_ACTIVATION_BYTES - x.fp8) * x.experts_per_token * moe_fraction(x)
+            * load_factor(x))
+
+
 def recomputed_activation_bytes(x):
     """Activation bytes per ``s b h`` (before the split by ``t``) that the MoE
     layers' fine-grained recompute does not store, the average layer.
 
-    ``moe_act``: the routed experts' activation output, ``2 k f_e / h``
-    (recomputed from the FC1 output it keeps).  ``moe``: everything inside
-    the MoE layer, the FC1 output and activation of every expert,
-    ``2 w (k + S) f_e / h``, and the dispatched copies,
-    ``DISPATCH_ACTIVATION_BYTES k`` (times the load); its input stays (the
-    norm output the layer count keeps).
+    ``moe_act``: the routed experts' activation output, ``(2 - fp8) k f_e / h``
+    (recomputed from the FC1 output it keeps; 1 byte under FP8, the FC2
+    input's cast).  ``moe``: everything inside the MoE layer, the FC1 output
+    and activation of every expert, ``(2 (w - 1) + 2 - fp8) (k + S) f_e / h``,
+    and the dispatched copies (``dispatch_activation_bytes``); its input stays
+    (the norm output the layer count keeps).
     """
     act, layer = recompute_flags(x)
     k, fe, h = x.experts_per_token, x.moe_ffn_hidden_dim, x.hidden_dim
     width = (k + x.shared_experts) * fe
-    whole_layer = (2.0 * x.mlp_weight_matrices * width / h
-                   + DISPATCH_ACTIVATION_BYTES * k * load_factor(x))
-    return moe_fraction(x) * (act * 2.0 * k * fe / h + layer * whole_layer)
+    fc2_input = 2.0 - x.fp8
+    whole_layer = ((2.0 * (x.mlp_weight_matrices - 1.0) + fc2_input) * width / h
+                   + (DISPATCH_ACTIVATION_BYTES - x.fp8) * k * load_factor(x))
+    return moe_fraction(x) * (act * fc2_input * k * fe / h + layer * whole_layer)
 
 
 def recompute_bytes(x, rank_tokens):

@@ -23,10 +23,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import NamedTuple
 
-import jax
-import jax.numpy as jnp
-
 from jaxmodel.collectives import all_gather, point_to_point
+from jaxmodel.deferred import jax, jnp
 from jaxmodel.models.common import whole
 from jaxmodel.numerics import positive_part
 

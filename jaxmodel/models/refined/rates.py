@@ -29,9 +29,8 @@
 
 from __future__ import annotations
 
-import jax.numpy as jnp
-
 from jaxmodel.collectives import Network, gemm_efficiency
+from jaxmodel.deferred import jnp
 
 # Bytes of a bf16 element: weights, activations and the GEMM operands.
 BF16 = 2.0

@@ -28,6 +28,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from jaxmodel.models.refined import moe
+from jaxmodel.models.refined.moe import A2A_OVERLAP
 
 VIRTUAL_STAGES = (1, 2, 4)
 # DeepSeek-V3 sends each token to at most 4 nodes (DeepSeek-AI 2024, sec. 2.1.2).
@@ -38,8 +39,6 @@ EXPERT_LEVERS = ("moe_overlap", "max_nodes_per_token", "moe_dispatcher", "moe_re
 
 def layout_axes(values: Mapping[str, float], also=frozenset()) -> dict[str, np.ndarray]:
     """The refined model's own axes for one configuration (``LayoutSpace.extra``)."""
-    from jaxmodel.models.validation_moe import A2A_OVERLAP
-
     axes = moe.expert_layout_axes(values, also)
     axes["virtual_stages"] = np.asarray(VIRTUAL_STAGES, np.int64)
     if int(values["num_experts"]) > 1:

@@ -15,9 +15,8 @@ first chunk's transfer cannot be hidden, nor more than the GEMMs' time.
 
 from __future__ import annotations
 
-import jax.numpy as jnp
-
 from jaxmodel.collectives import all_reduce
+from jaxmodel.deferred import jnp
 from jaxmodel.models.refined import moe
 from jaxmodel.models.refined.rates import BF16
 

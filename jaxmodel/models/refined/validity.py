@@ -24,8 +24,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-import jax.numpy as jnp
-
+from jaxmodel.deferred import jnp
 from jaxmodel.models.common import whole
 from jaxmodel.models.refined.fields import TERMS
 from jaxmodel.models.refined.pipeline import uneven_note

@@ -1,0 +1,61 @@
+"""``--help``, ``presets`` and one-line errors answer without importing jax (issue 26).
+
+Each command runs in a fresh interpreter (this process has jax imported long
+ago) that reports, after the command, whether jax was ever imported.
+"""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+PROBE = """
+import json, sys
+from jaxmodel.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit as e:
+    code = e.code
+print(json.dumps({"code": code, "jax": "jax" in sys.modules}), file=sys.stderr)
+"""
+
+
+def _run(args, tmp_path):
+    result = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True,
+                            text=True, cwd=tmp_path, timeout=300)
+    *message, report = result.stderr.strip().splitlines()
+    return json.loads(report), result.stdout, "\n".join(message)
+
+
+BAD_SPEC = 'model = "refined"\n[axes]\nnum_gpus = [8, "x"]\n'
+
+
+@pytest.mark.parametrize("args, code, says", [
+    (["--help"], 0, ""),
+    (["eval", "--help"], 0, ""),
+    (["presets"], 0, ""),
+    (["presets", "--format", "json"], 0, ""),
+    (["eval", "--model", "refined", "--num-gpus", "abc"], 2, "num_gpus: got 'abc'"),
+    (["eval", "--model", "nope"], 2, "model: got 'nope'"),
+    (["eval", "--bogus"], 2, "No such option: --bogus"),
+    (["best", "--model", "refined", "--gpu", "nope"], 2, "gpu: got 'nope'"),
+    (["sensitivity", "--model", "refined", "--of", "nope"], 2, "unknown output 'nope'"),
+    (["sweep", "bad.toml"], 2, "axes.num_gpus: expected a number, got 'x'"),
+    (["validate", "--set", "nope"], 2, "set: got 'nope'"),
+])
+def test_answers_without_importing_jax(args, code, says, tmp_path):
+    (tmp_path / "bad.toml").write_text(BAD_SPEC)
+    report, stdout, message = _run(args, tmp_path)
+    assert report == {"code": code, "jax": False}, message
+    if says:
+        assert message.startswith("error: ") and says in message and "\n" not in message
+    else:
+        assert stdout
+
+
+def test_a_command_that_computes_imports_jax(tmp_path):
+    """The probe can see jax: a command that evaluates the model imports it."""
+    report, stdout, _ = _run(["eval", "--no-profile"], tmp_path)
+    assert report == {"code": 0, "jax": True}
+    assert json.loads(stdout)["outputs"]

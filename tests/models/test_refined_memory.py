@@ -1,0 +1,177 @@
+"""The memory of 2026 training (issue 24), each term against a hand derivation.
+
+Layer activations are counted from the list of tensors a Megatron-Core layer
+with Transformer Engine saves for its backward pass; the stage totals use
+``test_refined.TOY`` (t = 4, p = 2, a toy GPT layer with s b h = 1,048,576 and
+16 s b h of activations per layer with dropout, 16 bytes per parameter).
+"""
+
+from types import SimpleNamespace
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from test_refined import TOY
+
+import jaxmodel
+from jaxmodel.api import as_dicts
+from jaxmodel.models.presets import GPUS, _datasheet_memory_gb
+from jaxmodel.models.refined import REFINED, RefinedInputs, layer_activation_bytes, moe
+from jaxmodel.precision import computing
+from jaxmodel.presets import apply_presets
+
+SBH = 1024 * 1024  # TOY: s b h
+P_GPU = 12_845_056  # TOY: parameters on a GPU of the first stage
+LAYER_P = 3_145_728  # TOY: one layer's parameters on a GPU, 12 h^2 / t
+
+
+def run(**changes) -> dict:
+    return as_dicts(REFINED, jaxmodel.evaluate(REFINED, x64=True, **{**TOY, **changes}))
+
+
+def approx(x):
+    return pytest.approx(x, rel=1e-10)
+
+
+def _layer_bytes(recompute=0, sp=1, **changes) -> float:
+    values = {**REFINED.defaults, **apply_presets(REFINED, llm="llama3-70b"),
+              "tensor_parallel": 4, "micro_batch": 1, "seq_length": 8192, **changes}
+    with computing():
+        x = RefinedInputs(**{k: jnp.asarray(float(v), jnp.float64) for k, v in values.items()})
+        return float(layer_activation_bytes(x, jnp.asarray(recompute), jnp.asarray(float(sp))))
+
+
+# Llama 3 70B (h 8192, 64 heads, 8 KV heads, SwiGLU f = 28672), s = 8192, b = 1,
+# t = 4 with sequence parallelism: every tensor is split by t, s b h / t =
+# 16,777,216 elements.
+LLAMA_SBH_T = 8192 * 8192 / 4
+
+
+def test_llama_layer_activations_from_the_tensor_list():
+    # bf16, no dropout: the two norm inputs 2 + 2; the QKV and FC1 inputs 2 + 2;
+    # Q 2, K and V 2 x 2 x 8 / 64 = 0.5; the attention output 2; the FC1 output
+    # (gate and up) 4 f / h = 14; the SwiGLU output (FC2 input) 2 f / h = 7:
+    # 33.5 bytes per element.
+    assert _layer_bytes(dropout=0, fp8=0) == approx(33.5 * LLAMA_SBH_T)
+    # With dropout its two masks (1 byte each) are stored: 35.5 (Korthikanti's
+    # 10 replicated bytes for 8 + 2).
+    assert _layer_bytes(dropout=1, fp8=0) == approx(35.5 * LLAMA_SBH_T)
+    # FP8: the QKV, FC1 and FC2 inputs are saved as their FP8 casts (1 byte:
+    # -1, -1, -3.5) and the output projection keeps an FP8 copy of the attention
+    # output (+1): 29.
+    assert _layer_bytes(dropout=0, fp8=1) == approx(29.0 * LLAMA_SBH_T)
+    # Full recompute keeps the layer input, 2 bytes, whatever the precision.
+    assert _layer_bytes(recompute=2, dropout=0, fp8=1) == approx(2.0 * LLAMA_SBH_T)
+
+
+def test_dropout_masks_of_the_attention_scores():
+    # Without FlashAttention the scores add (2 + 3 dropout) a s / h per s b h / t:
+    # the softmax output 2, and with dropout its mask 1 and output 2.
+    # a s / h = 64 x 8192 / 8192 = 64.
+    for dropout, score_bytes in ((0, 2.0), (1, 5.0)):
+        base = _layer_bytes(dropout=dropout, fp8=0, flash_attention=1)
+        scores = _layer_bytes(dropout=dropout, fp8=0, flash_attention=0) - base
+        assert scores == approx(score_bytes * 64 * LLAMA_SBH_T)
+
+
+def test_embedding_mask_only_with_dropout():
+    # TOY's first stage: 2 micro-batches x 4 layers x 16 s b h, plus the
+    # embedding's dropout mask s b h per micro-batch in flight (2), or none.
+    assert run()["activation_gb_per_gpu"] == approx(130 * SBH / 1e9)
+    # Without dropout the layers lose their two masks (s b h each, replicated
+    # at t = 4 without SP): 14 s b h per layer, and the embedding mask goes.
+    assert run(dropout=0)["activation_gb_per_gpu"] == approx(2 * 4 * 14 * SBH / 1e9)
+
+
+def test_fp8_weight_copies_and_fp8_primary_weights():
+    # TOY, 16 bytes a parameter.  FP8 adds an FP8 copy and its transpose of each
+    # layer weight (2 bytes x 4 layers x 12 h^2 / t); FP8 primary weights
+    # (fp8_param_gather) hold the weight in FP8 with its transpose, 1 + 1 bytes
+    # in place of bf16's 2: no more than BF16.
+    assert run(fp8=1)["model_state_gb_per_gpu"] == approx((16 * P_GPU + 2 * 4 * LAYER_P) / 1e9)
+    assert run(fp8=1, fp8_param_gather=1)["model_state_gb_per_gpu"] == approx(16 * P_GPU / 1e9)
+    assert run(fp8=0, fp8_param_gather=1)["model_state_gb_per_gpu"] == approx(16 * P_GPU / 1e9)
+
+
+def test_activation_offload_keeps_one_layer_in_transit():
+    # TOY's first stage, 3 of its 4 layers offloaded: 1 layer x 2 micro-batches
+    # x 16 s b h stays, the one in transit 16 s b h, the embedding masks 2:
+    # 50 s b h (the last stage holds 16 + 16 + the logits 3.5: less).
+    assert run(offload_layers=3)["activation_gb_per_gpu"] == approx(50 * SBH / 1e9)
+    # Offloading more layers than the stage has keeps only the one in transit;
+    # then the last stage is the fuller: 16 + the output layer's input 4 s b h / t
+    # = 1 + the logits 10 s V / t = 2.5: 19.5 s b h (the first: 16 + 2).
+    assert run(offload_layers=9)["activation_gb_per_gpu"] == approx(19.5 * SBH / 1e9)
+
+
+def test_interleaved_in_flight_is_megatrons_warm_up():
+    # 16 layers, p = 4, v = 2 (chunks of 2 layers), m = 4.  Megatron-Core's
+    # interleaved schedule on rank 0 runs 2 (p - 1) + (v - 1) p = 10 warm-up
+    # chunks and one more in the steady state before its first backward: 11
+    # chunks, 22 layers of 16 s b h, and the embedding masks for 4 micro-batches
+    # x 1.375 (the same factor 1 + (p - 1) / (p v)): 357.5 s b h.
+    out = run(num_gpus=16, pipeline_parallel=4, virtual_stages=2, num_layers=16)
+    warm_up_chunks = 2 * (4 - 1) + (2 - 1) * 4 + 1
+    assert out["activation_gb_per_gpu"] == approx(
+        (warm_up_chunks * 2 * 16 + 4 * 1.375) * SBH / 1e9)
+
+
+def approx32(x):
+    """The MoE functions on plain numbers compute in float32."""
+    return pytest.approx(x, rel=1e-6)
+
+
+def _deepseek(**changes):
+    x = SimpleNamespace(**{k: np.float64(v) for k, v in apply_presets(
+        REFINED, llm="deepseek-v3").items()})
+    for k, v in {"fp8": 0, "mla_recompute": 0, **changes}.items():
+        setattr(x, k, np.float64(v))
+    return x
+
+
+def test_mla_activations_by_hand():
+    # DeepSeek-V3: h 7168, 128 heads of d_h 128 with a rotary part d_r 64,
+    # latents r_q 1536 and r_kv 512.  Per element of s b h: Q and K of
+    # 128 x 192 = 24,576 values each, V and the output 128 x 128 = 16,384 each,
+    # 2 bytes: 163,840 / 7168; under FP8 the output projection's FP8 copy adds
+    # 16,384.  With the up-projections recomputed only the output stays.
+    assert float(moe.attention_activation_bytes(_deepseek())) == approx32(163_840 / 7168)
+    assert float(moe.attention_activation_bytes(_deepseek(fp8=1))) == approx32(180_224 / 7168)
+    assert float(moe.attention_activation_bytes(_deepseek(mla_recompute=1))) == approx32(
+        32_768 / 7168)
+    # Latents: the down-projections' outputs 1536 + 512 + 64 as norm inputs
+    # (2 bytes) and the normed 1536 + 512 as up-projection inputs (2; FP8 1).
+    assert float(moe.latent_activation_bytes(_deepseek())) == approx32(8_320 / 7168)
+    assert float(moe.latent_activation_bytes(_deepseek(fp8=1))) == approx32(6_272 / 7168)
+
+
+def test_routed_copies_keep_only_the_expert_input():
+    # Qwen3-235B (94 MoE layers of 94): k = 8 permuted copies of the expert FC1
+    # input, 2 bytes each (FP8: 1), per element of s b h.
+    x = SimpleNamespace(**apply_presets(REFINED, llm="qwen3-235b-a22b"))
+    x.moe_imbalance, x.capacity_factor = 1.0, 0.0
+    for fp8, per_copy in ((0, 2.0), (1, 1.0)):
+        x.fp8 = np.float64(fp8)
+        assert float(moe.dispatch_activation_bytes(x)) == approx32(8 * per_copy)
+
+
+def test_capacity_in_bytes_from_the_datasheet_gib():
+    # nvidia-smi shows 81,559 MiB on an "80 GB" H100 and 183,359 MiB on a
+    # "180 GB" B200: the datasheet's GB are GiB (what the driver holds back is
+    # in the reserve).
+    assert _datasheet_memory_gb(80) == approx(85.89934592)
+    assert GPUS["h100-sxm"].values["gpu_memory_gb"] == approx(85.89934592)
+    assert GPUS["b200"].values["gpu_memory_gb"] == approx(180 * 1.073741824)
+    assert 183_359 * 2**20 / 1e9 < GPUS["b200"].values["gpu_memory_gb"]
+
+
+def test_norm_recompute_frees_the_norm_outputs_and_runs_the_norms_again():
+    # Llama 3 70B layer as above: the QKV and FC1 inputs (the norm outputs) go,
+    # 2 + 2 bytes in bf16 (33.5 -> 29.5), 1 + 1 under FP8 (29 -> 27).
+    assert _layer_bytes(dropout=0, fp8=0, norm_recompute=1) == approx(29.5 * LLAMA_SBH_T)
+    assert _layer_bytes(dropout=0, fp8=1, norm_recompute=1) == approx(27.0 * LLAMA_SBH_T)
+    # Time: both norms' forward again, each reading and writing s b h in bf16
+    # (8 bytes per element, 8,388,608 B at 1e12 B/s = 8.388608 us) per layer
+    # and micro-batch: 4 layers x 4 micro-batches on TOY's busiest stage.
+    extra_ms = run(norm_recompute=1)["memory_bound_ms"] - run()["memory_bound_ms"]
+    assert extra_ms == approx(16 * 8.388608e-3)
