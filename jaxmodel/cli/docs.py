@@ -31,7 +31,7 @@ def _is_argument(param: Any) -> bool:
 
 def _default(param: Any) -> str:
     d = param.default
-    if d is None or callable(d) or _is_argument(param):
+    if d is None or callable(d) or (_is_argument(param) and param.required):
         return ""
     if getattr(param, "is_flag", False):
         return "on" if d else "off"
