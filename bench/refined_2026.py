@@ -135,7 +135,7 @@ def terms_batch(model, rows: int):
     rng = np.random.default_rng(1)
     extra = {"context_parallel": 2.0 ** rng.integers(0, 3, rows),
              "zero_stage": rng.integers(0, 4, rows).astype(np.float32),
-             "fp8": rng.integers(0, 2, rows).astype(np.float32),
+             "precision": rng.integers(0, 3, rows).astype(np.float32),
              "pipeline_schedule": rng.integers(0, 2, rows).astype(np.float32),
              "num_layers": rng.integers(60, 81, rows).astype(np.float32),
              "tp_overlap": rng.uniform(0, 1, rows)}

@@ -20,12 +20,13 @@ def resolve_inputs(model: Model, values: Mapping[str, Any]) -> dict[str, np.ndar
     unknown = sorted(set(values) - set(model.input_names))
     if unknown:
         raise InputError(
-            unknown[0], values[unknown[0]], f"an input of model {model.name!r}: "
-            + ", ".join(model.input_names)
+            unknown[0], values[unknown[0]], f"an input of model {model.name!r}"
+            f"{model.input_hint(unknown[0])}: " + ", ".join(model.input_names)
         )
     merged = {**model.defaults, **{k: v for k, v in values.items() if v is not None}}
     checked = {f.name: check_values(f, merged[f.name]) for f in model.inputs}
     model.check_products(checked)
+    model.check_at_least(checked)
     try:
         arrays = np.broadcast_arrays(*checked.values())
     except ValueError:

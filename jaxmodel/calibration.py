@@ -47,12 +47,14 @@ Units: inputs and outputs as named; errors in percent of the measured value.
 
 from __future__ import annotations
 
+import csv
 import datetime
 import functools
 import hashlib
 import io
 import math
 import os
+import re
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -210,11 +212,28 @@ class Calibration:
             lo, hi = self.intervals[name]
             lines.append(f"{name} = {_toml_float(self.values[name])}"
                          f"  # {pct}% {lo:.4g} .. {hi:.4g}; was {self.start[name]:.4g}")
-        return "\n".join(lines) + "\n"
+        return "\n".join(_one_line(line) for line in lines) + "\n"
 
     def write(self, path: str | Path) -> None:
         """Write ``to_toml()`` atomically (a temporary file renamed into place)."""
         write_atomic(path, self.to_toml())
+
+
+def _one_line(text: str) -> str:
+    """A line of ``calibrated.toml`` with every character TOML forbids there
+    escaped as ``\\xNN``: control characters but tab (a newline in a run label
+    or a path would end the comment and inject keys, ``num_gpus = 7``) and
+    what UTF-8 cannot encode (a path's undecodable bytes)."""
+    def safe(c: str) -> bool:
+        if c != "\t" and (c < " " or c == "\x7f"):
+            return False
+        try:
+            c.encode("utf-8")
+        except UnicodeEncodeError:
+            return False
+        return True
+
+    return "".join(c if safe(c) else f"\\x{ord(c) & 0xFF:02x}" for c in text)
 
 
 def _now() -> str:
@@ -250,6 +269,30 @@ def write_atomic(path: str | Path, text: str) -> None:
 # --------------------------------------------------------------------------- runs
 
 
+def _read_csv(data: bytes):
+    """A CSV file as a pyarrow table of text columns (an empty cell: null).
+
+    Read with Python's ``csv`` on this thread, every cell as text, parsed by
+    :func:`read_runs` (:func:`_number`): pyarrow's reader takes "0x10" for 16,
+    and starts thread pools that could abort the process at exit after a
+    one-line error ("terminate called without an active exception", 134).
+
+    Raises:
+      ValueError: not UTF-8, or a row with another number of cells than the header.
+    """
+    import pyarrow as pa
+
+    rows = list(csv.reader(io.StringIO(data.decode("utf-8-sig"), newline="")))
+    rows = [r for r in rows if r]  # blank lines
+    header, body = rows[0], rows[1:]
+    for i, r in enumerate(body, 2):
+        if len(r) != len(header):
+            raise ValueError(f"line {i} has {len(r)} cells, the header {len(header)}")
+    columns = [pa.array([r[j] if r[j] != "" else None for r in body], type=pa.string())
+               for j in range(len(header))]
+    return pa.Table.from_arrays(columns, names=header)
+
+
 def _read_table(source) -> tuple[Any, str, str]:
     """A pyarrow table, its digest and a name, from a path or in-memory data."""
     import pyarrow as pa
@@ -268,12 +311,11 @@ def _read_table(source) -> tuple[Any, str, str]:
         digest = hashlib.sha256(data).hexdigest()
         try:
             if data[:4] == b"PAR1":
-                table = pq.read_table(io.BytesIO(data))
+                table = pq.read_table(io.BytesIO(data), use_threads=False)
             else:
                 # Only an empty cell is missing ("not measured"); "nan" is a value, refused below.
-                opts = pacsv.ConvertOptions(null_values=[""], strings_can_be_null=True)
-                table = pacsv.read_csv(io.BytesIO(data), convert_options=opts)
-        except (pa.ArrowException, OSError, ValueError) as e:
+                table = _read_csv(data)
+        except (pa.ArrowException, OSError, ValueError, csv.Error) as e:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise InputError("runs", str(source),
                              f"a CSV or Parquet file with a header row ({first})") from None
@@ -293,6 +335,23 @@ def _read_table(source) -> tuple[Any, str, str]:
     return table, hashlib.sha256(buf.getvalue()).hexdigest(), "<table>"
 
 
+_NUMBER = re.compile(r"[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|nan|inf|infinity)",
+                     re.IGNORECASE)
+
+
+def _number(text: str) -> int | float | None:
+    """A CSV cell as a number, read strictly: decimal digits with an optional
+    sign, point and exponent (and the words nan and inf, refused later with
+    their own reason); None for anything else ("0x10", "1_000", "abc")."""
+    text = text.strip()
+    if not _NUMBER.fullmatch(text):
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
+
+
 def read_runs(source, model: Model, base: Mapping[str, float]) -> Runs:
     """Measured runs from a CSV or Parquet file (or a table), checked.
 
@@ -308,6 +367,10 @@ def read_runs(source, model: Model, base: Mapping[str, float]) -> Runs:
     import pyarrow as pa
 
     table, digest, name = _read_table(source)
+    twice = next((c for c in table.column_names if table.column_names.count(c) > 1), None)
+    if twice is not None:
+        raise InputError("runs column", twice, "each column once (it appears "
+                         f"{table.column_names.count(twice)} times)")
     if table.num_rows == 0:
         raise InputError("runs", name, "at least one run (the file has a header and no rows)")
     float_outputs = [f.name for f in model.outputs if f.kind == "float"]
@@ -347,12 +410,17 @@ def read_runs(source, model: Model, base: Mapping[str, float]) -> Runs:
 
     def numeric(col: str) -> list:
         column = table.column(col)
-        if not (pa.types.is_integer(column.type) or pa.types.is_floating(column.type)
-                or pa.types.is_null(column.type)):
-            first = next((v for v in column.to_pylist() if v is not None), None)
-            i = column.to_pylist().index(first) if first is not None else 0
-            raise InputError(f"runs {labels[i]} {col}", first, "a number")
-        return column.to_pylist()
+        values = column.to_pylist()
+        text = pa.types.is_string(column.type) or pa.types.is_large_string(column.type)
+        if text or not (pa.types.is_integer(column.type) or pa.types.is_floating(column.type)
+                        or pa.types.is_null(column.type)):
+            # The first cell that is not a number: the one to name.
+            parsed = [_number(v) if isinstance(v, str) else None for v in values]
+            for i, (v, x) in enumerate(zip(values, parsed, strict=True)):
+                if v is not None and x is None:
+                    raise InputError(f"runs {labels[i]} {col}", v, "a number")
+            return parsed
+        return values
 
     per_run: dict[str, np.ndarray] = {}
     for col in inputs:

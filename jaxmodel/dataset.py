@@ -40,6 +40,7 @@ import re
 import socket
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -51,10 +52,20 @@ from jaxmodel.errors import JaxmodelError, SpecError
 METADATA_FILE = "_jaxmodel.json"
 LOCK_PREFIX = "_lock-p"
 MERGE_LOCK = "_reduce-merge.lock"
+SPLIT_LOCK = "_lock-split"  # held shared by every live run, exclusively to change the split
+DECIDE_LOCK = "_lock-decide"  # held for the moment a run checks and records the split
 MANIFEST_PREFIX = "_manifest-p"
 PART_PREFIX = "part-p"
 CHECKPOINT_PREFIX = "_reduce-p"
 MAX_PROCESSES = 10_000  # process numbers have four digits in file names
+
+
+def check_processes(processes: int, what: str = "processes") -> None:
+    """Refuse a split into more processes than file names number (a process
+    number with five digits would be read back as another process's)."""
+    if processes > MAX_PROCESSES:
+        raise SpecError(f"{what}: got {processes:,} processes; allowed: at most "
+                        f"{MAX_PROCESSES:,}")
 
 
 def metadata_path(directory: Path) -> Path:
@@ -97,10 +108,11 @@ class DatasetDamaged(SpecError):
 class Manifest:
     """The append-only record of one process's finished parts.
 
-    Each line is ``{"parts": [...], "chunks": [[a, b], ...], "rows": n,
-    "sweep": key}``: ``sweep`` is the identity of the computation (see
-    :func:`sweep_key`), so that no metadata state can pair a
-    spec with another sweep's rows.
+    Each line is ``{"parts": [...], "sizes": [...], "chunks": [[a, b], ...],
+    "rows": n, "sweep": key}``: ``sweep`` is the identity of the computation
+    (see :func:`sweep_key`), so that no metadata state can pair a spec with
+    another sweep's rows; ``sizes`` are the parts' bytes as written, so that a
+    part deleted or truncated since is found (:func:`missing_parts`).
     """
 
     def __init__(self, directory: Path, process: int, sweep: str | None = None):
@@ -168,8 +180,14 @@ def _record(line: bytes) -> dict | str:
     if not isinstance(r, dict):
         return "not a record"
     parts, chunks = r.get("parts"), r.get("chunks")
-    if not isinstance(parts, list) or not all(isinstance(p, str) for p in parts):
+    if not isinstance(parts, list) or not all(
+            isinstance(p, str) and p and not p.startswith("/") and ".." not in p.split("/")
+            for p in parts):
         return "'parts' is not a list of file names"
+    sizes = r.get("sizes", [0] * len(parts))
+    if not isinstance(sizes, list) or len(sizes) != len(parts) or not all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in sizes):
+        return "'sizes' is not a list of byte counts, one per part"
     if not isinstance(chunks, list) or not all(
             isinstance(c, list) and len(c) == 2
             and all(isinstance(v, int) and not isinstance(v, bool) for v in c)
@@ -200,6 +218,71 @@ def recorded_parts(records: Sequence[Mapping[str, Any]]) -> set[str]:
     return {p for r in records for p in r["parts"]}
 
 
+def missing_parts(directory: Path, record: Mapping[str, Any]) -> list[str]:
+    """The parts of a manifest record that are gone, or no longer have the size
+    they were written with (records written before sizes were: gone only)."""
+    sizes = record.get("sizes", [None] * len(record["parts"]))
+    out = []
+    for part, size in zip(record["parts"], sizes, strict=True):
+        try:
+            intact = size is None or (directory / part).stat().st_size == size
+        except OSError:
+            intact = False
+        if not intact:
+            out.append(part)
+    return out
+
+
+def intact_records(directory: Path, records: Sequence[Mapping[str, Any]]) -> list[Mapping]:
+    """The records whose every part is on disk as written: only their chunks are done."""
+    return [r for r in records if not missing_parts(directory, r)]
+
+
+def drop_damaged_records(directory: Path, processes: Sequence[int]) -> list[str]:
+    """Forget the parts of ``processes`` that were deleted or truncated since
+    they were recorded: their manifest lines are removed (the file rewritten
+    atomically), their other files deleted, so their chunks are written again.
+    The parts found missing or damaged, by name.  Call it only holding the
+    slot locks of ``processes`` (no other run appends to their manifests)."""
+    named = []
+    for process in processes:
+        path = Manifest(directory, process).path
+        if not path.exists():
+            continue
+        lines = path.read_bytes().split(b"\n")
+        lines.pop()
+        keep = []
+        for line in lines:
+            record = _record(line)
+            lost = [] if isinstance(record, str) else missing_parts(directory, record)
+            if not lost:
+                keep.append(line)
+                continue
+            named += lost
+            for part in record["parts"]:
+                (directory / part).unlink(missing_ok=True)
+        if len(keep) < len(lines):
+            tmp = path.with_name(temporary_name(path.name))
+            with open(tmp, "wb") as fh:
+                fh.write(b"".join(line + b"\n" for line in keep))
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+    return named
+
+
+def check_no_overlap(directory: Path, records: Sequence[Mapping[str, Any]]) -> None:
+    """Refuse a dataset in which two records hold the same chunk: its rows are
+    written twice (runs of different splits wrote it at once)."""
+    runs = sorted({(a, b, tuple(r["parts"])) for r in records for a, b in r["chunks"]})
+    for (_, b0, p0), (a1, b1, p1) in zip(runs, runs[1:], strict=False):
+        if a1 < b0:
+            raise DatasetDamaged(
+                f"output: {str(directory)!r} holds chunks {a1:,} to {min(b0, b1) - 1:,} twice "
+                f"({', '.join(p0) or 'no rows'} and {', '.join(p1) or 'no rows'}): runs of "
+                "different splits wrote it at once; rerun with --overwrite")
+
+
 class FileLock:
     """An advisory lock (``fcntl.flock``) on a file of the dataset, held while a
     run writes (one per process slot, ``_lock-pNNNN``) or merges.  The OS
@@ -211,21 +294,48 @@ class FileLock:
         self.path = path
         self.fd: int | None = None
 
-    def try_acquire(self) -> bool:
-        """Take the lock if no live process holds it."""
+    def try_acquire(self, shared: bool = False) -> bool:
+        """Take the lock if no live process holds it (``shared``: if none holds
+        it exclusively; shared holders are not recorded in the file)."""
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
         except OSError as e:
             os.close(fd)
             if e.errno in (errno.EWOULDBLOCK, errno.EACCES):
                 return False
             raise
+        self.fd = fd
+        if not shared:
+            self._record_holder()
+        return True
+
+    def convert(self, shared: bool) -> bool:
+        """Turn a held lock shared or exclusive, if no other holder prevents it.
+        Not atomic (flock drops the old lock first): call it only under a lock
+        that every other change of this lock also holds (:func:`_deciding`)."""
+        try:
+            fcntl.flock(self.fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
+        except OSError as e:
+            if e.errno in (errno.EWOULDBLOCK, errno.EACCES):
+                return False
+            raise
+        return True
+
+    def acquire(self, seconds: float) -> bool:
+        """Take the lock exclusively, waiting up to ``seconds`` for its holder."""
+        deadline = time.monotonic() + seconds
+        while not self.try_acquire():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+        return True
+
+    def _record_holder(self) -> None:
+        fd = self.fd
         os.ftruncate(fd, 0)
         os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
                                  "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}).encode())
-        self.fd = fd
-        return True
 
     def holder(self) -> str:
         """Who holds the lock, in words."""
@@ -302,7 +412,7 @@ def is_dataset_file(path: Path) -> bool:
         or (name.startswith("." + PART_PREFIX) and name.endswith(".tmp"))
         or name.startswith(CHECKPOINT_PREFIX)
         or name.startswith(LOCK_PREFIX)
-        or name == MERGE_LOCK
+        or name in (MERGE_LOCK, SPLIT_LOCK, DECIDE_LOCK)
         or (name.startswith(f".{METADATA_FILE}") and name.endswith(".tmp"))
     )
 
@@ -314,7 +424,7 @@ def part_files(directory: Path) -> list[Path]:
 
 def clean_orphans(directory: Path, processes: Sequence[int]) -> int:
     """Delete temporary files and unrecorded parts of ``processes``; the count."""
-    recorded = recorded_parts(Manifest.read_all(directory))
+    recorded = recorded_parts(intact_records(directory, Manifest.read_all(directory)))
     prefixes = tuple(f"{PART_PREFIX}{p:04d}-" for p in processes)
     removed = 0
     for path in list(dataset_files(directory)):
@@ -352,7 +462,10 @@ def sweep_key(meta: dict[str, Any]) -> str:
     chunk size): written into every manifest record, part and reducer state."""
     import hashlib
 
-    text = json.dumps([meta["spec"], meta["model"], meta["x64"], meta["chunk_size"]])
+    identity = [meta["spec"], meta["model"], meta["x64"], meta["chunk_size"]]
+    if "draws" in meta:  # how [sample] draws; a dataset of older draws is another sweep
+        identity.append(meta["draws"])
+    text = json.dumps(identity)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -378,13 +491,18 @@ def read_metadata(meta_path: Path) -> dict[str, Any]:
     return meta
 
 
+_OWNED_NAME = re.compile(
+    "(?:" + "|".join(re.escape(p) for p in (PART_PREFIX, MANIFEST_PREFIX, CHECKPOINT_PREFIX))
+    + r")(\d{4,})[-.]")
+
+
 def _process_of(path: Path) -> int | None:
-    """The process number in a part, manifest or checkpoint name, else None."""
-    name = path.name.lstrip(".")
-    for prefix in (PART_PREFIX, MANIFEST_PREFIX, CHECKPOINT_PREFIX):
-        if name.startswith(prefix) and name[len(prefix):len(prefix) + 4].isdigit():
-            return int(name[len(prefix):len(prefix) + 4])
-    return None
+    """The process number in a part, manifest or checkpoint name, else None.
+
+    The whole number up to the ``-`` or ``.`` that ends it: ``part-p12345-...``
+    is process 12345, never process 1234."""
+    m = _OWNED_NAME.match(path.name.lstrip("."))
+    return int(m.group(1)) if m else None
 
 
 def remove_dataset(directory: Path, processes: Iterable[int] | None = None) -> None:
@@ -403,7 +521,8 @@ def remove_dataset(directory: Path, processes: Iterable[int] | None = None) -> N
         return 2 if path.name == METADATA_FILE else 1
 
     for path in sorted(dataset_files(directory), key=order):
-        if not is_dataset_file(path) or path.name.startswith(LOCK_PREFIX):
+        if not is_dataset_file(path) or path.name.startswith(LOCK_PREFIX) or path.name in (
+                SPLIT_LOCK, DECIDE_LOCK):
             continue
         owner = _process_of(path)
         if keep is None or owner in keep:
@@ -463,19 +582,89 @@ def prepare_directory(directory: Path, meta: dict[str, Any], *, process: int, pr
         if foreign and not meta_path.exists():
             raise SpecError(f"output: {str(directory)!r} holds other files "
                             f"(e.g. {foreign[0].name}); choose an empty or new directory")
+    check_processes(processes)
+    meta = {**meta, "processes": processes}
     try:
         directory.mkdir(parents=True, exist_ok=True)
         locks = _lock_slots(directory, process, processes)
     except OSError as e:
         raise SpecError(f"output: cannot write to {str(directory)!r} ({e.strerror})") from None
     try:
-        _adopt(directory, meta, process=process, processes=processes, resume=resume,
-               overwrite=overwrite)
+        with _deciding(directory):
+            locks.append(_claim_split(directory, processes))
+            _adopt(directory, meta, process=process, processes=processes, resume=resume,
+                   overwrite=overwrite)
+            _record_split(meta_path, processes)
+    except OSError as e:
+        for lock in locks:
+            lock.release()
+        raise SpecError(f"output: cannot write to {str(directory)!r} ({e.strerror})") from None
     except BaseException:
         for lock in locks:
             lock.release()
         raise
     return locks
+
+
+@contextmanager
+def _deciding(directory: Path) -> Iterator[None]:
+    """Hold the dataset's decision lock while a run checks, claims and records
+    the split: runs that start together take turns here (for milliseconds),
+    so none of them can see the split between another's check and record."""
+    lock = FileLock(directory / DECIDE_LOCK)
+    if not lock.acquire(seconds=60.0):
+        raise SpecError(f"output: {str(directory)!r} is being prepared by another run "
+                        f"({lock.holder()}) for over a minute; stop it, then rerun")
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def recorded_split(meta_path: Path) -> int | None:
+    """How many processes the dataset's runs split it into (``--shard I/N``:
+    N; a plain run: 1), as recorded; None when nothing readable records it."""
+    try:
+        split = read_metadata(meta_path).get("processes") if meta_path.exists() else None
+    except DatasetDamaged:
+        return None
+    return split if isinstance(split, int) and not isinstance(split, bool) else None
+
+
+def _split_words(n: int) -> str:
+    return "a run without --shard" if n == 1 else f"runs split into {n} (--shard I/{n})"
+
+
+def _claim_split(directory: Path, processes: int) -> FileLock:
+    """The split lock, held shared while this run writes (under :func:`_deciding`).
+
+    Every run into a dataset must split its chunks the same way, or two runs
+    write the same chunks (a plain run and a shard, or ``--shard 0/2`` and
+    ``--shard 1/3``: duplicated rows).  A run of the recorded split shares the
+    lock with the others; a run of another split changes the split only when
+    it can hold the lock alone, i.e. when no run is alive."""
+    recorded = recorded_split(directory / METADATA_FILE)
+    lock = FileLock(directory / SPLIT_LOCK)
+    if recorded in (None, processes):
+        if lock.try_acquire(shared=True):
+            return lock
+    elif lock.try_acquire() and lock.convert(shared=True):
+        return lock  # no run is alive: this run's split replaces the recorded one
+    lock.release()
+    raise SpecError(
+        f"output: {str(directory)!r} is being written by "
+        f"{_split_words(recorded) if recorded else 'another run'}; "
+        f"this run splits it into {processes}; wait for those runs to finish (or use "
+        "the same split), then rerun")
+
+
+def _record_split(meta_path: Path, processes: int) -> None:
+    """Write the split into the metadata, if it records another."""
+    meta = read_metadata(meta_path)
+    if meta.get("processes") != processes:
+        tmp = meta_path.with_name(f".{METADATA_FILE}.split.tmp")
+        tmp.write_text(json.dumps({**meta, "processes": processes}, indent=1))
+        os.replace(tmp, meta_path)
 
 
 def _lock_slots(directory: Path, process: int, processes: int) -> list[FileLock]:

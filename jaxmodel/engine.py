@@ -54,6 +54,7 @@ from jaxmodel.dataset import (  # noqa: F401  (re-exported: names of engine befo
     DatasetExists,
     Manifest,
     WriteFailed,
+    check_no_overlap,
     checkpoint_files,
     checkpoint_path,
     chunk_runs,
@@ -61,8 +62,10 @@ from jaxmodel.dataset import (  # noqa: F401  (re-exported: names of engine befo
     clean_orphans,
     dataset_bytes,
     done_chunks,
+    drop_damaged_records,
     file_metadata,
     final_states,
+    intact_records,
     load_checkpoint,
     merge_lock,
     metadata_path,
@@ -87,6 +90,7 @@ from jaxmodel.program import (  # noqa: F401
 )
 from jaxmodel.reduce import CONFIG_ID
 from jaxmodel.sink import PartWriter, WriterPool
+from jaxmodel.spec import MAX_WRITERS, check_writers  # noqa: F401  (engine's names before)
 
 CHECKPOINT_SECONDS = 10.0
 
@@ -427,6 +431,7 @@ def run_sweep(plan: Plan, directory: Path, *, resume: bool = False, overwrite: b
       DatasetExists / SpecError: directory problems, before any computation.
       SweepInterrupted: Ctrl-C; finished chunks are on disk, ``--resume`` continues.
     """
+    check_writers(writers)
     if plan.reducer is not None:
         return run_reduce(plan, directory, resume=resume, overwrite=overwrite, process=process,
                           processes=processes, quiet=quiet, progress_stream=progress_stream)
@@ -441,10 +446,17 @@ def _write_rows(plan: Plan, directory: Path, *, process: int, processes: int, qu
                 progress_stream, writers: int | None) -> SweepResult:
     """A plain sweep, with the directory prepared and locked."""
     Manifest(directory, process).repair()
+    lost = drop_damaged_records(directory, stale_slots(process, processes))
     clean_orphans(directory, stale_slots(process, processes))
-    done = done_chunks(Manifest.read_all(directory, plan.num_chunks))
+    # Only chunks whose parts are all on disk as written are done, and no chunk
+    # may be held twice: so "complete" means every row is there, once.
+    records = intact_records(directory, Manifest.read_all(directory, plan.num_chunks))
+    check_no_overlap(directory, records)
+    done = done_chunks(records)
     todo = Todo(plan, my_chunks(plan.num_chunks, process, processes), done)
     result = SweepResult(directory, plan.size, skipped_chunks=todo.skipped)
+    if lost:
+        result.extra["lost_parts"] = lost
     on_disk = read_metadata(metadata_path(directory))
     writer = PartWriter(
         directory, process, plan.columns, file_metadata=file_metadata(on_disk),
@@ -509,6 +521,7 @@ def _reduce(plan: Plan, directory: Path | None, meta: dict[str, Any], *, resume:
             state = plan.init_state(loaded)
             done = chunks_of(info)
             counts = info["counts"]
+    resumed = dict(counts)
     # Chunks folded by other processes' states (an earlier split) are skipped,
     # so that no chunk is ever folded twice.
     others = set()
@@ -527,8 +540,11 @@ def _reduce(plan: Plan, directory: Path | None, meta: dict[str, Any], *, resume:
         result.interrupted = True
         raise SweepInterrupted(result)
     state = work.state
-    result.valid_rows = counts["valid"]
-    result.extra["kept_rows"] = counts["rows"]
+    # This run's share, as configurations_done is: a resumed run's state also
+    # counts what the runs before it folded (the summary said "reduced 231M
+    # configurations (345M kept by the filter)").
+    result.valid_rows = counts["valid"] - resumed["valid"]
+    result.extra["kept_rows"] = counts["rows"] - resumed["rows"]
     if in_memory:
         result.extra["state"] = state
         result.reduced = plan.reducer.rows(state)
@@ -537,7 +553,9 @@ def _reduce(plan: Plan, directory: Path | None, meta: dict[str, Any], *, resume:
     merged = _merge_if_last(plan, directory, meta)
     result.extra["merged"] = None if merged is None else merged[0]
     if merged is not None:
-        result.reduced, result.extra["overflow"] = merged
+        result.reduced, result.extra["overflow"], lost = merged
+        if lost:
+            result.extra["lost_parts"] = lost
         result.rows = len(result.reduced[CONFIG_ID])
         result.parts = 1
     result.bytes = dataset_bytes(directory)
@@ -580,6 +598,9 @@ def _merge_if_last(plan: Plan, directory: Path, meta: dict[str, Any]):
     if not lock.try_acquire():
         return None  # another process is merging right now
     try:
+        # Only mergers write process 0's manifest, under this lock.  A merged
+        # part deleted or truncated since is merged again.
+        lost = drop_damaged_records(directory, [0])
         if any(r.get("sweep") == key for r in Manifest.read_all(directory)):
             return None  # merged already
         clean_orphans(directory, [0])  # what a merge cut short left behind
@@ -593,4 +614,4 @@ def _merge_if_last(plan: Plan, directory: Path, meta: dict[str, Any]):
     finally:
         lock.release()
     overflowed = getattr(plan.reducer, "overflowed", None)
-    return rows, bool(overflowed and overflowed(merged))
+    return rows, bool(overflowed and overflowed(merged)), lost

@@ -44,6 +44,8 @@ _FUNCTIONS = {"abs": 1, "min": 2, "max": 2, "log": 1, "sqrt": 1}
 MAX_NESTING = 32
 MAX_DEPTH = 200
 MAX_TOKENS = 10_000
+MAX_CHARACTERS = 100_000  # room for MAX_TOKENS words and symbols of ten characters
+_SPACE = re.compile(r"\s*")
 _COMPARISONS = ("<", "<=", ">", ">=", "==", "!=")
 
 
@@ -341,15 +343,20 @@ class _Parser:
         self.text = text
         self.columns = columns
         self.tokens: list[tuple[str, str, int]] = []
+        if len(text) > MAX_CHARACTERS:  # before any work: a 20 MB filter pinned a thread
+            raise SpecError(f"filter: {_short(text)} is {len(text):,} characters long; allowed: "
+                            f"at most {MAX_CHARACTERS:,}")
         pos = 0
         while pos < len(text):
-            if text[pos:].strip() == "":
+            # Linear: each step looks only at what follows pos (text[pos:].strip()
+            # per token made a long filter quadratic).
+            at = _SPACE.match(text, pos).end()
+            if at == len(text):
                 break
             m = _TOKEN.match(text, pos)
             if not m:
-                at = len(text) - len(text[pos:].lstrip())
                 raise SpecError(f"filter: cannot read {text[at:at + 20]!r} "
-                                f"at position {at} of {text!r}")
+                                f"at position {at} of {_short(text)}")
             kind = m.lastgroup
             self.tokens.append((kind, m.group(kind), m.start(kind)))
             pos = m.end()

@@ -365,6 +365,12 @@ class Plan:
             return self.fetch(self.step(chunk))
 
 
+# How a [sample] sweep draws its configurations: "float64" since the draws
+# stopped depending on the sweep's precision (issue 29); datasets drawn before
+# have no "draws" (in their metadata and sweep key) and are another sweep.
+SAMPLE_DRAWS = "float64"
+
+
 def _versions() -> dict[str, str]:
     return {"jaxmodel_version": version("jaxmodel"), "jax_version": jax.__version__}
 
@@ -386,4 +392,5 @@ def dataset_metadata(plan: Plan) -> dict[str, Any]:
         "x64": plan.x64,
         "filter": spec.filter.text if spec.filter else None,
         "columns": [c.name for c in plan.columns],
+        **({"draws": SAMPLE_DRAWS} if spec.sample is not None else {}),
     }

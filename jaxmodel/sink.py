@@ -267,7 +267,7 @@ class PartWriter:
         """
         first = min(batch.chunks)
         parts: list[str] = []
-        nbytes = 0
+        sizes: list[int] = []
         if batch.rows or batch.empty:
             table = (pa.concat_tables(batch.tables) if batch.tables
                      else self.full_schema.empty_table())
@@ -283,15 +283,15 @@ class PartWriter:
                 tmp_final.append((tmp, final))
             for tmp, final in tmp_final:
                 os.replace(tmp, final)
-                nbytes += final.stat().st_size
+                sizes.append(final.stat().st_size)
                 parts.append(final.relative_to(self.directory).as_posix())
             for parent in {f.parent for _, f in tmp_final}:
                 _fsync_dir(parent)
         with self._lock:
-            self.manifest.append({"parts": parts, "chunks": chunk_runs(batch.chunks),
-                                  "rows": batch.rows})
+            self.manifest.append({"parts": parts, "sizes": sizes,
+                                  "chunks": chunk_runs(batch.chunks), "rows": batch.rows})
             self.rows_written += batch.rows
-            self.bytes_written += nbytes
+            self.bytes_written += sum(sizes)
             self.parts_written += len(parts)
 
     def _partitions(self, table: pa.Table) -> list[tuple[str, pa.Table]]:

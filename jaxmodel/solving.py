@@ -19,7 +19,10 @@ terminating:
 3. **Check.**  ``reached`` is true when a bracket was found and the output at
    the solution is within ``eps^(3/4)`` (relative: 2e-12 in float64, 7e-6 in
    float32) of the target: an honest test even where the model jumps (a
-   relaxed count crossing a validity rule).
+   relaxed count crossing a validity rule).  A zero target has no scale of
+   its own: there the tolerance is relative to ``|d output / d vary| |vary|``
+   (:func:`_tolerance`).  A target the working precision cannot hold is
+   refused (:func:`check_representable`).
    An output that is flat and already at the target to that tolerance (no
    sign change to bracket) is reached at the grid point nearest the start.
 
@@ -161,6 +164,20 @@ def solve_kernel(
     return kernel
 
 
+def _tolerance(target, v, dg):
+    """How near ``target`` an output at ``v`` (slope ``dg``) must be to reach it:
+    ``eps^(3/4)`` relative to the target; at a zero target, relative to how far
+    the output moves over a relative change of ``v`` (``|dg| |v|``), as a zero
+    has no scale of its own.  (It was the largest |output| on the grid, which
+    is infinite where a rate tends to 0: every target 0 was "reached".)  A
+    target a rate only tends to (MFU 0 as bandwidth -> 0) is then out of reach,
+    since there ``|output| = |dg| |v|``."""
+    slope = jnp.abs(dg * v)
+    scale = jnp.where(target != 0, jnp.abs(target),
+                      jnp.where(jnp.isfinite(slope), slope, 0.0))
+    return jnp.finfo(v.dtype).eps ** 0.75 * scale
+
+
 def _solver(model: Model, output: str, vary: str, expansions: int, iterations: int):
     """``f(inputs, target) -> columns``: the kernel with the target as an argument."""
     field = model.input_field(vary)
@@ -188,7 +205,7 @@ def _solver(model: Model, output: str, vary: str, expansions: int, iterations: i
             grid.insert(0, low[None])
         pts = jnp.concatenate(grid)
         i0 = expansions + int(field.low_inclusive)
-        gv = jax.vmap(g)(pts)
+        gv, dgv = jax.vmap(gdg)(pts)
 
         finite = jnp.isfinite(gv)
         change = finite[:-1] & finite[1:] & (jnp.sign(gv[:-1]) * jnp.sign(gv[1:]) <= 0)
@@ -202,14 +219,12 @@ def _solver(model: Model, output: str, vary: str, expansions: int, iterations: i
         safe_b = jnp.where(found, b, x0 + 1.0)
         root = _rtsafe(gdg, safe_a, safe_b, jnp.where(found, ga, -1.0), iterations)
         root = jnp.where(ga == 0, a, jnp.where(gb == 0, b, root))
-        residual = g(root)
-        scale = jnp.where(target != 0, abs(target), jnp.nanmax(jnp.abs(gv + target)))
-        tol = jnp.finfo(dtype).eps ** 0.75 * scale
-        refined = found & (jnp.abs(residual) <= tol)
+        residual, droot = gdg(root)
+        refined = found & (jnp.abs(residual) <= _tolerance(target, root, droot))
         # A flat output already at the target to rounding, with no sign change
         # (throughput against accumulation steps when the step scales with m):
         # the grid point nearest the start that is within tolerance.
-        close = finite & (jnp.abs(gv) <= tol)
+        close = finite & (jnp.abs(gv) <= _tolerance(target, pts, dgv))
         nearest = jnp.argmin(jnp.where(close, jnp.abs(jnp.arange(pts.shape[0]) - i0), jnp.inf))
         root = jnp.where(refined, root, pts[nearest])
         reached = refined | jnp.any(close)
@@ -302,6 +317,7 @@ def solve(
             raise SpecError(f"solve.target: got values of {output} that are not all finite "
                             "numbers; allowed: finite numbers")
         value = values
+    check_representable(output, values, x64)
     arrays = resolve_inputs(model, inputs or {})
     try:
         shape = np.broadcast_shapes(next(iter(arrays.values())).shape, values.shape)
@@ -325,6 +341,21 @@ def solve(
         limit=arr(cols[f"solve_limit_{output}"]), limit_at=arr(cols[f"solve_limit_{vary}"]),
         blocked=arr(cols["solve_blocked"]),
     )
+
+
+def check_representable(output: str, values: Any, x64: bool, where: str = "solve") -> None:
+    """Refuse a target that the working precision cannot hold: one that
+    overflows to inf, or a nonzero one that underflows (to 0 or a subnormal,
+    which would silently ask another question, e.g. 1e-50 -> 0)."""
+    info = np.finfo(float_dtype(x64))
+    v = np.abs(np.asarray(values, dtype=np.float64))
+    bad = (v > info.max) | ((v != 0) & (v < info.tiny))
+    if bad.any():
+        got = float(np.asarray(values, dtype=np.float64).reshape(-1)[np.argmax(bad.reshape(-1))])
+        hint = "" if x64 else ", or use --x64"
+        raise SpecError(
+            f"{where}.target: got {got:g} for {output}, which {info.dtype} cannot hold; allowed: "
+            f"0 or a magnitude between {float(info.tiny):.3g} and {float(info.max):.3g}{hint}")
 
 
 _CACHE: dict[tuple, Callable] = {}

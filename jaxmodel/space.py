@@ -178,9 +178,15 @@ class IndexSpace:
             hi = (i >> 32).astype(jnp.uint32)
             key = jax.random.fold_in(jax.random.fold_in(base_key, hi), lo)
             keys = jax.random.split(key, len(sample.distributions))
-            return jnp.stack([jax.random.uniform(k, dtype=self.dtype) for k in keys])
+            # float64 whatever the sweep's precision: a float32 uniform is
+            # made from other random bits than a float64 one, so the two
+            # precisions drew different configurations for the same index.
+            return jnp.stack([jax.random.uniform(k, dtype=jnp.float64) for k in keys])
 
-        u = jax.vmap(draw_row)(ids)  # (C, n_dists), uniform in [0, 1)
+        # (C, n_dists), uniform in [0, 1); every value below is drawn in float64
+        # and only then cast, so float32 and x64 sweeps hold the same
+        # configurations row for row (integers and choices identical).
+        u = jax.vmap(draw_row)(ids)
         drawn = {}
         for j, dist in enumerate(sample.distributions):
             uj = u[:, j]

@@ -58,6 +58,7 @@ from typing import Any
 
 import numpy as np
 
+from jaxmodel.config import MAX_VALUE_NESTING, nesting
 from jaxmodel.errors import InputError, SpecError, closest
 from jaxmodel.expr import Expr, parse
 from jaxmodel.fields import check_values
@@ -76,6 +77,19 @@ MAX_CONFIGURATIONS = 2**62  # config_id is int64; chunk counts stay exact
 # (offsets are int32, see IndexSpace.chunk_digits).  Here, beside the other
 # limits of a sweep, so that the command line's help needs no jax.
 DEFAULT_CHUNK = 1 << 20
+
+MAX_WRITERS = 256  # far beyond what any machine's cores keep busy encoding
+
+
+def check_writers(writers: int | None) -> None:
+    """Refuse a writer count that is not 1 to :data:`MAX_WRITERS`, before any
+    file is made (100,000 threads failed to start after the metadata was
+    written, and the next run refused the directory)."""
+    if writers is not None and not 1 <= writers <= MAX_WRITERS:
+        raise SpecError(f"--writers: got {writers}; allowed: a whole number of threads, "
+                        f"1 to {MAX_WRITERS}")
+
+
 MAX_CHUNK = 1 << 30
 MAX_AXIS = 100_000_000  # values one axis (or sample choice list) may hold: 800 MB as float64
 
@@ -223,7 +237,7 @@ def _input(model: Model, name: str, where: str):
     try:
         return model.input_field(name)
     except KeyError:
-        raise SpecError(f"{where}: unknown input {name!r}{closest(name, model.input_names)} "
+        raise SpecError(f"{where}: unknown input {name!r}{model.input_hint(name)} "
                         f"of model {model.name!r}") from None
 
 
@@ -293,6 +307,24 @@ def _generate(kind: str, args: Any, where: str, integer: bool) -> np.ndarray:
     return arr
 
 
+def _check_at_least(model: Model, base: dict[str, float], spec: SweepSpec) -> None:
+    """Refuse a sweep in which some configuration breaks the model's
+    ``at_least`` order: compared value by value where one dimension (or
+    ``[base]``) sets both inputs, else every value against every value, as
+    the grid (or the draws) combines them."""
+    where: dict[str, tuple[Any, np.ndarray]] = {n: (None, np.asarray(v)) for n, v in base.items()}
+    for d in spec.dims:
+        where.update({n: (d, np.asarray(v)) for n, v in zip(d.names, d.values, strict=True)})
+    for dist in (spec.sample.distributions if spec.sample else ()):
+        span = dist.values if dist.kind == "choice" else np.array([dist.low, dist.high])
+        where[dist.name] = (dist, np.asarray(span))
+    for name, lower in model.at_least:
+        (dn, vn), (dl, vl) = where[name], where[lower]
+        if dn is not dl:  # independent: the smallest meets the largest somewhere
+            vn, vl = vn.min(), vl.max()
+        model.check_at_least({name: vn, lower: vl}, where="spec: ", pairs=((name, lower),))
+
+
 def _sample(model: Model, table: dict) -> Sample:
     where = "sample"
     if "n" not in table:
@@ -359,10 +391,18 @@ def parse_spec(text: str, name: str = "sweep", root: str | Path | None = None) -
     ``root``: the folder a relative ``[base] config`` path is read from (the
     spec file's; default the working directory).
     """
+    if not isinstance(text, str):  # e.g. a dataset's metadata with "spec": 123
+        raise SpecError(f"spec: expected TOML text, got {type(text).__name__} {text!r:.40}")
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise SpecError(f"spec: invalid TOML ({e})") from None
+    except RecursionError:
+        raise SpecError(f"spec: invalid TOML (values nested more than {MAX_VALUE_NESTING} "
+                        "deep)") from None
+    if nesting(data) > MAX_VALUE_NESTING:
+        raise SpecError(f"spec: values nested more than {MAX_VALUE_NESTING} deep; a spec "
+                        "needs a few levels (a table of tables of lists)")
     check_keys(data, TOP_LEVEL, "spec")
     model_name = data.get("model", DEFAULT_MODEL)
     if not isinstance(model_name, str):
@@ -459,6 +499,7 @@ def parse_spec(text: str, name: str = "sweep", root: str | Path | None = None) -
     for dist in (spec.sample.distributions if spec.sample else ()):
         highest[dist.name] = float(np.max(dist.values)) if dist.kind == "choice" else dist.high
     model.check_products(highest, where="spec: largest ")
+    _check_at_least(model, base, spec)
     if filt is not None:
         # The filter's columns are checked by the plan, which knows every
         # column (the extra tables add some).

@@ -38,6 +38,9 @@ def extras_for(spec: SweepSpec, x64: bool) -> list[Extra]:
                         in sensitivity_column_info(spec.model, *spec.sensitivity))
         extras.append(Extra(sensitivity_kernel(spec.model, *spec.sensitivity), columns))
     if spec.solve is not None:
+        from jaxmodel.solving import check_representable
+
+        check_representable(spec.solve.output, spec.solve.value, x64)
         columns = tuple(
             Column(name, pa.bool_() if name in ("solve_reached", "solve_blocked")
                    else float_type, unit, doc)

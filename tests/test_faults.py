@@ -137,3 +137,48 @@ def test_random_kills_then_resume_equal_an_uninterrupted_run(tmp_path, kind, pro
                                           err_msg=f"{name} (seed {SEED}, case {case})")
         assert not list(out.rglob(".*.tmp"))
     assert landed >= 1  # at least one kill hit a running sweep
+
+
+SPLITS = {"plain and a shard": ([], ["--shard", "1/2"]),
+          "two splits of different N": (["--shard", "0/2"], ["--shard", "1/3"])}
+
+
+@pytest.mark.parametrize("case", list(SPLITS))
+@pytest.mark.parametrize("order", ["first-second", "second-first"])
+def test_runs_of_different_splits_at_once_never_duplicate_rows(tmp_path, case, order):
+    """Two runs of different splits started together into one dataset: each
+    ends, or is refused in one line; no row is ever written twice; a resume
+    then finishes the uninterrupted run's rows (issue 29)."""
+    rng = random.Random(f"{SEED}-{case}-{order}")
+    spec = tmp_path / "plain.toml"
+    spec.write_text(KINDS["plain"])
+    expected_dir = tmp_path / "clean"
+    run_sweep(build_plan(load_spec(spec), chunk_size=CHUNK), expected_dir)
+    expected = read(expected_dir)
+    out = tmp_path / "d"
+    args = SPLITS[case] if order == "first-second" else SPLITS[case][::-1]
+    procs = []
+    for extra in args:
+        procs.append(subprocess.Popen(
+            [JAXMODEL, "sweep", str(spec), "-o", str(out), "--chunk-size", str(CHUNK), "-q",
+             "--resume", *extra], env=_env(), stderr=subprocess.PIPE, text=True))
+        time.sleep(rng.uniform(0.0, 0.5))
+    refused = 0
+    for p in procs:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode in (0, 2), err
+        if p.returncode == 2:
+            lines = [line for line in err.splitlines() if line.strip()]
+            assert len(lines) == 1 and "is being written by" in lines[0], err
+            refused += 1
+    ids = read(out)["config_id"]
+    assert len(np.unique(ids)) == len(ids)  # no row twice
+    assert set(ids) <= set(expected["config_id"])
+    # Whatever is left, one resume finishes it (no run is alive now).
+    done = subprocess.run([JAXMODEL, "sweep", str(spec), "-o", str(out), "--chunk-size",
+                           str(CHUNK), "-q", "--resume"], env=_env(), capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    got = read(out)
+    for name in expected:
+        np.testing.assert_array_equal(got[name], expected[name], err_msg=name)

@@ -190,7 +190,7 @@ def best_command(
     vary: Annotated[list[str] | None, typer.Option(
         "--vary", metavar="NAME[=V1,V2,...]", help="also search over this input (repeatable): "
         "context_parallel (powers of two that split the sequence, or the values given; "
-        "d = N / (t c p)), a switch (every allowed value: zero_stage, fp8, recompute, ...) "
+        "d = N / (t c p)), a switch (every allowed value: zero_stage, precision, recompute, ...) "
         "or any input with its values")] = None,
     cross_node_tp: Annotated[bool, typer.Option(
         "--cross-node-tp", help="let tensor parallelism span nodes (default: t <= "

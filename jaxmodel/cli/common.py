@@ -58,8 +58,29 @@ def reports_errors(fn: Callable) -> Callable:
             return fn(*args, **kwargs)
         except JaxmodelError as e:
             raise fail(str(e)) from None
+        except Exception as e:
+            damaged = damaged_file(e)
+            if damaged is None:
+                raise
+            raise fail(damaged) from None
 
     return wrapper
+
+
+def damaged_file(e: Exception) -> str | None:
+    """One line for a reader's error on a damaged part (DuckDB's or pyarrow's,
+    which name the file in their own words), or None for any other error."""
+    module = type(e).__module__ or ""
+    if not module.startswith(("duckdb", "_duckdb", "pyarrow")):
+        return None
+    text = str(e).strip()
+    found = re.search(r"'([^']+\.parquet)'", text)
+    if found is None:
+        return None
+    why = ("not a complete Parquet file" if "magic bytes" in text
+           else text.splitlines()[0].split(": ", 1)[-1][:120])
+    return (f"{found.group(1)!r} is damaged ({why}); rerun its sweep with --resume "
+            "to write it again")
 
 
 def with_input_options(fn: Callable) -> Callable:
@@ -82,6 +103,15 @@ def with_input_options(fn: Callable) -> Callable:
             f.name, inspect.Parameter.KEYWORD_ONLY, default=None,
             annotation=Annotated[str | None, option],
         ))
+    # Retired inputs stay as hidden options, so that naming one gets the
+    # model's one-line pointer to what replaced it rather than typer's
+    # "No such option".
+    retired = sorted({name for m in MODELS.values() for name in m.retired}
+                     - {f.name for f in fields})
+    for name in retired:
+        option = typer.Option("--" + name.replace("_", "-"), hidden=True, metavar="NUMBER")
+        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None,
+                                        annotation=Annotated[str | None, option]))
     for name, option in PRESET_OPTIONS.items():
         params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None,
                                         annotation=Annotated[str | None, option]))
@@ -89,7 +119,7 @@ def with_input_options(fn: Callable) -> Callable:
     @functools.wraps(fn)
     def wrapper(**kwargs):
         inputs = {f.name: kwargs.pop(f.name) for f in fields}
-        inputs.update({name: kwargs.pop(name) for name in PRESET_OPTIONS})
+        inputs.update({name: kwargs.pop(name) for name in (*retired, *PRESET_OPTIONS)})
         return fn(inputs=inputs, **kwargs)
 
     wrapper.__signature__ = sig.replace(parameters=params)
@@ -128,6 +158,9 @@ def gather_inputs(model_name: str, config: str | None,
     for name, text in options.items():
         if text is None or name in PRESET_OPTIONS:
             continue
+        if name in model.retired:
+            raise InputError("--" + name.replace("_", "-"), text,
+                             f"an input of model {model.name!r}{model.input_hint(name)}")
         if name not in model.input_names:
             computed = (f"; model {model.name!r} computes {name} (an output) from its other "
                         "inputs" if name in model.output_names else "")
@@ -140,6 +173,7 @@ def gather_inputs(model_name: str, config: str | None,
     checked = {f.name: f.check_scalar(values[f.name], text=f.name in typed)
                for f in model.inputs}
     model.check_products(checked)
+    model.check_at_least(checked)
     return model, checked
 
 
@@ -149,9 +183,13 @@ def parse_shard(shard: str) -> tuple[int, int]:
     Raises:
       SpecError: not I/N with 0 <= I < N.
     """
+    from jaxmodel.dataset import MAX_PROCESSES
+
     m = re.fullmatch(r"(\d+)/(\d+)", shard)
     if not m or not 0 <= int(m.group(1)) < int(m.group(2)):
         raise SpecError(f"--shard: got {shard!r}; allowed: I/N with 0 <= I < N, e.g. 0/4")
+    if int(m.group(2)) > MAX_PROCESSES:
+        raise SpecError(f"--shard: got {shard!r}; allowed: I/N with N at most {MAX_PROCESSES:,}")
     return int(m.group(1)), int(m.group(2))
 
 

@@ -9,7 +9,7 @@ import typer
 from jaxmodel.cli.common import X64Option, parse_shard, reports_errors
 from jaxmodel.documents import dry_run_summary, sweep_summary
 from jaxmodel.errors import SpecError
-from jaxmodel.spec import DEFAULT_CHUNK, load_spec
+from jaxmodel.spec import DEFAULT_CHUNK, check_writers, load_spec
 
 
 def _processes(distributed: bool, coordinator: str | None, num_processes: int | None,
@@ -73,8 +73,7 @@ def sweep_command(
     """Run a sweep specification (TOML) into a Parquet dataset."""
     if resume and overwrite:
         raise SpecError("--resume: use either --resume or --overwrite, not both")
-    if writers is not None and writers < 1:
-        raise SpecError(f"--writers: got {writers}; allowed: a whole number of threads, 1 or more")
+    check_writers(writers)
     spec = load_spec(spec_path)
     # jax is imported only now, once the spec has been checked (issue 26).
     from jaxmodel.engine import SweepInterrupted, WriteFailed, run_sweep
@@ -112,6 +111,11 @@ def sweep_command(
     except WriteFailed as e:
         typer.echo(f"error: {e}; once fixed, resume with: {resume_command()}", err=True)
         raise typer.Exit(1) from None
+    lost = result.extra.get("lost_parts")
+    if lost:
+        typer.echo(f"warning: {len(lost)} recorded part(s) were missing or changed since they "
+                   f"were written ({', '.join(lost[:5])}{', ...' * (len(lost) > 5)}); their "
+                   "chunks were written again", err=True)
     if not quiet:
         typer.echo(sweep_summary(plan, result, directory, process=process,
                                  processes=processes))

@@ -113,7 +113,7 @@ def build_report(catalog: q.Catalog, name: str) -> str:
     if len(axes) >= 2 and values:
         x, y = axes[0], axes[1]
         add("Heatmap", heatmap_menu(catalog, src, x, y))
-        if len(axes) > 2:
+        if len(axes) > 2 and axes[2] in src.levels:  # a slider steps through levels
             add(f"Heatmap at each {axes[2]}", heatmap_slider(catalog, src, x, y, axes[2]))
         g = q.grid(catalog, name, x, y, values[0], "max")
         add("Lines", figs.lines(src, g))
@@ -138,7 +138,10 @@ def build_report(catalog: q.Catalog, name: str) -> str:
                       "description": i.description} for c, i in src.columns.items()],
                     "Schema")
     meta = src.meta
-    head = (f"{html.escape(name)}: {meta.get('configurations', '?')} configurations of the "
+    # Every value from the dataset is escaped: its metadata is a file anyone
+    # could have written (a 'configurations' of <img onerror=...> ran).
+    head = (f"{html.escape(name)}: {html.escape(str(meta.get('configurations', '?')))} "
+            "configurations of the "
             f"{html.escape(str(meta.get('model')))} model, written "
             f"{html.escape(str(meta.get('created', '?')))} by jaxmodel "
             f"{html.escape(str(meta.get('jaxmodel_version', '?')))}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import ipaddress
 import logging
 import sys
 import threading
@@ -11,6 +12,39 @@ import webbrowser
 from collections.abc import Sequence
 
 from jaxmodel.dashboard.data import DashboardError
+
+
+def host_allowed(header: str, bound: str) -> bool:
+    """Whether a request's ``Host`` header may reach a dashboard bound to
+    ``bound``: an IP address, ``localhost``, or the bound name itself.
+
+    A page of another site can make a browser send requests here under its
+    own domain name, once that name resolves to this machine (DNS rebinding);
+    such a request names that domain in its Host header, and is refused.  A
+    request without the header (HTTP/1.0) names no domain and passes."""
+    if not header:
+        return True
+    name = header.strip().lower()
+    if name.startswith("["):  # [v6]:port
+        name = name[1:name.find("]")] if "]" in name else name
+    elif name.count(":") == 1:
+        name = name.rsplit(":", 1)[0]
+    try:
+        ipaddress.ip_address(name)
+        return True
+    except ValueError:
+        return name in ("localhost", bound.strip("[]").lower())
+
+
+def host_checked(wsgi_app, bound: str):
+    """``wsgi_app`` behind the :func:`host_allowed` check (403 otherwise)."""
+    def app(environ, start_response):
+        if not host_allowed(environ.get("HTTP_HOST", ""), bound):
+            start_response("403 Forbidden", [("Content-Type", "text/plain; charset=utf-8")])
+            return [b"forbidden: the Host header names no address of this dashboard\n"]
+        return wsgi_app(environ, start_response)
+
+    return app
 
 
 def make_server(wsgi_app, host: str, port: int):
@@ -25,7 +59,7 @@ def make_server(wsgi_app, host: str, port: int):
     said = io.StringIO()
     try:
         with contextlib.redirect_stderr(said):  # werkzeug prints its own advice, then exits
-            return _make(host, port, wsgi_app, threaded=True)
+            return _make(host, port, host_checked(wsgi_app, host), threaded=True)
     except (OSError, SystemExit) as e:
         reason = getattr(e, "strerror", None) or (
             "address already in use" if "in use" in said.getvalue() else

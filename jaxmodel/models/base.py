@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from jaxmodel.errors import InputError
+from jaxmodel.errors import InputError, closest
 from jaxmodel.fields import InputField, OutputField
 from jaxmodel.models.terms import Term, bottleneck_categories
 
@@ -51,6 +51,9 @@ class Model:
         by the product of those count inputs (``tokens_per_step <= b m s N``).
         Every caller refuses inputs whose product exceeds ``MAX_EXACT_PRODUCT``
         (:meth:`check_products`), so the output can never wrap around.
+      at_least: ``(name, lower)`` pairs: input ``name`` is never below input
+        ``lower`` (an FP8 peak is at least the BF16 peak); every caller refuses
+        inputs that break one (:meth:`check_at_least`).
       layout_reasons: host-side ``(problem, fix)`` pairs for everything the
         model's validity rule rejects in one evaluated configuration
         (``layout_reasons(inputs, outputs)``; empty when valid), or None; the
@@ -61,6 +64,9 @@ class Model:
       memory_capacity: the input giving each GPU's memory in GB, which the
         model's memory outputs are checked against (reports print the need
         against it), or None: the model has no memory limit.
+      retired: inputs the model no longer takes, ``{name: what replaces it}``
+        (one line); a spec, config or option naming one is refused with it
+        (:meth:`input_hint`).
     """
 
     name: str
@@ -79,8 +85,10 @@ class Model:
                              list[tuple[str, str]]] | None = None
     layout: LayoutSpace | None = None
     exact_products: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    at_least: tuple[tuple[str, str], ...] = ()
     cluster: tuple[str, ...] = ()
     memory_capacity: str | None = None
+    retired: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
         """Check the declarations against each other (a model is built once, at import).
@@ -156,6 +164,27 @@ class Model:
                                  f"a product of at most 2**62 ({float(MAX_EXACT_PRODUCT):.3g})"
                                  f", so that {output} is an exact int64")
 
+    def check_at_least(self, values: Mapping[str, Any], where: str = "",
+                       pairs: tuple[tuple[str, str], ...] | None = None) -> None:
+        """Refuse inputs (scalars or broadcastable arrays) in which an
+        ``at_least`` pair (or one of ``pairs``) is out of order.
+
+        Raises:
+          InputError: naming both inputs and the values that break the order.
+        """
+        import numpy as np
+
+        for name, lower in self.at_least if pairs is None else pairs:
+            a = np.asarray(values[name], dtype=np.float64)
+            b = np.asarray(values[lower], dtype=np.float64)
+            bad = np.broadcast_to(a < b, np.broadcast_shapes(a.shape, b.shape))
+            if bad.any():
+                i = np.argmax(bad.reshape(-1))
+                got = float(np.broadcast_to(a, bad.shape).reshape(-1)[i])
+                low = float(np.broadcast_to(b, bad.shape).reshape(-1)[i])
+                raise InputError(where + name, f"{got:g}",
+                                 f"at least {lower} ({low:g}) in every configuration")
+
     @property
     def input_names(self) -> tuple[str, ...]:
         return tuple(f.name for f in self.inputs)
@@ -167,6 +196,13 @@ class Model:
     @property
     def defaults(self) -> dict[str, float]:
         return {f.name: f.default for f in self.inputs}
+
+    def input_hint(self, name: str) -> str:
+        """What to say after an unknown input ``name``: what replaced it, where
+        it was retired, else the closest input name (``errors.closest``)."""
+        if name in self.retired:
+            return f" (retired: {self.retired[name]})"
+        return closest(name, self.input_names)
 
     def input_field(self, name: str) -> InputField:
         for f in self.inputs:

@@ -173,13 +173,12 @@ def _datasheet_memory_gb(gib: float) -> float:
     return gib * 2.0**30 / 1e9
 
 
-def _gpu(name, description, source, *, tflops, fp8_tflops, sms, mamf, memory_gb, hbm_tb_s,
+def _gpu(name, description, source, *, tflops, sms, mamf, memory_gb, hbm_tb_s,
          nvlink_gb_s, network_gb_s, per_node, rates=None):
     """A GPU preset; ``rates``: the achievable fractions and latencies beyond
     the GEMM ceiling (input name -> value), where they are set."""
     return Preset(name, description, source, {
         "compute_tflops": tflops,
-        "fp8_tflops": fp8_tflops,
         "num_sms": sms,
         "matmul_efficiency": mamf,
         "gpu_memory_gb": _datasheet_memory_gb(memory_gb),
@@ -210,16 +209,16 @@ GPUS: dict[str, Preset] = {p.name: p for p in (
     _gpu("a100-40gb-sxm", "NVIDIA A100 40 GB SXM4, DGX A100 node (8 x HDR 200 Gb/s)",
          "NVIDIA A100 Tensor Core GPU datasheet (2020): 312 TFLOP/s bf16 dense, 1,555 GB/s, "
          "NVLink 600 GB/s, 108 SMs (A100 architecture whitepaper), no FP8 tensor cores "
-         "(fp8_tflops = the bf16 peak); DGX A100 datasheet: 8 GPUs, 8 x 200 Gb/s ConnectX-6. "
+         "(fp8_peak_tflops 0); DGX A100 datasheet: 8 GPUs, 8 x 200 Gb/s ConnectX-6. "
          "Measured: MAMF bf16 267.9 of 312 (Bekman, MAMF table v1)",
-         tflops=312, fp8_tflops=312, sms=108, mamf=_MAMF_A100, memory_gb=40,
+         tflops=312, sms=108, mamf=_MAMF_A100, memory_gb=40,
          hbm_tb_s=1.555, nvlink_gb_s=300, network_gb_s=25, per_node=8),
     _gpu("a100-80gb-sxm", "NVIDIA A100 80 GB SXM4, DGX A100 node (8 x HDR 200 Gb/s)",
          "NVIDIA A100 80GB datasheet (2021): 312 TFLOP/s bf16 dense, 2,039 GB/s, NVLink "
-         "600 GB/s, 108 SMs, no FP8 tensor cores (fp8_tflops = the bf16 peak); DGX A100 "
+         "600 GB/s, 108 SMs, no FP8 tensor cores (fp8_peak_tflops 0); DGX A100 "
          "datasheet: 8 GPUs, 8 x 200 Gb/s ConnectX-6. Measured: MAMF bf16 267.9 of 312 "
          "(Bekman, MAMF table v1)",
-         tflops=312, fp8_tflops=312, sms=108, mamf=_MAMF_A100, memory_gb=80,
+         tflops=312, sms=108, mamf=_MAMF_A100, memory_gb=80,
          hbm_tb_s=2.039, nvlink_gb_s=300, network_gb_s=25, per_node=8),
     _gpu("h100-sxm", "NVIDIA H100 80 GB SXM5, DGX H100 node (8 x NDR 400 Gb/s)",
          "NVIDIA H100 datasheet (2023): 989 TFLOP/s bf16 dense (1,979 with sparsity), "
@@ -228,7 +227,7 @@ GPUS: dict[str, Preset] = {p.name: p for p in (
          + _HOPPER_MEASURED + "; STREAM 2.90-2.97 of 3.35 TB/s (Azure AI-benchmarking-"
          "guide, ND H100 v5). Assumed: collective latencies within NCCL's cost model "
          "(tuning.cc)",
-         tflops=989, fp8_tflops=1979, sms=132, mamf=0.803, memory_gb=80,
+         tflops=989, sms=132, mamf=0.803, memory_gb=80,
          hbm_tb_s=3.35, nvlink_gb_s=450, network_gb_s=50, per_node=8,
          rates=_rates(attention=_ATTN_H100, hbm=_HBM_H100, intra=_NVLINK4)),
     _gpu("h800", "NVIDIA H800 80 GB SXM5 (export H100: NVLink 400 GB/s), 8-GPU node, "
@@ -239,7 +238,7 @@ GPUS: dict[str, Preset] = {p.name: p for p in (
          "per GPU. Measured: NVLink 160 of 200 GB/s one way (DeepSeek-V3 issue 28). "
          "Assumed: the H100's GEMM, attention, HBM and network fractions (the same die "
          "and NICs), latencies within NCCL's cost model",
-         tflops=989, fp8_tflops=1979, sms=132, mamf=0.803, memory_gb=80,
+         tflops=989, sms=132, mamf=0.803, memory_gb=80,
          hbm_tb_s=3.35, nvlink_gb_s=200, network_gb_s=50, per_node=8,
          rates=_rates(attention=_ATTN_H100, hbm=_HBM_H100, intra=0.80)),
     _gpu("h200", "NVIDIA H200 141 GB SXM, HGX H200 node (8 x NDR 400 Gb/s)",
@@ -249,7 +248,7 @@ GPUS: dict[str, Preset] = {p.name: p for p in (
          "the same'); STREAM 4.00-4.15 of 4.8 TB/s (Azure AI-benchmarking-guide, ND H200 "
          "v5). Assumed: the H100's attention kernels (same SMs), latencies within NCCL's "
          "cost model",
-         tflops=989, fp8_tflops=1979, sms=132, mamf=0.803, memory_gb=141,
+         tflops=989, sms=132, mamf=0.803, memory_gb=141,
          hbm_tb_s=4.8, nvlink_gb_s=450, network_gb_s=50, per_node=8,
          rates=_rates(attention=_ATTN_H100, hbm=_HBM_H200, intra=_NVLINK4)),
     _gpu("b200", "NVIDIA B200 180 GB, DGX B200 node (8 x 400 Gb/s)",
@@ -264,7 +263,7 @@ GPUS: dict[str, Preset] = {p.name: p for p in (
          "50 GB/s per NDR NIC (nccl-tests issue 290). Assumed: attention backward at "
          "H100's cuDNN backward/forward ratio; HBM at the H200's measured HBM3e fraction "
          "(no B200 STREAM figure is published); latencies within NCCL's cost model",
-         tflops=2250, fp8_tflops=4500, sms=148, mamf=0.776, memory_gb=180,
+         tflops=2250, sms=148, mamf=0.776, memory_gb=180,
          hbm_tb_s=7.7, nvlink_gb_s=900, network_gb_s=50, per_node=8,
          rates=_rates(attention=_ATTN_BLACKWELL, hbm=_HBM_H200, intra=_NVLINK5)),
     _gpu("b300", "NVIDIA B300 (Blackwell Ultra) 288 GB, HGX B300 node (8 x 800 Gb/s)",
@@ -276,7 +275,7 @@ GPUS: dict[str, Preset] = {p.name: p for p in (
          "900 GB/s (Azure, ND GB200 v6). Assumed: the B200's attention (Blackwell Ultra "
          "doubles the exponential units, so this is conservative) and HBM fractions, the "
          "NDR per-NIC fraction for ConnectX-8, latencies within NCCL's cost model",
-         tflops=2250, fp8_tflops=4500, sms=160, mamf=0.786, memory_gb=288,
+         tflops=2250, sms=160, mamf=0.786, memory_gb=288,
          hbm_tb_s=8.0, nvlink_gb_s=900, network_gb_s=100, per_node=8,
          rates=_rates(attention=_ATTN_BLACKWELL, hbm=_HBM_H200, intra=_NVLINK5)),
     _gpu("gb200-nvl72", "NVIDIA GB200 NVL72: 72 Blackwell GPUs in one NVLink domain",
@@ -288,7 +287,7 @@ GPUS: dict[str, Preset] = {p.name: p for p in (
          "bandwidth 679.6 of 900 GB/s (Azure AI-benchmarking-guide, ND GB200 v6); 46-48 "
          "of 50 GB/s per NDR NIC (nccl-tests issue 290). Assumed: the B200's attention "
          "and HBM fractions, latencies within NCCL's cost model",
-         tflops=2500, fp8_tflops=5000, sms=148, mamf=0.729, memory_gb=186,
+         tflops=2500, sms=148, mamf=0.729, memory_gb=186,
          hbm_tb_s=8.0, nvlink_gb_s=900, network_gb_s=50, per_node=72,
          rates=_rates(attention=_ATTN_BLACKWELL, hbm=_HBM_H200, intra=_NVLINK5)),
     _gpu("gb300-nvl72", "NVIDIA GB300 NVL72: 72 Blackwell Ultra GPUs in one NVLink domain",
@@ -300,7 +299,7 @@ GPUS: dict[str, Preset] = {p.name: p for p in (
          "MAMF fraction (the same 2.5 PFLOP/s rating; no GB300 MAMF is published), the "
          "B200's attention and HBM fractions, the NDR per-NIC fraction for ConnectX-8, "
          "latencies within NCCL's cost model",
-         tflops=2500, fp8_tflops=5000, sms=160, mamf=0.729, memory_gb=288,
+         tflops=2500, sms=160, mamf=0.729, memory_gb=288,
          hbm_tb_s=8.0, nvlink_gb_s=900, network_gb_s=100, per_node=72,
          rates=_rates(attention=_ATTN_BLACKWELL, hbm=_HBM_H200, intra=_NVLINK5)),
     _gpu("mi300x", "AMD Instinct MI300X 192 GB, 8-GPU platform (400 Gb/s per GPU)",
@@ -312,7 +311,7 @@ GPUS: dict[str, Preset] = {p.name: p for p in (
          "RCCL all-reduce bus bandwidth 316.8 of 448 GB/s (Azure AI-benchmarking-guide, "
          "ND MI300X v5). Assumed: the NDR per-NIC fraction, latencies within NCCL's cost "
          "model (RCCL is its fork)",
-         tflops=1307.4, fp8_tflops=2614.9, sms=304, mamf=0.511, memory_gb=192,
+         tflops=1307.4, sms=304, mamf=0.511, memory_gb=192,
          hbm_tb_s=5.3, nvlink_gb_s=448, network_gb_s=50, per_node=8,
          rates=_rates(attention=_ATTN_MI300X, hbm=_HBM_MI300X, intra=_XGMI_MI300X)),
     _gpu("mi355x", "AMD Instinct MI355X 288 GB, 8-GPU platform (400 Gb/s per GPU)",
@@ -324,19 +323,20 @@ GPUS: dict[str, Preset] = {p.name: p for p in (
          "(Bekman, MAMF table). Assumed: the MI300X's attention, HBM and xGMI fractions "
          "(no MI355X figure is published), the NDR per-NIC fraction, latencies within "
          "NCCL's cost model",
-         tflops=2516.6, fp8_tflops=5033.2, sms=256, mamf=0.622, memory_gb=288,
+         tflops=2516.6, sms=256, mamf=0.622, memory_gb=288,
          hbm_tb_s=8.0, nvlink_gb_s=538, network_gb_s=50, per_node=8,
          rates=_rates(attention=_ATTN_MI300X, hbm=_HBM_MI300X, intra=_XGMI_MI300X)),
 )}
 
 
-# --- Per-precision figures that no model input carries yet ------------------
+# --- Per-precision figures -------------------------------------------------
 #
-# The refined model has one peak per precision it runs (compute_tflops for
-# bf16, fp8_tflops for FP8) and one GEMM ceiling (matmul_efficiency).  The
-# tables below hold what a precision input (0 bf16, 1 FP8 per-tensor, 2
-# block-scaled FP8, 3 FP4; issue 24 item 4) and a board-power input need, per
-# GPU preset, each with its source; a change that adds those inputs wires them.
+# The refined model's input precision (0 bf16, 1 FP8 per-tensor, 2
+# block-scaled FP8, 3 FP4) runs the layer GEMMs at that precision's peak
+# (compute_tflops, fp8_peak_tflops, mxfp8_peak_tflops, fp4_peak_tflops) and
+# large-GEMM ceiling (matmul_efficiency, fp8_matmul_efficiency,
+# fp4_matmul_efficiency).  Each GPU preset takes them from the tables below
+# (_precision_columns).
 
 PRECISIONS: tuple[str, ...] = ("bf16", "fp8", "mxfp8", "fp4")
 
@@ -380,8 +380,8 @@ PRECISION_PEAKS: dict[str, dict[str, float | None]] = {
 # Hopper loses 1-6%, which is what a power-limited clock would do.  The bf16
 # burst ceilings are the presets' matmul_efficiency.
 #
-# Until a precision input takes these, the refined model runs FP8 GEMMs at the
-# bf16 ceiling, and that is most of what issue 24 saw for Llama 3 8B FP8 on 8
+# With FP8 GEMMs at the bf16 ceiling, as the refined model ran them before it
+# had a precision input, it predicted what issue 24 saw for Llama 3 8B FP8 on 8
 # GPUs (Megatron-Bridge 25.11).  B200 (30,624 tokens/s per GPU measured): +20%
 # with these presets, +2% with GB200's sustained FP8 ceiling 0.581 in place of
 # 0.776 (B200's own sustained figure is not published).  H100 (14,451): the
@@ -435,6 +435,54 @@ NODE_POWER_W: dict[str, float] = {
 for _name, _preset in GPUS.items():
     _preset.values.update(gpu_power_w=float(BOARD_POWER_W[_name]),
                           node_power_w=NODE_POWER_W[_name])
+
+# The low-precision ceilings the presets run (fp8_ / fp4_matmul_efficiency):
+# the sustained ones, since a training step is sustained load and Blackwell
+# loses 20% of its FP8 burst rate under it (GB200 0.723 -> 0.581, above).
+# Where a GPU's sustained figure is not published it is assumed from its
+# sibling, each named: H800 is H100's die (0.698); B200 and B300 keep their
+# own burst ceiling times GB200's sustained / burst ratio 0.581 / 0.723
+# (0.763 -> 0.613, 0.745 -> 0.599); GB300 takes GB200's 0.581; MI355X its bf16
+# ceiling times MI300X's FP8-sustained / bf16 ratio 0.443 / 0.511 (0.622 ->
+# 0.539).  Block-scaled FP8 runs at the FP8 ceiling (no MXFP8 or blockwise GEMM
+# benchmark is published apart from it).  FP4: GB200's sustained 0.763, the
+# only published FP4 GEMM figure, for every FP4 GPU.  A GPU without the
+# precision (peak None above: A100 FP8, Hopper FP4) has a peak of 0, which
+# makes a layout asking for it invalid, and its ceiling is left at the bf16 one.
+_BLACKWELL_SUSTAINED = (MATMUL_CEILINGS["gb200-nvl72"]["fp8_sustained"]
+                        / MATMUL_CEILINGS["gb200-nvl72"]["fp8_burst"])
+FP8_SUSTAINED: dict[str, float] = {
+    "h100-sxm": MATMUL_CEILINGS["h100-sxm"]["fp8_sustained"],
+    "h800": MATMUL_CEILINGS["h100-sxm"]["fp8_sustained"],
+    "h200": MATMUL_CEILINGS["h200"]["fp8_sustained"],
+    "b200": round(MATMUL_CEILINGS["b200"]["fp8_burst"] * _BLACKWELL_SUSTAINED, 3),
+    "b300": round(MATMUL_CEILINGS["b300"]["fp8_burst"] * _BLACKWELL_SUSTAINED, 3),
+    "gb200-nvl72": MATMUL_CEILINGS["gb200-nvl72"]["fp8_sustained"],
+    "gb300-nvl72": MATMUL_CEILINGS["gb200-nvl72"]["fp8_sustained"],
+    "mi300x": MATMUL_CEILINGS["mi300x"]["fp8_sustained"],
+    "mi355x": round(MATMUL_CEILINGS["mi355x"]["bf16_burst"]
+                    * MATMUL_CEILINGS["mi300x"]["fp8_sustained"]
+                    / MATMUL_CEILINGS["mi300x"]["bf16_burst"], 3),
+}
+FP4_SUSTAINED = MATMUL_CEILINGS["gb200-nvl72"]["fp4_sustained"]
+
+
+def _precision_columns(name: str, mamf: float) -> dict[str, float]:
+    """The GPU preset's low-precision peaks and ceilings (the tables above);
+    ``mamf``: its bf16 ceiling, kept where the GPU lacks a precision."""
+    peaks = PRECISION_PEAKS[name]
+    return {
+        "fp8_peak_tflops": peaks["fp8"] or 0.0,
+        "mxfp8_peak_tflops": peaks["mxfp8"] or 0.0,
+        "fp4_peak_tflops": peaks["fp4"] or 0.0,
+        "fp8_matmul_efficiency": FP8_SUSTAINED.get(name, mamf),
+        "fp4_matmul_efficiency": FP4_SUSTAINED if peaks["fp4"] else mamf,
+    }
+
+
+# The refined model's precision inputs (precision, above) from the same tables.
+for _name, _preset in GPUS.items():
+    _preset.values.update(_precision_columns(_name, _preset.values["matmul_efficiency"]))
 
 
 def _llm(name, description, source, *, params_b, hidden, layers, heads, kv_heads, ffn, mlp,

@@ -55,11 +55,7 @@ from jaxmodel.models.validation import (
 from jaxmodel.models.validation_moe import GPUS as MOE_GPUS
 from jaxmodel.models.validation_moe import MOE_SET, read_moe_runs
 from jaxmodel.models.validation_sets import (
-    EP_OVERLAP,
-    EP_OVERLAP_NOTE,
-    LAYERNORM_NOTE,
     MODEL,
-    MXFP8_AS_FP8,
     NEW_SETS,
     Case,
     read_set,
@@ -71,7 +67,7 @@ FOLDS = 5
 # The settings of each existing set that its rows do not document (tuned to the
 # set, or assumed where the table is silent): the out-of-the-box variant resets
 # them to the model's defaults (qwen3-235b's all-to-all overlap to the one rule,
-# EP_OVERLAP where a row overlaps).  SC21's settings are what the paper documents.
+# ep_overlap 1 where a row overlaps).  SC21's settings are what the paper documents.
 # megatron-h100 keeps the distributed optimizer (zero_stage 1): the table's "DP
 # communication overlap on" includes --overlap-param-gather, which Megatron-LM
 # allows only with --use-distributed-optimizer.
@@ -136,15 +132,10 @@ def qwen3_cases(variant: str) -> list[Case]:
         else:
             x.update({k: defaults[k] for k in OUT_OF_THE_BOX[MOE_SET]})
             if "overlap" in r.notes:
-                x["moe_overlap"] = EP_OVERLAP
-                notes.append(EP_OVERLAP_NOTE)
+                x["ep_overlap"] = 1.0
             if "offload" in r.notes:
                 reason = "activation offload: the row gives no layer count for an " \
                          "offload_layers input"
-            if r.precision == "mxfp8":
-                notes.append(MXFP8_AS_FP8)
-            if "norm" in r.recompute:
-                notes.append(LAYERNORM_NOTE)
         cases.append(Case(MOE_SET, label, gpu, None if reason else x, reason, tuple(notes),
                           measured=r.measured_tflops,
                           work=r.megatron_flops() / r.gpus / 1e12,

@@ -24,8 +24,8 @@ or a physical default, nothing fitted per row:
   ``norm_recompute`` 1 for ``norm``/``layernorm`` (``recompute_inputs``);
   ``dropout`` 0 (Qwen3's config.json: attention dropout 0.0);
   dispatcher ``deepep`` / ``hybridep`` -> hierarchical (1), ``a2a`` -> flat (0);
-  precision ``mxfp8`` -> ``fp8``; the embedding and the loss each count as a
-  layer in the pipeline split (94 + 2 = 96 units, as the zoo's
+  precision ``mxfp8`` -> ``precision`` 2 (block-scaled FP8); the embedding and
+  the loss each count as a layer in the pipeline split (94 + 2 = 96 units, as the zoo's
   ``--account-for-embedding/loss-in-pipeline-split``).
 * load: ``forced_balance`` 1 -> ``moe_imbalance`` 1; 0 (dropless) ->
   ``DROPLESS_IMBALANCE`` (1.2: the busiest of 128 experts with Qwen3's
@@ -182,7 +182,7 @@ class MoeRun:
             "zero_stage": 3 if self.fsdp else 1,
             **recompute_inputs(self.recompute),
             "moe_dispatcher": 0 if self.dispatcher == "a2a" else 1,
-            "fp8": 1 if self.precision == "mxfp8" else 0,
+            "precision": 2 if self.precision == "mxfp8" else 0,
             "moe_imbalance": 1.0 if self.forced_balance else DROPLESS_IMBALANCE,
             "moe_overlap": A2A_OVERLAP if "overlap" in self.notes else 0.0,
         }

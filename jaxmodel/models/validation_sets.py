@@ -21,7 +21,7 @@ declared in ONE table per set (``BRIDGE``, ``MOE_RECIPES``, ``TORCHTITAN``: sour
 column -> input name, or source value -> :class:`Way` s), so that a new model input
 changes only that table.  A :class:`Way` names the inputs that express a value; a
 value may list several, best first, and the first whose inputs the model has is
-used: ``precision`` 1 before today's ``fp8`` 1, say.  A way with a note is an
+used.  A way with a note is an
 approximation, and every approximation a row uses is listed with it.  Where no way
 fits (the model has no such input, or no preset for the architecture), the row is
 not expressible, with a one-line reason.
@@ -37,33 +37,32 @@ beside the rows that use it):
   GPT-OSS's alternating sliding-window attention is modelled as full attention (the
   preset's note; listed).  Nemotron-3 (a hybrid of Mamba-2 and MoE layers) has no
   preset: not expressible.
-* Precision: BF16 -> ``precision`` 0 (``fp8`` 0); FP8 with per-tensor (current or
-  delayed) scaling -> ``precision`` 1, else ``fp8`` 1 (exact); block-scaled FP8
-  (MXFP8, 1x128/128x128 blockwise) -> ``precision`` 2, else ``fp8`` 1 (listed:
-  the blocks' scaling cost is not counted); NVFP4 -> ``precision`` 3, else not
-  expressible.  Megatron-Bridge 25.09 states no precision; its section notes say
+* Precision: BF16 -> ``precision`` 0; FP8 with per-tensor (current or delayed)
+  scaling -> ``precision`` 1; block-scaled FP8 (MXFP8, 1x128/128x128 blockwise) ->
+  ``precision`` 2; NVFP4 -> ``precision`` 3.  Megatron-Bridge 25.09 states no
+  precision; its section notes say
   the numbers in parentheses use "different quantization granularities", so a
   primary figure is read as per-tensor FP8 and a parenthetical one as blockwise FP8
   (listed, an interpretation).
 * Recompute (Megatron-Core): no granularity -> ``recompute`` 0; ``full``
   (``uniform``: every layer) -> 2; ``selective`` -> its modules (default
   ``core_attn``): ``core_attn`` -> ``recompute`` 1, ``moe_act`` -> ``moe_recompute``
-  1, ``moe`` -> ``moe_recompute`` 2; ``layernorm`` is a norm forward the model does
-  not count (listed); ``mla_up_proj``, ``mlp`` and a full recompute of only N layers
-  a stage (``block``) have no input: not expressible.  torchtitan: ``full`` -> 2;
+  1, ``moe`` -> ``moe_recompute`` 2, ``layernorm`` -> ``norm_recompute`` 1,
+  ``mla_up_proj`` -> ``mla_recompute`` 1; ``mlp`` (the dense layers' MLP) is not
+  counted (listed); a full recompute of only N layers a chunk (``block``) ->
+  ``recompute_layers`` N.  torchtitan: ``full`` -> 2;
   its ``selective`` is its own per-op policy (keep the outputs of attention and of
   every other matmul), not Megatron-LM's: not expressible until the model has that
   setting.
 * CUDA graphs: none -> ``cuda_graphs`` 0 (or nothing: the model launches every
   kernel); per layer (Transformer Engine or local, any scope) -> 1, listed where
-  the scope is part of a layer; full iteration -> 2; without a ``cuda_graphs``
-  input, rows with graphs are not expressible.
+  the scope is part of a layer; full iteration -> 2.
 * MoE: forced-balanced routing (Megatron-Bridge's, the recipes' ``force_balance``)
   is ``moe_imbalance`` 1, the default; token-drop rows -> ``capacity_factor`` 1
   (the table gives none; listed); the dispatcher ``alltoall`` -> ``moe_dispatcher``
   0, ``flex`` (DeepEP or HybridEP) -> 1; EP all-to-all overlap on ->
-  ``moe_overlap`` 1 (``EP_OVERLAP``; the model has no physics of what the batch-level
-  overlap hides, listed); multi-token prediction -> ``mtp_layers``, else not
+  ``ep_overlap`` 1 (Combined 1F1B: the steady phase hides the all-to-all);
+  multi-token prediction -> ``mtp_layers``, else not
   expressible.
 * Megatron (both Megatron sets, every row): the distributed optimizer
   (``zero_stage`` 1; NVIDIA's recipes and the MoE recipes' YAMLs use it);
@@ -74,8 +73,8 @@ beside the rows that use it):
 * torchtitan (every row): FSDP2 shards over the data x context ranks and
   prefetches the next all-gather (``zero_stage`` 3, ``param_gather_overlap`` 1);
   TP with sequence-parallel norms (``sequence_parallel`` 1); AsyncTP ->
-  ``tp_overlap`` 1; Float8 (torchao, tensor-wise scaling) -> ``precision`` 1 /
-  ``fp8`` 1; context parallelism's default all-gather rotation -> ``cp_comm`` 1;
+  ``tp_overlap`` 1; Float8 (torchao, tensor-wise scaling) -> ``precision`` 1;
+  context parallelism's default all-gather rotation -> ``cp_comm`` 1;
   ``torch.compile`` -> the model's fused elementwise kernels (listed), eager ->
   not expressible; with PP, torchtitan's default of as many micro-batches as
   stages, and 2 stages per rank for the interleaved schedule (listed); a blank
@@ -104,8 +103,6 @@ from jaxmodel.models.presets import apply_presets
 DATA = Path(__file__).resolve().parent.parent / "data"
 MODEL = "refined"
 GIB = 2**30 / 1e9  # GB per GiB
-# EP all-to-all overlap "on", as a share of the all-to-all hidden (module doc).
-EP_OVERLAP = 1.0
 # torchtitan's Llama 3 training sequence length where the file states none.
 TORCHTITAN_SEQ = 8192
 
@@ -157,21 +154,11 @@ def llm(name: str, note: str = "") -> tuple[Way, ...]:
 
 
 NOTHING: tuple[Way, ...] = (Way(),)
-MXFP8_AS_FP8 = ("block-scaled FP8 (MXFP8/blockwise) as per-tensor FP8 (fp8 1): the blocks' "
-                "scaling is not counted")
-EP_OVERLAP_NOTE = ("EP all-to-all overlap on as moe_overlap 1 (the model has no physics of what "
-                   "the batch-level overlap hides)")
 
 
 def precision(level: int) -> Cell:
-    """``precision`` ``level`` (0 BF16, 1 FP8 per-tensor, 2 block-scaled FP8, 3 NVFP4),
-    else today's ``fp8`` switch where it says the same (approximately for level 2)."""
-    ways = (Way({"precision": level}),)
-    if level <= 1:
-        return ways + (Way({"fp8": level}),)
-    if level == 2:
-        return ways + (Way({"fp8": 1}, MXFP8_AS_FP8),)
-    return ways + (Missing("NVFP4: the model has no input precision"),)
+    """``precision`` ``level`` (0 BF16, 1 FP8 per-tensor, 2 block-scaled FP8, 3 NVFP4)."""
+    return exact(precision=level)
 
 
 NO_DROPOUT: tuple[Way, ...] = (
@@ -182,13 +169,8 @@ NO_DROPOUT: tuple[Way, ...] = (
 
 
 def graphs(level: int, note: str = "") -> Cell:
-    """``cuda_graphs`` ``level`` (0 none, 1 per layer, 2 full iteration); without that
-    input, no graphs is what the model does and any graph is not expressible."""
-    if level == 0:
-        return (Way({"cuda_graphs": 0}), Way())
-    what = "per layer" if level == 1 else "of the full iteration"
-    return (Way({"cuda_graphs": level}, note),
-            Missing(f"CUDA graphs {what}: the model has no input cuda_graphs"))
+    """``cuda_graphs`` ``level`` (0 none, 1 per layer, 2 full iteration)."""
+    return (Way({"cuda_graphs": level}, note),)
 
 
 def multi_token_prediction(layers: int) -> Cell:
@@ -401,12 +383,12 @@ RECOMPUTE_MODULES: dict[str, Cell | None] = {
     "core_attn": exact(recompute=1),
     "moe_act": exact(moe_recompute=1),
     "moe": exact(moe_recompute=2),
-    "layernorm": None,
-    "mla_up_proj": Missing("recompute of the MLA up-projections (mla_up_proj) has no input"),
-    "mlp": Missing("recompute of the dense MLP (mlp) has no input"),
+    "layernorm": exact(norm_recompute=1),
+    "mla_up_proj": exact(mla_recompute=1),
+    "mlp": None,
 }
-LAYERNORM_NOTE = ("the layernorm recompute is not counted (the norms' outputs stay in the "
-                  "activation count)")
+MLP_NOTE = ("the dense layers' MLP recompute (mlp) is not counted (their MLP activations stay "
+            "in the activation count)")
 
 
 def megatron_recompute(granularity: str, method: str, num_layers: str, modules: str) -> Cell:
@@ -417,10 +399,9 @@ def megatron_recompute(granularity: str, method: str, num_layers: str, modules: 
         return exact(recompute=0, moe_recompute=0)
     if granularity == "full":
         # "uniform" recomputes every layer (in groups of recompute_num_layers);
-        # "block" only the first recompute_num_layers layers of each stage.
+        # "block" only the first recompute_num_layers layers of each chunk.
         if method.strip() == "block" and num_layers.strip() not in ("", "None", "unset"):
-            return Missing(f"full recompute of {num_layers.strip()} layers per stage "
-                           "(recompute_method block) has no input")
+            return exact(recompute=2, recompute_layers=float(num_layers), moe_recompute=0)
         return exact(recompute=2, moe_recompute=0)
     if granularity != "selective":
         raise ValueError(f"recompute granularity {granularity!r}: none, full or selective")
@@ -429,14 +410,15 @@ def megatron_recompute(granularity: str, method: str, num_layers: str, modules: 
              .split(",")]
     # Megatron-Core's default --recompute-modules is core_attn.
     names = [n for n in names if n and n not in ("None", "unset")] or ["core_attn"]
-    inputs = {"recompute": 0.0, "moe_recompute": 0.0}
+    inputs = {"recompute": 0.0, "moe_recompute": 0.0, "norm_recompute": 0.0,
+              "mla_recompute": 0.0}
     notes = []
     for name in names:
         if name not in RECOMPUTE_MODULES:
             return Missing(f"recompute module {name} has no input")
         cell = RECOMPUTE_MODULES[name]
         if cell is None:
-            notes.append(LAYERNORM_NOTE)
+            notes.append(MLP_NOTE)
             continue
         if isinstance(cell, Missing):
             return cell
@@ -489,7 +471,13 @@ def _bridge_precision(row: Mapping[str, str]) -> Cell:
     levels = {"BF16": 0, "FP8": 1, "FP8-CS": 1, "MXFP8": 2, "FP8-MX": 2, "NVFP4": 3}
     if text not in levels:
         raise InputError("precision", text, "one of " + ", ".join(levels))
-    return precision(levels[text])
+    level = levels[text]
+    # Megatron-Bridge's FP8 current-scaling and MXFP8 mixed-precision recipes
+    # (training/mixed_precision.py: bf16_with_fp8_current_scaling_mixed,
+    # bf16_with_mxfp8_mixed) set fp8_param_gather=True: FP8 primary weights.
+    # NVFP4 parameters are not supported there (fp4_param_gather raises).
+    gather = 1 if level in (1, 2) and not _unread(row) else 0
+    return exact(precision=level, fp8_param_gather=gather)
 
 
 def _bridge_recompute(row: Mapping[str, str]) -> Cell:
@@ -541,8 +529,8 @@ def _bridge_ep_overlap(row: Mapping[str, str]) -> Cell:
     if _unread(row):
         return approx(RECIPE_NOT_READ)
     if row["recipe_ep_a2a_overlap"].strip() == "True":
-        return approx(EP_OVERLAP_NOTE, moe_overlap=EP_OVERLAP)
-    return exact(moe_overlap=0.0)
+        return exact(ep_overlap=1.0)
+    return exact(ep_overlap=0.0)
 
 
 def _bridge_fsdp(row: Mapping[str, str]) -> Cell:
@@ -721,11 +709,8 @@ def _recipe_precision(row: Mapping[str, str]) -> Cell:
     levels = {"tensorwise": 1, "delayed": 1, "blockwise": 2, "mxfp8": 2}
     if scaling not in levels:
         raise InputError("yaml_precision_args fp8_recipe", scaling, ", ".join(levels))
-    ways = precision(levels[scaling])
-    if args.get("fp8_param_gather") == "True":
-        note = "FP8 weights all-gathered (fp8_param_gather) counted as bf16 gathers"
-        ways = tuple(Way(w.inputs, "; ".join(filter(None, (w.note, note)))) for w in ways)
-    return ways
+    gather = 1 if args.get("fp8_param_gather") == "True" else 0
+    return exact(precision=levels[scaling], fp8_param_gather=gather)
 
 
 def _recipe_recompute(row: Mapping[str, str]) -> Cell:
@@ -760,9 +745,7 @@ def _recipe_overlap(row: Mapping[str, str]) -> Cell:
     inputs = {"dp_overlap": float("overlap_grad_reduce" in on),
               "param_gather_overlap": float("overlap_param_gather" in on),
               "sequence_parallel": float("sequence_parallel" in on),
-              "moe_overlap": EP_OVERLAP if "overlap_moe_expert_parallel_comm" in on else 0.0}
-    if inputs["moe_overlap"]:
-        return approx(EP_OVERLAP_NOTE, **inputs)
+              "ep_overlap": float("overlap_moe_expert_parallel_comm" in on)}
     return (Way(inputs),)
 
 

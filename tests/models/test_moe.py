@@ -23,7 +23,8 @@ REFINED = jaxmodel.get_model("refined")
 MOE_ONLY = ("experts_per_token", "moe_ffn_hidden_dim", "shared_experts", "dense_layers",
             "moe_layer_interval", "q_lora_rank", "kv_lora_rank", "qk_rope_dim",
             "expert_tensor_parallel", "moe_dispatcher", "max_nodes_per_token", "moe_overlap",
-            "moe_imbalance", "capacity_factor", "moe_recompute", "moe_host_overhead_us")
+            "moe_imbalance", "capacity_factor", "moe_recompute", "moe_host_overhead_us",
+            "ep_overlap")
 
 
 def qwen3(**overrides):
@@ -145,6 +146,22 @@ def test_hierarchical_dispatch_sends_once_per_remote_node():
         assert float(none) == 0.0
 
 
+def test_hybridep_on_an_nvl72_domain_stays_on_nvlink():
+    # HybridEP / DeepEP on GB200 NVL72: the NVLink domain (gpus_per_node) is the
+    # rack's 72 GPUs, so EP 64 is one "node": the dispatch sends 63/64 of the 8
+    # copies over NVLink and nothing over the network; on DGX-B200 (8 GPUs a
+    # node) the same EP 64 spans 8 nodes: 8 (1 - (7/8)^8) = 5.26 distinct nodes a
+    # token, 7/8 of them remote.
+    from jaxmodel.models.presets import GPUS
+    domain = GPUS["gb200-nvl72"].values["gpus_per_node"]
+    token = 2048 * 4096 * 2
+    x = dispatch_inputs(expert_parallel=64.0, moe_dispatcher=1.0)
+    intra, inter = moe.dispatch_bytes(2048.0, x, domain)
+    assert float(inter) == 0.0 and float(intra) == pytest.approx(token * 8 * 63 / 64)
+    _, dgx = moe.dispatch_bytes(2048.0, x, GPUS["b200"].values["gpus_per_node"])
+    assert float(dgx) == pytest.approx(token * 8 * (1 - (7 / 8) ** 8) * 7 / 8)
+
+
 def test_load_factor_is_imbalance_capped_by_capacity():
     assert float(moe.load_factor(dispatch_inputs(moe_imbalance=1.5))) == 1.5
     assert float(moe.load_factor(dispatch_inputs(moe_imbalance=1.5, capacity_factor=1.25))
@@ -209,6 +226,35 @@ def test_kernel_overhead_counts_the_expert_gemms():
     a, b = (jaxmodel.evaluate(REFINED, x64=True, **qwen3(kernel_overhead_us=us)) for us in (0, 4))
     diff = float(b.compute_time_ms) - float(a.compute_time_ms)
     assert diff == pytest.approx(128 * 11 * 4e-6 * (60 + 14 + 24) * 1e3, rel=1e-9)
+
+
+@pytest.mark.slow
+def test_cuda_graphs_replay_the_attention_and_router_kernels():
+    # Per layer (1): the attention's 30 kernels and the router / preprocessing's 8
+    # replay at a 0.5 us gap instead of 4 us; full iteration (2): all 60 + 14 + 24.
+    # 11 layers on the busiest stage, 128 micro-batches.
+    none, layer, full = (float(jaxmodel.evaluate(REFINED, x64=True, **qwen3(
+        kernel_overhead_us=4, cuda_graphs=g)).compute_time_ms) for g in (0, 1, 2))
+    assert none - layer == pytest.approx(128 * 11 * 3.5e-6 * (30 + 8) * 1e3, rel=1e-9)
+    assert none - full == pytest.approx(128 * 11 * 3.5e-6 * (60 + 14 + 24) * 1e3, rel=1e-9)
+
+
+@pytest.mark.slow
+def test_combined_1f1b_hides_the_steady_phase_all_to_all():
+    # Row 1: p 8, v 4, m 128: the first stage's 2 (p - 1) + (v - 1) p = 38 warm-up
+    # chunk passes of m v = 512 run unpaired; the other 474 hide their dispatch and
+    # combine (here shorter than the compute); the exposed rest stretches the
+    # bubble by 1 + (p - 1) / (v m) = 1 + 7 / 512.
+    out = jaxmodel.evaluate(REFINED, x64=True, **qwen3(ep_overlap=1))
+    raw = float(out.moe_comm_raw_ms)
+    assert float(out.moe_comm_ms) == pytest.approx(raw * 38 / 512 * (1 + 7 / 512), rel=1e-9)
+    # A larger moe_overlap stays; without pipelining, all but the first pass pair.
+    assert float(jaxmodel.evaluate(REFINED, x64=True, **qwen3(
+        ep_overlap=1, moe_overlap=1.0)).moe_comm_ms) == pytest.approx(0.0, abs=1e-12)
+    flat = jaxmodel.evaluate(REFINED, x64=True, **qwen3(
+        ep_overlap=1, pipeline_parallel=1, virtual_stages=1, pipeline_split_embedding=0))
+    assert float(flat.moe_comm_ms) == pytest.approx(float(flat.moe_comm_raw_ms) / 128,
+                                                    rel=1e-9)
 
 
 def test_tp_collectives_of_moe_layers_by_hand():
@@ -380,7 +426,7 @@ def random_dense(n, seed):
         num_layers=rng.choice([32, 40, 80], n), num_heads=rng.choice([32, 64], n),
         num_kv_heads=rng.choice([8, 32], n), ffn_hidden_dim=rng.choice([11008, 28672], n),
         recompute=rng.choice([0, 1, 2], n), zero_stage=rng.choice([0, 1, 2, 3], n),
-        flash_attention=rng.choice([0, 1], n), fp8=rng.choice([0, 1], n),
+        flash_attention=rng.choice([0, 1], n), precision=rng.choice([0, 1, 2], n),
         pipeline_split_embedding=rng.choice([0, 1], n), dp_overlap=rng.uniform(0, 1, n),
         network_bandwidth_gb_s=rng.uniform(10, 100, n), gpu_memory_gb=rng.choice([80, 1e4], n),
     )
@@ -410,7 +456,8 @@ def test_dense_results_do_not_see_the_moe_inputs(x64):
                  moe_overlap=rng.uniform(0, 1, n), moe_imbalance=rng.uniform(1, 2, n),
                  capacity_factor=rng.choice([0.0, 1.25], n),
                  moe_recompute=rng.choice([0, 1, 2], n),
-                 moe_host_overhead_us=rng.uniform(0, 3000, n))
+                 moe_host_overhead_us=rng.uniform(0, 3000, n),
+                 ep_overlap=rng.choice([0, 1], n))
     assert set(knobs) == set(MOE_ONLY)
     plain = jaxmodel.evaluate(REFINED, x64=x64, **base)
     knobbed = jaxmodel.evaluate(REFINED, x64=x64, **base,

@@ -55,6 +55,24 @@ def test_context_parallel_ring_exposes_what_attention_cannot_hide():
     assert out["valid_layout"] and out["tokens_per_step"] == 4 * 1024
 
 
+def test_ulysses_all_to_all_context_parallelism():
+    # t4 c2 p2 on 16 GPUs, NVLink at 1e10 B/s.  Per layer, forward and backward,
+    # an all-to-all of Q (2 B x s / c = 512 x h / t = 262,144 B), K and V (524,288 B)
+    # and the output (262,144 B): 1,048,576 B, half of it to the one peer in the
+    # node: 52.4288 us, twice a layer; 4 layers x 4 micro-batches.
+    out = run(num_gpus=16, context_parallel=2, link_bandwidth_gb_s=10, cp_comm=2)
+    assert out["cp_comm_ms"] == approx(16 * 2 * 52.4288e-3)
+    # Full recompute repeats the forward's.
+    again = run(num_gpus=16, context_parallel=2, link_bandwidth_gb_s=10, cp_comm=2,
+                recompute=2)
+    assert again["cp_comm_ms"] == approx(16 * 3 * 52.4288e-3)
+    # c = 4 cannot split the 2 heads of a tensor-parallel rank; the ring can.
+    assert not run(num_gpus=16, context_parallel=4, tensor_parallel=4, pipeline_parallel=1,
+                   cp_comm=2)["valid_layout"]
+    assert run(num_gpus=16, context_parallel=4, tensor_parallel=4, pipeline_parallel=1,
+               cp_comm=0)["valid_layout"]
+
+
 def test_context_parallel_all_gather():
     # Llama 3's all-gather of K, V (c x 524,288 B) over the 2 context ranks in a
     # node, 1/2 x 1,048,576 B / 1e10 B/s = 52.4288 us, and the reduce-scatter of
@@ -124,24 +142,130 @@ def test_zero1_param_gather_overlap():
     assert hidden["dp_allreduce_ms"] == approx(128.45056e-3)
 
 
-# --- FP8 -----------------------------------------------------------------------------
+# --- Precision ----------------------------------------------------------------------
+
+# Every low precision at 2 x the bf16 peak and the same ceiling (1.0), so the
+# three passes of the layer GEMMs, 3 x 64.42450944 us, halve.
+LOW_AT_TWICE = dict(fp8_peak_tflops=200, mxfp8_peak_tflops=200, fp4_peak_tflops=200,
+                    fp8_matmul_efficiency=1.0, fp4_matmul_efficiency=1.0)
 
 
-def test_fp8_halves_layer_gemms_and_adds_casts():
-    # fp8_tflops = 2 x compute: the three passes of the layer GEMMs, 3 x 64.42450944
-    # us, halve; per layer and micro-batch the casts move 4 B x (forward inputs
-    # s (2 h + h / t + f / t) = 3,407,872 + backward output gradients
-    # s (3 h / t + 2 h + f / t) = 3,932,160) = 29.360128 us at 1e12 B/s; the
-    # weights are cast once a step, 4 B x 4 layers x 12 h^2 / t = 50.331648 us.
-    off, on = run(fp8_tflops=200), run(fp8=1, fp8_tflops=200)
-    delta = 16 * (-3 * GEMM_FWD_US / 2 + 29.360128) + 50.331648
+@pytest.mark.parametrize("precision, cast_bytes", [
+    (1, 2 + 2 + 1 + 1),                    # amax read, cast read, FP8 + transpose
+    (2, 2 + 2 * (1 + 1 / 32)),             # read, two FP8 copies, a 1-byte scale per 32
+    (3, 2 + 2 + 0.5 + 0.5 + 2 / 16),       # amax, read, two FP4 copies, E4M3 per 16
+])
+def test_precision_halves_layer_gemms_and_adds_its_casts(precision, cast_bytes):
+    # Per layer and micro-batch the casts touch (forward inputs s (2 h + h / t
+    # + f / t) = 3,407,872 + backward output gradients s (3 h / t + 2 h + f / t)
+    # = 3,932,160) = 7,340,032 elements, 7.340032 us per byte at 1e12 B/s; the
+    # weights are cast once a step, 4 layers x 12 h^2 / t = 12,582,912 elements.
+    off = run(**LOW_AT_TWICE)
+    on = run(precision=precision, **LOW_AT_TWICE)
+    delta = 16 * (-3 * GEMM_FWD_US / 2 + 7.340032 * cast_bytes) + 12.582912 * cast_bytes
     assert on["compute_time_ms"] - off["compute_time_ms"] == approx(delta * 1e-3)
     # MFU stays against the bf16 peak: model FLOPs / (GPUs x step x 1e14).
     model_flops = 4 * (8 * 3 * (25_769_803_776 + 4_294_967_296) + 3 * 2_147_483_648)
     assert on["mfu_percent"] == approx(100 * model_flops / (8 * on["step_time_ms"] * 1e-3 * 1e14))
-    # FP8 copies of the layer weights, 2 B each (FP8 and its transpose).
+    # Low-precision copies of the layer weights, 2 B each (FP8 and its transpose).
     assert on["model_state_gb_per_gpu"] - off["model_state_gb_per_gpu"] == approx(
         2 * 4 * LAYER_P / 1e9)
+
+
+def test_precision_runs_at_its_own_peak_and_ceiling():
+    # FP8 at 400 TFLOP/s and a 0.5 ceiling is 200 TFLOP/s: the GEMMs as at
+    # LOW_AT_TWICE.  Block-scaled FP8 takes its own peak, NVFP4 its own ceiling.
+    base = run(precision=1, **LOW_AT_TWICE)["compute_time_ms"]
+    assert run(precision=1, **{**LOW_AT_TWICE, "fp8_peak_tflops": 400,
+                               "fp8_matmul_efficiency": 0.5})["compute_time_ms"] == approx(base)
+    mx = run(precision=2, **LOW_AT_TWICE)["compute_time_ms"]
+    mx_fast = run(precision=2, **{**LOW_AT_TWICE, "mxfp8_peak_tflops": 400})["compute_time_ms"]
+    # A quarter of the 3 GEMM passes of 16 layer micro-batches at 200 TFLOP/s.
+    assert mx - mx_fast == approx(16 * 3 * GEMM_FWD_US / 4 * 1e-3)
+    fp4 = run(precision=3, **LOW_AT_TWICE)["compute_time_ms"]
+    fp4_slow = run(precision=3, **{**LOW_AT_TWICE, "fp4_matmul_efficiency": 0.5})
+    assert fp4_slow["compute_time_ms"] - fp4 == approx(16 * 3 * GEMM_FWD_US / 2 * 1e-3)
+
+
+def test_a_precision_the_gpu_lacks_is_invalid():
+    out = run(precision=3, fp4_peak_tflops=0)
+    assert not out["valid_layout"]
+    from jaxmodel.models.refined.validity import layout_reasons
+    inputs = {**REFINED.defaults, **TOY, "precision": 3, "fp4_peak_tflops": 0}
+    assert "NVFP4" in layout_reasons(inputs, out)[0][0]
+    assert run(precision=2, **LOW_AT_TWICE)["valid_layout"]
+
+
+def test_fp8_is_retired_with_a_pointer_to_precision(tmp_path):
+    from typer.testing import CliRunner
+
+    from jaxmodel.cli import app
+    from jaxmodel.config import load_config
+    from jaxmodel.errors import InputError, SpecError
+    from jaxmodel.spec import parse_spec
+    with pytest.raises(InputError, match="retired: use precision"):
+        run(fp8=1)
+    config = tmp_path / "c.json"
+    config.write_text('{"fp8": 1}')
+    with pytest.raises(InputError, match="retired: use precision"):
+        load_config(str(config), REFINED)
+    with pytest.raises(SpecError, match="retired: use fp8_peak_tflops"):
+        parse_spec('model = "refined"\n[axes]\nfp8_tflops = [1979, 3958]\n')
+    done = CliRunner().invoke(app, ["eval", "--model", "refined", "--fp8", "1"])
+    assert done.exit_code == 2
+    assert "retired: use precision" in done.output and len(done.output.splitlines()) == 1
+
+
+# --- Full recompute of some layers -----------------------------------------------
+
+
+def test_recompute_layers_recomputes_the_first_k_of_each_chunk():
+    # p = 2, v = 1: chunks of 4 layers; recompute_layers 1 recomputes a quarter.
+    out = run(recompute=2, recompute_layers=1)
+    # Recompute per layer and micro-batch: FlashAttention's own half forward of
+    # the attention (0.5 x 10.73741824 us) and a quarter of the whole forward
+    # (GEMMs 64.42450944 + attention 10.73741824 + bytes 27.262976 us); 4 layers
+    # x 4 micro-batches.
+    assert out["recompute_ms"] == approx(
+        16 * (0.5 * ATTN_FWD_US + 0.25 * (GEMM_FWD_US + ATTN_FWD_US + BYTES_FWD_US)) * 1e-3)
+    # Tensor-parallel all-reduces: 4 a layer, plus the 2 of the forward again on
+    # a quarter of the layers: 4.5 of 31.45728 us, x 16.
+    assert out["tp_comm_ms"] == approx(16 * 4.5 * 31.45728e-3)
+    # Activations, in s b h: a quarter of the layers store their input (2), the
+    # rest everything (10 + 24 / t = 16): 12.5 a layer x 4 layers x 2 micro-batches
+    # in flight, one layer's full activations while recomputing (16), the
+    # embedding masks (2).
+    sbh = 1024 * 1024
+    assert out["activation_gb_per_gpu"] == approx((100 + 16 + 2) * sbh / 1e9)
+    # k at least the chunk, or 0: every layer, as before.
+    every = run(recompute=2)
+    for k in (0, 4, 9):
+        assert run(recompute=2, recompute_layers=k)["recompute_ms"] == approx(
+            every["recompute_ms"])
+    # Without full recompute the input does nothing.
+    assert run(recompute=1, recompute_layers=1)["step_time_ms"] == approx(
+        run(recompute=1)["step_time_ms"])
+
+
+# --- CUDA graphs ---------------------------------------------------------------------
+
+
+def test_cuda_graphs_keep_only_the_gpu_gap_of_the_kernels_they_replay():
+    # 60 kernels a layer and micro-batch at 4 us; a graph replays a kernel with a
+    # 0.5 us gap (3.4 - 2.9 us, NVIDIA's CUDA graphs blog).  Per layer: the
+    # attention's 30 save 3.5 us each; full iteration: all 60.  16 layer
+    # micro-batches on the busiest stage (4 layers x m = 4).
+    none, layer, full = (run(kernel_overhead_us=4, cuda_graphs=g)["compute_time_ms"]
+                         for g in (0, 1, 2))
+    assert none - layer == approx(16 * 30 * 3.5e-3)
+    assert none - full == approx(16 * 60 * 3.5e-3)
+    # Full recompute launches a third of the kernels again, graphed as well.
+    none, full = (run(kernel_overhead_us=4, recompute=2, cuda_graphs=g)["compute_time_ms"]
+                  for g in (0, 2))
+    assert none - full == approx(16 * 80 * 3.5e-3)
+    # A kernel overhead below the graph's gap: nothing to save.
+    assert run(kernel_overhead_us=0.3, cuda_graphs=2)["compute_time_ms"] == approx(
+        run(kernel_overhead_us=0.3)["compute_time_ms"])
 
 
 # --- GEMM shapes, TP overlap, kernels, cross-entropy --------------------------------
@@ -348,7 +472,7 @@ def test_vary_values_and_errors():
     from jaxmodel.errors import SpecError
     from jaxmodel.searching import vary_values
     assert vary_values(REFINED, "zero_stage", None, 64, 4096) == [0.0, 1.0, 2.0, 3.0]
-    assert vary_values(REFINED, "fp8", None, 64, 4096) == [0.0, 1.0]
+    assert vary_values(REFINED, "precision", None, 64, 4096) == [0.0, 1.0, 2.0, 3.0]
     assert vary_values(REFINED, "context_parallel", None, 16, 4096) == [1.0, 2.0, 4.0, 8.0,
                                                                        16.0]
     assert vary_values(REFINED, "context_parallel", [2, 4], 16, 4096) == [2.0, 4.0]
@@ -361,7 +485,7 @@ def test_vary_values_and_errors():
 def test_sensitivity_steps_the_new_switches():
     from jaxmodel.sensitivity import continuous_inputs, stepped_inputs
     steps = stepped_inputs(REFINED)
-    for name in ("context_parallel", "zero_stage", "fp8", "cp_comm", "pipeline_schedule",
+    for name in ("context_parallel", "zero_stage", "precision", "cp_comm", "pipeline_schedule",
                  "pipeline_split_embedding", "grad_buffer_bytes", "gemm_shape_model"):
         assert (name in steps) == (name != "context_parallel"), name
     assert "tp_overlap" in continuous_inputs(REFINED)

@@ -11,7 +11,6 @@ from typer.testing import CliRunner
 
 from jaxmodel import InputError
 from jaxmodel.cli import app
-from jaxmodel.models import get_model
 from jaxmodel.models.validation import (
     builtin_table,
     summary,
@@ -35,6 +34,7 @@ from jaxmodel.models.validation_sets import (
     TORCHTITAN,
     Case,
     megatron_flops,
+    megatron_recompute,
     read_set,
 )
 from jaxmodel.presets import apply_presets
@@ -77,8 +77,8 @@ def test_bridge_llama3_70b_fp8_row_by_hand():
     # d = 64 / (4 x 1 x 8) = 2; m = 256 / (1 x 2) = 128.
     _has(case, num_gpus=64, tensor_parallel=4, pipeline_parallel=8, context_parallel=1,
          virtual_stages=5, expert_parallel=1, micro_batch=1, gradient_accum_steps=128,
-         seq_length=8192, fp8=1, recompute=0, moe_recompute=0, tp_overlap=1.0,
-         moe_overlap=0.0, zero_stage=1, moe_dispatcher=0)
+         seq_length=8192, precision=1, recompute=0, moe_recompute=0, tp_overlap=1.0,
+         ep_overlap=0.0, zero_stage=1, moe_dispatcher=0, cuda_graphs=0)
     assert case.measured == 1664
     assert case.work == 256 * 8192 / 64  # tokens per GPU per step
     assert math.isnan(case.measured_memory_gb)
@@ -90,17 +90,16 @@ def test_bridge_gpt_oss_selective_recompute_row_by_hand():
     case = _by_label(BRIDGE)["mb0096"]
     # d = 64 / 4 = 16; m = 1280 / 16 = 80.
     _has(case, hidden_dim=2880, num_experts=128, tensor_parallel=1, pipeline_parallel=4,
-         expert_parallel=8, gradient_accum_steps=80, fp8=0, recompute=0, moe_recompute=1,
-         tp_overlap=0.0, moe_overlap=0.0, moe_dispatcher=0)
+         expert_parallel=8, gradient_accum_steps=80, precision=0, recompute=0, moe_recompute=1,
+         norm_recompute=1, mla_recompute=0, tp_overlap=0.0, ep_overlap=0.0, moe_dispatcher=0)
     assert any("sliding-window" in n for n in case.notes)
-    assert any("layernorm" in n for n in case.notes)
 
 
 def test_bridge_25_09_fsdp_row_by_hand():
     # mb0287: 25.09 Llama 3 8B on 8 H100, FSDP 8 (#GPUs / (t p) = 8: all ranks), no
     # precision printed (a primary figure: per-tensor FP8), no recipe read.
     case = _by_label(BRIDGE)["mb0287"]
-    _has(case, num_gpus=8, zero_stage=3, zero_shard_degree=0, fp8=1, micro_batch=1,
+    _has(case, num_gpus=8, zero_stage=3, zero_shard_degree=0, precision=1, micro_batch=1,
          gradient_accum_steps=16)
     assert any(n.startswith("25.09 states no precision") for n in case.notes)
     assert any(n.startswith("25.09: no recipe read") for n in case.notes)
@@ -115,24 +114,31 @@ def test_bridge_rows_the_model_cannot_express_say_why():
     assert cases["mb0057"].reason == "no preset for Nemotron-3 Nano (hybrid Mamba-2/MoE)"
     assert cases["mb0119"].reason == "no preset for Nemotron-3 Super (hybrid Mamba-2/MoE)"
     assert all(c.inputs is None for c in nemotron)
-    # mb0260: full recompute of 5 layers per stage; mb0291: no tokens/s in the source.
-    assert "full recompute of 5 layers per stage" in cases["mb0260"].reason
+    # mb0291: no tokens/s in the source.
     assert cases["mb0291"].reason.startswith("no tokens/s per GPU")
-    names = set(get_model("refined").input_names)
-    if "cuda_graphs" not in names:
-        assert "cuda_graphs" in cases["mb0050"].reason
+
+
+def test_bridge_partial_recompute_and_cuda_graph_rows_by_hand():
+    cases = _by_label(BRIDGE)
+    # mb0260: Llama 3 8B FP8-CS on 8 H100, full recompute (block) of 5 layers.
+    _has(cases["mb0260"], recompute=2, recompute_layers=5, precision=1, cuda_graphs=0)
+    # mb0252 / mb0253: B200 FP8-CS / FP8-MX with a local full-iteration graph.
+    _has(cases["mb0252"], precision=1, cuda_graphs=2)
+    _has(cases["mb0253"], precision=2, cuda_graphs=2)
+    # mb0050: Transformer Engine graphs of attn, moe_router, moe_preprocess; HybridEP.
+    _has(cases["mb0050"], cuda_graphs=1, moe_dispatcher=1)
 
 
 def test_moe_recipe_qwen3_235b_b200_row_by_hand():
     case = _by_label(MOE_RECIPES)["Qwen3-235B-A22B B200 MXFP8"]
     # 128 GPUs t2 p4 ep16 etp1, MBS 3, GBS 3072, seq 4096; layers_per_vstage=2 over
     # 94 + 2 (embedding, loss) layers: v = 96 / (4 x 2) = 12; d = 128 / 8 = 16,
-    # m = 3072 / (3 x 16) = 64; MXFP8 -> fp8 (approximate); flex -> hierarchical;
+    # m = 3072 / (3 x 16) = 64; MXFP8 -> precision 2; flex -> hierarchical;
     # overlap_grad_reduce, overlap_param_gather, sequence_parallel and the EP overlap on.
     _has(case, num_gpus=128, tensor_parallel=2, pipeline_parallel=4, expert_parallel=16,
          expert_tensor_parallel=1, micro_batch=3, gradient_accum_steps=64, seq_length=4096,
-         virtual_stages=12, pipeline_split_embedding=1, fp8=1, moe_dispatcher=1,
-         dp_overlap=1.0, param_gather_overlap=1.0, sequence_parallel=1, moe_overlap=1.0,
+         virtual_stages=12, pipeline_split_embedding=1, precision=2, moe_dispatcher=1,
+         dp_overlap=1.0, param_gather_overlap=1.0, sequence_parallel=1, ep_overlap=1.0,
          moe_imbalance=1.0, recompute=0, moe_recompute=0, zero_stage=1)
     assert case.gpu == "b200" and case.measured == pytest.approx(633.9)
     x = apply_presets("refined", llm="qwen3-235b-a22b")
@@ -142,13 +148,14 @@ def test_moe_recipe_qwen3_235b_b200_row_by_hand():
 def test_moe_recipe_rows_without_a_figure_or_an_input():
     cases = _by_label(MOE_RECIPES)
     # The H100 DeepSeek-V3 rows have no TFLOP/s in the source; the B200 row
-    # recomputes the MLA up-projections.
+    # recomputes the MLA up-projections (mla_recompute now expresses that) but
+    # trains a multi-token-prediction layer, which the model has no input for.
     for label in ("DeepSeek-V3 H100 BF16", "DeepSeek-V3 H100 FP8"):
         assert cases[label].reason.startswith("no TFLOP/s per GPU in the source")
-    assert "mla_up_proj" in cases["DeepSeek-V3 B200 MXFP8"].reason
+    assert cases["DeepSeek-V3 B200 MXFP8"].reason.startswith("multi-token prediction")
     bf16 = cases["Qwen3-30B-A3B H100 BF16"]
     # 32 GPUs t1 p1 ep8, GBS 256, MBS 1: d = 32, m = 8; no EP overlap in its YAML.
-    _has(bf16, gradient_accum_steps=8, fp8=0, moe_overlap=0.0, dp_overlap=1.0,
+    _has(bf16, gradient_accum_steps=8, precision=0, ep_overlap=0.0, dp_overlap=1.0,
          virtual_stages=1)
 
 
@@ -158,7 +165,7 @@ def test_torchtitan_interleaved_3d_row_by_hand():
     # 512 GPUs, FSDP 8 x TP 8 x PP 8, local batch 32 split into pp = 8 micro-batches
     # of 4; 2 stages per rank; full AC, Float8, AsyncTP; 96 GB; seq 8192 assumed.
     _has(case, num_gpus=512, tensor_parallel=8, pipeline_parallel=8, virtual_stages=2,
-         micro_batch=4, gradient_accum_steps=8, recompute=2, fp8=1, tp_overlap=1.0,
+         micro_batch=4, gradient_accum_steps=8, recompute=2, precision=1, tp_overlap=1.0,
          zero_stage=3, zero_shard_degree=0, param_gather_overlap=1.0, sequence_parallel=1,
          gpu_memory_gb=96, seq_length=8192, hidden_dim=16384)
     assert case.gpu == "h100-sxm 96 GB 500 W" and case.memory_gb == 96
@@ -284,3 +291,14 @@ def test_all_refuses_options_of_one_set():
     assert "--set: not with --all" in result.output
     result = runner.invoke(app, ["validate", "--calibrated"])
     assert result.exit_code == 2 and "--calibrated: allowed only with --all" in result.output
+
+
+def test_megatron_recompute_modules_map_to_inputs():
+    # --recompute-modules "mla_up_proj layernorm mlp": the MLA up-projections and the
+    # norms are inputs; the dense layers' MLP is listed as not counted.
+    (way,) = megatron_recompute("selective", "", "", '["mla_up_proj", "layernorm", "mlp"]')
+    assert way.inputs == {"recompute": 0.0, "moe_recompute": 0.0, "norm_recompute": 1.0,
+                          "mla_recompute": 1.0}
+    assert "(mlp)" in way.note
+    (way,) = megatron_recompute("selective", "", "", "None")  # Megatron's default: core_attn
+    assert way.inputs["recompute"] == 1.0 and way.inputs["mla_recompute"] == 0.0

@@ -8,12 +8,17 @@ so it leaves the node when ``t c > G``.  ``cp_comm`` 0, ring (Megatron-LM):
 with the attention of the block in hand.  ``cp_comm`` 1, all-gather (Llama 3):
 gather K, V before attention and reduce-scatter their gradients after, not
 overlapped; the layer's full-sequence K and V are then held in memory
-(``jaxmodel.models.refined.memory``).
+(``jaxmodel.models.refined.memory``).  ``cp_comm`` 2, all-to-all (DeepSpeed-
+Ulysses, Jacobs et al. 2023; Megatron-Core ``--cp-comm-type a2a``): each rank
+trades its sequence chunk of every head for the whole sequence of ``a / (t c)``
+heads, an all-to-all of Q, K and V before the attention and of its output
+after (their gradients backward), not overlapped; it needs the ``a / t`` heads
+(and ``kv / t`` key/value heads) to divide by ``c``.
 """
 
 from __future__ import annotations
 
-from jaxmodel.collectives import all_gather, point_to_point, reduce_scatter
+from jaxmodel.collectives import all_gather, all_to_all, point_to_point, reduce_scatter
 from jaxmodel.deferred import jnp
 from jaxmodel.models.common import whole
 from jaxmodel.models.refined.rates import BF16
@@ -41,6 +46,11 @@ def cp_seconds(x, g, lt, stage_layers):
     # gradients after; not overlapped.
     gather_kv = (all_gather(kv_bytes * c, c, cp_per_node, net) * (1.0 + full)
                  + reduce_scatter(kv_bytes * c, c, cp_per_node, net))
-    cp_layer = jnp.where(x.cp_comm > 0.5, gather_kv, ring)
+    # All-to-all (Ulysses): Q, K, V in and the attention output back, forward
+    # (again with full recompute) and backward, each over the c ranks.
+    q_bytes = BF16 * tok * qw / t
+    ulysses = (2.0 + full) * all_to_all(2.0 * q_bytes + kv_bytes, c, cp_per_node, net)
+    comm = whole(x.cp_comm)
+    cp_layer = jnp.where(comm == 2, ulysses, jnp.where(comm == 1, gather_kv, ring))
     cp = m * stage_layers * cp_layer
     return kv_bytes, cp

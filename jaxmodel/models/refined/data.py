@@ -30,7 +30,6 @@ from __future__ import annotations
 from jaxmodel.collectives import all_gather, all_reduce, reduce_scatter
 from jaxmodel.deferred import jnp
 from jaxmodel.models.refined import moe
-from jaxmodel.models.refined.layer import FP8_CAST_BYTES
 from jaxmodel.models.refined.rates import BF16
 from jaxmodel.numerics import positive_part
 
@@ -125,7 +124,7 @@ def dp_seconds(x, g, params, stage, layer_hw_flops, active_w, attn_core):
 
 def optimizer_seconds(x, g, params, stage_layers, z, edp):
     """Seconds of the optimizer step, the buffer passes and the FP8 weight casts."""
-    zero_i, fp8, hbm_rate, has_experts = g.zero_i, g.fp8, g.hbm_rate, g.has_experts
+    zero_i, hbm_rate, has_experts = g.zero_i, g.hbm_rate, g.has_experts
     params_gpu, layer_params = params.params_gpu, params.layer_params
     expert_layer_params = params.expert_layer_params
     zero = x.zero_stage
@@ -139,12 +138,12 @@ def optimizer_seconds(x, g, params, stage_layers, z, edp):
     grad_pass_bytes = gb_traffic * _GRAD_PASSES * x.grad_buffer_bytes
     optimizer_s = (_ADAM_BYTES * params_gpu / optimizer_shards
                    + grad_pass_bytes * params_gpu / buffer_shards
-                   + fp8 * FP8_CAST_BYTES * stage_layers * layer_params) / hbm_rate
+                   + g.cast_bytes * stage_layers * layer_params) / hbm_rate
     expert_shards = jnp.where(zero > 0.5, edp, jnp.ones_like(edp))
     expert_buffer_shards = jnp.where(zero_i == 3, edp, jnp.ones_like(edp))
     optimizer_s = jnp.where(
         has_experts, optimizer_s + (_ADAM_BYTES / expert_shards
                                     + grad_pass_bytes / expert_buffer_shards
-                                    + fp8 * FP8_CAST_BYTES)
+                                    + g.cast_bytes)
         * stage_layers * expert_layer_params / hbm_rate, optimizer_s)
     return optimizer_s

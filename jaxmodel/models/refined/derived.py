@@ -15,8 +15,49 @@ from typing import Any, NamedTuple
 from jaxmodel.deferred import jnp
 from jaxmodel.models.common import whole
 from jaxmodel.models.refined import moe
-from jaxmodel.models.refined.rates import network
+from jaxmodel.models.refined.rates import low_precision_gemms, network
 from jaxmodel.models.refined.validity import layout_ok
+
+# Bytes moved per element by the quantisation kernels of each precision
+# (Transformer Engine 2.x, the recipes Megatron-Bridge runs: fp8_cs, mxfp8,
+# nvfp4).  Each casts a bf16 tensor (2 bytes read) into a row-wise and a
+# column-wise (transposed) copy, since the weight-gradient GEMM contracts over
+# the other dimension:
+# - 1, per-tensor FP8 with current scaling (recipe.Float8CurrentScaling): an
+#   amax pass over the tensor first (nvte_compute_amax, 2 bytes read), then the
+#   cast-transpose (2 read, 1 + 1 written) = 6.  Delayed scaling fuses the
+#   amax into the cast (4), but the 2025-26 recipes run current scaling.
+# - 2, block-scaled FP8: MXFP8 (recipe.MXFP8BlockScaling: a 1-byte E8M0 scale
+#   per 32 elements) and 1x128 / 128x128 blockwise (recipe.Float8BlockScaling:
+#   a 4-byte FP32 scale per 128 along a row) both store 1/32 byte of scales per
+#   element in each direction, and compute the scales within the block (no
+#   amax pass): 2 + 2 x (1 + 1/32) = 4.0625.
+# - 3, NVFP4 (recipe.NVFP4BlockScaling; TE docs, "NVFP4"): a global amax pass
+#   (2 bytes read) for the FP32 second-level scale, then the cast (2 read, two
+#   4-bit copies 0.5 + 0.5, a 1-byte E4M3 scale per 16 elements each way
+#   1/16 + 1/16) = 5.125.  Its random Hadamard transform (on the weight-gradient
+#   operands) is fused into the cast and moves no further bytes.
+CAST_BYTES_PER_ELEMENT = (0.0, 6.0, 4.0625, 5.125)
+
+
+def cast_bytes_per_element(x):
+    """Bytes the quantisation kernels move per element cast (``CAST_BYTES_PER_ELEMENT``)."""
+    p = whole(x.precision)
+    return jnp.select([p == 1, p == 2, p == 3], list(CAST_BYTES_PER_ELEMENT[1:]),
+                      CAST_BYTES_PER_ELEMENT[0]).astype(jnp.result_type(x.hidden_dim))
+
+
+def recomputed_share(x):
+    """The share of a stage's layers that full recompute recomputes (0..1).
+
+    Megatron-LM's ``--recompute-method block --recompute-num-layers k``
+    recomputes the first ``k`` layers of each pipeline chunk of ``L / (p v)``
+    layers and stores the others' activations: ``min(k, L / (p v)) / (L /
+    (p v))``; ``recompute_layers`` 0 (every layer, as ``uniform``) is 1.
+    """
+    chunk = x.num_layers / (x.pipeline_parallel * x.virtual_stages)
+    share = jnp.minimum(x.recompute_layers, chunk) / chunk
+    return jnp.where(x.recompute_layers > 0.5, share, jnp.ones_like(share))
 
 
 class Derived(NamedTuple):
@@ -30,7 +71,12 @@ class Derived(NamedTuple):
       schedule, zero_i, recompute: the pipeline schedule, ZeRO stage and
         recompute codes.
       well_formed: the layout rule without the memory fit.
-      full, selective, sp, flash, fp8: recompute kinds and switches, 0/1 floats.
+      full: the share of layers fully recomputed (``recomputed_share``; 0
+        unless ``recompute`` is 2).
+      selective, sp, flash: recompute kind and switches, 0/1 floats.
+      fp8: the layer GEMMs in a low precision (``low_precision_gemms``), 0/1.
+      cast_bytes: bytes the quantisation kernels move per element cast
+        (``cast_bytes_per_element``; 0 in BF16).
       one_stage, pp_active, has_mid: ``p = 1``, ``p > 1``, ``p >= 3``, 0/1 floats.
       d, t, c, p, v, m, b, s, h, L, V, a, kv, f, G: the counts as floats
         (``d`` at least 1, so that an invalid layout divides by no zero).
@@ -61,6 +107,7 @@ class Derived(NamedTuple):
     sp: Any
     flash: Any
     fp8: Any
+    cast_bytes: Any
     one_stage: Any
     pp_active: Any
     has_mid: Any
@@ -103,7 +150,7 @@ def derive(x) -> Derived:
     zero_i = whole(x.zero_stage)
     well_formed = layout_ok(x, d_i, t_i, c_i, p_i, v_i, m_i, schedule)
     recompute = whole(x.recompute)
-    full = (recompute == 2).astype(fdt)
+    full = (recompute == 2).astype(fdt) * recomputed_share(x)
     selective = (recompute == 1).astype(fdt)
     sp = x.sequence_parallel
     one_stage = (p_i == 1).astype(fdt)
@@ -116,7 +163,8 @@ def derive(x) -> Derived:
         fdt=fdt, n_i=n_i, t_i=t_i, p_i=p_i, c_i=c_i, v_i=v_i, m_i=m_i, d_i=d_i,
         used_i=used_i, tokens_i=tokens_i, schedule=schedule, zero_i=zero_i,
         well_formed=well_formed, recompute=recompute, full=full, selective=selective,
-        sp=sp, flash=x.flash_attention, fp8=x.fp8, one_stage=one_stage,
+        sp=sp, flash=x.flash_attention, fp8=low_precision_gemms(x),
+        cast_bytes=cast_bytes_per_element(x), one_stage=one_stage,
         pp_active=1.0 - one_stage, has_mid=(p_i >= 3).astype(fdt),
         d=d, t=t, c=x.context_parallel, p=x.pipeline_parallel, v=x.virtual_stages,
         m=x.gradient_accum_steps, b=x.micro_batch, s=x.seq_length, h=x.hidden_dim,

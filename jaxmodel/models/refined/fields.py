@@ -75,6 +75,10 @@ INPUTS: tuple[InputField, ...] = (
     # parallelism; FlashAttention; gradient reduction overlapped with the
     # backward pass, as PyTorch DDP and Megatron-LM --overlap-grad-reduce do).
     switch("recompute", "activation recompute: 0 none, 1 selective, 2 full", 1, high=2.0),
+    count("recompute_layers", "layers", "with full recompute, the layers of each pipeline "
+           "chunk recomputed (Megatron-LM --recompute-method block --recompute-num-layers k: "
+           "the first k; the others store their activations, as without recompute); "
+           "0 = every layer", 0, low=0.0),
     switch("sequence_parallel", "sequence parallelism with TP (1) or not (0)", 1),
     switch("zero_stage", "sharding over data x context ranks: 0 none, 1 optimizer states "
             "(Megatron distributed optimizer), 2 + gradients, 3 + weights (FSDP)", 0,
@@ -84,7 +88,9 @@ INPUTS: tuple[InputField, ...] = (
                0.0, True, 0.0, MAX_COUNT),
     switch("flash_attention", "FlashAttention (1): no s^2 score tensors in memory", 1),
     switch("cp_comm", "context-parallel K/V exchange: 0 ring of point-to-point sends "
-            "overlapped with attention (Megatron-LM), 1 all-gather (Llama 3)", 0),
+            "overlapped with attention (Megatron-LM), 1 all-gather (Llama 3), 2 all-to-all "
+            "of Q, K, V and the output (DeepSpeed-Ulysses; Megatron --cp-comm-type a2a)", 0,
+            high=2.0),
     switch("cross_entropy_fusion", "fused softmax cross-entropy kernel (1) or unfused "
             "PyTorch ops (0, Megatron-Core without --cross-entropy-loss-fusion)", 1),
     switch("pipeline_schedule", "0 1F1B (interleaved when v > 1), 1 ZB-H1 (v = 1), 2 ZB-V "
@@ -92,8 +98,10 @@ INPUTS: tuple[InputField, ...] = (
     switch("pipeline_split_embedding", "count the input embedding and the output layer + "
             "loss as one layer each in the pipeline split (Megatron-LM "
             "--account-for-embedding/loss-in-pipeline-split)", 0),
-    switch("fp8", "FP8 matrix work in the layers (1) or BF16 (0); the output layer, "
-            "attention, norms and optimizer stay BF16/FP32", 0),
+    switch("precision", "the layers' GEMM precision: 0 BF16, 1 FP8 with per-tensor "
+            "(current or delayed) scaling, 2 block-scaled FP8 (MXFP8 on Blackwell, 1x128 / "
+            "128x128 blockwise on Hopper), 3 NVFP4; the output layer, attention, norms and "
+            "optimizer stay BF16/FP32", 0, high=3.0),
     count("grad_buffer_bytes", "bytes", "bytes per gradient in the accumulation buffer "
            "and on the wire (4: Megatron-LM's fp32 main_grad with bf16; 2: bf16)", 4,
            high=4.0),
@@ -129,17 +137,34 @@ INPUTS: tuple[InputField, ...] = (
     # Latencies: a small all-reduce on 8 NVLink GPUs takes 10-15 us over 14 ring
     # steps (about 1 us a step); an InfiniBand hop with NCCL's proxy about 5 us.
     positive("compute_tflops", "TFLOP/s (1 T = 1e12)", "peak dense bf16 FLOP/s per GPU", 989),
-    positive("fp8_tflops", "TFLOP/s (1 T = 1e12)", "peak dense FP8 FLOP/s per GPU", 1979),
+    # Peaks and GEMM ceilings of the low precisions (presets: PRECISION_PEAKS,
+    # MATMUL_CEILINGS); a peak of 0 is a precision the GPU has no tensor cores
+    # for, and a layout asking for it is invalid.
+    InputField("fp8_peak_tflops", "TFLOP/s (1 T = 1e12)", "peak dense FP8 FLOP/s per GPU "
+               "(per-tensor scaling; 0: no FP8 tensor cores)", False, 0.0, True, 1979, None),
+    InputField("mxfp8_peak_tflops", "TFLOP/s (1 T = 1e12)", "peak dense block-scaled FP8 "
+               "FLOP/s per GPU (0: not supported)", False, 0.0, True, 1979, None),
+    InputField("fp4_peak_tflops", "TFLOP/s (1 T = 1e12)", "peak dense FP4 FLOP/s per GPU "
+               "(0: no FP4 tensor cores)", False, 0.0, True, 0.0, None),
     count("num_sms", "SMs", "streaming multiprocessors (compute units) per GPU", 132,
            high=4096.0),
     InputField("matmul_efficiency", "fraction", "achievable fraction of peak for large "
                "matrix multiplies (the ceiling of the shape model)", False, 0.0, False, 0.7,
                1.0),
+    InputField("fp8_matmul_efficiency", "fraction", "achievable fraction of the FP8 peak for "
+               "large matrix multiplies under sustained load (per-tensor and block-scaled FP8)",
+               False, 0.0, False, 0.698, 1.0),
+    InputField("fp4_matmul_efficiency", "fraction", "achievable fraction of the FP4 peak for "
+               "large matrix multiplies under sustained load", False, 0.0, False, 0.763, 1.0),
     switch("gemm_shape_model", "each GEMM's efficiency from its shape: tile and wave "
             "quantization and arithmetic intensity (1), or matmul_efficiency for all (0)", 1),
     InputField("attention_efficiency", "fraction", "achievable fraction of the bf16 peak in "
                "the fused (Flash) attention kernels, forward and backward", False, 0.0, False,
                0.55, 1.0),
+    switch("cuda_graphs", "CUDA graphs: 0 none, 1 per layer (Transformer Engine graphs of the "
+            "attention and the MoE router and preprocessing: Megatron --cuda-graph-impl "
+            "transformer_engine), 2 the full iteration (--cuda-graph-impl local/full_iteration)",
+            0, high=2.0),
     InputField("kernel_overhead_us", "us", "fixed cost per kernel launch not hidden by "
                "the previous kernel (CUDA launch and ramp)", False, 0.0, True, 4.0, None),
     positive("hbm_bandwidth_tb_s", "TB/s (1 TB = 1e12 bytes)", "GPU memory bandwidth", 3.35),
@@ -195,6 +220,9 @@ INPUTS: tuple[InputField, ...] = (
                "drains the GPU queue, and the router and preprocessing kernels after it run at "
                "the CPU's launch pace (0: sync-free dispatch or CUDA-graphed router)", False,
                0.0, True, 0.0, None),
+    switch("ep_overlap", "Combined 1F1B expert all-to-all overlap (Megatron "
+            "--overlap-moe-expert-parallel-comm): the steady-phase share of the chunk passes "
+            "hides its dispatch and combine under another micro-batch's compute", 0),
     InputField("moe_overlap", "fraction", "share of the expert all-to-all hidden by compute "
                "(1F1B all-to-all overlap, DualPipe)", False, 0.0, True, 0.0, 1.0),
     InputField("moe_imbalance", "ratio", "tokens of the busiest expert over the mean (>= 1)",
@@ -225,6 +253,13 @@ INPUTS += RUN_INPUTS
 # ``--fit``): the achieved fractions of the datasheet rates and the per-step
 # latencies.  They differ between clusters of the same hardware (NCCL version,
 # NIC firmware, kernels); the datasheet figures and the job do not.
+# Inputs this model no longer takes, and what replaced them (issue 24).
+RETIRED: dict[str, str] = {
+    "fp8": "use precision (0 BF16, 1 FP8 per-tensor, 2 block-scaled FP8, 3 NVFP4); "
+           "fp8 1 is precision 1",
+    "fp8_tflops": "use fp8_peak_tflops (and mxfp8_peak_tflops, fp4_peak_tflops)",
+}
+
 CLUSTER: tuple[str, ...] = (
     "matmul_efficiency", "hbm_efficiency", "intra_node_efficiency",
     "inter_node_efficiency", "intra_node_latency_us", "inter_node_latency_us",
@@ -274,7 +309,7 @@ OUTPUTS: tuple[OutputField, ...] = (
     SHARED_OUTPUTS["bubble_fraction_percent"],
     OutputField("scaling_efficiency_percent", "%", "compute / step", "float"),
     OutputField("mfu_percent", "%", "model FLOPs (no recompute) / (step x bf16 peak); "
-                "against the BF16 peak also with fp8, as MFU is reported", "float"),
+                "against the BF16 peak at every precision, as MFU is reported", "float"),
     OutputField("hfu_percent", "%", "hardware FLOPs (with recompute) / (step x bf16 peak)",
                 "float"),
     OutputField("achieved_tflops_per_gpu", "TFLOP/s", "model FLOP/s per GPU", "float"),

@@ -13,17 +13,20 @@
   recompute) against the true bf16 peak; HFU adds recompute.
 * **GEMMs**: each weight GEMM ``[tok, k] x [k, n]`` forward, its input
   gradient and its weight gradient, at the rate its shape reaches
-  (``jaxmodel.models.refined.rates``); FP8 matrix work (Micikevicius et al.
-  2022; Transformer Engine) at the FP8 peak; the output layer in bf16.
+  (``jaxmodel.models.refined.rates``); in a low ``precision`` (FP8,
+  Micikevicius et al. 2022; block-scaled FP8; NVFP4) at that precision's peak
+  and ceiling; the output layer in bf16.
 * **Memory-bound kernels** (layer norms, bias-dropout-add, activation, softmax
-  and dropout of the attention scores, cross-entropy, FP8 casts) at
+  and dropout of the attention scores, cross-entropy, quantisation casts) at
   ``hbm_efficiency`` of ``hbm_bandwidth_tb_s``, with the bytes each moves
   counted below (Megatron-LM's fused kernels).
 * **Gradient-buffer traffic** (``grad_buffer_traffic``): the weight-gradient
   GEMMs accumulate into the buffer, and the input embedding's dense gradient
   is added to it (Megatron-Core DDP with gradient accumulation fusion).
 * **Kernels**: a fixed cost per kernel (``kernel_overhead_us``), for the
-  ``_LAYER_KERNELS`` of a layer and micro-batch.
+  ``_LAYER_KERNELS`` of a layer and micro-batch; kernels a CUDA graph replays
+  (``cuda_graphs``) keep only the GPU's gap between them
+  (``GRAPH_KERNEL_GAP_US``).
 
 A new layer kind (a Mamba-2 layer, say) adds its parameters, GEMM shapes,
 bytes and kernels here, selected by ``jnp.where`` as the MoE layer is
@@ -35,6 +38,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from jaxmodel.deferred import jnp
+from jaxmodel.models.common import whole
 from jaxmodel.models.refined import moe
 from jaxmodel.models.refined.rates import BF16, flash_attention_seconds, gemm_seconds
 
@@ -64,10 +68,21 @@ _LOGIT_UNFUSED_BYTES = 52.0
 # Transformer Engine: norms, 4 GEMMs + 8 gradient GEMMs, attention, bias,
 # activation and dropout-add kernels, TP/SP collectives, casts and copies).
 _LAYER_KERNELS = 60.0
-# FP8 (Micikevicius et al. 2022; Transformer Engine): a cast reads bf16 (2)
-# and writes the FP8 tensor and its transpose (1 + 1, Hopper's FP8 GEMMs take
-# one layout for each operand).
-FP8_CAST_BYTES = 4.0
+# CUDA graphs (cuda_graphs).  A graph replays its kernels without the host's
+# launch: NVIDIA's "Getting Started with CUDA Graphs" (A. Gray, 2019) times 20
+# short kernels of 2.9 us at 3.8 us each launched from a stream and 3.4 us
+# each from a graph, so a captured kernel keeps a gap of 0.5 us on the GPU
+# (when kernel_overhead_us is smaller, that).  Per layer (1, Transformer
+# Engine's make_graphed_callables over the scopes the MoE recipes set: attn,
+# moe_router, moe_preprocess): the attention half of the layer's kernels (norm
+# and QKV, RoPE, attention core, projection, bias-dropout-add and their
+# gradients, 30 of 60) and the MoE router and dispatch preprocessing (router
+# GEMM and its two gradients, top-k/softmax and auxiliary-loss kernels forward
+# and backward, the dispatch layout: 8 of moe.MOE_LAYER_KERNELS); the expert
+# GEMMs, dispatch and combine stay eager.  Full iteration (2): every kernel.
+GRAPH_KERNEL_GAP_US = 0.5
+_ATTN_SCOPE_KERNELS = 30.0
+_MOE_SCOPE_KERNELS = 8.0
 # Gradient-buffer traffic (grad_buffer_traffic 1), Megatron-Core DDP with
 # gradient accumulation fusion:
 # * each weight-gradient GEMM accumulates into the buffer (D = A B + C in the
@@ -235,15 +250,16 @@ def layer_times(x, g) -> LayerTimes:
                           2.0 * x.mlp_weight_matrices * tok * moe.ffn_width(x) / t
                           + moe.permute_bytes(x, tok / t))
     score_bytes = (1.0 - flash) * SCORE_BYTES * a * s * tok / t
-    # FP8: each GEMM input is cast (read bf16, write FP8 and its transpose) in
-    # the forward pass, each output gradient in the backward pass.
+    # Low precision: each GEMM input is quantised in the forward pass, each
+    # output gradient in the backward pass, at the precision's bytes per
+    # element (derived.CAST_BYTES_PER_ELEMENT: amax, cast, transpose, scales).
     qkv_n = qw * (1.0 + 2.0 * kv / a) / t
     cast_fwd = tok * (2.0 * h / rep_split + qw / t + f / t)
     cast_bwd = tok * (qkv_n + 2.0 * h / rep_split + (x.mlp_weight_matrices - 1.0) * f / t)
-    fwd_bytes = hidden_bytes + mlp_bytes + score_bytes + fp8 * FP8_CAST_BYTES * cast_fwd
+    fwd_bytes = hidden_bytes + mlp_bytes + score_bytes + g.cast_bytes * cast_fwd
     bwd_bytes = (2.0 * (hidden_bytes + mlp_bytes + score_bytes)
-                 + fp8 * FP8_CAST_BYTES * cast_bwd)
-    recompute_bytes = full * (hidden_bytes + mlp_bytes + fp8 * FP8_CAST_BYTES * cast_fwd) \
+                 + g.cast_bytes * cast_bwd)
+    recompute_bytes = full * (hidden_bytes + mlp_bytes + g.cast_bytes * cast_fwd) \
         + (full + selective) * score_bytes
     # Norm recompute (norm_recompute, without full recompute): both norms'
     # forward again, each reading and writing [s b h] in bf16.
@@ -273,12 +289,21 @@ def layer_times(x, g) -> LayerTimes:
     layer_w = gemm_wgrad_s + accum_layer_bytes / hbm_rate
     # Fixed cost per kernel (launch and ramp, not hidden when kernels are short):
     # _LAYER_KERNELS a layer and micro-batch, a third of them again with full
-    # recompute.
-    layer_b = layer_b + x.kernel_overhead_us * 1e-6 * _LAYER_KERNELS * (1.0 + full / 3.0)
+    # recompute; the kernels a CUDA graph replays at the graph's gap instead.
+    launch_s = x.kernel_overhead_us * 1e-6
+    graphed_s = jnp.minimum(x.kernel_overhead_us, GRAPH_KERNEL_GAP_US) * 1e-6
+    graphs = whole(x.cuda_graphs)
+    layer_graphed = jnp.where(graphs == 2, _LAYER_KERNELS,
+                              jnp.where(graphs == 1, _ATTN_SCOPE_KERNELS, 0.0))
+    layer_kernel_s = (layer_graphed * graphed_s + (_LAYER_KERNELS - layer_graphed) * launch_s)
+    layer_b = layer_b + layer_kernel_s * (1.0 + full / 3.0)
     # MoE: the router, dispatch and permutation kernels and one GEMM per local
     # expert and pass (moe.layer_extra_kernels), a third again with full recompute.
-    layer_b = jnp.where(plain, layer_b, layer_b + x.kernel_overhead_us * 1e-6
-                        * moe.layer_extra_kernels(x)
+    moe_kernels = moe.layer_extra_kernels(x)
+    moe_graphed = jnp.where(graphs == 2, moe_kernels,
+                            jnp.where(graphs == 1, moe.moe_fraction(x) * _MOE_SCOPE_KERNELS, 0.0))
+    layer_b = jnp.where(plain, layer_b, layer_b
+                        + (moe_graphed * graphed_s + (moe_kernels - moe_graphed) * launch_s)
                         * (1.0 + (full + moe_layer_again) / 3.0)
                         + moe.host_seconds(x, full + moe_layer_again))
     layer_s = layer_f + layer_b + layer_w

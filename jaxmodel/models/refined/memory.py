@@ -41,9 +41,10 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from jaxmodel.deferred import jnp
+from jaxmodel.models.common import whole
 from jaxmodel.models.refined import moe
 from jaxmodel.models.refined.layer import SCORE_BYTES, attention_width, layer_weight_params
-from jaxmodel.models.refined.rates import BF16
+from jaxmodel.models.refined.rates import BF16, low_precision_gemms
 
 # Model state per parameter (Rajbhandari et al. 2020, sec. 3.1): bf16 weights,
 # the gradient buffer (grad_buffer_bytes), and 12 bytes of fp32 optimizer state.
@@ -90,7 +91,7 @@ def layer_activation_bytes(x, recompute_code, sp):
       sp: 1.0 with sequence parallelism, else 0.0.
     """
     s, b, h, t = x.seq_length, x.micro_batch, x.hidden_dim, x.tensor_parallel
-    fp8, dropout = x.fp8, x.dropout
+    fp8, dropout = low_precision_gemms(x), x.dropout
     # With context parallelism each GPU holds s / c tokens of the sequence.
     sbh = s / x.context_parallel * b * h
     rep_split = jnp.where(sp > 0.5, t, jnp.ones_like(t))
@@ -219,11 +220,15 @@ def stage_memory(x, g, params, layers_mid, layers_end, z, edp, score_bytes, kv_b
     interleave = jnp.where((v_i > 1) & (schedule == 0), 1.0 + (p - 1.0) / (p * v),
                            jnp.ones_like(v))
     stored = layer_activation_bytes(x, recompute, sp)
+    # Full recompute of only some layers (recompute_layers): the others store
+    # their activations as without recompute (g.full is the recomputed share).
+    stored = jnp.where(recompute == 2, g.full * stored
+                       + (1.0 - g.full) * layer_activation_bytes(x, 0, sp), stored)
     working = jnp.where(recompute == 2, layer_activation_bytes(x, 0, sp),
                         jnp.where(recompute == 1, score_bytes / SCORE_BYTES * 5.0,
                                   jnp.zeros_like(t)))
     # All-gather context parallelism holds one layer's full-sequence K and V.
-    working = working + x.cp_comm * kv_bytes * c
+    working = working + (whole(x.cp_comm) == 1).astype(fdt) * kv_bytes * c
     # MoE recompute regenerates one layer's dropped activations at a time.
     working = jnp.where(plain, working,
                         working + tok * h / t * moe.recomputed_activation_bytes(x))

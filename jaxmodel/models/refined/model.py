@@ -51,6 +51,7 @@ from jaxmodel.models.refined.fields import (
     DESCRIPTION,
     INPUTS,
     OUTPUTS,
+    RETIRED,
     TERMS,
     RefinedInputs,
     RefinedOutputs,
@@ -233,8 +234,10 @@ REFINED = Model(
                        meaningless=space.meaningless),
     layout_reasons=layout_reasons,
     # tokens_per_step = b m s d, and d <= num_gpus.
+    at_least=(("fp8_tflops", "compute_tflops"), ("num_layers", "dense_layers")),
     exact_products=(("tokens_per_step", ("micro_batch", "gradient_accum_steps", "seq_length",
                                          "num_gpus")),),
     cluster=CLUSTER,
     memory_capacity="gpu_memory_gb",
+    retired=RETIRED,
 )

@@ -87,6 +87,8 @@ import numpy as np
 
 from jaxmodel.collectives import GEMM_TILE_M, all_gather, all_to_all, all_to_all_two_level
 from jaxmodel.deferred import jax, jnp
+from jaxmodel.models.refined.rates import low_precision_gemms
+from jaxmodel.numerics import positive_part
 
 # Bytes per value moved by the dispatch and combine (bf16 activations).
 DISPATCH_BYTES = 2.0
@@ -406,7 +408,7 @@ def attention_activation_bytes(x):
     pass, so only the output stays.
     """
     a, dh, h = x.num_heads, head_dim(x), x.hidden_dim
-    out = (2.0 + x.fp8) * a * dh / h
+    out = (2.0 + low_precision_gemms(x)) * a * dh / h
     gqa = (2.0 + 4.0 * x.num_kv_heads / a) * a * dh / h + out
     qkv = (2.0 * 2.0 * a * (dh + x.qk_rope_dim) + 2.0 * a * dh) / h
     mla = (1.0 - x.mla_recompute) * qkv + out
@@ -419,7 +421,8 @@ def latent_activation_bytes(x):
     (2 bytes) and the normed ``r_q + r_kv`` as the up-projections' inputs (2,
     1 under FP8).  Replicated over tensor parallelism (the down-projections are)."""
     rq, rkv = x.q_lora_rank, x.kv_lora_rank
-    mla = (2.0 * (rq + rkv + x.qk_rope_dim) + (2.0 - x.fp8) * (rq + rkv)) / x.hidden_dim
+    low = low_precision_gemms(x)
+    mla = (2.0 * (rq + rkv + x.qk_rope_dim) + (2.0 - low) * (rq + rkv)) / x.hidden_dim
     return jnp.where(x.attention > 0.5, mla, jnp.zeros_like(mla))
 
 
@@ -427,8 +430,8 @@ def dispatch_activation_bytes(x):
     """Routed token copies the average layer stores per ``s b h``: ``k`` copies
     (times the load) of the permuted expert FC1 input (2 bytes; 1 under FP8,
     the grouped GEMM saves its FP8 cast)."""
-    return ((DISPATCH_ACTIVATION_BYTES - x.fp8) * x.experts_per_token * moe_fraction(x)
-            * load_factor(x))
+    return ((DISPATCH_ACTIVATION_BYTES - low_precision_gemms(x)) * x.experts_per_token
+            * moe_fraction(x) * load_factor(x))
 
 
 def recomputed_activation_bytes(x):
@@ -445,9 +448,9 @@ def recomputed_activation_bytes(x):
     act, layer = recompute_flags(x)
     k, fe, h = x.experts_per_token, x.moe_ffn_hidden_dim, x.hidden_dim
     width = (k + x.shared_experts) * fe
-    fc2_input = 2.0 - x.fp8
+    fc2_input = 2.0 - low_precision_gemms(x)
     whole_layer = ((2.0 * (x.mlp_weight_matrices - 1.0) + fc2_input) * width / h
-                   + (DISPATCH_ACTIVATION_BYTES - x.fp8) * k * load_factor(x))
+                   + (DISPATCH_ACTIVATION_BYTES - low_precision_gemms(x)) * k * load_factor(x))
     return moe_fraction(x) * (act * fc2_input * k * fe / h + layer * whole_layer)
 
 
@@ -591,17 +594,36 @@ def layer_gemm_seconds(x, tokens, gemm, hbm_rate):
     return jnp.concatenate([attention + (1.0 - frac) * dense + block, block[:1]])
 
 
+def combined_1f1b_share(g):
+    """Share of a stage's chunk passes that Combined 1F1B pairs (``ep_overlap``).
+
+    Megatron-Core's EP all-to-all overlap (``--overlap-moe-expert-parallel-comm``;
+    docs "Combined 1F1B: Expert-Parallel All-to-All Overlap") runs the forward of
+    one micro-batch with the backward of another, each one's dispatch and
+    combine hidden under the other's compute.  Only the steady phase pairs:
+    the first stage's warm-up forwards, ``2 (p - 1) + (v - 1) p`` of its ``m v``
+    chunk passes (Megatron-LM's interleaved schedule; 1 when ``p = 1``), and
+    as many cool-down backwards, run alone.
+    """
+    warmup = jnp.where(g.p_i == 1, 1.0, 2.0 * (g.p - 1.0) + (g.v - 1.0) * g.p)
+    passes = g.m * g.v
+    return positive_part(passes - warmup) / passes
+
+
 def exposed_comm_seconds(x, g, stage_layers, moe_layer_again, compute):
     """``(moe_raw, moe_comm)``: the expert all-to-all seconds a step, before and after overlap.
 
     Dispatch and combine of the busiest stage's MoE layers (``layer_comm_seconds``);
-    ``moe_overlap`` of it hidden under compute; the exposed rest stretches the
+    ``moe_overlap`` of it hidden under compute (with ``ep_overlap``, at least
+    the share Combined 1F1B pairs, ``combined_1f1b_share``); the exposed rest stretches the
     1F1B bubble as well (counted here, so the bubble keeps its dense meaning).
     ``g`` is the model's ``Derived``.
     """
     m, t, p, v, tok, G, net = g.m, g.t, g.p, g.v, g.tok, g.G, g.net
     moe_raw = m * stage_layers * moe_fraction(x) * layer_comm_seconds(
         x, tok / t, G, net, g.full + moe_layer_again)
-    moe_comm = ((moe_raw - x.moe_overlap * jnp.minimum(moe_raw, compute))
+    hidden = jnp.where(x.ep_overlap > 0.5, jnp.maximum(x.moe_overlap, combined_1f1b_share(g)),
+                       x.moe_overlap)
+    moe_comm = ((moe_raw - hidden * jnp.minimum(moe_raw, compute))
                 * (1.0 + jnp.where(g.schedule == 0, (p - 1.0) / (v * m), 0.0)))
     return moe_raw, moe_comm

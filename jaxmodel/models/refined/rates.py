@@ -1,14 +1,14 @@
 """Achievable rates: GEMMs, fused attention and the network, on one configuration's GPU.
 
 * **GEMMs** (``gemm_seconds``): ``2 m n k`` FLOPs at the dense bf16 peak
-  ``compute_tflops`` (or ``fp8_tflops`` with 1-byte operands for FP8 matrix
-  work), times an efficiency: with ``gemm_shape_model`` 1 the one each GEMM's
-  shape reaches (tile and wave quantization over ``num_sms`` and arithmetic
-  intensity against ``hbm_bandwidth_tb_s``; ``jaxmodel.collectives.
-  gemm_efficiency``), capped by ``matmul_efficiency`` (the large-GEMM ceiling:
-  a round value at the low end of what cuBLAS sustains on transformer-sized
-  bf16 GEMMs on A100 and H100, 70-80% of dense peak); with 0 the ceiling for
-  every GEMM.
+  ``compute_tflops`` (or, for the layers' GEMMs in a low ``precision``, its
+  peak, ceiling and operand size: ``low_precision_rate``), times an
+  efficiency: with ``gemm_shape_model`` 1 the one each GEMM's shape reaches
+  (tile and wave quantization over ``num_sms`` and arithmetic intensity
+  against ``hbm_bandwidth_tb_s``; ``jaxmodel.collectives.gemm_efficiency``),
+  capped by ``matmul_efficiency`` (the large-GEMM ceiling: a round value at the
+  low end of what cuBLAS sustains on transformer-sized bf16 GEMMs on A100 and
+  H100, 70-80% of dense peak); with 0 the ceiling for every GEMM.
 * **Fused attention** (``flash_attention_seconds``): FlashAttention (Dao et al.
   2022) at ``attention_efficiency`` of the bf16 peak; with a causal mask it
   executes only the unmasked half of the score blocks.
@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from jaxmodel.collectives import Network, gemm_efficiency
 from jaxmodel.deferred import jnp
+from jaxmodel.models.common import whole
 
 # Bytes of a bf16 element: weights, activations and the GEMM operands.
 BF16 = 2.0
@@ -46,19 +47,43 @@ def network(x) -> Network:
     )
 
 
+def low_precision_rate(x):
+    """The peak FLOP/s, large-GEMM ceiling and operand bytes of ``precision``'s GEMMs.
+
+    1 per-tensor FP8 at ``fp8_peak_tflops``, 2 block-scaled FP8 at
+    ``mxfp8_peak_tflops`` (both at ``fp8_matmul_efficiency``, 1-byte operands),
+    3 NVFP4 at ``fp4_peak_tflops`` and ``fp4_matmul_efficiency`` (half-byte
+    operands); 0 (BF16) gives the bf16 peak and ceiling.
+    """
+    p = whole(x.precision)
+    conds = [p == 1, p == 2, p == 3]
+    peak = jnp.select(conds, [x.fp8_peak_tflops, x.mxfp8_peak_tflops, x.fp4_peak_tflops],
+                      x.compute_tflops) * 1e12
+    ceiling = jnp.select(conds, [x.fp8_matmul_efficiency, x.fp8_matmul_efficiency,
+                                 x.fp4_matmul_efficiency], x.matmul_efficiency)
+    element = jnp.select(conds, [1.0, 1.0, 0.5], BF16).astype(jnp.result_type(peak))
+    return peak, ceiling, element
+
+
 def gemm_seconds(x, m, n, k, low_precision, hbm_rate):
     """Seconds of an ``[m, k] x [k, n]`` GEMM on this configuration's GPU.
 
-    At the FP8 peak with 1-byte operands where ``low_precision`` (0/1), else at
-    the bf16 peak; the efficiency from the shape (``collectives.gemm_efficiency``,
-    ceiling ``matmul_efficiency``) or, with ``gemm_shape_model`` 0, the ceiling.
+    At ``precision``'s peak, ceiling and operand size (``low_precision_rate``)
+    where ``low_precision`` (0/1), else at the bf16 ones; the efficiency from
+    the shape (``collectives.gemm_efficiency``, capped by the ceiling) or, with
+    ``gemm_shape_model`` 0, the ceiling.  A peak of 0 (no tensor cores for that
+    precision) gives an infinite time, and the layout is invalid
+    (``validity.layout_ok``).
     """
-    rate = jnp.where(low_precision > 0.5, x.fp8_tflops, x.compute_tflops) * 1e12
-    element = jnp.where(low_precision > 0.5, 1.0, BF16)
-    shaped = gemm_efficiency(m, n, k, ceiling=x.matmul_efficiency, peak_flops=rate,
+    low_peak, low_ceiling, low_element = low_precision_rate(x)
+    low = low_precision > 0.5
+    rate = jnp.where(low, low_peak, x.compute_tflops * 1e12)
+    ceiling = jnp.where(low, low_ceiling, x.matmul_efficiency)
+    element = jnp.where(low, low_element, BF16)
+    shaped = gemm_efficiency(m, n, k, ceiling=ceiling, peak_flops=rate,
                              hbm_bytes_s=hbm_rate, num_sms=x.num_sms,
                              bytes_per_element=element)
-    eff = jnp.where(x.gemm_shape_model > 0.5, shaped, x.matmul_efficiency)
+    eff = jnp.where(x.gemm_shape_model > 0.5, shaped, ceiling)
     return 2.0 * m * n * k / (rate * eff)
 
 
@@ -71,3 +96,13 @@ def flash_attention_seconds(x, flops, flash, peak):
     """
     causal = jnp.where(x.causal_mask > 0.5, 0.5, 1.0) * flash + (1.0 - flash)
     return causal * flops / (peak * x.attention_efficiency)
+
+
+def low_precision_gemms(x):
+    """1 where the layer GEMMs run in FP8 or FP4 (``precision`` >= 1), else 0.
+
+    The one definition of the switch: the FP8 / FP4 peaks and ceilings
+    (``rates.gemm_seconds``), the quantisation kernels, and the low-precision
+    weight copies and saved inputs in memory all key on it.
+    """
+    return (whole(x.precision) >= 1).astype(jnp.result_type(x.hidden_dim))

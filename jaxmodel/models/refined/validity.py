@@ -9,8 +9,10 @@ valid: the busiest stage sets the pace); ``hidden_dim``, ``num_heads`` and
 ``num_kv_heads`` divide by ``t``; ``num_heads`` divides by ``num_kv_heads``;
 the interleaved schedule needs ``m`` a multiple of ``p`` (Megatron-LM's
 requirement); ZB-H1 runs ``v = 1``, ZB-V ``v = 2``; ``seq_length`` divides by
-``2 c``; ``zero_shard_degree`` divides ``d c``; and the expert layout
-(``moe_layout_ok``) folds onto the stage's GPUs.  Timings are NaN for an
+``2 c`` (and, with all-to-all context parallelism, ``a / t`` and ``kv / t``
+by ``c``); ``zero_shard_degree`` divides ``d c``; the expert layout
+(``moe_layout_ok``) folds onto the stage's GPUs; and the GPU has tensor cores
+for ``precision`` (``precision_ok``: its peak input above 0).  Timings are NaN for an
 invalid layout; ``memory_gb_per_gpu`` is reported whenever the layout itself
 is well formed, so the verdict can say by how much it does not fit.
 
@@ -47,9 +49,24 @@ def layout_ok(x, d_i, t_i, c_i, p_i, v_i, m_i, schedule):
         & ((v_i == 1) | (m_i % p_i == 0) | (schedule == 2))
         & (((schedule == 0)) | ((schedule == 1) & (v_i == 1)) | ((schedule == 2) & (v_i == 2)))
         & ((c_i == 1) | (whole(x.seq_length) % (2 * c_i) == 0))
+        & ((whole(x.cp_comm) != 2) | (((heads_i // t_i) % c_i == 0) & ((kv_i // t_i) % c_i == 0)))
         & (shard_i <= dc_i) & (dc_i % jnp.maximum(shard_i, 1) == 0)
         & moe_layout_ok(x, t_i, c_i * d_i)
+        & precision_ok(x)
     )
+
+
+# The peak input of each low precision (precision 1, 2, 3).
+_PRECISION_PEAKS = ("fp8_peak_tflops", "mxfp8_peak_tflops", "fp4_peak_tflops")
+_PRECISION_NAMES = ("BF16", "per-tensor FP8", "block-scaled FP8", "NVFP4")
+
+
+def precision_ok(x):
+    """The GPU has tensor cores for ``precision``: its peak input is above 0."""
+    p = whole(x.precision)
+    peak = jnp.select([p == 1, p == 2, p == 3],
+                      [getattr(x, name) for name in _PRECISION_PEAKS], 1.0)
+    return peak > 0
 
 
 def moe_layout_ok(x, t_i, dc_i):
@@ -79,6 +96,20 @@ def layout_reasons(inputs: Mapping[str, float], outputs: Mapping[str, Any]
     e = int(inputs.get("pipeline_split_embedding", 0))
     schedule = int(inputs.get("pipeline_schedule", 0))
     reasons = []
+    precision = int(inputs.get("precision", 0))
+    if precision and inputs.get(_PRECISION_PEAKS[precision - 1], 1.0) <= 0:
+        reasons.append((
+            f"precision {precision} ({_PRECISION_NAMES[precision]}) has no tensor cores on "
+            f"this GPU ({_PRECISION_PEAKS[precision - 1]} 0)",
+            "Use a precision the GPU runs (A100: 0; H100: 0-2; Blackwell: 0-3).",
+        ))
+    if int(inputs.get("cp_comm", 0)) == 2 and c > 1 and (heads // t % c or kv // t % c):
+        reasons.append((
+            f"all-to-all context parallelism splits the {heads // t} heads (and {kv // t} "
+            f"key/value heads) of a tensor-parallel rank over {c} ranks unevenly",
+            "Use a context-parallel degree that divides the heads per tensor-parallel rank, "
+            "or the ring (cp_comm 0).",
+        ))
     if t * c * p > n:
         reasons.append((
             f"tensor x context x pipeline = {t} x {c} x {p} = {t * c * p} GPUs per replica, "
