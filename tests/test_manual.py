@@ -300,3 +300,23 @@ def test_the_readme_is_a_front_page():
     for page in ("docs/architecture.md", "docs/model.md", "docs/reference/models.md",
                  "docs/reference/presets.md", "docs/reference/cli.md"):
         assert f"]({page}" in "\n".join(lines), page
+
+
+_EXTRA = re.compile(r"(?:'\.|jaxmodel)\[([a-z0-9_,-]+)\]|`(cuda\d*)` (?:extra|is offered)")
+
+
+def test_every_extra_named_in_the_docs_exists():
+    """The install lines (`pip install -e '.[cuda]'`, `jaxmodel[plot]`) name extras of
+    pyproject.toml, and jax's CUDA plugin is what the `cuda` extra installs."""
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    named = set()
+    for page, text in _text(WRITTEN):
+        for group, single in _EXTRA.findall(text):
+            for name in (group.split(",") if group else [single]):
+                assert name in extras, (page, name)
+                named.add(name)
+    assert {"cuda", "plot", "dashboard"} <= named
+    assert any(d.startswith("jax[cuda12]") for d in extras["cuda"])
