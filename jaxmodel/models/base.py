@@ -51,7 +51,8 @@ class Model:
         by the product of those count inputs (``tokens_per_step <= b m s N``).
         Every caller refuses inputs whose product exceeds ``MAX_EXACT_PRODUCT``
         (:meth:`check_products`), so the output can never wrap around.
-      at_least: ``(name, lower)`` pairs: input ``name`` is never below input
+      at_least: ``(name, lower)`` pairs: input ``name`` is 0 (a capability the
+        hardware lacks, such as an FP8 peak on an A100) or never below input
         ``lower`` (an FP8 peak is at least the BF16 peak); every caller refuses
         inputs that break one (:meth:`check_at_least`).
       layout_reasons: host-side ``(problem, fix)`` pairs for everything the
@@ -177,13 +178,14 @@ class Model:
         for name, lower in self.at_least if pairs is None else pairs:
             a = np.asarray(values[name], dtype=np.float64)
             b = np.asarray(values[lower], dtype=np.float64)
-            bad = np.broadcast_to(a < b, np.broadcast_shapes(a.shape, b.shape))
+            bad = np.broadcast_to((a < b) & (a != 0), np.broadcast_shapes(a.shape, b.shape))
             if bad.any():
                 i = np.argmax(bad.reshape(-1))
                 got = float(np.broadcast_to(a, bad.shape).reshape(-1)[i])
                 low = float(np.broadcast_to(b, bad.shape).reshape(-1)[i])
                 raise InputError(where + name, f"{got:g}",
-                                 f"at least {lower} ({low:g}) in every configuration")
+                                 f"0 (absent) or at least {lower} ({low:g}) in every "
+                                 "configuration")
 
     @property
     def input_names(self) -> tuple[str, ...]:

@@ -234,7 +234,8 @@ REFINED = Model(
                        meaningless=space.meaningless),
     layout_reasons=layout_reasons,
     # tokens_per_step = b m s d, and d <= num_gpus.
-    at_least=(("fp8_tflops", "compute_tflops"), ("num_layers", "dense_layers")),
+    at_least=(("fp8_peak_tflops", "compute_tflops"), ("mxfp8_peak_tflops", "compute_tflops"),
+              ("fp4_peak_tflops", "compute_tflops"), ("num_layers", "dense_layers")),
     exact_products=(("tokens_per_step", ("micro_batch", "gradient_accum_steps", "seq_length",
                                          "num_gpus")),),
     cluster=CLUSTER,
