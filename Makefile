@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-all bench lint docs clean
+.PHONY: run run-seed test test-all bench lint docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,14 @@ run: $(STAMP)
 		-o out/default-mfu.png
 	$(BIN)/jaxmodel report out/default -o out/default-report.html
 	@echo "browse the sweep: $(BIN)/jaxmodel dashboard out/default"
+	@echo "the same grid on the seed model: make run-seed"
+
+# The seed model's own sweep (its MFU runs up to 100%: compute at peak).
+run-seed: $(STAMP)
+	$(BIN)/jaxmodel sweep sweeps/seed_default.toml --overwrite
+	$(BIN)/jaxmodel plot heatmap out/seed_default --x link_bandwidth_gb_s --y compute_tflops \
+		--value mfu_percent --where "tensor_parallel * pipeline_parallel >= 16" \
+		-o out/seed_default-mfu.png
 
 # On a workstation `make test` runs the fast set (pyproject's addopts skip
 # `slow`); under CI (CI=true, as .ci/run is run) the same command runs everything.

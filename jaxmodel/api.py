@@ -45,11 +45,11 @@ def evaluate(model: str | Model = DEFAULT_MODEL, *, x64: bool = False, **inputs:
     """Evaluate a cost model on scalars or arrays.
 
     Args:
-      model: model name (``"seed"``) or a ``Model``.
+      model: model name (``"refined"``, the default, or ``"seed"``) or a ``Model``.
       x64: compute floats in float64 instead of float32.
-      **inputs: input values by name (see ``jaxmodel.models.seed.INPUTS``);
+      **inputs: input values by name (see the model's ``inputs``);
         Python scalars or numpy / jax arrays of any numeric dtype, broadcast
-        together.  Missing inputs take the model's defaults (the seed values).
+        together.  Missing inputs take the model's defaults.
 
     Returns:
       The model's outputs ``NamedTuple`` of numpy arrays, each of the broadcast

@@ -52,6 +52,7 @@ import datetime
 import functools
 import hashlib
 import io
+import json
 import math
 import os
 import re
@@ -80,6 +81,10 @@ CORRELATED = 0.95
 WEAK_SINGULAR_RATIO = 0.1
 WIDE_INTERVAL = 0.5
 EDGE = 0.005
+# A fitted value further than this factor from its starting value (the preset's
+# or default's) gets a warning: a cluster's achieved rates differ from the
+# microbenchmarks behind the presets by tens of percent, not by more.
+FAR_FROM_START = 1.15
 # Levenberg-Marquardt tolerances in z (log or logit of the parameter) and steps.
 RTOL = 1e-7
 ATOL = 1e-7
@@ -138,6 +143,9 @@ class Calibration:
       warnings: sentences, one per problem.
       suggestions: candidate runs to measure next, widest spread first.
       bootstrap: resamples asked, converged; converged: the main fit's status.
+      presets: the ``gpu`` / ``llm`` presets the fit assumed; fixed: the other
+        inputs it assumed that are neither a preset's nor a default value (from
+        ``config`` or ``**inputs``), not the runs' own columns.
     """
 
     model: str
@@ -157,6 +165,8 @@ class Calibration:
     source: str
     context: dict[str, Any] = field(default_factory=dict)
     fit_s: float = 0.0
+    presets: dict[str, str] = field(default_factory=dict)
+    fixed: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (NaN as None)."""
@@ -180,11 +190,12 @@ class Calibration:
         })
 
     def to_toml(self) -> str:
-        """``calibrated.toml``: the fitted values as inputs, the figures as comments.
+        """``calibrated.toml``: what the fit assumed and found, as a ``--config``.
 
-        Only the fitted inputs are keys, so the file layers over presets like
-        any ``--config`` (``--llm`` and the command line still apply); what the
-        fit assumed (presets, config, fixed inputs) is recorded as comments.
+        Keys: the model, the presets and fixed inputs the fit assumed, then the
+        fitted values, so that ``--config calibrated.toml`` alone evaluates the
+        runs' layouts as the fit did (the command line still wins); the figures
+        are comments.
         """
         pct = int(round(self.confidence * 100))
         lines = [
@@ -207,7 +218,13 @@ class Calibration:
                      "below.")
         for w in self.warnings:
             lines.append("# Warning: " + w)
-        lines.append("")
+        lines += ["", f"model = {json.dumps(self.model)}"]
+        lines += [f"{k} = {json.dumps(v)}" for k, v in self.presets.items()]
+        if self.fixed:
+            lines.append("# inputs the fit assumed, beyond the presets")
+            lines += [f"{k} = {int(v) if float(v).is_integer() else repr(float(v))}"
+                      for k, v in self.fixed.items()]
+        lines.append("# fitted")
         for name in self.fit:
             lo, hi = self.intervals[name]
             lines.append(f"{name} = {_toml_float(self.values[name])}"
@@ -234,6 +251,11 @@ def _one_line(text: str) -> str:
         return True
 
     return "".join(c if safe(c) else f"\\x{ord(c) & 0xFF:02x}" for c in text)
+
+
+def _factor(x: float, start: float) -> str:
+    """``1.2x up`` / ``1.3x down``: how far ``x`` moved from ``start``."""
+    return f"{x / start:.3g}x up" if x >= start else f"{start / x:.3g}x down"
 
 
 def _now() -> str:
@@ -542,13 +564,23 @@ def fit_batch(z0, lo, hi, base, log_measured, weights, *, model: Model,
 
 def _stationary(residuals, z, args):
     """MINPACK's (lmder) orthogonality test at ``z``: ``|J_j . r| <= GTOL |J_j| |r|``
-    for every column ``J_j`` of the Jacobian of the residuals ``r``; a zero residual
+    for every column ``J_j`` of the Jacobian of the residuals ``r``, except a
+    parameter at a bound that the objective pushes against; a zero residual
     passes, a zero column (a parameter that moves nothing there) does not."""
     r = residuals(z, args).reshape(-1)
     jac = jax.jacfwd(residuals)(z, args).reshape(r.shape[0], -1)
     rnorm = jnp.linalg.norm(r)
-    cos = jnp.abs(jac.T @ r) / (jnp.linalg.norm(jac, axis=0) * rnorm)
-    return (rnorm == 0) | jnp.all(cos <= GTOL)
+    grad = jac.T @ r
+    cos = jnp.abs(grad) / (jnp.linalg.norm(jac, axis=0) * rnorm)
+    # A parameter held at a bound (within EDGE of its range) is stationary when
+    # the objective would fall only beyond it (the bound-constrained optimum's
+    # KKT condition): there its logit runs on forever and no step test fires.
+    lo, hi = args[0], args[1]
+    x = _from_z(z, lo, hi)
+    span = jnp.where(jnp.isfinite(hi), hi - lo, jnp.maximum(jnp.abs(x), 1e-12))
+    at_lo = (x - lo <= EDGE * span) & (grad >= 0)
+    at_hi = jnp.isfinite(hi) & (hi - x <= EDGE * span) & (grad <= 0)
+    return (rnorm == 0) | jnp.all((cos <= GTOL) | at_lo | at_hi)
 
 
 @functools.partial(jax.jit, static_argnames=("model", "fit_index", "out_names"))
@@ -666,11 +698,18 @@ def calibrate(runs, fit: str | Sequence[str] | None = None, *,
              if n not in data.per_run and n not in names and base[n] != m.defaults[n]]
     if fixed:
         context["inputs"] = ", ".join(fixed)
+    preset_base = {k: float(v) for k, v in resolve_inputs(
+        m, {**m.defaults, **apply_presets(m, gpu=gpu, llm=llm)}).items()}
+    assumed = {n: base[n] for n in m.input_names if n not in data.per_run
+               and n not in names and base[n] != preset_base[n]}
 
     fit_index = tuple(m.input_names.index(n) for n in names)
     fields = [m.input_field(n) for n in names]
-    lo = np.array([f.low for f in fields], np.float64)
-    hi = np.array([np.inf if f.high is None else f.high for f in fields], np.float64)
+    # Bounds: the model's physical range of the input (Model.fit_ranges), else
+    # its domain.
+    lo = np.array([m.fit_ranges.get(f.name, (f.low, None))[0] for f in fields], np.float64)
+    hi = np.array([m.fit_ranges[f.name][1] if f.name in m.fit_ranges else
+                   (np.inf if f.high is None else f.high) for f in fields], np.float64)
     x0 = np.array([base[n] for n in names], np.float64)
     z0 = _to_z(x0, lo, hi)
     x0 = np.clip(x0, lo, hi)
@@ -760,11 +799,19 @@ def calibrate(runs, fit: str | Sequence[str] | None = None, *,
         # of the range (or of the starting value, for an unbounded input) is at it.
         at_bound = (abs(x_hat[j] - lo[j]) <= EDGE * scale[j]
                     or (np.isfinite(hi[j]) and abs(hi[j] - x_hat[j]) <= EDGE * scale[j]))
+        ratio = x_hat[j] / x0[j] if x0[j] > 0 else math.inf
         if at_bound:
-            warnings.append(f"{nm} ran to the edge of its domain ({x_hat[j]:.4g}): the model "
-                            "matches the runs no better inside it; check the runs or fit "
-                            "other parameters")
-        elif math.isfinite(lo_q) and (hi_q - lo_q) > WIDE_INTERVAL * abs(x_hat[j]):
+            edge = "physical range" if nm in m.fit_ranges else "domain"
+            warnings.append(f"{nm} ran to the edge of its {edge} ({x_hat[j]:.4g}, allowed "
+                            f"{lo[j]:.4g} .. {hi[j]:.4g}): the model matches the runs no "
+                            "better inside it; check the runs or fit other parameters")
+        elif nm in m.fit_ranges and max(ratio, 1.0 / ratio) > FAR_FROM_START:
+            warnings.append(f"{nm} moved {_factor(x_hat[j], x0[j])} from its starting value "
+                            f"{x0[j]:.4g} (preset or default) to {x_hat[j]:.4g}, more than "
+                            f"the {FAR_FROM_START:g}x a cluster differs from the datasheet "
+                            "figures: another term may be wrong, or the runs (check them)")
+        if not at_bound and math.isfinite(lo_q) and \
+                (hi_q - lo_q) > WIDE_INTERVAL * abs(x_hat[j]):
             where = _separating(candidates, cand_jac, np.eye(len(names))[j])
             warnings.append(f"{nm} is not pinned down by these runs ({pct}% interval "
                             f"{lo_q:.4g} .. {hi_q:.4g} around {x_hat[j]:.4g})"
@@ -825,19 +872,25 @@ def calibrate(runs, fit: str | Sequence[str] | None = None, *,
         warnings=warnings, suggestions=suggestions,
         bootstrap={"resamples": bootstrap, "converged": converged},
         converged=bool(ok[0]), digest=data.digest, source=data.source, context=context,
-        fit_s=fit_s)
+        fit_s=fit_s, presets={k: v for k, v in (("gpu", gpu), ("llm", llm)) if v},
+        fixed=assumed)
 
 
 def _check_runs(model: Model, data: Runs, out0) -> None:
     """Every run a valid layout whose measured outputs are positive predictions."""
-    valid = np.asarray(getattr(out0, "valid_layout", np.ones(data.n, bool)))
-    for i in range(data.n):
+    # (out0 holds the runs, then the candidate layouts evaluated with them.)
+    valid = np.asarray(getattr(out0, "valid_layout", np.ones(data.n, bool)))[:data.n]
+    invalid = []
+    for i in np.flatnonzero(~valid):
         row = {k: float(v[i]) for k, v in data.inputs.items()}
-        if not valid[i]:
-            outs = {f.name: np.asarray(getattr(out0, f.name))[i].item() for f in model.outputs}
-            reason = model.verdict(row, outs).split(" -- ", 1)[-1]
-            raise InputError(f"runs {data.labels[i]}", "an invalid layout",
-                             f"runs the model can evaluate ({reason})")
+        outs = {f.name: np.asarray(getattr(out0, f.name))[i].item() for f in model.outputs}
+        invalid.append(f"{data.labels[i]} ({model.verdict(row, outs).split(' -- ', 1)[-1]})")
+    if invalid:
+        # Every invalid run in one message, so that one edit of the file fixes them all.
+        raise InputError("runs " + ", ".join(data.labels[i] for i in np.flatnonzero(~valid)),
+                         f"{len(invalid)} invalid layout{'s' * (len(invalid) != 1)}",
+                         "runs the model can evaluate: " + "; ".join(invalid))
+    for i in range(data.n):
         for k, o in enumerate(data.outputs):
             pred = float(np.asarray(getattr(out0, o))[i])
             if not np.isnan(data.measured[i, k]) and not (math.isfinite(pred) and pred > 0):

@@ -762,6 +762,14 @@ def dataset_bytes(directory: Path) -> int:
     return sum(p.stat().st_size for p in part_files(directory))
 
 
+def dataset_rows(directory: Path) -> tuple[int, int]:
+    """(rows, part files) of the whole dataset, from the parts' footers."""
+    import pyarrow.parquet as pq
+
+    parts = part_files(directory)
+    return sum(pq.ParquetFile(p).metadata.num_rows for p in parts), len(parts)
+
+
 
 def _flatten(state, prefix="") -> dict[str, np.ndarray]:
     out = {}

@@ -61,6 +61,11 @@ def evaluation_document(model: Model, values: Mapping[str, float], *, x64: bool 
                          node=socket.gethostname(), wall_ms=wall_ms)
 
 
+def plural(n: int, word: str) -> str:
+    """``1 chunk``, ``2 chunks``, ``1,024 layouts``: a count and its noun, agreed."""
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
 # -- sensitivity -----------------------------------------------------------------------------
 
 
@@ -97,41 +102,84 @@ def _pct(v: float) -> str:
     return "n/a" if not math.isfinite(v) else f"{round(v, 3) + 0.0:+.3f}%"
 
 
-def sensitivity_table(model: Model, values: Mapping[str, float], s: Sensitivities) -> str:
+def plain_number(v: float, *, sign: bool = False) -> str:
+    """One number format for a document: thousands separators from 10,000 up
+    (``1,360,420``), 4 significant digits below, an exponent only under 0.001."""
+    a, plus = abs(v), "+" if sign else ""
+    if not math.isfinite(v):
+        return "n/a"
+    if a >= 1e4 or a == 0:
+        return f"{v:{plus},.0f}"
+    return f"{v:{plus}.4g}" if a >= 1e-3 else f"{v:{plus}.3e}"
+
+
+def zero_step(model: Model, name: str) -> float:
+    """The step that ranks an input sitting at 0, where an elasticity is 0 whatever
+    the slope: 1% of its range, or 0.01 of its unit when it has no top."""
+    f = model.input_field(name)
+    return 0.01 * (f.high - f.low) if f.high is not None else 0.01
+
+
+def sensitivity_table(model: Model, values: Mapping[str, float], s: Sensitivities, *,
+                      wrt_asked: bool = False) -> str:
     """Per output, the inputs ranked by |elasticity|: "+1% of X -> y% of the output"
-    (``s`` of kind ``both``)."""
+    (``s`` of kind ``both``).  An input at 0 is ranked by the effect of
+    :func:`zero_step` instead, and says so; the trailer names the stepped inputs
+    not shown unless the caller asked for inputs by name (``wrt_asked``)."""
     lines = [f"sensitivities ({model.name} model): +1% of an input -> % change of the output",
              ""]
     width = max(len(w) for w in s.wrt) + 2
+    at_zero = [w for w in s.wrt if w not in s.stepped_to and values[w] == 0]
     for o in s.of:
         field = model.output_field(o)
         value = float(s.values[o])
-        shown = "undefined (invalid layout)" if not math.isfinite(value) else (
-            f"{value:,.6g} {field.unit}".rstrip())
-        lines.append(f"{o} = {shown}")
+        lines.append(f"{o} = {plain_number(value)} {field.unit}".rstrip())
 
-        def key(w, o=o):
-            e = float(s.elasticity(o, w))
+        def effect(w, o=o, value=value):
+            """% change of the output: per +1% of the input, or per zero_step at 0."""
+            if w in at_zero:
+                g = float(s.gradient(o, w))
+                return g * zero_step(model, w) / value * 100.0 if value else math.nan
+            return float(s.elasticity(o, w))
+
+        def key(w):
+            e = effect(w)
             return -abs(e) if math.isfinite(e) else math.inf
 
         for w in sorted(s.wrt, key=key):
-            e, g = float(s.elasticity(o, w)), float(s.gradient(o, w))
-            grad = "" if not math.isfinite(g) else f"({g:+.4g} {gradient_unit(model, o, w)})"
+            e, g = effect(w), float(s.gradient(o, w))
+            grad = "" if not math.isfinite(g) else \
+                f"({plain_number(g, sign=True)} {gradient_unit(model, o, w)})"
             if w in s.stepped_to:
                 x0, x1 = values[w], float(s.stepped_to[w])
                 change = g * (x1 - x0) / value * 100.0 if value else math.nan
                 lines.append(f"  {w:<{width}}{x0:g} -> {x1:g} (next step) -> "
                              f"{_pct(change)}  {grad}".rstrip())
+            elif w in at_zero:
+                step = f"at 0: +{zero_step(model, w):g} ->"
+                lines.append(f"  {w:<{width}}{step} {_pct(e):<10} {grad}".rstrip())
             else:
                 lines.append(f"  {w:<{width}}+1% -> {_pct(e):<10} {grad}".rstrip())
         lines.append("")
-    if not bool(s.valid):
-        lines.append("the layout is invalid: sensitivities are undefined (see jaxmodel eval)")
-    unasked = [w for w in stepped_inputs(model) if w not in s.wrt]
-    if unasked:
+    if at_zero:
+        lines.append(f"({', '.join(at_zero)}: at 0, where an elasticity is 0 whatever the "
+                     "slope; ranked by the effect of +1% of the range, or +0.01 of the unit "
+                     "when unbounded)")
+    unasked = [w for w in model.used(tuple(stepped_inputs(model)), values) if w not in s.wrt]
+    if unasked and not wrt_asked:
         lines.append(f"({', '.join(unasked)}: stepped, not shown; ask with --wrt "
                      f"{unasked[0]} for the effect of its next value)")
     return "\n".join(lines).rstrip()
+
+
+def invalid_sensitivity_text(model: Model, values: Mapping[str, float], *,
+                             x64: bool = False) -> str:
+    """One line for a configuration whose layout is invalid (its sensitivities are
+    undefined): what is wrong with it, as its verdict says."""
+    outputs = as_dicts(model, evaluate(model, x64=x64, **values))
+    reasons = model.layout_reasons(values, outputs) if model.layout_reasons else []
+    why = "; ".join(r for r, _ in reasons) or model.verdict(values, outputs)
+    return f"sensitivities ({model.name} model): undefined, the layout is invalid: {why}"
 
 
 # -- solve -----------------------------------------------------------------------------------
@@ -216,7 +264,7 @@ def sweep_summary(plan: Plan, result: SweepResult, directory: str | Path, *,
     if plan.reducer is not None and result.chunks == 0 and result.reduced is not None:
         return f"merged the finished reducer states into {result.rows:,} rows -> {directory}"
     if result.chunks == 0 and result.skipped_chunks:
-        return f"nothing to do: {directory} is complete ({result.skipped_chunks} chunks)"
+        return f"nothing to do: {directory} is complete ({plural(result.skipped_chunks, 'chunk')})"
     share = f" (process {process} of {processes})" if processes > 1 else ""
     if plan.reducer is not None:
         kept = result.extra["kept_rows"]
@@ -226,12 +274,21 @@ def sweep_summary(plan: Plan, result: SweepResult, directory: str | Path, *,
                 "; the reduced rows are written by the last process to finish")
         return (head + f"in {result.seconds:.2f} s ({result.rate:,.0f} configurations/s, "
                 f"compile {result.compile_seconds:.2f} s) " + tail)
+    total = ""
+    if result.skipped_chunks and processes == 1:
+        # A resumed run wrote only the rest: say what the dataset holds in all.
+        from jaxmodel.dataset import dataset_rows
+
+        rows, parts = dataset_rows(Path(directory))
+        total = (f"; the dataset holds {rows:,} row{'s' * (rows != 1)} in {parts:,} "
+                 f"part{'s' * (parts != 1)} ({result.skipped_chunks:,} "
+                 f"chunk{'s' * (result.skipped_chunks != 1)} from before)")
     return (
         f"wrote {result.rows:,} rows ({result.valid_rows:,} valid) of "
         f"{result.configurations_done:,} configurations{share} in {result.seconds:.2f} s "
         f"({result.rate:,.0f} configurations/s, compile {result.compile_seconds:.2f} s), "
-        f"{human_bytes(result.bytes)} in {result.parts} parts -> {directory}"
-        + (os.sep if not str(directory).endswith(os.sep) else "")
+        f"{human_bytes(result.bytes)} in {result.parts} part{'s' * (result.parts != 1)} -> "
+        f"{directory}" + (os.sep if not str(directory).endswith(os.sep) else "") + total
     )
 
 
@@ -321,8 +378,9 @@ def calibration_text(cal: Calibration) -> str:
                      "prediction most):")
         for s in cal.suggestions:
             preds = ", ".join(
-                f"{o} {s['predicted_' + o]:.4g} ({pct}% {s['low_' + o]:.4g} .. "
-                f"{s['high_' + o]:.4g})" for o in cal.outputs)
+                f"{o} {plain_number(s['predicted_' + o])} ({pct}% "
+                f"{plain_number(s['low_' + o])} .. {plain_number(s['high_' + o])})"
+                for o in cal.outputs)
             lines.append(f"  {s['run']}: {preds}")
     return "\n".join(lines)
 

@@ -311,7 +311,10 @@ def plot_breakdown(model: Model, configs: Sequence[Mapping[str, float]], output:
     ax = fig.subplots()
     x = np.arange(len(data.labels))
     bottom = np.zeros(len(x))
-    for term in model.terms:
+    # A term no configuration uses (a dense model's expert all-to-all) stays out
+    # of the stack and the legend.
+    used = {t.output for c in data.configs for t in model.used_terms(c)}
+    for term in (t for t in model.terms if t.output in used):
         v = np.nan_to_num(data.terms[term.output], nan=0.0)
         ax.bar(x, v, bottom=bottom, color=term.colour, label=term.label, width=0.7)
         bottom += v
@@ -819,6 +822,22 @@ def tornado_data(model: Model, inputs: Mapping[str, float], output: str = "step_
                        {w: float(v) for w, v in s.stepped_to.items()})
 
 
+def tornado_title(model: Model, inputs: Mapping[str, float], of: str, value: float) -> str:
+    """``Sensitivity of step_time_ms = 5,121 ms: 70.6B parameters on 64 GPUs, t=8 p=4
+    b=1 m=16 (refined model)``: what was differentiated, for which LLM and cluster."""
+    from jaxmodel.api import as_dicts, evaluate
+
+    size = inputs.get("model_params_b")
+    if size is None and "total_params_b" in model.output_names:
+        size = as_dicts(model, evaluate(model, **inputs))["total_params_b"]
+    layout = " ".join(f"{k}={_fmt(inputs[n])}" for k, n in TITLE if n in inputs and k != "P")
+    what = ", ".join(part for part in (
+        f"{float(size):,.3g}B parameters" if size is not None else "",
+        f"{_fmt(inputs['num_gpus'])} GPUs" if "num_gpus" in inputs else "", layout) if part)
+    unit = _unit(model.output_field(of).unit)
+    return f"Sensitivity of {of} = {_fmt(value)} {unit}: {what} ({model.name} model)"
+
+
 def plot_tornado(model: Model, inputs: Mapping[str, float], output: str | Path, *,
                  of: str = "step_time_ms", wrt: Sequence[str] | None = None,
                  size: tuple[int, int] = DEFAULT_SIZE, x64: bool = False) -> TornadoData:
@@ -839,7 +858,6 @@ def plot_tornado(model: Model, inputs: Mapping[str, float], output: str | Path, 
     for y0, v in zip(yy, data.elasticities, strict=True):
         ax.text(v, y0, f" {v:+.3f} ", ha="left" if v >= 0 else "right", va="center",
                 fontsize="small")
-    unit = _unit(model.output_field(of).unit)
     ax.set_xlabel(f"elasticity: % change of {of} per +1% of the input (dimensionless)")
     ax.grid(True, axis="x", alpha=0.3)
     from matplotlib.patches import Patch
@@ -847,8 +865,7 @@ def plot_tornado(model: Model, inputs: Mapping[str, float], output: str | Path, 
     ax.legend(handles=[Patch(color="#4C72B0", label=f"raises {of}"),
                        Patch(color="#C44E52", label=f"lowers {of}")],
               loc="lower right", fontsize="small")
-    ax.set_title(f"Sensitivity of {of} = {_fmt(data.value)} {unit} at "
-                 f"{_layout_text(inputs)} ({model.name} model)", fontsize="medium")
+    ax.set_title(tornado_title(model, inputs, of, data.value), fontsize="medium")
     _save(fig, output)
     return data
 

@@ -58,7 +58,11 @@ def seed_document(
     node: str,
     wall_ms: float,
 ) -> dict[str, Any]:
-    """The seed-format document: model, inputs, outputs, profile, steps, node, compute_ms."""
+    """The seed-format document: model, inputs, outputs, profile, steps, node, wall_ms.
+
+    The seed file's top-level ``compute_ms`` (this evaluation's wall time) is
+    ``wall_ms`` here, apart from ``profile.compute_ms`` (the model's compute term).
+    """
     out = printed_outputs(model, outputs)
     out["verdict"] = verdict
     doc: dict[str, Any] = {
@@ -71,9 +75,11 @@ def seed_document(
         gpus, eff_g = curves["eff_vs_gpus"]
         bws, eff_b = curves["eff_vs_bw"]
         steps = len(gpus) + len(bws)
+        # The GPU counts are rounded to whole replicas, so neighbours can repeat
+        # (the seed file lists [32, 50.84] eight times): each point once.
+        points = [[int(g), _round(float(e), 2)] for g, e in zip(gpus, eff_g, strict=True)]
         doc["profile"] = {
-            "eff_vs_gpus": [[int(g), _round(float(e), 2)] for g, e in zip(gpus, eff_g,
-                                                                          strict=True)],
+            "eff_vs_gpus": [pt for i, pt in enumerate(points) if i == 0 or pt != points[i - 1]],
             "eff_vs_bw": [[_round(float(b), 1), _round(float(e), 2)]
                           for b, e in zip(bws, eff_b, strict=True)],
             "compute_ms": _round(float(outputs["compute_time_ms"]), 3),
@@ -87,7 +93,7 @@ def seed_document(
         }
     doc["steps"] = steps
     doc["node"] = node
-    doc["compute_ms"] = round(wall_ms, 1)
+    doc["wall_ms"] = round(wall_ms, 1)
     return doc
 
 
@@ -111,7 +117,7 @@ def to_json(doc: Mapping[str, Any]) -> str:
 def table(doc: Mapping[str, Any], model: Model) -> str:
     """The document for a person: the model's step-time terms, headline rates, verdict."""
     out = doc["outputs"]
-    breakdown = [(t.title or t.label, t.output) for t in model.terms]
+    breakdown = [(t.title or t.label, t.output) for t in model.used_terms(doc["inputs"])]
     lines = [doc["model"], ""]
     inputs = "  ".join(f"{k}={v}" for k, v in doc["inputs"].items())
     lines += [f"inputs: {inputs}", ""]
@@ -133,8 +139,11 @@ def table(doc: Mapping[str, Any], model: Model) -> str:
                  f"valid: {'yes' if out[model.validity] else 'no'})")
     lines.append(f"bottleneck: {out['bottleneck']}")
     if step is not None:
-        lines.append(f"MFU: {out['mfu_percent']}%   achieved: {out['achieved_tflops_per_gpu']} "
-                     f"TFLOP/s per GPU   throughput: {out['throughput_tokens_s']:,.0f} tokens/s")
+        hfu = f"   HFU: {out['hfu_percent']}%" if out.get("hfu_percent") is not None else ""
+        lines.append(f"MFU: {out['mfu_percent']}%{hfu}   achieved: "
+                     f"{out['achieved_tflops_per_gpu']} TFLOP/s per GPU   throughput: "
+                     f"{out['throughput_tokens_s']:,.0f} tokens/s "
+                     f"({out['per_gpu_tokens_s']:,.0f} per GPU)")
     lines += memory_lines(model, doc["inputs"], out)
     lines += ["", f"verdict: {out['verdict']}"]
     return "\n".join(lines)

@@ -134,6 +134,19 @@ class IndexSpace:
             count *= self.radices[i]
         return gid, count
 
+    def _held_batch(self, values: list, xp) -> list:
+        """``values`` (in input order) with ``gradient_accum_steps`` derived from
+        the spec's ``global_batch_tokens``, when it has one."""
+        tokens = self.spec.global_batch_tokens
+        if tokens is None:
+            return values
+        names = self.model.input_names
+        named = dict(zip(names, values, strict=True))
+        m = self.model.layout.accumulation_for(named, tokens, xp)
+        values = list(values)
+        values[names.index("gradient_accum_steps")] = m.astype(self.dtype)
+        return values
+
     def constant(self, name: str) -> jax.Array:
         """An input fixed for the whole sweep: one scalar, not a column."""
         return jnp.asarray(self.spec.base[name], dtype=self.dtype)
@@ -167,7 +180,7 @@ class IndexSpace:
                                        mode="clip"))
             else:
                 values.append(self.constant(f.name))
-        return self.model.inputs_type(*values)
+        return self.model.inputs_type(*self._held_batch(values, jnp))
 
     def _sample(self, ids: jax.Array, tables) -> tuple:
         sample = self.spec.sample
@@ -212,7 +225,7 @@ class IndexSpace:
             drawn[f.name] if f.name in drawn else self.constant(f.name)
             for f in self.model.inputs
         ]
-        return self.model.inputs_type(*values)
+        return self.model.inputs_type(*self._held_batch(values, jnp))
 
     def host_inputs(self, ids: np.ndarray) -> dict[str, np.ndarray]:
         """Inputs of ``ids`` computed on the host with numpy (grid and table
@@ -231,4 +244,5 @@ class IndexSpace:
                 out[f.name] = self.tables[f.name][digits[self._dim_of[f.name]]]
             else:
                 out[f.name] = np.full(ids.shape, self.spec.base[f.name], dtype=self.dtype)
-        return out
+        values = self._held_batch([out[n] for n in self.model.input_names], np)
+        return dict(zip(self.model.input_names, values, strict=True))

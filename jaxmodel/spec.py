@@ -3,7 +3,7 @@
 A spec names a model, fixes some inputs, varies others, and says what to keep
 and where to write it::
 
-    model = "seed"                       # optional; the default model
+    model = "refined"                    # optional; the default (--model seed: the seed)
     filter = "valid_layout and mfu_percent >= 40"    # optional, see jaxmodel.expr
 
     [base]                               # fixed inputs (default: the model's defaults)
@@ -23,7 +23,7 @@ and where to write it::
     gradient_accum_steps = [32, 16, 8]
 
     [output]
-    path = "out/my-sweep"                # default: out/<spec file stem>
+    path = "out/my-sweep"                # relative to the spec; default: out/<spec file stem>
     columns = ["mfu_percent", "step_time_ms"]   # default: all inputs and outputs
     partition_by = ["tensor_parallel"]   # hive partitioning (optional)
     rows_per_file = 2_000_000
@@ -49,6 +49,7 @@ configuration index ``config_id`` is the row's position in that order (for
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import tomllib
 from collections.abc import Callable
@@ -93,6 +94,10 @@ def check_writers(writers: int | None) -> None:
 MAX_CHUNK = 1 << 30
 MAX_AXIS = 100_000_000  # values one axis (or sample choice list) may hold: 800 MB as float64
 
+# [base] key of a sweep at a fixed global batch (tokens a step), and the input
+# derived from it.
+BATCH_TOKENS = "global_batch_tokens"
+ACCUMULATION = "gradient_accum_steps"
 TOP_LEVEL = ("model", "description", "filter", "base", "axes", "zip", "sample", "output",
              "sensitivity", "solve", "reduce")
 AXIS_KINDS = ("linspace", "geomspace", "range", "powers_of_two")
@@ -182,6 +187,10 @@ class SweepSpec:
       sensitivity: the validated ``[sensitivity]`` request, or ``None``.
       solve: the validated ``[solve]`` request, or ``None``.
       reduce: the ``[reduce]`` table's reducer (``jaxmodel.reduce``), or ``None``.
+      global_batch_tokens: ``[base] global_batch_tokens``: every row's
+        ``gradient_accum_steps`` is derived so that it trains this many tokens a
+        step (``LayoutSpace.accumulation_for``), and rows that cannot are
+        filtered out; or ``None``.
     """
 
     text: str
@@ -196,6 +205,7 @@ class SweepSpec:
     table: CandidateTable | None = None
     sensitivity: SensitivityRequest | None = None
     solve: SolveRequest | None = None
+    global_batch_tokens: int | None = None
     reduce: Any = None
 
     @property
@@ -212,11 +222,14 @@ class SweepSpec:
 
     @property
     def varied(self) -> tuple[str, ...]:
+        """The inputs that differ between rows (one derived from
+        ``global_batch_tokens`` included)."""
+        derived = (ACCUMULATION,) if self.global_batch_tokens is not None else ()
         if self.table is not None:
             return tuple(self.table.columns)
         if self.sample is not None:
-            return tuple(d.name for d in self.sample.distributions)
-        return tuple(n for d in self.dims for n in d.names)
+            return tuple(d.name for d in self.sample.distributions) + derived
+        return tuple(n for d in self.dims for n in d.names) + derived
 
 
 def _number(value: Any, where: str) -> float:
@@ -388,8 +401,9 @@ def load_spec(path: str | Path) -> SweepSpec:
 def parse_spec(text: str, name: str = "sweep", root: str | Path | None = None) -> SweepSpec:
     """Validate a spec given as TOML text (see the module docstring).
 
-    ``root``: the folder a relative ``[base] config`` path is read from (the
-    spec file's; default the working directory).
+    ``root``: the folder that relative paths in the spec (``[base] config``,
+    ``[output] path``) are resolved from: the spec file's (default the working
+    directory).
     """
     if not isinstance(text, str):  # e.g. a dataset's metadata with "spec": 123
         raise SpecError(f"spec: expected TOML text, got {type(text).__name__} {text!r:.40}")
@@ -425,6 +439,7 @@ def parse_spec(text: str, name: str = "sweep", root: str | Path | None = None) -
             raise InputError(f"base.{e.field}", e.value, e.allowed) from None
     if "config" in base_table:
         from jaxmodel.config import load_config
+        from jaxmodel.presets import apply_presets
 
         path = base_table["config"]
         if not isinstance(path, str):
@@ -432,12 +447,25 @@ def parse_spec(text: str, name: str = "sweep", root: str | Path | None = None) -
         path = Path(root or ".") / path
         try:
             loaded = load_config(path, model)
+            # The file's presets (a calibrated.toml's gpu / llm) where [base] names none.
+            named = {k: loaded.pop(k) for k in ("gpu", "llm") if k in loaded}
+            base.update(apply_presets(model, **{k: v for k, v in named.items()
+                                                if k not in presets}))
             base.update({k: model.input_field(k).check_scalar(v) for k, v in loaded.items()})
         except InputError as e:
             where = e.field if e.field.startswith("config") else f"config {e.field}"
             raise InputError(f"base.{where}", e.value, e.allowed) from None
+    batch_tokens = base_table.get(BATCH_TOKENS)
+    if batch_tokens is not None:
+        if model.layout is None:
+            raise SpecError(f"base.{BATCH_TOKENS}: model {model.name!r} has no layout space "
+                            "to derive gradient_accum_steps in")
+        if isinstance(batch_tokens, bool) or not isinstance(batch_tokens, int) \
+                or not 1 <= batch_tokens <= MAX_CONFIGURATIONS:
+            raise SpecError(f"base.{BATCH_TOKENS}: expected a whole number of tokens from 1 "
+                            f"to 2**62, got {batch_tokens!r}")
     for key, value in base_table.items():
-        if key in presets or key == "config":
+        if key in presets or key in ("config", BATCH_TOKENS):
             continue
         f = _input(model, key, "base")
         try:
@@ -484,8 +512,20 @@ def parse_spec(text: str, name: str = "sweep", root: str | Path | None = None) -
     if not isinstance(data.get("description", ""), str):
         raise SpecError(f"description: expected text, got {data['description']!r}")
     filt = data.get("filter")
+    if batch_tokens is not None:
+        varied = {n for d in dims for n in d.names} | (
+            {d.name for d in sample.distributions} if sample else set())
+        if ACCUMULATION in varied or ACCUMULATION in base_table:
+            raise SpecError(f"base.{BATCH_TOKENS}: gradient_accum_steps is derived from it "
+                            "(m = global_batch_tokens / (b s d)); do not also set or vary it")
+        # Keep the rows whose b s d divides the batch (the others miss it).
+        held = f"tokens_per_step == {batch_tokens}"
+        filt = held if filt is None else f"{held} and ({filt})"
+    output = parsed.output
+    if output.path is not None and root is not None:
+        output = dataclasses.replace(output, path=str(Path(root) / output.path))
     spec = SweepSpec(text=text, name=name, model=model, base=base, dims=tuple(dims),
-                     sample=sample, output=parsed.output,
+                     sample=sample, output=output, global_batch_tokens=batch_tokens,
                      tables={k: data[k] for k in ("sensitivity", "solve", "reduce") if k in data},
                      sensitivity=parsed.sensitivity, solve=parsed.solve, reduce=parsed.reduce)
     if spec.size > MAX_CONFIGURATIONS:

@@ -28,17 +28,34 @@ def seed_inputs(dtype=jnp.float64, **changes) -> SeedInputs:
                          for k, v in values.items()})
 
 
+# --- the default model ------------------------------------------------------
+
+
+def test_the_default_model_is_refined_and_the_seed_is_one_name_away():
+    """Issue 27 item 1: the realistic model is the default everywhere (every command
+    and the API take jaxmodel.DEFAULT_MODEL); the seed stays exact by name."""
+    assert jaxmodel.DEFAULT_MODEL == "refined"
+    default, refined = jaxmodel.evaluate(), jaxmodel.evaluate("refined")
+    assert type(default) is type(refined) and float(default.mfu_percent) == float(
+        refined.mfu_percent)
+    assert float(default.mfu_percent) < 60  # the refined model at its defaults: 41%
+    want = seed_reference(**{k: int(v) if jaxmodel.get_model("seed").input_field(k).integer
+                             else v for k, v in SEED.items()})
+    assert float(jaxmodel.evaluate("seed", x64=True).mfu_percent) == pytest.approx(
+        want["mfu_percent"], rel=1e-12)
+
+
 # --- broadcasting ---------------------------------------------------------
 
 
 def test_scalars_give_zero_dimensional_outputs():
-    out = jaxmodel.evaluate()
+    out = jaxmodel.evaluate("seed")
     assert all(np.shape(v) == () for v in out)
 
 
 def test_scalar_broadcasts_with_array():
     bw = np.array([100.0, 450.0, 900.0])
-    out = jaxmodel.evaluate(x64=True, link_bandwidth_gb_s=bw, num_gpus=128)
+    out = jaxmodel.evaluate("seed", x64=True, link_bandwidth_gb_s=bw, num_gpus=128)
     assert out.step_time_ms.shape == (3,)
     for i, b in enumerate(bw):
         ref = reference(link_bandwidth_gb_s=b, num_gpus=128)
@@ -49,7 +66,7 @@ def test_scalar_broadcasts_with_array():
 def test_two_dimensional_batch_shapes():
     gpus = np.array([[32], [64], [96]])  # (3, 1)
     bw = np.array([100.0, 450.0])  # (2,)
-    out = jaxmodel.evaluate(x64=True, num_gpus=gpus, link_bandwidth_gb_s=bw)
+    out = jaxmodel.evaluate("seed", x64=True, num_gpus=gpus, link_bandwidth_gb_s=bw)
     for v in out:
         assert v.shape == (3, 2)
     for i, g in enumerate(gpus[:, 0]):
@@ -61,7 +78,7 @@ def test_two_dimensional_batch_shapes():
 
 def test_shapes_that_do_not_broadcast_raise():
     with pytest.raises(InputError) as e:
-        jaxmodel.evaluate(num_gpus=[64, 128], link_bandwidth_gb_s=[1.0, 2.0, 3.0])
+        jaxmodel.evaluate("seed", num_gpus=[64, 128], link_bandwidth_gb_s=[1.0, 2.0, 3.0])
     assert e.value.field == "inputs" and "broadcast" in e.value.allowed
 
 
@@ -85,8 +102,8 @@ def test_shapes_that_do_not_broadcast_raise():
          "jax_bfloat16"],
 )
 def test_any_numeric_input_dtype(gpus):
-    out = jaxmodel.evaluate(x64=True, num_gpus=gpus, link_bandwidth_gb_s=np.float16(450))
-    want = jaxmodel.evaluate(x64=True, num_gpus=np.array([64.0, 96.0]))
+    out = jaxmodel.evaluate("seed", x64=True, num_gpus=gpus, link_bandwidth_gb_s=np.float16(450))
+    want = jaxmodel.evaluate("seed", x64=True, num_gpus=np.array([64.0, 96.0]))
     for got, expect in zip(out, want, strict=True):
         np.testing.assert_array_equal(got, expect)
 
@@ -96,7 +113,7 @@ def test_any_numeric_input_dtype(gpus):
 
 @pytest.mark.parametrize("x64", [False, True], ids=["float32", "float64"])
 def test_output_dtypes(x64):
-    out = jaxmodel.evaluate(x64=x64, num_gpus=[64, 16])  # one valid, one invalid
+    out = jaxmodel.evaluate("seed", x64=x64, num_gpus=[64, 16])  # one valid, one invalid
     expected = {"int": np.int64, "float": np.float64 if x64 else np.float32, "bool": np.bool_,
                 "category": np.int32}
     for field, value in zip(MODEL.outputs, out, strict=True):
@@ -107,7 +124,7 @@ def test_output_dtypes(x64):
 
 def test_precision_is_not_changed_globally():
     before = jax.config.jax_enable_x64
-    jaxmodel.evaluate(x64=True)
+    jaxmodel.evaluate("seed", x64=True)
     assert jax.config.jax_enable_x64 == before
 
 
@@ -131,7 +148,7 @@ def test_vmap_of_vmap_over_nested_batch_axes():
     with computing():
         x = seed_inputs(num_gpus=gpus, link_bandwidth_gb_s=bw)
         nested = jax.jit(jax.vmap(jax.vmap(seed_model)))(x)
-    flat = jaxmodel.evaluate(x64=True, num_gpus=gpus, link_bandwidth_gb_s=bw)
+    flat = jaxmodel.evaluate("seed", x64=True, num_gpus=gpus, link_bandwidth_gb_s=bw)
     for name, a, b in zip(MODEL.output_names, nested, flat, strict=True):
         np.testing.assert_array_equal(np.asarray(a), b, err_msg=name)
     assert not flat.valid_layout[0, 2]  # 16 GPUs < t p = 32: masked, not an error
@@ -215,7 +232,7 @@ def test_gradients_finite_for_invalid_layouts():
 )
 def test_out_of_domain_value_raises_naming_field_value_and_allowed(name, value, shown):
     with pytest.raises(InputError) as e:
-        jaxmodel.evaluate(**{name: value})
+        jaxmodel.evaluate("seed", **{name: value})
     err = e.value
     assert err.field == name
     assert str(err.value) == str(shown)
@@ -227,18 +244,18 @@ def test_out_of_domain_value_raises_naming_field_value_and_allowed(name, value, 
 @pytest.mark.parametrize("value", ["64", "abc", True, 1 + 2j, np.array(["a", "b"]), {}])
 def test_non_numeric_values_raise(value):
     with pytest.raises(InputError) as e:
-        jaxmodel.evaluate(num_gpus=value)
+        jaxmodel.evaluate("seed", num_gpus=value)
     assert e.value.field == "num_gpus" and "whole number" in e.value.allowed
 
 
 def test_none_means_default():
-    np.testing.assert_array_equal(jaxmodel.evaluate(num_gpus=None).step_time_ms,
-                                  jaxmodel.evaluate().step_time_ms)
+    np.testing.assert_array_equal(jaxmodel.evaluate("seed", num_gpus=None).step_time_ms,
+                                  jaxmodel.evaluate("seed").step_time_ms)
 
 
 def test_unknown_input_name_raises():
     with pytest.raises(InputError) as e:
-        jaxmodel.evaluate(num_gpu=64)
+        jaxmodel.evaluate("seed", num_gpu=64)
     assert e.value.field == "num_gpu" and "num_gpus" in e.value.allowed
 
 

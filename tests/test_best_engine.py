@@ -180,7 +180,7 @@ def test_ctrl_c_then_resume_gives_the_same_rows(tmp_path, monkeypatch, one_devic
 @pytest.mark.slow
 def test_cli_shards_interrupt_and_resume(tmp_path, monkeypatch, one_device):
     out = str(tmp_path / "cli")
-    whole = json.loads(runner.invoke(app, ["best", *CLI_ARGS]).stdout)
+    whole = json.loads(runner.invoke(app, ["best", "--model", "seed", *CLI_ARGS]).stdout)
     real_step = Plan.reduce_step
     calls = []
 
@@ -191,16 +191,17 @@ def test_cli_shards_interrupt_and_resume(tmp_path, monkeypatch, one_device):
         return real_step(self, state, chunk)
 
     monkeypatch.setattr(Plan, "reduce_step", step_then_interrupt)
-    stopped = runner.invoke(app, ["best", *CLI_ARGS, "-o", out, "--shard", "0/2",
+    stopped = runner.invoke(app, ["best", "--model", "seed", *CLI_ARGS, "-o", out, "--shard", "0/2",
                                   "--chunk-size", "64"])
     assert stopped.exit_code == 130
     assert "rerun the same command with --resume" in stopped.stderr
     monkeypatch.setattr(Plan, "reduce_step", real_step)
-    share = runner.invoke(app, ["best", *CLI_ARGS, "-o", out, "--shard", "1/2",
+    share = runner.invoke(app, ["best", "--model", "seed", *CLI_ARGS, "-o", out, "--shard", "1/2",
                                 "--chunk-size", "64"])
     assert share.exit_code == 0, share.output
     assert json.loads(share.stdout)["complete"] is False
-    last = runner.invoke(app, ["best", *CLI_ARGS, "-o", out, "--shard", "0/2", "--resume"])
+    last = runner.invoke(app, ["best", "--model", "seed", *CLI_ARGS, "-o", out, "--shard", "0/2",
+                               "--resume"])
     assert last.exit_code == 0, last.output
     doc = json.loads(last.stdout)
     assert doc["output"] == out
@@ -226,7 +227,8 @@ def one_line(result):
 ])
 def test_bad_output_options_are_one_line(args, text, tmp_path):
     args = [str(tmp_path / a) if a == "X" else a for a in args]
-    assert text in one_line(runner.invoke(app, ["best", "--global-batch", "64", *args]))
+    assert text in one_line(runner.invoke(app, ["best", "--model", "seed", "--global-batch", "64",
+                                                *args]))
 
 
 def test_bad_process_values_in_python(tmp_path):
@@ -240,7 +242,8 @@ def test_bad_process_values_in_python(tmp_path):
 
 def test_output_directory_holding_other_files_is_refused(tmp_path):
     (tmp_path / "notes.txt").write_text("keep me")
-    result = runner.invoke(app, ["best", "--global-batch", "64", "-o", str(tmp_path)])
+    result = runner.invoke(app, ["best", "--model", "seed", "--global-batch", "64", "-o",
+                                 str(tmp_path)])
     assert "holds other files" in one_line(result)
     assert (tmp_path / "notes.txt").read_text() == "keep me"
 

@@ -345,19 +345,43 @@ def test_calibrated_toml_is_a_config_for_eval_and_a_spec(seed_cal, tmp_path):
     seed_cal.write(path)
     text = path.read_text()
     data = tomllib.loads(text)
+    assert data.pop("model") == "seed"  # no presets or fixed inputs: the model's defaults
     assert set(data) == set(seed_cal.fit)
     for k, v in seed_cal.values.items():
         assert data[k] == pytest.approx(v, rel=1e-5)
     assert f"sha256 {seed_cal.digest}" in text and "leave-one-out" in text
     assert load_config(path, get_model("seed")) == data
     spec = tmp_path / "s.toml"
-    spec.write_text('[base]\nconfig = "calibrated.toml"\nnum_gpus = 128\n'
+    spec.write_text('model = "seed"\n[base]\nconfig = "calibrated.toml"\nnum_gpus = 128\n'
                     '[axes]\ntensor_parallel = [1, 2]\n')
     base = load_spec(spec).base
     assert base["compute_tflops"] == data["compute_tflops"] and base["num_gpus"] == 128
     out = runner.invoke(app, ["eval", "--config", str(path), "--no-profile"])
     assert out.exit_code == 0
     assert json.loads(out.stdout)["inputs"]["compute_tflops"] == data["compute_tflops"]
+
+
+def test_calibrated_toml_alone_reproduces_the_fits_predictions(tmp_path):
+    """Issue 27 item 6: the file carries its model, presets and fixed inputs, so that
+    ``eval --config calibrated.toml`` with a run's layout gives the fit's prediction."""
+    runs = seed_runs()
+    cal = jaxmodel.calibrate(runs, "link_bandwidth_gb_s", model="seed", gpu="h100-sxm",
+                             seq_length=2048, bootstrap=20, suggest=0)
+    path = tmp_path / "calibrated.toml"
+    cal.write(path)
+    data = tomllib.loads(path.read_text())
+    assert (data["model"], data["gpu"], data["seq_length"]) == ("seed", "h100-sxm", 2048)
+    for i in (0, 3, 7):
+        layout = [a for k in LAYOUT_NAMES
+                  for a in ("--" + k.replace("_", "-"), str(int(runs[k][i])))]
+        out = runner.invoke(app, ["eval", "--config", str(path), "--no-profile", *layout])
+        assert out.exit_code == 0, out.output
+        got = json.loads(out.stdout)["outputs"]["step_time_ms"]
+        assert got == pytest.approx(cal.runs[i]["after_step_time_ms"], rel=1e-4)
+    # --model seed agrees with the file; another model is one line naming both.
+    assert runner.invoke(app, ["eval", "--model", "seed", "--config", str(path)]).exit_code == 0
+    other = runner.invoke(app, ["eval", "--model", "refined", "--config", str(path)])
+    assert other.exit_code == 2 and "config model: got 'seed'" in other.stderr
 
 
 def test_spec_base_config_errors_name_the_key(tmp_path):
@@ -424,7 +448,12 @@ GOOD = "num_gpus,tensor_parallel,measured_step_time_ms\n64,8,5800\n64,4,6000\n"
     ("num_gpus,tensor_parallel,measured_step_time_ms\n64,8,5800\n64,2.5,6000\n", (),
      "row 2 tensor_parallel: got 2.5"),
     ("num_gpus,tensor_parallel,measured_step_time_ms\n64,8,5800\n16,8,6000\n", (),
-     "runs row 2: got 'an invalid layout'"),
+     "runs row 2: got '1 invalid layout'"),
+    # Issue 27 item 8: every invalid run in the one message.
+    ("num_gpus,tensor_parallel,measured_step_time_ms\n16,8,5800\n64,8,5800\n16,8,6000\n"
+     "64,3,6000\n", (), "runs row 1, row 3, row 4: got '3 invalid layouts'; allowed: runs "
+     "the model can evaluate: row 1 (tensor x pipeline = 8 x 4 = 32 GPUs per replica, more "
+     "than the 16 available. "),
     ("num_gpus,tensor_parallel,measured_step_time_ms\n64,text,5800\n", (),
      "row 1 tensor_parallel: got 'text'"),
     (GOOD, ("--fit", "tensor_parallel"), "continuous input"),
@@ -559,3 +588,50 @@ def test_cross_validate_needs_one_starting_value_per_fitted_input():
                        "every run"):
         C.cross_validate(inputs, runs["measured_step_time_ms"], np.arange(n) % 3,
                          "step_time_ms", model="seed")
+
+
+# -------------------------------------------------- issue 27: physical bounds, far fits
+
+
+def _toy_runs(offload_ms_per_step: float) -> dict:
+    """Exact runs of the contract's toy model (its offload term known by hand)."""
+    import dataclasses
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent / "models"))
+    from test_model_contract import TOY, by_hand
+
+    toy = dataclasses.replace(TOY, cluster=("offload_ms_per_step",),
+                              fit_ranges={"offload_ms_per_step": (2.0, 20.0)})
+    rows = [dict(TOY.defaults, num_gpus=n, gradient_accum_steps=m, offload_ways=o)
+            for n, m, o in ((8, 4, 1), (8, 8, 2), (16, 4, 4), (8, 16, 1), (16, 8, 2))]
+    measured = [by_hand({**r, "offload_ms_per_step": offload_ms_per_step})["step_time_ms"]
+                for r in rows]
+    cols = {k: [r[k] for r in rows] for k in ("num_gpus", "gradient_accum_steps",
+                                               "offload_ways")}
+    return toy, {**cols, "measured_step_time_ms": measured}
+
+
+@pytest.mark.parametrize(("truth", "value", "warning"), [
+    (10.5, 10.5, None),                   # 1.05x from the default 10: no warning
+    (13.0, 13.0, "offload_ms_per_step moved 1.3x up from its starting value 10"),
+    (30.0, 20.0, "offload_ms_per_step ran to the edge of its physical range"),
+])
+def test_a_fit_stays_in_its_physical_range_and_says_when_it_moved_far(truth, value, warning):
+    """Issue 27 item 4: bounds are the model's physical ranges (Model.fit_ranges), and
+    a fit further than FAR_FROM_START (1.15x) from its start, or on a bound, warns."""
+    toy, runs = _toy_runs(truth)
+    cal = jaxmodel.calibrate(runs, model=toy, bootstrap=20, suggest=0)
+    # Converged, on a bound too: the objective falls only beyond it (KKT).
+    assert cal.converged and cal.bootstrap == {"resamples": 20, "converged": 20}
+    assert not [w for w in cal.warnings if "step limit" in w]
+    # On a bound the logit only approaches it: within EDGE (0.5%) of the range.
+    assert cal.values["offload_ms_per_step"] == pytest.approx(value, abs=0.005 * 18)
+    assert 2.0 <= cal.values["offload_ms_per_step"] <= 20.0
+    far = [w for w in cal.warnings if "offload_ms_per_step" in w]
+    if warning is None:
+        assert not far
+    else:
+        assert len(far) == 1 and far[0].startswith(warning), far
+        assert "allowed 2 .. 20" in far[0] or "moved" in far[0]

@@ -40,7 +40,7 @@ def _run(args, env):
 def test_console_script_fills_the_cache_under_xdg_cache_home(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != ENV}
     env["XDG_CACHE_HOME"] = str(tmp_path / "xdg")
-    result = _run(["eval", "--no-profile"], env)
+    result = _run(["eval", "--model", "seed", "--no-profile"], env)
     assert result.returncode == 0, result.stderr
     entries = list((tmp_path / "xdg" / "jaxmodel" / "jax").iterdir())
     assert any("seed_model" in p.name for p in entries)
@@ -48,7 +48,7 @@ def test_console_script_fills_the_cache_under_xdg_cache_home(tmp_path):
     assert "compiling" not in result.stderr + result.stdout
     env[ENV] = "0"
     env["XDG_CACHE_HOME"] = str(tmp_path / "xdg2")
-    assert _run(["eval", "--no-profile"], env).returncode == 0
+    assert _run(["eval", "--model", "seed", "--no-profile"], env).returncode == 0
     assert not (tmp_path / "xdg2").exists()
 
 
@@ -58,14 +58,14 @@ def test_a_truncated_cache_entry_is_recompiled_silently(tmp_path):
     leave it cut short; the next run recompiles it with no warning on stderr."""
     env = {k: v for k, v in os.environ.items() if k != ENV}
     env["XDG_CACHE_HOME"] = str(tmp_path / "xdg")
-    first = _run(["eval", "--no-profile"], env)
+    first = _run(["eval", "--model", "seed", "--no-profile"], env)
     assert first.returncode == 0, first.stderr
     entries = [p for p in (tmp_path / "xdg" / "jaxmodel" / "jax").iterdir()
                if p.name.endswith("-cache")]
     assert entries
     for entry in entries:
         entry.write_bytes(entry.read_bytes()[: entry.stat().st_size // 2])
-    again = _run(["eval", "--no-profile"], env)
+    again = _run(["eval", "--model", "seed", "--no-profile"], env)
     assert again.returncode == 0 and again.stderr == ""
     assert json.loads(again.stdout)["outputs"] == json.loads(first.stdout)["outputs"]
 

@@ -15,7 +15,7 @@ REFINED = jaxmodel.get_model("refined")
 
 
 def _inputs(args):
-    result = runner.invoke(app, ["eval", "--no-profile", *args])
+    result = runner.invoke(app, ["eval", "--model", "seed", "--no-profile", *args])
     assert result.exit_code == 0, result.output
     return json.loads(result.output)["inputs"]
 
@@ -46,11 +46,11 @@ def test_config_file_accepts_presets_like_a_sweep_base(tmp_path, suffix, text):
 def test_config_preset_errors_are_one_line(tmp_path):
     path = tmp_path / "c.toml"
     path.write_text('gpu = "h100"\n')
-    result = runner.invoke(app, ["eval", "--config", str(path)])
+    result = runner.invoke(app, ["eval", "--model", "seed", "--config", str(path)])
     assert result.exit_code == 2
     assert "did you mean 'h100-sxm'?" in result.output
     path.write_text("gpu = 3\n")
-    result = runner.invoke(app, ["eval", "--config", str(path)])
+    result = runner.invoke(app, ["eval", "--model", "seed", "--config", str(path)])
     assert result.exit_code == 2 and "a preset name" in result.output
 
 
@@ -62,5 +62,5 @@ def test_suggestions_by_prefix():
     assert closest("zzz", REFINED.input_names) == ""
     with pytest.raises(SpecError, match="did you mean 'mfu_percent'"):
         parse("mfu >= 40", set(REFINED.output_names))
-    result = runner.invoke(app, ["eval", "--gpu", "h100"])
+    result = runner.invoke(app, ["eval", "--model", "seed", "--gpu", "h100"])
     assert result.exit_code == 2 and "did you mean 'h100-sxm'?" in result.output

@@ -36,14 +36,17 @@ def test_a_dashboard_imports_the_documents_and_the_dashboard_without_the_cli():
 def test_evaluation_document_matches_the_seed_example(seed_example):
     doc = evaluation_document(SEED, SEED.defaults, x64=True)
     assert doc["outputs"] == seed_example["outputs"]
-    assert doc["profile"]["eff_vs_gpus"] == seed_example["profile"]["eff_vs_gpus"]
+    points = seed_example["profile"]["eff_vs_gpus"]  # each point once (issue 27 item 13)
+    assert doc["profile"]["eff_vs_gpus"] == [pt for i, pt in enumerate(points)
+                                             if i == 0 or pt != points[i - 1]]
     assert doc["steps"] == 96 and "profile" not in evaluation_document(SEED, SEED.defaults,
                                                                        profile=False)
 
 
 def test_sensitivity_document_against_the_seed_example(seed_example):
     s = jaxmodel.sensitivities(SEED.defaults, of=["mfu_percent"],
-                               wrt=["link_bandwidth_gb_s", "num_gpus"], kind="both", x64=True)
+                               wrt=["link_bandwidth_gb_s", "num_gpus"], kind="both", x64=True,
+                                   model="seed")
     doc = sensitivity_document(SEED, SEED.defaults, s)
     o = seed_example["outputs"]
     # MFU = compute / step, and only the TP and PP terms scale as 1 / bandwidth.
@@ -59,8 +62,9 @@ def test_sensitivity_document_against_the_seed_example(seed_example):
 
 
 def test_the_cli_prints_the_core_documents():
-    s = jaxmodel.sensitivities(SEED.defaults, of=["step_time_ms"], kind="both", x64=True)
-    result = runner.invoke(app, ["sensitivity", "--x64", "--of", "step_time_ms"])
+    s = jaxmodel.sensitivities(SEED.defaults, of=["step_time_ms"], kind="both", x64=True,
+                               model="seed")
+    result = runner.invoke(app, ["sensitivity", "--model", "seed", "--x64", "--of", "step_time_ms"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.output) == json.loads(to_json(
         sensitivity_document(SEED, SEED.defaults, s)))
@@ -84,7 +88,7 @@ def test_human_bytes(n, text):
     assert human_bytes(n) == text
 
 
-def test_sweep_summaries_in_words():
+def test_sweep_summaries_in_words(tmp_path):
     plan = SimpleNamespace(reducer=None, filter=None, size=1_000, num_chunks=2, chunk_size=512)
     result = SimpleNamespace(chunks=2, skipped_chunks=0, reduced=None, rows=1_000,
                              valid_rows=900, configurations_done=1_000, seconds=2.0,
@@ -94,6 +98,22 @@ def test_sweep_summaries_in_words():
         "(500 configurations/s, compile 1.50 s), 12.3 KB in 2 parts -> out/x/")
     done = SimpleNamespace(**{**vars(result), "chunks": 0, "skipped_chunks": 2})
     assert sweep_summary(plan, done, "out/x") == "nothing to do: out/x is complete (2 chunks)"
+    one = SimpleNamespace(**{**vars(result), "chunks": 0, "skipped_chunks": 1})
+    assert sweep_summary(plan, one, "out/x") == "nothing to do: out/x is complete (1 chunk)"
+    # Issue 27 item 10: a resumed run (1 part of 1 row now, 2 parts of 600 and 400
+    # from before) says what the dataset holds in all; plurals by count.
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from jaxmodel.dataset import part_name
+
+    for chunk, rows in ((0, 600), (1, 400), (2, 1)):
+        pq.write_table(pa.table({"x": list(range(rows))}), tmp_path / part_name(0, chunk))
+    resumed = SimpleNamespace(**{**vars(result), "chunks": 1, "skipped_chunks": 2, "rows": 1,
+                                 "valid_rows": 1, "parts": 1})
+    assert sweep_summary(plan, resumed, tmp_path).endswith(
+        f"in 1 part -> {tmp_path}/; the dataset holds 1,001 rows in 3 parts (2 chunks from "
+        "before)")
     est = {"rows": 1_000, "keep_fraction": 1.0, "probe": 1_000, "bytes": 2e6, "seconds": 3.0,
            "compile_seconds": 1.0, "writers": 1, "rate": 1e4, "write_rate": 5e5}
     assert dry_run_summary(plan, est, "out/x").splitlines() == [
@@ -166,3 +186,14 @@ def test_eval_evaluates_the_configuration_and_its_curves_in_one_program():
     alone = as_dicts(model, jaxmodel.evaluate(model, x64=True, **values))
     assert doc["outputs"] == {**printed_outputs(model, alone),
                               "verdict": model.verdict(values, alone)}
+
+
+@pytest.mark.parametrize(("v", "sign", "text"), [
+    (1360420.4, False, "1,360,420"), (51851.2, True, "+51,851"), (-16870.0, True, "-16,870"),
+    (3383.864, False, "3384"), (-2.9812, True, "-2.981"), (0.00012, False, "1.200e-04"),
+    (0.0, True, "+0")])
+def test_one_number_format_per_document(v, sign, text):
+    """Issue 27 item 13: not +5.185e+04 beside 1.36042e+06 and 1.687e+04."""
+    from jaxmodel.documents import plain_number
+
+    assert plain_number(v, sign=sign) == text

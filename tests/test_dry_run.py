@@ -8,6 +8,7 @@ from jaxmodel.sweeping import build_plan, estimate, parse_spec, sweep
 # 102,400 configurations, more than the probe, in the default sweep's shape.
 SPEC = """
 {filter}
+model = "seed"
 [base]
 model_params_b = 70
 seq_length = 4096

@@ -194,6 +194,7 @@ def test_hive_partitioning(tmp_path):
 @pytest.mark.slow
 def test_sample_mode_is_deterministic_and_in_range(tmp_path):
     text = """
+model = "seed"
 [sample]
 n = 5000
 seed = 3
@@ -215,12 +216,13 @@ compute_tflops = {uniform = [100, 200]}
     assert set(np.unique(a["tensor_parallel"])) == {1, 2, 4, 8}
     assert set(np.unique(a["micro_batch"])) == {1, 2, 3, 4}
     assert abs(np.mean(a["compute_tflops"]) - 150) < 3
-    out = jaxmodel.evaluate(**{f.name: a[f.name] for f in spec.model.inputs})
+    out = jaxmodel.evaluate(spec.model, **{f.name: a[f.name] for f in spec.model.inputs})
     np.testing.assert_allclose(a["mfu_percent"], out.mfu_percent, rtol=3e-7)
 
 
 def test_indices_beyond_2_to_the_31_decode_exactly():
     spec = parse_spec("""
+model = "seed"
 [axes]
 num_gpus = {range = [8, 65544, 8]}
 link_bandwidth_gb_s = {geomspace = [10, 10000, 1000]}

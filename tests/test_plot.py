@@ -30,6 +30,7 @@ CONSOLE_SCRIPT = Path(sys.executable).parent / "jaxmodel"
 # 6 x 4 x 4 x 4 x 2 x 3 = 2,304 rows; t p = 40 > 32 GPUs gives invalid rows,
 # and small row groups and files make the scan many batches across parts.
 SPEC = """
+model = "seed"
 [axes]
 link_bandwidth_gb_s = {geomspace = [25, 3200, 6]}
 num_gpus = [32, 64, 128, 256]
@@ -119,7 +120,7 @@ def test_dataset_commands_write_an_image_of_the_requested_size(tmp_path, dataset
 
 def test_svg_by_extension_at_the_same_size(tmp_path):
     out = tmp_path / "p.svg"
-    invoke_ok("profile", "-o", str(out), "--width", "720", "--height", "360")
+    invoke_ok("profile", "--model", "seed", "-o", str(out), "--width", "720", "--height", "360")
     text = out.read_text()
     assert text.lstrip().startswith("<?xml")
     # 100 pixels per inch, 72 points per inch.
@@ -130,7 +131,7 @@ def test_svg_by_extension_at_the_same_size(tmp_path):
 
 
 def test_other_extensions_are_a_one_line_error(tmp_path):
-    err = invoke_error("profile", "-o", str(tmp_path / "p.jpg"))
+    err = invoke_error("profile", "--model", "seed", "-o", str(tmp_path / "p.jpg"))
     assert ".png or .svg" in err
     assert not (tmp_path / "p.jpg").exists()
 
@@ -163,13 +164,13 @@ def test_bad_columns_are_a_one_line_error_with_a_suggestion(tmp_path, dataset):
     err = invoke_error("heatmap", str(tmp_path / "nowhere"), *base, "--value", "mfu_percent",
                        *out)
     assert "no such file" in err
-    err = invoke_error("breakdown", "--compare", "tensor_paralel=1,2", *out)
+    err = invoke_error("breakdown", "--model", "seed", "--compare", "tensor_paralel=1,2", *out)
     assert "did you mean 'tensor_parallel'" in err
-    err = invoke_error("breakdown", "--compare", "tensor_parallel=1,2.5", *out)
+    err = invoke_error("breakdown", "--model", "seed", "--compare", "tensor_parallel=1,2.5", *out)
     assert "tensor_parallel" in err and "2.5" in err
-    err = invoke_error("tornado", "--of", "mfu_percnt", *out)
+    err = invoke_error("tornado", "--model", "seed", "--of", "mfu_percnt", *out)
     assert "did you mean 'mfu_percent'" in err
-    err = invoke_error("profile", "--width", "20", *out)
+    err = invoke_error("profile", "--model", "seed", "--width", "20", *out)
     assert "width" in err
     assert not list(tmp_path.iterdir())
 
@@ -220,7 +221,8 @@ def test_breakdown_bars_are_the_step_time_terms(tmp_path, seed_example):
                 assert data.terms[col][i] == pytest.approx(ref[col], rel=1e-5, abs=1e-6)
             else:
                 assert np.isnan(data.terms[col][i])
-    out = jaxmodel.evaluate(**{n: np.array([c[n] for c in configs]) for n in SEED.input_names})
+    out = jaxmodel.evaluate("seed",
+                            **{n: np.array([c[n] for c in configs]) for n in SEED.input_names})
     for _, col in plot.TERMS:
         np.testing.assert_array_equal(data.terms[col], getattr(out, col))
     # The seed configuration alone: its bar is the seed file's breakdown.
@@ -264,7 +266,7 @@ def test_breakdown_layouts_are_the_fastest_valid_layouts_at_the_same_batch():
 def test_tornado_bars_are_the_elasticities_ranked(tmp_path):
     inputs = {**SEED.defaults, "link_bandwidth_gb_s": 200}
     data = plot.plot_tornado(SEED, inputs, tmp_path / "t.png", of="mfu_percent")
-    s = sensitivities(inputs, of=["mfu_percent"], kind="elasticity")
+    s = sensitivities(inputs, of=["mfu_percent"], kind="elasticity", model=SEED)
     expected = {w: float(s.elasticity("mfu_percent", w)) for w in s.wrt}
     assert set(data.inputs) == set(expected)
     assert dict(zip(data.inputs, data.elasticities.tolist(), strict=True)) == expected
@@ -280,7 +282,8 @@ def test_tornado_bars_are_the_elasticities_ranked(tmp_path):
 
 
 def test_tornado_of_an_invalid_layout_is_an_error(tmp_path):
-    err = invoke_error("tornado", "--pipeline-parallel", "3", "-o", str(tmp_path / "t.png"))
+    err = invoke_error("tornado", "--model", "seed", "--pipeline-parallel", "3", "-o",
+                       str(tmp_path / "t.png"))
     assert "invalid" in err
 
 
@@ -478,3 +481,17 @@ def test_importing_jaxmodel_does_not_import_matplotlib():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120)
     assert done.stdout.strip() == "False", done.stderr
+
+
+def test_tornado_title_names_the_llm_size_gpus_and_model():
+    """Issue 27 item 13: the title says what was differentiated, for which model size,
+    on how many GPUs and in which cost model."""
+    assert plot.tornado_title(SEED, SEED.defaults, "step_time_ms", 3383.864) == (
+        "Sensitivity of step_time_ms = 3,384 ms: 70B parameters, 64 GPUs, t=8 p=4 b=1 m=16 "
+        "(seed model)")
+    refined = jaxmodel.get_model("refined")
+    size = float(jaxmodel.evaluate(refined).total_params_b)
+    title = plot.tornado_title(refined, refined.defaults, "mfu_percent", 41.0)
+    assert title.startswith(f"Sensitivity of mfu_percent = 41 %: {size:,.3g}B parameters, "
+                            "64 GPUs, t=8 p=4 b=1 m=16")
+    assert title.endswith("(refined model)")

@@ -160,7 +160,7 @@ def test_an_overwrite_removes_manifests_before_parts_and_metadata_last(tmp_path,
 
 @pytest.mark.parametrize("value", ["16777217", "847288609443", str(10**20)])
 def test_best_refuses_a_global_batch_beyond_exact_counts(value):
-    result = runner.invoke(app, ["best", "--global-batch", value])
+    result = runner.invoke(app, ["best", "--model", "seed", "--global-batch", value])
     assert result.exit_code == 2
     line = one_line_error(result)
     assert line.startswith("error: global_batch: got ") and "<= 16777216" in line
@@ -179,7 +179,8 @@ def test_best_at_the_largest_global_batch_is_exact():
 # -- 4. integer overflow ---------------------------------------------------------
 
 def test_eval_refuses_a_token_count_beyond_int64():
-    result = runner.invoke(app, ["eval", "--micro-batch", "16777216", "--gradient-accum-steps",
+    result = runner.invoke(app, ["eval", "--model", "seed", "--micro-batch", "16777216",
+                                 "--gradient-accum-steps",
                                  "16777216", "--seq-length", "16777216"])
     assert result.exit_code == 2
     line = one_line_error(result)
@@ -191,10 +192,10 @@ def test_eval_refuses_a_token_count_beyond_int64():
 def test_tokens_at_the_limit_are_exact_and_beyond_it_refused(x64):
     inputs = dict(micro_batch=2**20, gradient_accum_steps=2**20, seq_length=2**20,
                   num_gpus=4, tensor_parallel=1, pipeline_parallel=1)
-    out = jaxmodel.evaluate(x64=x64, **inputs)
+    out = jaxmodel.evaluate("seed", x64=x64, **inputs)
     assert int(out.tokens_per_step) == 2**20 * 2**20 * 2**20 * 4 == 2**62
     with pytest.raises(InputError, match="tokens_per_step"):
-        jaxmodel.evaluate(x64=x64, **{**inputs, "num_gpus": np.array([4, 8])})
+        jaxmodel.evaluate("seed", x64=x64, **{**inputs, "num_gpus": np.array([4, 8])})
 
 
 def test_sweeps_refuse_axes_whose_tokens_could_wrap():
@@ -283,7 +284,7 @@ def test_non_utf8_spec_and_config_are_one_line_errors(tmp_path):
     assert result.exit_code == 2 and "is not UTF-8" in one_line_error(result)
     config = tmp_path / "c.json"
     config.write_bytes(b'{"num_gpus": 64, "note": "\xff"}')
-    result = runner.invoke(app, ["eval", "--config", str(config)])
+    result = runner.invoke(app, ["eval", "--model", "seed", "--config", str(config)])
     assert result.exit_code == 2 and "UTF-8" in one_line_error(result)
 
 
@@ -464,7 +465,7 @@ def test_every_generator_caps_its_length(axis):
 # -- 14. smaller ------------------------------------------------------------------------
 
 def test_best_refuses_to_rank_by_a_category():
-    result = runner.invoke(app, ["best", "--by", "bottleneck"])
+    result = runner.invoke(app, ["best", "--model", "seed", "--by", "bottleneck"])
     assert result.exit_code == 2 and "not a number to rank by" in one_line_error(result)
 
 
@@ -477,8 +478,8 @@ def test_search_checks_pinned_names_and_values():
 
 
 def test_sensitivities_of_one_name_given_as_text():
-    one = sensitivities(of="mfu_percent", wrt="link_bandwidth_gb_s")
-    listed = sensitivities(of=["mfu_percent"], wrt=["link_bandwidth_gb_s"])
+    one = sensitivities(of="mfu_percent", wrt="link_bandwidth_gb_s", model="seed")
+    listed = sensitivities(of=["mfu_percent"], wrt=["link_bandwidth_gb_s"], model="seed")
     assert one.of == ("mfu_percent",) and one.wrt == ("link_bandwidth_gb_s",)
     assert one.columns.keys() == listed.columns.keys()
     for name in listed.columns:
@@ -486,12 +487,12 @@ def test_sensitivities_of_one_name_given_as_text():
 
 
 def test_huge_numbers_print_short(tmp_path):
-    result = runner.invoke(app, ["best", "--global-batch", str(10**300)])
+    result = runner.invoke(app, ["best", "--model", "seed", "--global-batch", str(10**300)])
     line = one_line_error(result)
     assert "got 1.000e+300" in line and len(line) < 200
     assert len(str(InputError("x", 10**5000, "small"))) < 100
     config = tmp_path / "big.json"
     config.write_text('{"num_gpus": 1' + "0" * 400 + "}")  # beyond float range
-    result = runner.invoke(app, ["eval", "--config", str(config)])
+    result = runner.invoke(app, ["eval", "--model", "seed", "--config", str(config)])
     assert result.exit_code == 2
     assert "num_gpus: got about 10**400" in one_line_error(result)

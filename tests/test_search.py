@@ -210,7 +210,7 @@ ARGS_175B = ["--model-params-b", "175", "--num-layers", "96", "--hidden-dim", "1
 
 
 def best(*args):
-    result = runner.invoke(app, ["best", *args])
+    result = runner.invoke(app, ["best", "--model", "seed", *args])
     assert result.exit_code == 0, result.output
     assert result.stderr == ""
     return result.stdout
@@ -271,7 +271,8 @@ def test_best_pareto_json():
 
 def test_console_script_end_to_end():
     assert CONSOLE_SCRIPT.exists(), "install the project first (make test does)"
-    done = subprocess.run([str(CONSOLE_SCRIPT), "best", *ARGS_175B, "--format", "json",
+    done = subprocess.run([str(CONSOLE_SCRIPT), "best", "--model", "seed", *ARGS_175B,
+                           "--format", "json",
                            "--top", "1"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["top"][0]["valid_layout"] is True
@@ -305,7 +306,7 @@ def assert_one_line_error(result, *names):
 ], ids=["indivisible", "pinned", "by", "minimize", "both", "tokens", "zero", "top0", "top-big",
         "group", "gpus", "pareto-one", "pareto-direction", "pareto-column", "chunk"])
 def test_bad_input_is_one_line(args, names):
-    assert_one_line_error(runner.invoke(app, ["best", *args]), *names)
+    assert_one_line_error(runner.invoke(app, ["best", "--model", "seed", *args]), *names)
 
 
 @pytest.mark.slow

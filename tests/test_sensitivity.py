@@ -61,13 +61,13 @@ def configs():
 @pytest.fixture(scope="module")
 def autodiff(configs):
     return jaxmodel.sensitivities(configs, of=differentiable_outputs(SEED),
-                                  wrt=SEED.input_names, kind="both", x64=True)
+                                  wrt=SEED.input_names, kind="both", x64=True, model="seed")
 
 
 def away_from_kinks(configs, margin=1e-2):
     """Rows not within ``margin`` (relative) of the DP overlap kink, a bottleneck tie or
     MFU's 100% clamp."""
-    out = jaxmodel.evaluate(x64=True, **configs)
+    out = jaxmodel.evaluate("seed", x64=True, **configs)
     raw, backward = out.dp_allreduce_raw_ms, 2.0 / 3.0 * out.compute_time_ms
     ok = np.abs(raw - backward) > margin * (raw + backward)
     terms = np.sort(np.stack([out.compute_time_ms, out.tp_comm_ms, out.pp_comm_ms,
@@ -112,7 +112,7 @@ def central_difference(configs, name):
 
 
 def test_configurations_are_valid(configs):
-    assert jaxmodel.evaluate(**configs).valid_layout.all()
+    assert jaxmodel.evaluate("seed", **configs).valid_layout.all()
     assert away_from_kinks(configs).sum() >= 1000
 
 
@@ -123,7 +123,7 @@ def test_gradient_equals_central_differences(configs, autodiff, name):
         # The ring factor 2 (t - 1) / t is clamped at t = 1 (autodiff gives the
         # right-hand derivative there, a central difference the mean): a kink.
         keep &= configs[name] > 1
-    values = jaxmodel.evaluate(x64=True, **configs)
+    values = jaxmodel.evaluate("seed", x64=True, **configs)
     fd, h = central_difference(configs, name)
     x = configs[name]
     for o in differentiable_outputs(SEED):
@@ -178,7 +178,7 @@ def test_num_gpus_is_the_difference_to_the_next_replica(configs, autodiff):
 def test_grad_of_batch_sum_equals_vmapped_grad(configs):
     sub = {k: v[:256] for k, v in configs.items()}
     s = jaxmodel.sensitivities(sub, of=["step_time_ms", "mfu_percent"], kind="gradient",
-                               x64=True)
+                               x64=True, model="seed")
     with computing():
         x = SEED.inputs_type(*(jnp.asarray(sub[n], jnp.float64) for n in SEED.input_names))
         for o in ("step_time_ms", "mfu_percent"):
@@ -204,7 +204,8 @@ def test_seed_elasticities_by_hand(seed_example):
     bubble, step = o["pipeline_bubble_ms"], o["step_time_ms"]
     assert o["dp_allreduce_ms"] == 0
     s = jaxmodel.sensitivities(kind="elasticity", x64=True,
-                               of=["mfu_percent", "step_time_ms", "throughput_tokens_s"])
+                               of=["mfu_percent", "step_time_ms", "throughput_tokens_s"],
+                                   model="seed")
     assert s["mfu_percent", "link_bandwidth_gb_s"] == pytest.approx((tp + pp) / step, rel=1e-5)
     assert s["step_time_ms", "compute_tflops"] == pytest.approx(-(c + bubble) / step, rel=1e-5)
     assert s["step_time_ms", "gradient_accum_steps"] == pytest.approx((c + tp + pp) / step,
@@ -213,8 +214,8 @@ def test_seed_elasticities_by_hand(seed_example):
 
 
 def test_float32_agrees_with_float64():
-    s32 = jaxmodel.sensitivities(kind="elasticity")
-    s64 = jaxmodel.sensitivities(kind="elasticity", x64=True)
+    s32 = jaxmodel.sensitivities(kind="elasticity", model="seed")
+    s64 = jaxmodel.sensitivities(kind="elasticity", x64=True, model="seed")
     for col, v in s64.columns.items():
         assert s32.columns[col].dtype == np.float32
         if abs(v) > 1e-3:
@@ -223,7 +224,7 @@ def test_float32_agrees_with_float64():
 
 def test_invalid_layouts_give_nan_and_are_flagged():
     s = jaxmodel.sensitivities({"tensor_parallel": [8, 3, 32], "pipeline_parallel": [4, 4, 4]},
-                               wrt=["link_bandwidth_gb_s", "num_gpus"], kind="both")
+                               wrt=["link_bandwidth_gb_s", "num_gpus"], kind="both", model="seed")
     assert s.valid.tolist() == [True, False, False]
     for v in s.columns.values():
         assert np.isfinite(v[0]) and np.isnan(v[1:]).all()
@@ -232,7 +233,7 @@ def test_invalid_layouts_give_nan_and_are_flagged():
 def test_elasticity_of_a_zero_output():
     """p = 1: no PP term (0 with gradient 0) -> elasticity 0, not NaN."""
     s = jaxmodel.sensitivities({"pipeline_parallel": 1, "num_layers": 80}, kind="both",
-                               of=["pp_comm_ms", "dp_allreduce_ms"], x64=True)
+                               of=["pp_comm_ms", "dp_allreduce_ms"], x64=True, model="seed")
     assert s.valid
     for col, v in s.columns.items():
         assert v == 0, col
@@ -252,7 +253,7 @@ def test_kernel_columns_and_engine_use(configs):
         out, got = jax.jit(jax.vmap(lambda x: (SEED.apply(x), kernel(x))))(x)
     # jax returns dicts in sorted key order: ``cols`` gives the column order.
     assert sorted(got) == sorted(cols)
-    api = jaxmodel.sensitivities(sub, of=of, wrt=wrt, kind="both", x64=True)
+    api = jaxmodel.sensitivities(sub, of=of, wrt=wrt, kind="both", x64=True, model="seed")
     for c in cols:
         np.testing.assert_array_equal(np.asarray(got[c]), api.columns[c])
 
@@ -292,7 +293,7 @@ def test_parse_sensitivity_table_defaults():
 
 
 def test_cli_json(seed_example):
-    result = runner.invoke(app, ["sensitivity", "--x64", "--of", "mfu_percent",
+    result = runner.invoke(app, ["sensitivity", "--model", "seed", "--x64", "--of", "mfu_percent",
                                  "--wrt", "link_bandwidth_gb_s,num_gpus"])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.output)
@@ -304,7 +305,8 @@ def test_cli_json(seed_example):
 
 
 def test_cli_table_is_ranked():
-    result = runner.invoke(app, ["sensitivity", "--format", "table", "--of", "step_time_ms"])
+    result = runner.invoke(app, ["sensitivity", "--model", "seed", "--format", "table", "--of",
+                                 "step_time_ms"])
     assert result.exit_code == 0, result.output
     lines = [ln for ln in result.output.splitlines() if "+1% ->" in ln]
     assert len(lines) == len(continuous_inputs(SEED))
@@ -315,7 +317,7 @@ def test_cli_table_is_ranked():
 
 
 def test_cli_invalid_layout_prints_nulls():
-    result = runner.invoke(app, ["sensitivity", "--tensor-parallel", "3"])
+    result = runner.invoke(app, ["sensitivity", "--model", "seed", "--tensor-parallel", "3"])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.output)
     assert doc["valid"] is False
@@ -332,7 +334,7 @@ def test_cli_invalid_layout_prints_nulls():
     ],
 )
 def test_cli_bad_names_one_line_exit_2(args, message):
-    result = runner.invoke(app, ["sensitivity", *args])
+    result = runner.invoke(app, ["sensitivity", "--model", "seed", *args])
     assert result.exit_code == 2
     err = result.stderr if hasattr(result, "stderr") else result.output
     assert err.count("\n") == 1 and err.startswith("error: ") and message in err
@@ -474,3 +476,77 @@ def test_refined_sensitivity_memory_does_not_grow_with_the_inputs(output):
     few = _peak_rss_mb(output, 12)
     every = _peak_rss_mb(output, len(jaxmodel.get_model("refined").continuous))
     assert every <= 1.25 * few and every < 3000, (few, every)
+
+
+# --- issue 27: staircases, inputs at 0, invalid layouts, inputs in use -------------
+
+
+def test_num_sms_is_stepped_its_slope_never_ranked():
+    """Issue 27 item 3: num_sms acts through ceil(tiles / num_sms); its sensitivity is
+    the discrete difference to one more SM, and the default ranking leaves it out."""
+    refined = jaxmodel.get_model("refined")
+    assert "num_sms" not in continuous_inputs(refined)
+    s = jaxmodel.sensitivities(of=["step_time_ms"], wrt=["num_sms"], kind="gradient",
+                               x64=True, model=refined)
+    here = jaxmodel.evaluate(refined, x64=True).step_time_ms
+    there = jaxmodel.evaluate(refined, x64=True, num_sms=133).step_time_ms
+    assert float(s.stepped_to["num_sms"]) == 133
+    assert float(s.gradient("step_time_ms", "num_sms")) == pytest.approx(
+        float(there - here), rel=1e-9, abs=1e-12)
+
+
+@pytest.fixture(scope="module")
+def refined_table():
+    result = runner.invoke(app, ["sensitivity", "--model", "refined", "--format", "table",
+                                 "--of", "step_time_ms", "--x64"])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+@pytest.mark.slow  # the refined model's full jvp batch compiles for minutes
+def test_an_input_at_zero_is_ranked_by_its_absolute_effect(refined_table):
+    """Issue 27 item 3: tp_overlap = 0 has elasticity 0 whatever its slope; it is
+    ranked by the effect of +0.01 (1% of its 0..1 range), and the table says so."""
+    lines = refined_table.splitlines()
+    ranked = [ln for ln in lines if "+1% ->" in ln or "at 0: +" in ln]
+    line = next(ln for ln in ranked if ln.strip().startswith("tp_overlap "))
+    grad = float(line.split("(")[1].split(" ms per")[0])
+    step = float(lines[2].split("=")[1].split("ms")[0].replace(",", ""))
+    assert grad < -100  # hiding the TP all-reduce shortens the step
+    assert "at 0: +0.01 ->" in line
+    assert float(line.split("->")[1].split("%")[0]) == pytest.approx(
+        grad * 0.01 / step * 100, abs=1e-3)
+    effects = [abs(float(ln.split("->")[-1].split("%")[0])) for ln in ranked
+               if "next step" not in ln]
+    assert effects == sorted(effects, reverse=True)
+    assert "tp_overlap" in lines[-2] and "ranked by the effect of +1% of the range" in lines[-2]
+
+
+@pytest.mark.slow  # the refined model's full jvp batch compiles for minutes
+def test_a_dense_configuration_lists_no_moe_inputs(refined_table):
+    """Issue 27 item 7: a dense model (num_experts = 1) does not use the MoE inputs."""
+    from jaxmodel.models import moe
+
+    shown = {ln.split()[0] for ln in refined_table.splitlines() if ln.startswith("  ")}
+    assert "link_bandwidth_gb_s" in shown and "matmul_efficiency" in shown
+    assert not shown & set(moe.DENSE_UNUSED)
+    trailer = refined_table.splitlines()[-1]
+    assert "stepped, not shown" in trailer and "moe_dispatcher" not in trailer
+
+
+def test_asked_inputs_get_no_stepped_trailer():
+    result = runner.invoke(app, ["sensitivity", "--model", "seed", "--format", "table",
+                                 "--wrt", "link_bandwidth_gb_s"])
+    assert result.exit_code == 0, result.output
+    assert "stepped, not shown" not in result.output
+
+
+def test_an_invalid_layout_is_one_line_with_its_reason():
+    """Issue 27 item 7: not 160 lines of n/a, but why the layout is invalid."""
+    result = runner.invoke(app, ["sensitivity", "--model", "seed", "--format", "table",
+                                 "--tensor-parallel", "3"])
+    assert result.exit_code == 0, result.output
+    assert result.output.count("\n") == 1 and "n/a" not in result.output
+    assert result.output.startswith("sensitivities (seed model): undefined, the layout is "
+                                    "invalid: hidden size 8192 does not split evenly over 3 "
+                                    "tensor-parallel ranks\n")

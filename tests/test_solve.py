@@ -37,7 +37,8 @@ def mfu_cap(configs):
 
 def reached_within(sol, configs, rel=1e-6):
     """The solution, plugged back into ``jaxmodel.evaluate``, gives the target."""
-    got = getattr(jaxmodel.evaluate(x64=True, **{**configs, sol.vary: sol.solved}), sol.output)
+    got = getattr(jaxmodel.evaluate("seed", x64=True, **{**configs, sol.vary: sol.solved}),
+                  sol.output)
     return np.abs(got - sol.target) <= rel * abs(sol.target)
 
 
@@ -63,13 +64,13 @@ def test_solutions_reach_the_target(configs, output, vary):
     if SEED.input_field(vary).integer:  # a count: another whole number >= 1
         moved = np.maximum(np.round(moved), 1.0)
     elsewhere = {**configs, vary: moved}
-    targets = getattr(jaxmodel.evaluate(x64=True, **elsewhere), output)
-    sol = jaxmodel.solve(configs, (output, targets), vary, x64=True)
+    targets = getattr(jaxmodel.evaluate("seed", x64=True, **elsewhere), output)
+    sol = jaxmodel.solve(configs, (output, targets), vary, x64=True, model="seed")
     for i in np.flatnonzero(~sol.reached):
-        raise AssertionError(f"row {i}: {describe(sol, index=i)}")
+        raise AssertionError(f"row {i}: {describe(sol, 'seed', index=i)}")
     got = getattr(relaxed({**configs, vary: sol.solved}), output)
     assert np.all(np.abs(got - targets) <= 1e-6 * np.abs(targets))
-    one = jaxmodel.solve(row(configs, 7), (output, float(targets[7])), vary, x64=True)
+    one = jaxmodel.solve(row(configs, 7), (output, float(targets[7])), vary, x64=True, model="seed")
     assert one.solved == sol.solved[7]
 
 
@@ -77,16 +78,17 @@ def test_solutions_reach_the_target(configs, output, vary):
 def test_batched_solve_equals_single_rows(configs):
     """One vmapped solve over rows with different answers (and unreachable ones)."""
     target = 70.0
-    batch = jaxmodel.solve(configs, ("mfu_percent", target), "link_bandwidth_gb_s", x64=True)
+    batch = jaxmodel.solve(configs, ("mfu_percent", target), "link_bandwidth_gb_s", x64=True,
+                           model="seed")
     cap = mfu_cap(configs)
     assert batch.reached.tolist() == (cap > target).tolist()
     ok = batch.reached
-    got = jaxmodel.evaluate(x64=True, **{**configs, "link_bandwidth_gb_s": np.where(
+    got = jaxmodel.evaluate("seed", x64=True, **{**configs, "link_bandwidth_gb_s": np.where(
         ok, batch.solved, 1.0)}).mfu_percent
     assert np.all(np.abs(got[ok] - target) <= 1e-6 * target)
     for i in range(0, N, 25):
         one = jaxmodel.solve(row(configs, i), ("mfu_percent", target), "link_bandwidth_gb_s",
-                             x64=True)
+                             x64=True, model="seed")
         assert one.reached == batch.reached[i]
         np.testing.assert_allclose(one.solved, batch.solved[i], rtol=1e-12)
         np.testing.assert_allclose(one.limit, batch.limit[i], rtol=1e-12)
@@ -98,13 +100,13 @@ def test_unreachable_exactly_above_the_bandwidth_limit(configs, margin):
     for i in range(0, N, 20):
         c = row(configs, i)
         above = jaxmodel.solve(c, ("mfu_percent", cap[i] * (1 + margin)),
-                               "link_bandwidth_gb_s", x64=True)
+                               "link_bandwidth_gb_s", x64=True, model="seed")
         assert not above.reached
         assert np.isnan(above.solved)
         assert above.limit == pytest.approx(cap[i], rel=1e-12)
         assert np.isinf(above.limit_at)
         below = jaxmodel.solve(c, ("mfu_percent", cap[i] * (1 - margin)),
-                               "link_bandwidth_gb_s", x64=True)
+                               "link_bandwidth_gb_s", x64=True, model="seed")
         if below.start_value >= cap[i] * (1 - margin):
             continue  # already above the target: reached by lowering bandwidth
         assert below.reached, i
@@ -119,10 +121,10 @@ def test_unreachable_downwards_names_the_floor(configs):
         ref = seed_reference(**ints)
         floor = ref["compute_time_ms"] + ref["pipeline_bubble_ms"]
         sol = jaxmodel.solve(c, ("step_time_ms", floor * 0.999), "link_bandwidth_gb_s",
-                             x64=True)
+                             x64=True, model="seed")
         assert not sol.reached
         assert sol.limit == pytest.approx(floor, rel=1e-12)
-        assert "even infinite link_bandwidth_gb_s" in describe(sol)
+        assert "even infinite link_bandwidth_gb_s" in describe(sol, "seed")
 
 
 def test_seed_answer_by_hand(seed_example):
@@ -132,16 +134,16 @@ def test_seed_answer_by_hand(seed_example):
     c, bubble = o["compute_time_ms"], o["pipeline_bubble_ms"]
     k = (o["tp_comm_ms"] + o["pp_comm_ms"]) * 450.0
     expected = k / (c / 0.6 - c - bubble)
-    sol = jaxmodel.solve({}, "mfu_percent=60", "link_bandwidth_gb_s", x64=True)
+    sol = jaxmodel.solve({}, "mfu_percent=60", "link_bandwidth_gb_s", x64=True, model="seed")
     assert sol.solved == pytest.approx(expected, rel=1e-5)
-    sol32 = jaxmodel.solve({}, "mfu_percent=60", "link_bandwidth_gb_s")
+    sol32 = jaxmodel.solve({}, "mfu_percent=60", "link_bandwidth_gb_s", model="seed")
     assert sol32.solved.dtype == np.float32
     assert sol32.solved == pytest.approx(expected, rel=1e-4)
 
 
 def test_relaxed_counts_crossing_layout_rules_are_reported():
     """Relaxed layer counts other than multiples of p are invalid layouts."""
-    sol = jaxmodel.solve({}, "mfu_percent=60", "num_layers", x64=True)
+    sol = jaxmodel.solve({}, "mfu_percent=60", "num_layers", x64=True, model="seed")
     assert not sol.reached and sol.blocked
 
 
@@ -185,7 +187,7 @@ def test_parse_solve_table_forms():
 
 
 def test_cli_reached(seed_example):
-    result = runner.invoke(app, ["solve", "--target", "mfu_percent=60", "--vary",
+    result = runner.invoke(app, ["solve", "--model", "seed", "--target", "mfu_percent=60", "--vary",
                                  "link_bandwidth_gb_s", "--x64"])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.output)
@@ -197,7 +199,7 @@ def test_cli_reached(seed_example):
 
 def test_cli_unreachable_sentence():
     """Seed: p = 4, m = 16 -> the cap is 100 / (1 + 3 / 16) = 84.21%."""
-    result = runner.invoke(app, ["solve", "--target", "mfu_percent=90", "--vary",
+    result = runner.invoke(app, ["solve", "--model", "seed", "--target", "mfu_percent=90", "--vary",
                                  "link_bandwidth_gb_s", "--format", "text"])
     assert result.exit_code == 0, result.output
     assert result.output.strip() == (
@@ -215,7 +217,7 @@ def test_cli_unreachable_sentence():
     ],
 )
 def test_cli_bad_names_one_line_exit_2(args, message):
-    result = runner.invoke(app, ["solve", *args])
+    result = runner.invoke(app, ["solve", "--model", "seed", *args])
     assert result.exit_code == 2
     err = result.stderr if hasattr(result, "stderr") else result.output
     assert err.count("\n") == 1 and err.startswith("error: ") and message in err
@@ -229,7 +231,7 @@ def test_accumulation_steps_by_hand(seed_example):
     c, a, q = (o["compute_time_ms"] / 16, o["tp_comm_ms"] / 16, o["pp_comm_ms"] / 16)
     mfu = 0.55
     expected = mfu * 3 * c / (c * (1 - mfu) - mfu * (a + q))
-    sol = jaxmodel.solve({}, ("mfu_percent", 55.0), "gradient_accum_steps", x64=True)
+    sol = jaxmodel.solve({}, ("mfu_percent", 55.0), "gradient_accum_steps", x64=True, model="seed")
     assert sol.solved == pytest.approx(expected, rel=1e-5)
     sentence = describe(sol, SEED, inputs=SEED.defaults)
     assert f"as a whole number, gradient_accum_steps = {np.ceil(expected):g} gives" in sentence
@@ -239,7 +241,7 @@ def test_accumulation_steps_by_hand(seed_example):
 def test_console_script_runs():
     """The installed entry point, as a user runs it."""
     exe = shutil.which("jaxmodel") or str(Path(sys.executable).parent / "jaxmodel")
-    done = subprocess.run([exe, "solve", "--target", "mfu_percent=90", "--vary",
+    done = subprocess.run([exe, "solve", "--model", "seed", "--target", "mfu_percent=90", "--vary",
                            "link_bandwidth_gb_s", "--format", "text"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

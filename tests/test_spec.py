@@ -1,5 +1,7 @@
 """Sweep specifications: axis kinds, zips, samples, and one-line errors for bad specs."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -9,6 +11,7 @@ from jaxmodel.spec import load_spec, parse_spec
 
 def test_axis_kinds_and_order():
     spec = parse_spec("""
+model = "seed"
 [axes]
 link_bandwidth_gb_s = {linspace = [100, 400, 4]}
 num_gpus = {powers_of_two = [6, 64]}
@@ -34,6 +37,7 @@ gradient_accum_steps = [8, 4]
 
 def test_sample_table():
     spec = parse_spec("""
+model = "seed"
 [sample]
 n = 1000
 seed = 7
@@ -138,3 +142,22 @@ def test_a_sweep_of_2_to_the_61_configurations_runs_its_last_chunk():
     rows, n, _ = plan.rows_for(plan.num_chunks - 1)
     assert n == 1024 and rows["config_id"][-1] == 2**61 - 1
     assert rows["num_gpus"][-1] == 2048 and rows["micro_batch"][-1] == 2**14
+
+
+def test_relative_paths_are_read_from_the_specs_folder(tmp_path, monkeypatch):
+    """Issue 27 item 9: [output] path and [base] config both from the spec's folder."""
+    folder = tmp_path / "specs"
+    folder.mkdir()
+    (folder / "inputs.toml").write_text("num_gpus = 128\n")
+    (folder / "s.toml").write_text('model = "seed"\n[base]\nconfig = "inputs.toml"\n'
+                                   '[axes]\ntensor_parallel = [1, 2]\n'
+                                   '[output]\npath = "../data/s"\n')
+    monkeypatch.chdir(tmp_path)
+    spec = load_spec(folder / "s.toml")
+    assert Path(spec.output.path).resolve() == (tmp_path / "data" / "s").resolve()
+    assert spec.base["num_gpus"] == 128
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    spec = load_spec(Path("..") / "specs" / "s.toml")
+    assert Path(spec.output.path).resolve() == (tmp_path / "data" / "s").resolve()

@@ -13,10 +13,11 @@ from jaxmodel.engine import SweepInterrupted, run_sweep
 from jaxmodel.errors import SpecError
 from jaxmodel.sensitivity import sensitivities
 from jaxmodel.solving import solve
-from jaxmodel.spec import parse_spec
+from jaxmodel.spec import load_spec, parse_spec
 from jaxmodel.sweeping import build_plan
 
 GRID = """
+model = "seed"
 [base]
 model_params_b = 13
 num_layers = 40
@@ -57,7 +58,8 @@ kind = "both"
     got = read(tmp_path / "ds")
     inputs = {f.name: got[f.name] for f in spec.model.inputs}
     api = sensitivities(inputs, of=["step_time_ms", "mfu_percent"],
-                        wrt=["link_bandwidth_gb_s", "gradient_accum_steps"], kind="both")
+                        wrt=["link_bandwidth_gb_s", "gradient_accum_steps"], kind="both",
+                        model=spec.model)
     assert len(api.columns) == 8
     for name, expected in api.columns.items():
         np.testing.assert_allclose(got[name], expected, rtol=2e-6, equal_nan=True,
@@ -76,14 +78,15 @@ vary = "link_bandwidth_gb_s"
     run_sweep(build_plan(spec, chunk_size=200, x64=True), tmp_path / "ds")
     got = read(tmp_path / "ds")
     inputs = {f.name: got[f.name] for f in spec.model.inputs}
-    sol = solve(inputs, target="mfu_percent=40", vary="link_bandwidth_gb_s", x64=True)
+    sol = solve(inputs, target="mfu_percent=40", vary="link_bandwidth_gb_s", x64=True,
+                model=spec.model)
     np.testing.assert_array_equal(got["solve_reached"], sol.reached)
     np.testing.assert_allclose(got["solved_link_bandwidth_gb_s"], sol.solved, rtol=1e-9,
                                equal_nan=True)
     reached = got["solve_reached"]
     assert 0 < reached.sum() < len(reached)
     # plugging the solutions back in reaches the target
-    back = jaxmodel.evaluate(x64=True, **{**{k: v[reached] for k, v in inputs.items()},
+    back = jaxmodel.evaluate("seed", x64=True, **{**{k: v[reached] for k, v in inputs.items()},
                                           "link_bandwidth_gb_s":
                                           got["solved_link_bandwidth_gb_s"][reached]})
     np.testing.assert_allclose(back.mfu_percent, 40.0, rtol=1e-6)
@@ -307,3 +310,33 @@ def test_reduce_resumed_with_another_split_folds_each_chunk_once(tmp_path):
     assert len(np.unique(a["config_id"])) == len(a["config_id"]) == 40
     for name in b:
         np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+
+
+def test_a_grid_at_a_fixed_global_batch(tmp_path):
+    """Issue 27 item 12: [base] global_batch_tokens derives every row's
+    gradient_accum_steps, m = G / (b s d), and keeps only rows that reach G."""
+    import itertools
+
+    spec = tmp_path / "fixed.toml"
+    spec.write_text('model = "seed"\n[base]\nglobal_batch_tokens = 262144\n'  # 64 x 4096
+                    "[axes]\nnum_gpus = [8, 16, 24, 64]\ntensor_parallel = [1, 2, 8]\n"
+                    "pipeline_parallel = [1, 4]\nmicro_batch = [1, 2, 3]\n")
+    jaxmodel.sweep(spec, tmp_path / "ds")
+    got = ds.dataset(tmp_path / "ds").to_table().to_pylist()
+    want = {}
+    for n, t, p, b in itertools.product([8, 16, 24, 64], [1, 2, 8], [1, 4], [1, 2, 3]):
+        d = n // (t * p)
+        if d >= 1 and 64 % (b * d) == 0:
+            want[(n, t, p, b)] = 64 // (b * d)
+    assert {(r["num_gpus"], r["tensor_parallel"], r["pipeline_parallel"], r["micro_batch"]):
+            r["gradient_accum_steps"] for r in got} == want
+    assert all(r["tokens_per_step"] == 262144 for r in got)
+    with pytest.raises(SpecError, match="gradient_accum_steps is derived from it"):
+        parse_spec('[base]\nglobal_batch_tokens = 4096\n[axes]\n'
+                   'gradient_accum_steps = [1, 2]\n')
+
+
+def test_the_fixed_batch_example_spec_parses():
+    spec = load_spec(Path(__file__).parents[1] / "sweeps" / "fixed_batch.toml")
+    assert spec.global_batch_tokens == 4_194_304 and spec.size == 400
+    assert "gradient_accum_steps" in spec.varied and spec.filter is not None

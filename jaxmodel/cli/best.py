@@ -15,6 +15,7 @@ from jaxmodel.cli.common import (
     reports_errors,
     with_input_options,
 )
+from jaxmodel.documents import plural
 from jaxmodel.errors import SpecError
 from jaxmodel.models import Model
 from jaxmodel.report import to_json
@@ -22,7 +23,8 @@ from jaxmodel.report import to_json
 if TYPE_CHECKING:
     from jaxmodel.searching import SearchResult
 
-_HEADLINE = ("step_time_ms", "mfu_percent", "throughput_tokens_s", "bottleneck",
+_HEADLINE = ("step_time_ms", "mfu_percent", "hfu_percent", "throughput_tokens_s",
+             "per_gpu_tokens_s", "bottleneck",
              "memory_gb_per_gpu", "model_state_gb_per_gpu", "activation_gb_per_gpu")
 # Short headers where the output's name is long.
 _SHORT_HEADERS = {"memory_gb_per_gpu": "mem_gb", "model_state_gb_per_gpu": "state_gb",
@@ -85,7 +87,7 @@ def why_best(model: Model, rows: list[dict[str, Any]], by: str) -> list[str]:
 def _summary(r: "SearchResult") -> str:
     return (f"{r.candidates:,} candidates evaluated, {r.valid:,} valid, in {r.total_s:.3f} s "
             f"(compile {r.compile_s:.3f} s, run {r.run_s:.3f} s, enumerate "
-            f"{r.enumerate_s:.3f} s; {r.chunks} chunk(s) of {r.chunk:,})")
+            f"{r.enumerate_s:.3f} s; {plural(r.chunks, 'chunk')} of {r.chunk:,})")
 
 
 def _document(model: Model, values: dict[str, float], r: "SearchResult",
@@ -164,8 +166,8 @@ def best_command(
         "data_parallel)")] = None,
     pareto: Annotated[str | None, typer.Option(
         "--pareto", metavar="X,Y", help="also the Pareto front of two columns, each "
-        "minimized, or maximized with a max: prefix (e.g. min:used_gpus,max:throughput_tokens_s"
-        " with --allow-idle)")] = None,
+        "minimized, or maximized with a max: prefix, e.g. min:used_gpus, "
+        "max:throughput_tokens_s (no space between; with --allow-idle)")] = None,
     output_format: Annotated[
         Literal["table", "json"], typer.Option("--format", help="table or json")
     ] = "table",
@@ -196,7 +198,7 @@ def best_command(
         "--cross-node-tp", help="let tensor parallelism span nodes (default: t <= "
         "gpus_per_node, the NVLink domain, unless --tensor-parallel or --vary sets it)")
     ] = False,
-    model: ModelOption = "seed",
+    model: ModelOption = None,
     config: ConfigOption = None,
     x64: X64Option = False,
 ) -> None:
@@ -282,7 +284,7 @@ def best_command(
              f"({q['global_batch_tokens']:,} tokens); ranked by {result.by} ({direction})"]
     if doc["top"]:
         shown = [result.by] + [n for n in varied if n not in space.symbols]
-        lines += [""] + _table(m, doc["top"], shown, f"best {len(doc['top'])} layouts:")
+        lines += [""] + _table(m, doc["top"], shown, f"best {plural(len(doc['top']), 'layout')}:")
         lines += [""] + doc["why"]
     else:
         lines += [""] + why.lines()
@@ -292,7 +294,7 @@ def best_command(
     if result.pareto is not None:
         x, y, min_x, min_y = result.pareto_of
         title = (f"Pareto front of {x} ({'min' if min_x else 'max'}) and {y} "
-                 f"({'min' if min_y else 'max'}): {len(doc['pareto'])} layouts"
+                 f"({'min' if min_y else 'max'}): {plural(len(doc['pareto']), 'layout')}"
                  + (" (truncated: the front outgrew its buffer)" if result.pareto_overflow
                     else ""))
         lines += [""] + (_table(m, doc["pareto"], [x, y], title) if doc["pareto"] else [title])

@@ -30,7 +30,7 @@ def calibrate_command(
     fit: Annotated[str | None, typer.Option(
         "--fit", metavar="NAME[,NAME...]",
         help="continuous inputs to fit (default: the model's cluster parameters)")] = None,
-    model: ModelOption = "seed",
+    model: ModelOption = None,
     config: ConfigOption = None,
     output: Annotated[str | None, typer.Option(
         "-o", "--output", metavar="FILE",

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from jaxmodel.config import load_config
+from jaxmodel.config import config_model, load_config
 from jaxmodel.errors import InputError, JaxmodelError, SpecError
 from jaxmodel.fields import InputField
 from jaxmodel.models import DEFAULT_MODEL, MODELS, Model, get_model
@@ -127,7 +127,9 @@ def with_input_options(fn: Callable) -> Callable:
     return wrapper
 
 
-ModelOption = Annotated[str, typer.Option("--model", help="cost model: " + ", ".join(MODELS))]
+ModelOption = Annotated[str | None, typer.Option(
+    "--model", help=f"cost model: {', '.join(MODELS)} (default: the --config file's model, "
+    f"else {DEFAULT_MODEL})", show_default=False)]
 ConfigOption = Annotated[
     str | None,
     typer.Option("--config", help="JSON or TOML file of inputs (a seed-shaped file works)",
@@ -136,16 +138,23 @@ ConfigOption = Annotated[
 X64Option = Annotated[bool, typer.Option("--x64", help="compute in float64 (default float32)")]
 
 
-def gather_inputs(model_name: str, config: str | None,
+def gather_inputs(model_name: str | None, config: str | None,
                   options: dict[str, str | None]) -> tuple[Model, dict[str, float]]:
     """The model and one configuration: defaults < presets < config file < command line.
 
+    The model: ``model_name``, else the one the config file names
+    (``config_model``: a ``calibrated.toml``, the seed's JSON), else the default.
     ``options`` may carry the ``PRESET_OPTIONS`` keys (``gpu``, ``llm``): preset names.
 
     Raises:
-      InputError: an option that does not apply to the model, or a bad value.
+      InputError: an option that does not apply to the model, a bad value, or a
+        config file written for another model than ``model_name``.
     """
-    model = get_model(model_name or DEFAULT_MODEL)
+    named = config_model(config) if config else None
+    if model_name and named and get_model(model_name).name != named:
+        raise InputError("config model", named, f"{model_name!r}, the --model given "
+                         f"(drop --model to use the file's, or give --model {named})")
+    model = get_model(model_name or named or DEFAULT_MODEL)
     values: dict[str, Any] = dict(model.defaults)
     from_file = load_config(config, model) if config else {}
     # Presets first (an option overrides the file's), then explicit values.

@@ -21,7 +21,7 @@ from jaxmodel.report import table, to_json
 @reports_errors
 def eval_command(
     inputs: dict,
-    model: ModelOption = "seed",
+    model: ModelOption = None,
     config: ConfigOption = None,
     output_format: Annotated[
         Literal["json", "table"], typer.Option("--format", help="json (seed format) or table")
@@ -29,7 +29,7 @@ def eval_command(
     no_profile: Annotated[bool, typer.Option("--no-profile", help="skip the two curves")] = False,
     x64: X64Option = False,
 ) -> None:
-    """Evaluate one configuration (defaults: the seed example)."""
+    """Evaluate one configuration (default: the refined model; --model seed: the seed example)."""
     m, values = gather_inputs(model, config, inputs)
     doc = evaluation_document(m, values, x64=x64, profile=not no_profile)
     typer.echo(to_json(doc) if output_format == "json" else table(doc, m))

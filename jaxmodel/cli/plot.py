@@ -58,7 +58,7 @@ def _wrote(output: Path, data) -> None:
 def profile_command(
     inputs: dict,
     output: OutputOption,
-    model: ModelOption = "seed",
+    model: ModelOption = None,
     config: ConfigOption = None,
     width: WidthOption = W,
     height: HeightOption = H,
@@ -105,7 +105,7 @@ def breakdown_command(
                      "on these GPUs at the same global batch"),
     ] = False,
     top: Annotated[int, typer.Option("--top", help="bars for --layouts", min=1, max=64)] = 12,
-    model: ModelOption = "seed",
+    model: ModelOption = None,
     config: ConfigOption = None,
     width: WidthOption = W,
     height: HeightOption = H,
@@ -190,7 +190,7 @@ def tornado_command(
         typer.Option("--wrt", help="inputs (repeat or comma-separate; default: every "
                      "continuous input)", metavar="INPUT"),
     ] = None,
-    model: ModelOption = "seed",
+    model: ModelOption = None,
     config: ConfigOption = None,
     width: WidthOption = W,
     height: HeightOption = H,

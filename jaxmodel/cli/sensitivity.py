@@ -13,7 +13,11 @@ from jaxmodel.cli.common import (
     reports_errors,
     with_input_options,
 )
-from jaxmodel.documents import sensitivity_document, sensitivity_table
+from jaxmodel.documents import (
+    invalid_sensitivity_text,
+    sensitivity_document,
+    sensitivity_table,
+)
 from jaxmodel.report import to_json
 from jaxmodel.sensitivity import sensitivities
 
@@ -29,7 +33,7 @@ def _names(values: list[str] | None) -> list[str] | None:
 @reports_errors
 def sensitivity_command(
     inputs: dict,
-    model: ModelOption = "seed",
+    model: ModelOption = None,
     config: ConfigOption = None,
     of: Annotated[
         list[str] | None,
@@ -40,7 +44,7 @@ def sensitivity_command(
     wrt: Annotated[
         list[str] | None,
         typer.Option("--wrt", help="input to differentiate by (repeat or comma-separate; "
-                     "default: every continuous input)", metavar="INPUT"),
+                     "default: every continuous input the configuration uses)", metavar="INPUT"),
     ] = None,
     kind: Annotated[
         Literal["gradient", "elasticity", "both"],
@@ -55,9 +59,15 @@ def sensitivity_command(
     """Sensitivities of outputs to inputs at one configuration, by autodiff."""
     m, values = gather_inputs(model, config, inputs)
     table = output_format == "table"
-    s = sensitivities(values, of=_names(of), wrt=_names(wrt),
+    asked = _names(wrt)
+    # By default every continuous input this configuration uses (a dense model
+    # lists no MoE inputs).
+    names = asked or list(m.used(m.continuous, values))
+    s = sensitivities(values, of=_names(of), wrt=names,
                       kind="both" if table else kind, model=m, x64=x64)
-    if table:
-        typer.echo(sensitivity_table(m, values, s))
+    if table and not bool(s.valid):
+        typer.echo(invalid_sensitivity_text(m, values, x64=x64))
+    elif table:
+        typer.echo(sensitivity_table(m, values, s, wrt_asked=asked is not None))
     else:
         typer.echo(to_json(sensitivity_document(m, values, s)))

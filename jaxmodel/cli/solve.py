@@ -30,7 +30,7 @@ def solve_command(
         str, typer.Option("--vary", help="the continuous input to change, e.g. "
                           "link_bandwidth_gb_s", metavar="INPUT"),
     ],
-    model: ModelOption = "seed",
+    model: ModelOption = None,
     config: ConfigOption = None,
     output_format: Annotated[
         Literal["json", "text"], typer.Option("--format", help="json (with the answer as a "

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from jaxmodel.cli.common import X64Option, parse_shard, reports_errors
-from jaxmodel.documents import dry_run_summary, sweep_summary
+from jaxmodel.documents import dry_run_summary, plural, sweep_summary
 from jaxmodel.errors import SpecError
 from jaxmodel.spec import DEFAULT_CHUNK, check_writers, load_spec
 
@@ -105,7 +105,8 @@ def sweep_command(
                            process=process, processes=processes, quiet=quiet, writers=writers)
     except SweepInterrupted as e:
         r = e.args[0]
-        typer.echo(f"interrupted after {r.chunks} chunks ({r.rows:,} rows written); resume "
+        typer.echo(f"interrupted after {plural(r.chunks, 'chunk')} ({plural(r.rows, 'row')} "
+                   "written); resume "
                    f"with: {resume_command()}", err=True)
         raise typer.Exit(130) from None
     except WriteFailed as e:

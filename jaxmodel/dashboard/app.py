@@ -89,7 +89,10 @@ def _fmt(v: Any) -> str:
     if isinstance(v, float):
         if not np.isfinite(v):
             return "n/a"
-        return f"{int(v):,}" if v.is_integer() and abs(v) < 1e15 else f"{v:.4g}"
+        if v.is_integer() and abs(v) < 1e15:
+            return f"{int(v):,}"
+        # Thousands with separators, as the whole numbers beside them (1,381 and 3,200).
+        return f"{v:,.0f}" if 1e3 <= abs(v) < 1e15 else f"{v:.4g}"
     return str(v)
 
 

@@ -194,6 +194,11 @@ def write_report(dataset: str | Path, output: str | Path) -> tuple[Path, int]:
                                    dir=output.parent)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
+        # mkstemp makes the file 0600; give it the mode open() would (0644 under
+        # the usual umask), as the Parquet parts and PNGs have.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, output)
     except OSError as e:
         raise q.DashboardError(f"output {str(output)!r}: cannot write ({e.strerror})") from None

@@ -9,7 +9,7 @@ from jaxmodel.models.refined import REFINED
 from jaxmodel.models.seed import SEED
 
 MODELS: dict[str, Model] = {SEED.name: SEED, REFINED.name: REFINED}
-DEFAULT_MODEL = SEED.name
+DEFAULT_MODEL = REFINED.name
 
 
 def get_model(name: str | Model = DEFAULT_MODEL) -> Model:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -68,6 +68,14 @@ class Model:
       retired: inputs the model no longer takes, ``{name: what replaces it}``
         (one line); a spec, config or option naming one is refused with it
         (:meth:`input_hint`).
+      fit_ranges: ``{input: (low, high)}``, the physically possible range of a
+        ``cluster`` input (an efficiency no kernel or collective exceeds, a
+        latency no fabric undercuts), narrower than its domain; ``jaxmodel
+        calibrate`` keeps a fit inside it.
+      unused: ``unused(inputs) -> names``: the inputs, and the outputs of
+        step-time terms, that one configuration does not use (a dense model's
+        MoE inputs and expert all-to-all in the refined model), which
+        sensitivities, tables and legends leave out; None: all are used.
     """
 
     name: str
@@ -90,6 +98,10 @@ class Model:
     cluster: tuple[str, ...] = ()
     memory_capacity: str | None = None
     retired: Mapping[str, str] = field(default_factory=dict, compare=False)
+    fit_ranges: Mapping[str, tuple[float, float]] = field(default_factory=dict,
+                                                          compare=False)
+    unused: Callable[[Mapping[str, float]], tuple[str, ...]] | None = field(
+        default=None, compare=False)
 
     def __post_init__(self) -> None:
         """Check the declarations against each other (a model is built once, at import).
@@ -127,12 +139,27 @@ class Model:
         for name in self.steps:
             if name not in self.input_names:
                 fail(f"stepped input {name!r} is not an input")
+        for name, (low, high) in self.fit_ranges.items():
+            f = self.input_field(name) if name in self.input_names else None
+            if f is None or not (f.low <= low < high <= (f.high if f.high is not None
+                                                        else float("inf"))):
+                fail(f"fit range of {name!r} is not an input's range inside its domain")
         for name in (*self.cluster, *(n for _, names in self.exact_products for n in names),
                      *((self.memory_capacity,) if self.memory_capacity else ())):
             if name not in self.input_names:
                 fail(f"{name!r} is not an input")
         if self.layout is not None:
             self.layout.check(self)
+
+    def used(self, names: Sequence[str], values: Mapping[str, float]) -> tuple[str, ...]:
+        """``names`` less the inputs that the configuration ``values`` does not use."""
+        unused = set(self.unused(values)) if self.unused else set()
+        return tuple(n for n in names if n not in unused)
+
+    def used_terms(self, values: Mapping[str, float]) -> tuple[Term, ...]:
+        """The step-time terms that the configuration ``values`` uses."""
+        unused = set(self.unused(values)) if self.unused else set()
+        return tuple(t for t in self.terms if t.output not in unused)
 
     @property
     def continuous(self) -> tuple[str, ...]:

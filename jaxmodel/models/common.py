@@ -59,6 +59,17 @@ def _next_switch_value(name: str, high: float) -> Callable[[Any], Any]:
     return next_value
 
 
+def next_whole_value(name: str) -> Callable[[Any], Any]:
+    """``Model.steps`` rule for a count that acts through a staircase (``ceil`` or
+    ``floor`` of a ratio), so that its local slope is 0 or an artefact of a
+    relaxation: the discrete difference to the next whole value."""
+
+    def next_value(x):
+        return jnp.round(getattr(x, name)) + 1.0
+
+    return next_value
+
+
 def switch_steps(inputs: tuple[InputField, ...]) -> dict[str, Callable[[Any], Any]]:
     """``Model.steps`` entries for every switch among ``inputs``: an integer
     input with at most ``SWITCH_VALUES`` allowed values, stepped to the next

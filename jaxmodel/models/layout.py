@@ -157,6 +157,22 @@ class LayoutSpace:
     def sequence_length(self, values: Mapping[str, float]) -> int:
         return int(values[SEQUENCE])
 
+    def accumulation_for(self, values: Mapping[str, Any], global_batch_tokens: int, xp):
+        """The accumulation steps ``m = G / (b s d)`` that hold the global batch at
+        ``G`` tokens, with ``d = floor(N / (t p [c]))`` (arrays of ``xp``, numpy
+        or jax.numpy; int64 arithmetic, so exact past 2**24).  Floored, and at
+        least 1: where ``b s d`` does not divide ``G`` the row misses ``G``
+        (a spec's ``global_batch_tokens`` filter drops it)."""
+        def whole(name):
+            return xp.round(values[name]).astype(xp.int64)
+
+        q = whole(TENSOR) * whole(PIPELINE)
+        if self.context:
+            q = q * whole(CONTEXT)
+        d = xp.maximum(whole(GPUS) // xp.maximum(q, 1), 1)
+        per_step = xp.maximum(whole(MICRO_BATCH) * whole(SEQUENCE) * d, 1)
+        return xp.clip(global_batch_tokens // per_step, 1, MAX_GLOBAL_BATCH)
+
     def report_summary(self, inputs: Mapping[str, Any], outputs: Mapping[str, Any]) -> str:
         """``t=8 p=4 d=2``: the layout of one evaluated configuration (``jaxmodel
         eval --format table``)."""

@@ -13,8 +13,16 @@ by these rules, in order:
 4. ``compute-bound``: the largest term is of kind ``compute`` and MFU is at
    least ``COMPUTE_BOUND_MFU_PERCENT`` (75%: all overheads together cost at
    most a third of the compute time).
-5. ``overhead-limited``: compute is the largest single term, but the overheads
-   together drag MFU below that threshold (the seed example, at 51%).
+5. ``overhead-limited``: compute is the largest single term, but MFU is below
+   that threshold (the seed example, at 51%).  The verdict names the larger
+   drag: the collectives and the bubble around compute (``step - compute``),
+   or compute's own slowness (``compute - MFU x step``), split by cause when the
+   model gives them (``compute_parts``: the refined model's GEMM shapes and
+   attention, memory-bound kernels, recompute).
+
+This is the one rule of every model: the regime compares MFU (model FLOPs
+against the GPU's peak), never the compute share of the step, with the
+threshold, so "compute-bound" always means a step near the hardware's limit.
 
 Ties between terms go to the earlier term in the model's ``terms`` (argmax order).
 The bubble-bound sentence speaks of the pipeline inputs of the 3D-parallel
@@ -23,8 +31,8 @@ models (``pipeline_parallel``, ``gradient_accum_steps``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
 from jaxmodel.deferred import jnp
 from jaxmodel.models.base import Term
@@ -40,6 +48,20 @@ REGIMES: tuple[str, ...] = (
 COMPUTE_BOUND_MFU_PERCENT = 75.0
 
 _CB, _OVERHEAD, _COMM, _BUBBLE_BOUND, _INVALID = range(5)
+
+
+class ComputePart(NamedTuple):
+    """One cause of compute time beyond the ideal (model FLOPs at the peak).
+
+    Attributes:
+      what: the cause in a verdict sentence (``memory-bound kernels``).
+      ms: its time per step, ms.
+      lever: the sentence that shortens it.
+    """
+
+    what: str
+    ms: float
+    lever: str
 _KIND_CODES = {"compute": 0, "bubble": 1, "communication": 2}
 
 
@@ -107,6 +129,7 @@ def render_verdict(
     inputs: Mapping[str, float],
     outputs: Mapping[str, Any],
     invalid_reasons: list[tuple[str, str]],
+    compute_parts: Sequence[ComputePart] = (),
 ) -> str:
     """The verdict sentence for one configuration.
 
@@ -116,6 +139,8 @@ def render_verdict(
       outputs: output values by name (host scalars); ``regime`` and
         ``bottleneck`` may be codes or names.
       invalid_reasons: what the model found wrong with an invalid layout.
+      compute_parts: the compute term's time beyond the ideal by cause, largest
+        first (empty: a model whose compute runs at the peak, as the seed's).
     """
     regime = _name(REGIMES, outputs["regime"])
     if regime == "invalid":
@@ -138,6 +163,18 @@ def render_verdict(
             f"add data-parallel replicas (tokens/s grows with d at about the same step time)"
         )
     if regime == "overhead-limited":
+        ideal = mfu / 100.0 * step
+        excess, overhead = compute - ideal, step - compute
+        if excess > overhead and any(p.ms > 0 for p in compute_parts):
+            causes = ", ".join(f"{p.what} {_ms(p.ms)}" for p in compute_parts if p.ms > 0)
+            lever = next(p.lever for p in compute_parts if p.ms > 0)
+            return (
+                f"overhead-limited -- compute is the largest term ({_pct(compute, step)} of the "
+                f"step) but runs at {_pct(ideal, compute)} of the GPU's peak, so model-FLOPs "
+                f"utilisation is {mfu:.0f}%: of its {_ms(compute)}, {_ms(excess)} is beyond the "
+                f"ideal: {causes}; communication and the pipeline bubble add "
+                f"{_ms(overhead)}. {lever}"
+            )
         if bubble > 0 and comm > 0:
             lever = (
                 "Raise gradient-accumulation micro-batches to shrink the bubble, "

@@ -50,7 +50,7 @@ def test_eval_table_says_when_memory_does_not_fit():
 
 
 def test_seed_eval_table_has_no_memory_section():
-    result = runner.invoke(app, ["eval", "--format", "table", "--no-profile"])
+    result = runner.invoke(app, ["eval", "--model", "seed", "--format", "table", "--no-profile"])
     assert "memory per GPU" not in result.output
 
 
@@ -62,22 +62,30 @@ def test_best_table_shows_memory_columns():
     lines = result.output.splitlines()
     head = next(i for i, line in enumerate(lines) if line.lstrip().startswith("rank"))
     cols = lines[head].split()
-    assert {"mem_gb", "state_gb", "act_gb"} <= set(cols)
+    assert {"mem_gb", "state_gb", "act_gb", "hfu_percent", "per_gpu_tokens_s"} <= set(cols)
     doc = json.loads(runner.invoke(app, ["best", *LLAMA3_70B, "--num-gpus", "64",
                                          "--global-batch", "64", "--top", "3",
                                          "--format", "json"]).output)
     for row, line in zip(doc["top"], lines[head + 1:head + 4], strict=True):
         cells = dict(zip(cols, line.split(), strict=True))
         assert float(cells["mem_gb"]) == round(row["memory_gb_per_gpu"], 3)
+        assert float(cells["hfu_percent"]) == round(row["hfu_percent"], 3)
+        assert float(cells["per_gpu_tokens_s"].replace(",", "")) == pytest.approx(
+            row["per_gpu_tokens_s"], abs=0.0006)
         assert row["memory_gb_per_gpu"] <= H100_GB
     assert "every layout listed fits" in result.output
 
 
 def test_best_with_the_seed_model_says_it_has_no_memory_limit():
-    result = runner.invoke(app, ["best", "--num-gpus", "64", "--global-batch", "64"])
+    result = runner.invoke(app, ["best", "--model", "seed", "--num-gpus", "64", "--global-batch",
+                                 "64"])
     assert result.exit_code == 0
     assert "model 'seed' has no memory limit" in result.output
     assert "--model refined" in result.output
+    one = runner.invoke(app, ["best", "--model", "seed", "--num-gpus", "64", "--global-batch",
+                              "64", "--top", "1"])
+    assert "best 1 layout:" in one.output  # issue 27 item 13: plurals agree
+    assert "; 1 chunk of " in one.output
 
 
 @pytest.mark.slow
@@ -124,3 +132,22 @@ def test_best_prints_why_no_layout_is_valid():
                                          "--global-batch", "64", "--gpu-memory-gb", "20",
                                          "--format", "json"]).output)
     assert doc["top"] == [] and doc["why_no_valid"]["counts"]["do not fit in memory"] > 0
+
+
+def test_eval_table_shows_per_gpu_rates_and_only_the_terms_in_use():
+    """Issue 27 item 11: HFU and tokens/s per GPU beside MFU (the JSON's values); the
+    expert all-to-all row only for an MoE model."""
+    dense = runner.invoke(app, ["eval", *LLAMA3_70B, "--format", "table", "--no-profile"])
+    doc = json.loads(runner.invoke(app, ["eval", *LLAMA3_70B, "--no-profile"]).stdout)
+    o = doc["outputs"]
+    assert dense.exit_code == 0, dense.output
+    assert f"MFU: {o['mfu_percent']}%   HFU: {o['hfu_percent']}%" in dense.output
+    assert f"({o['per_gpu_tokens_s']:,.0f} per GPU)" in dense.output
+    assert o["per_gpu_tokens_s"] == pytest.approx(o["throughput_tokens_s"] / o["used_gpus"],
+                                                  rel=1e-3)
+    assert "expert all-to-all" not in dense.output and "tensor-parallel" in dense.output
+    moe = runner.invoke(app, ["eval", "--llm", "qwen3-235b-a22b", "--gpu", "h100-sxm",
+                              "--num-gpus", "256", "--expert-parallel", "8",
+                              "--pipeline-parallel", "8", "--format", "table", "--no-profile"])
+    assert moe.exit_code == 0, moe.output
+    assert "exposed expert all-to-all" in moe.output

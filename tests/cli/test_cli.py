@@ -28,7 +28,7 @@ CONSOLE_SCRIPT = Path(sys.executable).parent / "jaxmodel"
 
 
 def run_ok(*args: str) -> str:
-    result = runner.invoke(app, ["eval", *args])
+    result = runner.invoke(app, ["eval", "--model", "seed", *args])
     assert result.exit_code == 0, result.output
     assert result.stderr == ""
     return result.stdout
@@ -80,7 +80,7 @@ def test_float32_default_agrees_with_x64_to_printed_rounding():
 def test_no_profile_skips_the_curves():
     doc = eval_json("--no-profile")
     assert "profile" not in doc and doc["steps"] == 0
-    assert list(doc) == ["model", "inputs", "outputs", "steps", "node", "compute_ms"]
+    assert list(doc) == ["model", "inputs", "outputs", "steps", "node", "wall_ms"]
     full = eval_json()
     assert full["steps"] == 96 and len(full["profile"]["eff_vs_bw"]) == 48
 
@@ -117,10 +117,14 @@ def test_format_table_for_an_invalid_layout():
 
 
 def test_config_seed_file_is_accepted_as_is(seed_example):
+    """Without --model: the file's model line selects the seed (issue 27 item 1)."""
     doc = eval_json("--config", str(SEED_FILE))
+    assert doc["model"] == seed_example["model"]
     assert doc["inputs"] == seed_example["inputs"]
     assert doc["outputs"] == seed_example["outputs"]
-    assert doc["profile"] == seed_example["profile"]
+    points = seed_example["profile"]["eff_vs_gpus"]  # each point once (issue 27 item 13)
+    assert doc["profile"] == {**seed_example["profile"], "eff_vs_gpus": [
+        pt for i, pt in enumerate(points) if i == 0 or pt != points[i - 1]]}
 
 
 def test_config_seed_shaped_file_and_command_line_override(tmp_path, seed_example):
@@ -202,7 +206,7 @@ def assert_one_line_error(result, *names):
     ids=lambda v: " ".join(v) if isinstance(v, list) and v and v[0].startswith("--") else None,
 )
 def test_malformed_option_value(args, names):
-    assert_one_line_error(runner.invoke(app, ["eval", *args]), *names)
+    assert_one_line_error(runner.invoke(app, ["eval", "--model", "seed", *args]), *names)
 
 
 @pytest.mark.parametrize(
@@ -223,24 +227,26 @@ def test_malformed_option_value(args, names):
 def test_malformed_config_file(tmp_path, name, text, names):
     path = tmp_path / name
     path.write_text(text)
-    assert_one_line_error(runner.invoke(app, ["eval", "--config", str(path)]), *names)
+    assert_one_line_error(runner.invoke(app, ["eval", "--model", "seed", "--config", str(path)]),
+                          *names)
 
 
 def test_unreadable_config_file(tmp_path):
     missing = tmp_path / "missing.json"
-    assert_one_line_error(runner.invoke(app, ["eval", "--config", str(missing)]),
+    assert_one_line_error(runner.invoke(app, ["eval", "--model", "seed", "--config", str(missing)]),
                           "config", "missing.json", "readable file")
-    assert_one_line_error(runner.invoke(app, ["eval", "--config", str(tmp_path)]),
+    assert_one_line_error(runner.invoke(app, ["eval", "--model", "seed", "--config",
+                                              str(tmp_path)]),
                           "config", str(tmp_path), "readable file")
 
 
 @pytest.mark.parametrize(
     ("argv", "names"),
     [
-        (["eval", "--bogus", "3"], ["--bogus"]),
-        (["eval", "--num-gpu", "64"], ["--num-gpu"]),
-        (["eval", "--format", "xml"], ["--format", "xml"]),
-        (["eval", "--num-gpus"], ["--num-gpus", "requires an argument"]),
+        (["eval", "--model", "seed", "--bogus", "3"], ["--bogus"]),
+        (["eval", "--model", "seed", "--num-gpu", "64"], ["--num-gpu"]),
+        (["eval", "--model", "seed", "--format", "xml"], ["--format", "xml"]),
+        (["eval", "--model", "seed", "--num-gpus"], ["--num-gpus", "requires an argument"]),
         (["nosuch"], ["nosuch"]),
     ],
 )
@@ -258,7 +264,7 @@ def test_usage_errors_through_main(capsys, argv, names):
 
 def test_main_runs_eval(capsys, seed_example):
     with pytest.raises(SystemExit) as e:
-        main(["eval", "--no-profile"])
+        main(["eval", "--model", "seed", "--no-profile"])
     assert e.value.code == 0
     assert json.loads(capsys.readouterr().out)["outputs"] == seed_example["outputs"]
 
@@ -271,16 +277,16 @@ def test_values_past_float32_and_text_in_files_are_one_line_errors(tmp_path, cap
             main(args)
         return info.value.code, capsys.readouterr().err
 
-    code, err = run(["eval", "--link-bandwidth-gb-s", "1e300"])
+    code, err = run(["eval", "--model", "seed", "--link-bandwidth-gb-s", "1e300"])
     assert code == 2 and "float32's range" in err and err.count("\n") == 1
-    code, err = run(["eval", "--compute-tflops", "1e-300"])
+    code, err = run(["eval", "--model", "seed", "--compute-tflops", "1e-300"])
     assert code == 2 and "compute_tflops: got 1e-300" in err
     config = tmp_path / "c.json"
     config.write_text('{"num_gpus": "64"}')
-    code, err = run(["eval", "--config", str(config)])
+    code, err = run(["eval", "--model", "seed", "--config", str(config)])
     assert code == 2 and "num_gpus: got '64'" in err and "not text" in err
     # an overflowing result (not an input) prints as null, never a traceback
     with pytest.raises(SystemExit) as info:
-        main(["eval", "--compute-tflops", "1.2e-38", "--no-profile"])
+        main(["eval", "--model", "seed", "--compute-tflops", "1.2e-38", "--no-profile"])
     assert info.value.code == 0
     assert '"compute_time_ms": null' in capsys.readouterr().out

@@ -53,3 +53,12 @@ def test_a_seed_only_option_with_the_refined_model_names_the_output():
     assert err.count("\n") == 1 and err.startswith("error: --model-params-b: got '175'")
     assert "'Inputs of model refined only'" in err
     assert "model 'refined' computes model_params_b (an output)" in err
+
+
+def test_best_help_at_80_columns_cuts_no_word():
+    """Issue 27 item 13: at 80 columns rich folds the help text; a word longer than
+    the column ("min:used_gpus,max:throughp…") was cut off."""
+    result = runner.invoke(app, ["best", "--help"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0
+    pareto = result.output[result.output.index("--pareto"):].split("--format")[0]
+    assert "…" not in pareto and "max:throughput_tokens_s" in pareto

@@ -5,6 +5,7 @@ against ``jaxmodel.evaluate`` and the sweep's own columns, and bad requests over
 import base64
 import json
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -974,6 +975,13 @@ def test_report_embeds_aggregates_not_rows(tmp_path, dataset):
     assert "<script src=" not in rest and "http" not in rest.replace("http-equiv", "")
     assert rest.count("Plotly.newPlot") >= 4
     assert len(rest) < 400_000  # aggregates of a 576-row sweep, not its rows
+    # Issue 27 item 14: the mode open() gives (0644 under umask 022), as the Parquet
+    # parts have, not mkstemp's 0600.
+    part = next(Path(dataset).glob("*.parquet"))
+    assert out.stat().st_mode & 0o777 == part.stat().st_mode & 0o777
+    umask = os.umask(0)
+    os.umask(umask)
+    assert out.stat().st_mode & 0o777 == 0o666 & ~umask
 
 
 def test_dashboard_console_script_serves_and_warns_off_localhost(dataset):
@@ -1044,3 +1052,11 @@ def test_export_downloads_the_filtered_rows_as_csv_and_parquet(client, rows):
         table = read(base64.b64decode(sent["content"]))
         assert table["config_id"].to_pylist() == want
         assert {"link_bandwidth_gb_s", "num_gpus", "mfu_percent"} <= set(table.column_names)
+
+
+def test_slider_marks_share_one_number_format():
+    """Issue 27 item 13: a geomspace level (1381.3) reads 1,381 beside 3,200."""
+    from jaxmodel.dashboard.app import _fmt
+
+    assert [_fmt(v) for v in (1381.3, 3200.0, 25.0, 12.5, 0.8)] == [
+        "1,381", "3,200", "25", "12.5", "0.8"]

@@ -282,8 +282,8 @@ def test_moe_recompute_drops_activations_by_hand():
     x = SimpleNamespace(**apply_presets(REFINED, llm="qwen3-235b-a22b"))
     x.moe_imbalance, x.capacity_factor = 1.0, 0.0
     x.moe_dispatcher, x.expert_parallel = np.float32(1), np.float32(8)  # DeepEP: one permute
-    for fp8, expected in ((0, {0: 0.0, 1: 6.0, 2: 34.0}), (1, {0: 0.0, 1: 3.0, 2: 23.0})):
-        x.fp8 = np.float32(fp8)
+    for precision, expected in ((0, {0: 0.0, 1: 6.0, 2: 34.0}), (1, {0: 0.0, 1: 3.0, 2: 23.0})):
+        x.precision = np.float32(precision)
         for level, value in expected.items():
             x.moe_recompute = np.float32(level)
             x.recompute = np.float32(0)
@@ -458,7 +458,7 @@ def test_dense_results_do_not_see_the_moe_inputs(x64):
                  moe_recompute=rng.choice([0, 1, 2], n),
                  moe_host_overhead_us=rng.uniform(0, 3000, n),
                  ep_overlap=rng.choice([0, 1], n))
-    assert set(knobs) == set(MOE_ONLY)
+    assert set(knobs) == set(MOE_ONLY) == set(moe.DENSE_UNUSED)
     plain = jaxmodel.evaluate(REFINED, x64=x64, **base)
     knobbed = jaxmodel.evaluate(REFINED, x64=x64, **base,
                                 **{k: np.asarray(v, float) for k, v in knobs.items()})

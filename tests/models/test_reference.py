@@ -115,7 +115,7 @@ def configs():
 
 @pytest.mark.parametrize("x64", [False, True], ids=["float32", "float64"])
 def test_model_matches_reference_on_random_valid_configs(configs, x64):
-    out = jaxmodel.evaluate(x64=x64, **configs)  # one jit(vmap) batch
+    out = jaxmodel.evaluate("seed", x64=x64, **configs)  # one jit(vmap) batch
     ref = reference_rows(configs, x64)
     rtol = RTOL[x64]
     assert all(r["valid_layout"] for r in ref)
@@ -196,7 +196,7 @@ BIG_TOKEN_CASES = {
 @pytest.mark.parametrize("case", list(BIG_TOKEN_CASES))
 def test_integer_outputs_exact_past_2_24_and_2_31(case, x64):
     inputs = {**MODEL.defaults, **BIG_TOKEN_CASES[case]}
-    out = jaxmodel.evaluate(x64=x64, **inputs)
+    out = jaxmodel.evaluate("seed", x64=x64, **inputs)
     ints = {k: int(v) if MODEL.input_field(k).integer else v for k, v in inputs.items()}
     t, p = ints["tensor_parallel"], ints["pipeline_parallel"]
     d = ints["num_gpus"] // (t * p)
@@ -227,7 +227,7 @@ INVALID_CASES = {
 def test_invalid_layouts_give_nan_timings_and_invalid_codes(x64):
     batch = [{**MODEL.defaults, **case} for case in INVALID_CASES.values()]
     columns = {k: np.array([row[k] for row in batch]) for k in MODEL.input_names}
-    out = jaxmodel.evaluate(x64=x64, **columns)
+    out = jaxmodel.evaluate("seed", x64=x64, **columns)
     np.testing.assert_array_equal(out.valid_layout, False)
     for name in FLOAT_OUTPUTS:
         assert np.isnan(getattr(out, name)).all(), name

@@ -388,7 +388,7 @@ def test_eval_refined_with_presets_and_profile():
 
 
 def test_refined_option_on_seed_model_is_an_error():
-    result = runner.invoke(app, ["eval", "--recompute", "2"])
+    result = runner.invoke(app, ["eval", "--model", "seed", "--recompute", "2"])
     assert result.exit_code == 2
     assert "options of model 'seed' only" in result.output
 

@@ -384,6 +384,28 @@ def test_embedding_and_loss_in_the_pipeline_split():
     assert out["compute_time_ms"] == approx((4 * 2 * layer_us + optimizer_us) * 1e-3)
 
 
+def test_uneven_note_at_two_stages_has_no_others_and_follows_a_full_stop():
+    """Issue 27 item 5: with p = 2 both stages are the first and the last; the note
+    is a sentence of its own after the verdict's last one."""
+    # 7 layers + embedding + output layer = 9 units over p = 2: ceil(9 / 2) = 5 a
+    # stage, so the first and last hold 4 layers each (+ embedding / output layer).
+    cfg = {**TOY, "num_layers": 7, "pipeline_split_embedding": 1}
+    verdict = REFINED.verdict(cfg, run(num_layers=7, pipeline_split_embedding=1))
+    assert ("Uneven pipeline: 7 layers over 2 stages (3.50 on average); the first and "
+            "last stages hold 4 layers (+ embedding / output layer), and the busiest sets "
+            "the pace.") in verdict
+    assert "the others" not in verdict
+    head, note = verdict.split(" Uneven pipeline:")
+    assert head.endswith(".") and not head.endswith("..")
+    # Four stages keep the middle ones: 6 + 2 = 8 units, 2 each.
+    four = REFINED.verdict({**TOY, "num_gpus": 16, "pipeline_parallel": 4, "num_layers": 6,
+                            "pipeline_split_embedding": 1},
+                           run(num_gpus=16, pipeline_parallel=4, num_layers=6,
+                               pipeline_split_embedding=1))
+    assert "the first and last stages hold 1 layer (+ embedding / output layer), " \
+        "the others 2" in four
+
+
 def test_zero_bubble_schedules():
     # Last stage per micro-batch (us): F = 4 x 102.42490368 + 5.36870912 (logits),
     # W = 4 x 64.42450944, B = 1269.825536 - F - W.  1F1B's bubble is

@@ -52,16 +52,16 @@ def test_llama_layer_activations_from_the_tensor_list():
     # Q 2, K and V 2 x 2 x 8 / 64 = 0.5; the attention output 2; the FC1 output
     # (gate and up) 4 f / h = 14; the SwiGLU output (FC2 input) 2 f / h = 7:
     # 33.5 bytes per element.
-    assert _layer_bytes(dropout=0, fp8=0) == approx(33.5 * LLAMA_SBH_T)
+    assert _layer_bytes(dropout=0, precision=0) == approx(33.5 * LLAMA_SBH_T)
     # With dropout its two masks (1 byte each) are stored: 35.5 (Korthikanti's
     # 10 replicated bytes for 8 + 2).
-    assert _layer_bytes(dropout=1, fp8=0) == approx(35.5 * LLAMA_SBH_T)
+    assert _layer_bytes(dropout=1, precision=0) == approx(35.5 * LLAMA_SBH_T)
     # FP8: the QKV, FC1 and FC2 inputs are saved as their FP8 casts (1 byte:
     # -1, -1, -3.5) and the output projection keeps an FP8 copy of the attention
     # output (+1): 29.
-    assert _layer_bytes(dropout=0, fp8=1) == approx(29.0 * LLAMA_SBH_T)
+    assert _layer_bytes(dropout=0, precision=1) == approx(29.0 * LLAMA_SBH_T)
     # Full recompute keeps the layer input, 2 bytes, whatever the precision.
-    assert _layer_bytes(recompute=2, dropout=0, fp8=1) == approx(2.0 * LLAMA_SBH_T)
+    assert _layer_bytes(recompute=2, dropout=0, precision=1) == approx(2.0 * LLAMA_SBH_T)
 
 
 def test_dropout_masks_of_the_attention_scores():
@@ -69,8 +69,8 @@ def test_dropout_masks_of_the_attention_scores():
     # the softmax output 2, and with dropout its mask 1 and output 2.
     # a s / h = 64 x 8192 / 8192 = 64.
     for dropout, score_bytes in ((0, 2.0), (1, 5.0)):
-        base = _layer_bytes(dropout=dropout, fp8=0, flash_attention=1)
-        scores = _layer_bytes(dropout=dropout, fp8=0, flash_attention=0) - base
+        base = _layer_bytes(dropout=dropout, precision=0, flash_attention=1)
+        scores = _layer_bytes(dropout=dropout, precision=0, flash_attention=0) - base
         assert scores == approx(score_bytes * 64 * LLAMA_SBH_T)
 
 
@@ -88,9 +88,12 @@ def test_fp8_weight_copies_and_fp8_primary_weights():
     # layer weight (2 bytes x 4 layers x 12 h^2 / t); FP8 primary weights
     # (fp8_param_gather) hold the weight in FP8 with its transpose, 1 + 1 bytes
     # in place of bf16's 2: no more than BF16.
-    assert run(fp8=1)["model_state_gb_per_gpu"] == approx((16 * P_GPU + 2 * 4 * LAYER_P) / 1e9)
-    assert run(fp8=1, fp8_param_gather=1)["model_state_gb_per_gpu"] == approx(16 * P_GPU / 1e9)
-    assert run(fp8=0, fp8_param_gather=1)["model_state_gb_per_gpu"] == approx(16 * P_GPU / 1e9)
+    assert run(precision=1)["model_state_gb_per_gpu"] == approx(
+        (16 * P_GPU + 2 * 4 * LAYER_P) / 1e9)
+    assert run(precision=1, fp8_param_gather=1)["model_state_gb_per_gpu"] == approx(
+        16 * P_GPU / 1e9)
+    assert run(precision=0, fp8_param_gather=1)["model_state_gb_per_gpu"] == approx(
+        16 * P_GPU / 1e9)
 
 
 def test_activation_offload_keeps_one_layer_in_transit():
@@ -124,7 +127,7 @@ def approx32(x):
 def _deepseek(**changes):
     x = SimpleNamespace(**{k: np.float64(v) for k, v in apply_presets(
         REFINED, llm="deepseek-v3").items()})
-    for k, v in {"fp8": 0, "mla_recompute": 0, **changes}.items():
+    for k, v in {"precision": 0, "mla_recompute": 0, **changes}.items():
         setattr(x, k, np.float64(v))
     return x
 
@@ -136,13 +139,14 @@ def test_mla_activations_by_hand():
     # 2 bytes: 163,840 / 7168; under FP8 the output projection's FP8 copy adds
     # 16,384.  With the up-projections recomputed only the output stays.
     assert float(moe.attention_activation_bytes(_deepseek())) == approx32(163_840 / 7168)
-    assert float(moe.attention_activation_bytes(_deepseek(fp8=1))) == approx32(180_224 / 7168)
+    assert float(moe.attention_activation_bytes(_deepseek(precision=1))) == approx32(
+        180_224 / 7168)
     assert float(moe.attention_activation_bytes(_deepseek(mla_recompute=1))) == approx32(
         32_768 / 7168)
     # Latents: the down-projections' outputs 1536 + 512 + 64 as norm inputs
     # (2 bytes) and the normed 1536 + 512 as up-projection inputs (2; FP8 1).
     assert float(moe.latent_activation_bytes(_deepseek())) == approx32(8_320 / 7168)
-    assert float(moe.latent_activation_bytes(_deepseek(fp8=1))) == approx32(6_272 / 7168)
+    assert float(moe.latent_activation_bytes(_deepseek(precision=1))) == approx32(6_272 / 7168)
 
 
 def test_routed_copies_keep_only_the_expert_input():
@@ -150,8 +154,8 @@ def test_routed_copies_keep_only_the_expert_input():
     # input, 2 bytes each (FP8: 1), per element of s b h.
     x = SimpleNamespace(**apply_presets(REFINED, llm="qwen3-235b-a22b"))
     x.moe_imbalance, x.capacity_factor = 1.0, 0.0
-    for fp8, per_copy in ((0, 2.0), (1, 1.0)):
-        x.fp8 = np.float64(fp8)
+    for precision, per_copy in ((0, 2.0), (1, 1.0)):
+        x.precision = np.float64(precision)
         assert float(moe.dispatch_activation_bytes(x)) == approx32(8 * per_copy)
 
 
@@ -168,8 +172,8 @@ def test_capacity_in_bytes_from_the_datasheet_gib():
 def test_norm_recompute_frees_the_norm_outputs_and_runs_the_norms_again():
     # Llama 3 70B layer as above: the QKV and FC1 inputs (the norm outputs) go,
     # 2 + 2 bytes in bf16 (33.5 -> 29.5), 1 + 1 under FP8 (29 -> 27).
-    assert _layer_bytes(dropout=0, fp8=0, norm_recompute=1) == approx(29.5 * LLAMA_SBH_T)
-    assert _layer_bytes(dropout=0, fp8=1, norm_recompute=1) == approx(27.0 * LLAMA_SBH_T)
+    assert _layer_bytes(dropout=0, precision=0, norm_recompute=1) == approx(29.5 * LLAMA_SBH_T)
+    assert _layer_bytes(dropout=0, precision=1, norm_recompute=1) == approx(27.0 * LLAMA_SBH_T)
     # Time: both norms' forward again, each reading and writing s b h in bf16
     # (8 bytes per element, 8,388,608 B at 1e12 B/s = 8.388608 us) per layer
     # and micro-batch: 4 layers x 4 micro-batches on TOY's busiest stage.

@@ -264,6 +264,15 @@ CLUSTER: tuple[str, ...] = (
     "matmul_efficiency", "hbm_efficiency", "intra_node_efficiency",
     "inter_node_efficiency", "intra_node_latency_us", "inter_node_latency_us",
 )
+# What each can physically be (calibrate's bounds; sources in the comments on
+# the inputs above and in jaxmodel.models.presets): no bf16 GEMM sustains over
+# 90% of dense peak (the best Maximum Achievable Matmul FLOPS in Bekman's table
+# is A100's 85.9%; H100's 80.1%), streaming kernels reach at most ~95% of HBM, NCCL's bus
+# bandwidth ~95% of NVLink and ~97% of InfiniBand line rate; a collective step
+# costs at least ~0.5 us on NVLink and ~1 us across nodes, at most tens of us.
+FIT_RANGES = {"matmul_efficiency": (0.3, 0.9), "hbm_efficiency": (0.4, 0.95),
+              "intra_node_efficiency": (0.3, 0.95), "inter_node_efficiency": (0.3, 0.97),
+              "intra_node_latency_us": (0.5, 50.0), "inter_node_latency_us": (1.0, 100.0)}
 
 # The step-time terms, in stacking and tie-break order.  Context-parallel
 # traffic (cp_comm_ms) competes for the bottleneck within the tensor-parallel

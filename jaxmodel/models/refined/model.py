@@ -40,7 +40,7 @@ from functools import partial
 
 from jaxmodel.deferred import jnp
 from jaxmodel.models.base import Model
-from jaxmodel.models.common import masked, switch_steps, whole
+from jaxmodel.models.common import masked, next_whole_value, switch_steps, whole
 from jaxmodel.models.layout import CONTEXT, GPUS, PIPELINE, TENSOR, LayoutSpace, replica_step
 from jaxmodel.models.refined import moe, space
 from jaxmodel.models.refined.context import cp_seconds
@@ -49,7 +49,9 @@ from jaxmodel.models.refined.derived import derive
 from jaxmodel.models.refined.fields import (
     CLUSTER,
     DESCRIPTION,
+    FIT_RANGES,
     INPUTS,
+    MOE_COMM,
     OUTPUTS,
     RETIRED,
     TERMS,
@@ -153,13 +155,11 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     tokens = b * m * s * d
     throughput = tokens / step_reported
     share = percent(compute_ms, step_ms)
-    # The regime's "compute-bound" test uses the compute share of the step
-    # (as the seed does, where it equals MFU): MFU against the true peak also
-    # carries the achievable fraction and recompute, which no lever in the
-    # verdict addresses.  Context-parallel traffic counts with the tensor-
+    # The regime's "compute-bound" test uses MFU, as every model does
+    # (jaxmodel.models.verdicts).  Context-parallel traffic counts with the tensor-
     # parallel term (both are model-parallel collectives inside each layer).
     bottleneck, regime = bottleneck_and_regime(
-        TERMS, (compute_ms, tp_ms + cp_ms, pp_ms, bubble_ms, dp_ms, moe_ms), share, valid
+        TERMS, (compute_ms, tp_ms + cp_ms, pp_ms, bubble_ms, dp_ms, moe_ms), mfu, valid
     )
 
     formed = partial(masked, well_formed, dtype=fdt)
@@ -228,8 +228,10 @@ REFINED = Model(
     apply=refined_model,
     verdict=refined_verdict,
     terms=TERMS,
-    # d = floor(N / (t p c)): N is stepped, and so is every switch.
-    steps={GPUS: replica_step((TENSOR, PIPELINE, CONTEXT)), **switch_steps(INPUTS)},
+    # d = floor(N / (t p c)): N is stepped, and so is every switch; num_sms acts
+    # through the GEMMs' wave count ceil(tiles / num_sms), a staircase.
+    steps={GPUS: replica_step((TENSOR, PIPELINE, CONTEXT)), **switch_steps(INPUTS),
+           "num_sms": next_whole_value("num_sms")},
     layout=LayoutSpace(context=True, extra=space.layout_axes, uneven_pipeline=True,
                        meaningless=space.meaningless),
     layout_reasons=layout_reasons,
@@ -241,4 +243,7 @@ REFINED = Model(
     cluster=CLUSTER,
     memory_capacity="gpu_memory_gb",
     retired=RETIRED,
+    fit_ranges=FIT_RANGES,
+    unused=lambda v: (*moe.DENSE_UNUSED, MOE_COMM.output) if round(v["num_experts"]) == 1
+    else (),
 )

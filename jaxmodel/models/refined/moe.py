@@ -109,6 +109,14 @@ DISPATCH_ACTIVATION_BYTES = 2.0
 A2A_OVERLAP = 0.5
 
 
+# The inputs that a dense model (num_experts = 1) does not use.
+DENSE_UNUSED = ("experts_per_token", "moe_ffn_hidden_dim", "shared_experts", "dense_layers",
+                "moe_layer_interval", "q_lora_rank", "kv_lora_rank", "qk_rope_dim",
+                "expert_tensor_parallel", "moe_dispatcher", "max_nodes_per_token",
+                "moe_overlap", "moe_imbalance", "capacity_factor", "moe_recompute",
+                "moe_host_overhead_us", "ep_overlap")
+
+
 def is_plain(x):
     """True where the configuration is a dense model with standard attention
     (``head_dim`` included: the refined model's own expressions handle it).

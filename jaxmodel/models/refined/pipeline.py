@@ -118,8 +118,9 @@ def uneven_note(inputs: Mapping[str, float]) -> str:
     e = int(inputs.get("pipeline_split_embedding", 0))
     if mid == end == layers / p:
         return ""
-    what = (f"the first and last stages hold {end} layers (+ embedding / output layer), "
-            f"the others {mid}" if e else f"the busiest stage holds {mid} layers")
+    others = f", the others {mid}" if p > 2 else ""
+    what = (f"the first and last stages hold {end} layer{'s' * (end != 1)} (+ embedding / "
+            f"output layer){others}" if e else f"the busiest stage holds {mid} layers")
     return (f" Uneven pipeline: {layers} layers over {p} stages ({layers / p:.2f} on "
             f"average); {what}, and the busiest sets the pace.")
 

@@ -28,6 +28,7 @@ from typing import Any
 
 from jaxmodel.deferred import jnp
 from jaxmodel.models.common import whole
+from jaxmodel.models.compute_drag import refined_compute_parts
 from jaxmodel.models.refined.fields import TERMS
 from jaxmodel.models.refined.pipeline import uneven_note
 from jaxmodel.models.verdicts import _divisors_near, render_verdict
@@ -216,9 +217,11 @@ def moe_layout_reasons(inputs: Mapping[str, float], outputs: Mapping[str, Any]
 
 def refined_verdict(inputs: Mapping[str, float], outputs: Mapping[str, Any]) -> str:
     """The verdict sentence for one evaluated configuration."""
-    verdict = render_verdict(TERMS, inputs, outputs, layout_reasons(inputs, outputs))
+    verdict = render_verdict(TERMS, inputs, outputs, layout_reasons(inputs, outputs),
+                             refined_compute_parts(inputs, outputs))
     if verdict.startswith("invalid"):
         return verdict
-    return verdict + uneven_note(inputs)
+    note = uneven_note(inputs)
+    return verdict + ("." + note if note else "")
 
 
