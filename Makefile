@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run run-seed test test-all bench lint clean
+.PHONY: run run-seed test test-all bench lint docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +52,12 @@ bench: $(STAMP)
 	$(BIN)/python bench/search.py
 	$(BIN)/python bench/sensitivity.py
 	$(BIN)/python bench/calibrate.py
+
+# Every generated page of docs/ (tests fail when one is stale): the reference pages
+# from the code, and the validation table (a minute or two: it runs every set).
+docs: $(STAMP)
+	$(BIN)/jaxmodel docs docs/reference
+	$(BIN)/jaxmodel validate --all --format markdown -o docs/validation.md
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -1,6 +1,6 @@
-"""The README's commands, checked so that the README cannot rot (issue 17 item 9).
+"""The commands of the README and of every page under docs/, checked so that they cannot rot.
 
-Extraction rule (keep it in mind when adding to the README):
+Extraction rule (keep it in mind when adding to the README or docs/):
 
 * A **command** is a line in a fenced block without a language tag (a bare
   ```` ``` ````) that starts with ``.venv/bin/jaxmodel ``, joined with the lines
@@ -11,6 +11,8 @@ Extraction rule (keep it in mind when adding to the README):
   ``.venv/bin/``), ``make`` and ``pip`` lines.
 * A fenced ``python`` block is a **snippet**, run as is.
 
+The pages are read in order: the README, then ``docs/**/*.md`` sorted by path.
+
 ``make test`` (fast): every command parses against the CLI (each subcommand,
 option and value type exists, via click's own parser, nothing run), and every
 input file it names (a ``.toml``, ``.json`` or ``.csv`` argument that is not
@@ -18,7 +20,7 @@ an ``-o`` output) exists relative to the repository root, where the README's
 commands are run, or is written by an earlier command's ``-o``.
 
 ``-m slow``: every command but ``dashboard`` (a server, until Ctrl-C) runs, in
-README order, in-process from a scratch directory that holds links to the
+page order, in-process from a scratch directory that holds links to the
 repository's ``sweeps/`` and ``tests/`` (so outputs such as ``out/default``
 and ``docs/*.png`` land there), and must exit 0; a sweep over more than
 ``MAX_RUN_CONFIGS`` configurations gets ``--dry-run`` (it is checked, sized
@@ -37,6 +39,7 @@ from jaxmodel.cli import app
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+PAGES = [README, *sorted((ROOT / "docs").rglob("*.md"))]
 PREFIX = ".venv/bin/jaxmodel "
 MAX_RUN_CONFIGS = 10**7
 INPUT_SUFFIXES = (".toml", ".json", ".csv")
@@ -81,14 +84,27 @@ def readme_snippets(text: str) -> list[str]:
     return ["\n".join(lines) for lang, lines in _blocks(text) if lang == "python"]
 
 
-COMMANDS = readme_commands(README.read_text())
+def _page_commands() -> list[tuple[str, list[str]]]:
+    return [(str(page.relative_to(ROOT)), argv) for page in PAGES
+            for argv in readme_commands(page.read_text())]
+
+
+PAGE_COMMANDS = _page_commands()
+COMMANDS = [argv for _, argv in PAGE_COMMANDS]
 
 
 def test_extraction_finds_the_tour():
-    """The rule picks up the tour (and joins continued lines), and skips elisions."""
-    assert len(COMMANDS) >= 25
-    assert ["eval"] == COMMANDS[0]
-    assert ["sweep", "sweeps/default.toml", "--dry-run"] in COMMANDS
+    """The rule picks up the README's tour and the guides' commands (and joins
+    continued lines), and skips elisions."""
+    tour = readme_commands(README.read_text())
+    assert ["sweep", "sweeps/default.toml", "--dry-run"] in tour
+    assert tour[0][:1] == ["eval"] and any(c[:1] == ["best"] for c in tour)
+    assert {"best", "sweep", "sensitivity", "solve", "calibrate", "dashboard"} <= {
+        c[0] for c in tour}
+    pages = {page for page, _ in PAGE_COMMANDS}
+    assert {"README.md", "docs/guide/evaluate.md", "docs/guide/pictures.md"} <= pages
+    assert len(COMMANDS) >= 40
+    assert ["eval"] in COMMANDS
     joined = [c for c in COMMANDS if c[:1] == ["plot"] and "regimes" in c][0]
     where = " ".join(joined[joined.index("--where") + 1].split())
     assert where == ("tensor_parallel == 8 and pipeline_parallel == 4 and micro_batch == 1 "
@@ -104,7 +120,8 @@ def _input_files(argv: list[str]) -> list[str]:
     return files
 
 
-@pytest.mark.parametrize("argv", COMMANDS, ids=[" ".join(c)[:60] for c in COMMANDS])
+@pytest.mark.parametrize("argv", COMMANDS,
+                         ids=[f"{p}: {' '.join(c)[:60]}" for p, c in PAGE_COMMANDS])
 def test_readme_command_parses_and_its_inputs_exist(argv):
     group = typer.main.get_command(app)
     ctx = group.make_context("jaxmodel", list(argv), resilient_parsing=False)
@@ -154,5 +171,6 @@ def test_readme_commands_run(tmp_path, monkeypatch):
                 argv.append("--dry-run")
         result = runner.invoke(app, argv)
         assert result.exit_code == 0, (argv, result.output[-2000:])
-    for snippet in readme_snippets(README.read_text()):
-        exec(compile(snippet, "README.md", "exec"), {})
+    for page in PAGES:
+        for snippet in readme_snippets(page.read_text()):
+            exec(compile(snippet, str(page.relative_to(ROOT)), "exec"), {})

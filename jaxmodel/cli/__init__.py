@@ -9,6 +9,7 @@ import typer
 from jaxmodel.cli.best import best_command
 from jaxmodel.cli.calibrate import calibrate_command
 from jaxmodel.cli.dashboard import dashboard_command, report_command
+from jaxmodel.cli.docs import docs_command
 from jaxmodel.cli.eval import eval_command
 from jaxmodel.cli.plan import plan_command
 from jaxmodel.cli.plot import plot_app
@@ -44,6 +45,7 @@ app.command("validate")(validate_command)
 app.command("calibrate")(calibrate_command)
 app.command("dashboard")(dashboard_command)
 app.command("report")(report_command)
+app.command("docs")(docs_command)
 app.add_typer(plot_app, name="plot")
 
 
