@@ -429,9 +429,9 @@ def parse_spec(text: str, name: str = "sweep", root: str | Path | None = None) -
     if presets:
         from jaxmodel.presets import apply_presets
 
-        for key, name in presets.items():
-            if not isinstance(name, str):
-                raise SpecError(f"base.{key}: expected a preset name, got {name!r} "
+        for key, preset in presets.items():
+            if not isinstance(preset, str):
+                raise SpecError(f"base.{key}: expected a preset name, got {preset!r} "
                                 "(see 'jaxmodel presets')")
         try:
             base.update(apply_presets(model, **presets))

@@ -136,8 +136,9 @@ def test_presets_documents_show_every_preset_with_its_model_inputs():
     assert header[0] == "name" and len(header) == 1 + sum(len(h.split()) for _, h in
                                                           GPU_COLUMNS)
     h100 = next(line.split() for line in lines if line.startswith("h100-sxm "))
-    # compute, memory, HBM, NVLink per direction, network, GPUs per node (the datasheet).
-    assert h100 == ["h100-sxm", "989", "80", "3.35", "450", "50", "8"]
+    # compute, memory, HBM, NVLink per direction, network, GPUs per node (the datasheet;
+    # its "80 GB" are GiB: 80 x 2**30 bytes = 85.8993 GB).
+    assert h100 == ["h100-sxm", "989", f"{80 * 2**30 / 1e9:g}", "3.35", "450", "50", "8"]
     assert len([line for line in lines if line.split()[:1] and line.split()[0] in GPUS]) \
         == len(GPUS)
 

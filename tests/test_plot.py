@@ -216,14 +216,14 @@ def test_breakdown_bars_are_the_step_time_terms(tmp_path, seed_example):
         ref = seed_reference(**{k: int(v) if SEED.input_field(k).integer else v
                                 for k, v in c.items()})
         assert bool(data.valid[i]) == ref["valid_layout"]  # 80 layers do not split in 3
-        for _, col in plot.TERMS:
+        for _, col in plot.shown_terms(SEED):
             if ref["valid_layout"]:
                 assert data.terms[col][i] == pytest.approx(ref[col], rel=1e-5, abs=1e-6)
             else:
                 assert np.isnan(data.terms[col][i])
     out = jaxmodel.evaluate("seed",
                             **{n: np.array([c[n] for c in configs]) for n in SEED.input_names})
-    for _, col in plot.TERMS:
+    for _, col in plot.shown_terms(SEED):
         np.testing.assert_array_equal(data.terms[col], getattr(out, col))
     # The seed configuration alone: its bar is the seed file's breakdown.
     seed = plot.breakdown_data(SEED, [SEED.defaults])

@@ -164,11 +164,12 @@ def test_a_zero_target_no_bandwidth_reaches_is_out_of_reach(x64):
     # The infinite-bandwidth step: the model at a bandwidth so high every
     # transfer term rounds to nothing.
     floor = float(evaluate("seed", x64=x64, link_bandwidth_gb_s=1e30).step_time_ms)
-    s = solve({}, ("step_time_ms", 0.0), "link_bandwidth_gb_s", x64=x64)
+    s = solve({}, ("step_time_ms", 0.0), "link_bandwidth_gb_s", model="seed", x64=x64)
     assert not s.reached and np.isnan(s.solved)
     assert float(s.limit) == pytest.approx(floor, rel=1e-6)
     # MFU only tends to 0 as bandwidth tends to 0: out of reach, too.
-    assert not solve({}, ("mfu_percent", 0.0), "link_bandwidth_gb_s", x64=x64).reached
+    assert not solve({}, ("mfu_percent", 0.0), "link_bandwidth_gb_s", model="seed",
+                     x64=x64).reached
 
 
 def test_a_zero_target_in_a_sweep_is_not_reached(tmp_path):
@@ -318,7 +319,9 @@ def test_labels_and_paths_cannot_inject_into_calibrated_toml():
         suggestions=[], bootstrap={"converged": 20, "resamples": 20}, converged=True,
         digest="0" * 64, source="runs\nnum_gpus = 7\n.csv", context={"gpu": "h100\nllm = 1"})
     loaded = tomllib.loads(cal.to_toml())
-    assert loaded == {"intra_node_efficiency": 0.7}
+    # The file names its model (so that --config alone reproduces the fit) and
+    # holds nothing else beside the fitted value.
+    assert loaded == {"model": "seed", "intra_node_efficiency": 0.7}
 
 
 # -- 12. calibrate's error exits cleanly ------------------------------------------

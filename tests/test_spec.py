@@ -130,7 +130,7 @@ def test_values_that_would_break_later_are_refused_up_front(text, message):
 def test_a_sweep_of_2_to_the_61_configurations_runs_its_last_chunk():
     from jaxmodel.engine import Plan, Todo
 
-    spec = parse_spec("[axes]\nnum_gpus = {range = [1, 2049, 1]}\n"
+    spec = parse_spec("model = 'seed'\n[axes]\nnum_gpus = {range = [1, 2049, 1]}\n"
                       "link_bandwidth_gb_s = {range = [1, 1048577, 1]}\n"
                       "compute_tflops = {range = [1, 65537, 1]}\n"
                       "micro_batch = {range = [1, 16385, 1]}\n")
@@ -161,3 +161,14 @@ def test_relative_paths_are_read_from_the_specs_folder(tmp_path, monkeypatch):
     monkeypatch.chdir(elsewhere)
     spec = load_spec(Path("..") / "specs" / "s.toml")
     assert Path(spec.output.path).resolve() == (tmp_path / "data" / "s").resolve()
+
+
+def test_a_spec_with_presets_keeps_its_name():
+    """Regression: the loop over [base]'s presets reused the variable holding the
+    spec's name, so a spec naming an llm preset was called after the preset and
+    wrote to out/<llm> (make run's sweep went to out/llama3-70b, not out/default)."""
+    spec = parse_spec('model = "refined"\n[base]\ngpu = "h100-sxm"\nllm = "llama3-70b"\n',
+                      name="default")
+    assert spec.name == "default"
+    assert load_spec(Path(__file__).resolve().parents[1] / "sweeps" / "default.toml").name \
+        == "default"

@@ -89,8 +89,8 @@ def test_layering_defaults_presets_config_command_line(tmp_path):
 
 
 def test_seed_model_takes_presets_too():
-    result = runner.invoke(app, ["eval", "--no-profile", "--gpu", "a100-80gb-sxm",
-                                 "--llm", "gpt3-175b"])
+    result = runner.invoke(app, ["eval", "--model", "seed", "--no-profile", "--gpu",
+                                 "a100-80gb-sxm", "--llm", "gpt3-175b"])
     assert result.exit_code == 0, result.output
     inputs = json.loads(result.output)["inputs"]
     assert inputs["compute_tflops"] == 312.0 and inputs["model_params_b"] == 175.0

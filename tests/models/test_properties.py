@@ -130,7 +130,7 @@ def test_bounded_ratios_hold_their_bounds_exactly(x64):
     n = 200_000
     t, p = 2 ** rng.integers(0, 7, n), 2 ** rng.integers(0, 7, n)
     out = jaxmodel.evaluate(
-        x64=x64,
+        "seed", x64=x64,
         model_params_b=rng.uniform(1, 2000, n),
         num_gpus=np.maximum(np.maximum(8, t * p), rng.integers(8, 65537, n)),
         tensor_parallel=t, pipeline_parallel=p,
