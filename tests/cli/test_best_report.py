@@ -95,7 +95,8 @@ def test_no_valid_layout_is_explained_by_counts_and_the_nearest_fix():
     values = {**REFINED.defaults, **jaxmodel.presets.apply_presets(
         REFINED, gpu="h100-sxm", llm="llama3-70b"), "num_gpus": 64.0, "gpu_memory_gb": 20.0}
     why = explain_no_valid(REFINED, values, global_batch=64)
-    cand = enumerate_layouts(64, 8192, 80, 64, uneven=True)  # the refined search: p need not divide L
+    # the refined search tries every p (uneven pipelines), not only the divisors of L
+    cand = enumerate_layouts(64, 8192, 80, 64, uneven=True)
     cols = {k: cand[k].astype(float) for k in ("tensor_parallel", "pipeline_parallel",
                                                "micro_batch", "gradient_accum_steps")}
     out = jaxmodel.evaluate(REFINED, **{**values, **cols})
