@@ -156,8 +156,8 @@ def test_config_flat_toml_file(tmp_path):
 @pytest.mark.slow
 def test_installed_console_script(seed_example):
     assert CONSOLE_SCRIPT.exists(), "install the project first (make test does)"
-    done = subprocess.run([str(CONSOLE_SCRIPT), "eval", "--no-profile"], capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run([str(CONSOLE_SCRIPT), "eval", "--model", "seed", "--no-profile"],
+                          capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
     assert doc["outputs"] == seed_example["outputs"]
