@@ -148,6 +148,19 @@ _NDR = 0.94
 # step's collectives use is not published (an assumption, the same for every
 # GPU; RCCL is NCCL's fork and keeps its model).
 _LATENCY_US = {"intra_node_latency_us": 1.0, "inter_node_latency_us": 5.0}
+#
+# Host time per eager kernel (host_kernel_us), where the host sets the pace (a
+# dropless MoE layer's device-to-host sync): Megatron-LM's DeepSeek-V3 on 256
+# GB200 (docs/discussions/deepseek-v3-gb200-optimization, TP1 PP8 VPP4 EP32,
+# micro-batch 1, global batch 2048, sequence 4096, dropless) went from 529.55
+# to 540.00 TFLOP/s per GPU when router fusion cut the router's kernels from 72
+# to 31, nothing else changed.  Megatron's count for that model is 249.8
+# GFLOP per token (validation_sets.megatron_flops), so a step is 15.458 s at
+# 529.55 and 0.299 s shorter at 540.00; over the 64 micro-batches x 58 / 8 MoE
+# layers of a pipeline rank that is 645 us per MoE layer pass for 41 kernels:
+# 15.7 us per kernel -> 16.  Measured on Grace (GB200); the x86 hosts of the
+# DGX/HGX nodes are assumed alike (no per-host figure is published).
+_HOST_KERNEL_US = {"host_kernel_us": 16.0}
 
 
 def _attention(forward: float, backward: float) -> float:
@@ -192,7 +205,8 @@ def _gpu(name, description, source, *, tflops, sms, mamf, memory_gb, hbm_tb_s,
 
 def _rates(*, attention, hbm, intra, inter=_NDR):
     return {"attention_efficiency": attention, "hbm_efficiency": hbm,
-            "intra_node_efficiency": intra, "inter_node_efficiency": inter, **_LATENCY_US}
+            "intra_node_efficiency": intra, "inter_node_efficiency": inter, **_LATENCY_US,
+            **_HOST_KERNEL_US}
 
 
 # The A100 presets keep the v1 MAMF table's 267.9 / 312 and the refined

@@ -76,7 +76,7 @@ OUT_OF_THE_BOX: dict[str, tuple[str, ...]] = {
     "megatron-h100": ("attention_efficiency", "recompute", "sequence_parallel",
                       "flash_attention", "micro_batch", "virtual_stages",
                       "grad_buffer_bytes", "cross_entropy_fusion"),
-    MOE_SET: ("moe_host_overhead_us", "moe_overlap"),
+    MOE_SET: ("moe_host_overhead_us", "moe_overlap", "host_kernel_us"),
 }
 LIFTED_MEMORY_GB = 1e9
 

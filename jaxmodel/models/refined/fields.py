@@ -220,6 +220,11 @@ INPUTS: tuple[InputField, ...] = (
                "drains the GPU queue, and the router and preprocessing kernels after it run at "
                "the CPU's launch pace (0: sync-free dispatch or CUDA-graphed router)", False,
                0.0, True, 0.0, None),
+    InputField("host_kernel_us", "us", "host (CPU) time to issue one eager kernel: PyTorch "
+               "and Transformer Engine dispatch and the CUDA launch.  It paces a dropless MoE "
+               "layer, whose device-to-host sync of the token counts keeps the host from "
+               "running ahead of the GPU (jaxmodel.models.refined.moe.host_paced_seconds)",
+               False, 0.0, True, 16.0, None),
     switch("ep_overlap", "Combined 1F1B expert all-to-all overlap (Megatron "
             "--overlap-moe-expert-parallel-comm): the steady-phase share of the chunk passes "
             "hides its dispatch and combine under another micro-batch's compute", 0),

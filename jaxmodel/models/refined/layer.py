@@ -302,10 +302,15 @@ def layer_times(x, g) -> LayerTimes:
     moe_kernels = moe.layer_extra_kernels(x)
     moe_graphed = jnp.where(graphs == 2, moe_kernels,
                             jnp.where(graphs == 1, moe.moe_fraction(x) * _MOE_SCOPE_KERNELS, 0.0))
+    # A dropless MoE layer's eager kernels at the host's pace (moe.host_paced_seconds).
+    moe_again = 1.0 + (full + moe_layer_again) / 3.0
+    eager_moe = (moe_kernels - moe_graphed) * moe_again
+    eager_layer = (_LAYER_KERNELS - layer_graphed) * (1.0 + full / 3.0)
     layer_b = jnp.where(plain, layer_b, layer_b
                         + (moe_graphed * graphed_s + (moe_kernels - moe_graphed) * launch_s)
-                        * (1.0 + (full + moe_layer_again) / 3.0)
-                        + moe.host_seconds(x, full + moe_layer_again))
+                        * moe_again
+                        + moe.host_seconds(x, full + moe_layer_again)
+                        + moe.host_paced_seconds(x, eager_layer, eager_moe, launch_s))
     layer_s = layer_f + layer_b + layer_w
 
     # Output layer and loss (last stage): logits GEMM in bf16, fused softmax

@@ -67,7 +67,13 @@ as Megatron-Core requires sequence parallelism with TP and MoE):
   and two more all-to-alls) runs again; the activations it drops are not
   stored (``recomputed_activation_bytes``).
 * **Overlap**: ``moe_overlap`` of the all-to-all is hidden under compute (1F1B
-  all-to-all overlap, DualPipe), never more than the compute there is.
+  all-to-all overlap, DualPipe), never more than the compute there is.  Under
+  Combined 1F1B (``ep_overlap``) the hidden all-to-all holds ``A2A_COMM_SMS`` of
+  the SMs, and the compute beside it loses that share (``sm_contention_seconds``).
+* **Host pace** (``host_paced_seconds``): a dropless MoE layer syncs its token
+  counts to the host every forward pass, so the host cannot run ahead and each
+  eager kernel of the layer costs ``host_kernel_us`` (the GPU preset's
+  measured-derived host time per kernel) in place of ``kernel_overhead_us``.
 * **Expert tensor parallelism** ``etp``: an all-gather and a reduce-scatter of
   the routed tokens in the ETP group, forward and backward.
 * **Memory**: expert weights, gradients and optimizer state sharded by
@@ -107,6 +113,13 @@ DISPATCH_ACTIVATION_BYTES = 2.0
 # take about a fifth of the SMs and the first and last all-to-all of each pair
 # are not covered (jaxmodel.models.validation_moe's module doc).
 A2A_OVERLAP = 0.5
+# SMs the dispatch and combine kernels hold while they run beside another
+# micro-batch's compute (Combined 1F1B, ep_overlap): Megatron-Core's
+# TransformerConfig.moe_deepep_num_sms default 20 (DeepEP's Buffer.num_sms
+# default 20; the DeepSeek-V3 report, sec. 3.2.2: "only 20 SMs" saturate IB and
+# NVLink); moe_hybridep_num_sms defaults to 24.  NCCL's all-to-all is taken
+# alike (an assumption: its channel count is not published per GPU).
+A2A_COMM_SMS = 20.0
 
 
 # The inputs that a dense model (num_experts = 1) does not use.
@@ -114,7 +127,7 @@ DENSE_UNUSED = ("experts_per_token", "moe_ffn_hidden_dim", "shared_experts", "de
                 "moe_layer_interval", "q_lora_rank", "kv_lora_rank", "qk_rope_dim",
                 "expert_tensor_parallel", "moe_dispatcher", "max_nodes_per_token",
                 "moe_overlap", "moe_imbalance", "capacity_factor", "moe_recompute",
-                "moe_host_overhead_us", "ep_overlap")
+                "moe_host_overhead_us", "ep_overlap", "host_kernel_us")
 
 
 def is_plain(x):
@@ -498,6 +511,33 @@ def host_seconds(x, forward_again):
     return moe_fraction(x) * x.moe_host_overhead_us * 1e-6 * (1.0 + forward_again)
 
 
+def dropless(x):
+    """1 for a dropless MoE model (``capacity_factor`` 0 and experts), else 0."""
+    flag = (x.num_experts > 1.5) & (x.capacity_factor <= 0.0)
+    return flag.astype(jnp.result_type(x.hidden_dim))
+
+
+def host_paced_seconds(x, eager_layer_kernels, eager_moe_kernels, launch_s):
+    """Extra seconds of the average layer, per micro-batch pass, where the host sets the pace.
+
+    A dropless MoE layer copies its tokens-per-expert counts to the host every
+    forward pass (the grouped GEMM's split sizes), and that sync drains the
+    GPU's queue: the host cannot run ahead of the GPU, so every kernel it
+    launches eagerly in that layer reaches the GPU ``host_kernel_us`` after the
+    one before (PyTorch and Transformer Engine dispatch plus the CUDA launch;
+    Megatron-LM's "CPU overhead or host boundedness", docs/discussions/
+    deepseek-v3-gb200-optimization).  Each such kernel then costs
+    ``host_kernel_us`` instead of the ``kernel_overhead_us`` the model charges
+    it elsewhere (never less).  Counted for the MoE layers' share
+    (``moe_fraction``) of the layer's eager kernels (``eager_layer_kernels``,
+    per layer) and for the MoE kernels (``eager_moe_kernels``, already the
+    average layer's); 0 for a dense model or a token-dropping one (no sync:
+    the host runs ahead).
+    """
+    paced = jnp.maximum(x.host_kernel_us * 1e-6 - launch_s, 0.0)
+    return dropless(x) * paced * (moe_fraction(x) * eager_layer_kernels + eager_moe_kernels)
+
+
 def _passes(gemm, m, n, k):
     """Forward ``[m, k] x [k, n]``, input gradient ``[m, n] x [n, k]`` and weight
     gradient ``[k, m] x [m, n]`` seconds of one GEMM."""
@@ -623,15 +663,31 @@ def exposed_comm_seconds(x, g, stage_layers, moe_layer_again, compute):
 
     Dispatch and combine of the busiest stage's MoE layers (``layer_comm_seconds``);
     ``moe_overlap`` of it hidden under compute (with ``ep_overlap``, at least
-    the share Combined 1F1B pairs, ``combined_1f1b_share``); the exposed rest stretches the
-    1F1B bubble as well (counted here, so the bubble keeps its dense meaning).
+    the share Combined 1F1B pairs, ``combined_1f1b_share``, and the SMs the hidden
+    part takes from the compute, ``sm_contention_seconds``); the exposed rest stretches
+    the 1F1B bubble as well (counted here, so the bubble keeps its dense meaning).
     ``g`` is the model's ``Derived``.
     """
     m, t, p, v, tok, G, net = g.m, g.t, g.p, g.v, g.tok, g.G, g.net
     moe_raw = m * stage_layers * moe_fraction(x) * layer_comm_seconds(
         x, tok / t, G, net, g.full + moe_layer_again)
-    hidden = jnp.where(x.ep_overlap > 0.5, jnp.maximum(x.moe_overlap, combined_1f1b_share(g)),
-                       x.moe_overlap)
-    moe_comm = ((moe_raw - hidden * jnp.minimum(moe_raw, compute))
-                * (1.0 + jnp.where(g.schedule == 0, (p - 1.0) / (v * m), 0.0)))
+    pairs = x.ep_overlap > 0.5
+    share = jnp.where(pairs, jnp.maximum(x.moe_overlap, combined_1f1b_share(g)), x.moe_overlap)
+    hidden = share * jnp.minimum(moe_raw, compute)
+    moe_comm = ((moe_raw - hidden) * (1.0 + jnp.where(g.schedule == 0, (p - 1.0) / (v * m), 0.0))
+                + jnp.where(pairs, sm_contention_seconds(x, hidden), 0.0))
     return moe_raw, moe_comm
+
+
+def sm_contention_seconds(x, hidden):
+    """Compute lost while ``hidden`` seconds of dispatch and combine run beside it.
+
+    Under Combined 1F1B the all-to-all kernels of one micro-batch hold
+    ``A2A_COMM_SMS`` of the GPU's ``num_sms`` while the other micro-batch
+    computes, so in those ``hidden`` seconds the compute advances on
+    ``1 - A2A_COMM_SMS / num_sms`` of the GPU and the rest,
+    ``hidden x A2A_COMM_SMS / num_sms``, runs afterwards.  (``moe_overlap`` is
+    a hidden share given net of this; the pairing share of ``ep_overlap`` is a
+    count of passes, so the SMs are charged here.)
+    """
+    return hidden * jnp.minimum(A2A_COMM_SMS / x.num_sms, 1.0)
