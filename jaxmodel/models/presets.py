@@ -159,7 +159,7 @@ _LATENCY_US = {"intra_node_latency_us": 1.0, "inter_node_latency_us": 5.0}
 # 529.55 and 0.299 s shorter at 540.00; over the 64 micro-batches x 58 / 8 MoE
 # layers of a pipeline rank that is 645 us per MoE layer pass for 41 kernels:
 # 15.7 us per kernel -> 16.  Measured on Grace (GB200); the x86 hosts of the
-# DGX/HGX nodes are assumed alike (no per-host figure is published).
+# DGX/HGX and AMD nodes are assumed alike (no per-host figure is published).
 _HOST_KERNEL_US = {"host_kernel_us": 16.0}
 
 

@@ -24,7 +24,7 @@ MOE_ONLY = ("experts_per_token", "moe_ffn_hidden_dim", "shared_experts", "dense_
             "moe_layer_interval", "q_lora_rank", "kv_lora_rank", "qk_rope_dim",
             "expert_tensor_parallel", "moe_dispatcher", "max_nodes_per_token", "moe_overlap",
             "moe_imbalance", "capacity_factor", "moe_recompute", "moe_host_overhead_us",
-            "ep_overlap")
+            "ep_overlap", "host_kernel_us")
 
 
 def qwen3(**overrides):
@@ -245,15 +245,21 @@ def test_combined_1f1b_hides_the_steady_phase_all_to_all():
     # chunk passes of m v = 512 run unpaired; the other 474 hide their dispatch and
     # combine (here shorter than the compute); the exposed rest stretches the
     # bubble by 1 + (p - 1) / (v m) = 1 + 7 / 512.
+    # The hidden part holds 20 of the H100's 132 SMs (DeepEP's default), so the
+    # compute beside it loses 20 / 132 of the hidden seconds.
+    sms = 20 / 132
     out = jaxmodel.evaluate(REFINED, x64=True, **qwen3(ep_overlap=1))
     raw = float(out.moe_comm_raw_ms)
-    assert float(out.moe_comm_ms) == pytest.approx(raw * 38 / 512 * (1 + 7 / 512), rel=1e-9)
-    # A larger moe_overlap stays; without pipelining, all but the first pass pair.
+    assert float(out.moe_comm_ms) == pytest.approx(
+        raw * 38 / 512 * (1 + 7 / 512) + raw * 474 / 512 * sms, rel=1e-9)
+    # A larger moe_overlap stays (all hidden, the SMs still taken); without
+    # pipelining, all but the first pass pair.
     assert float(jaxmodel.evaluate(REFINED, x64=True, **qwen3(
-        ep_overlap=1, moe_overlap=1.0)).moe_comm_ms) == pytest.approx(0.0, abs=1e-12)
+        ep_overlap=1, moe_overlap=1.0)).moe_comm_ms) == pytest.approx(raw * sms, rel=1e-9)
     flat = jaxmodel.evaluate(REFINED, x64=True, **qwen3(
         ep_overlap=1, pipeline_parallel=1, virtual_stages=1, pipeline_split_embedding=0))
-    assert float(flat.moe_comm_ms) == pytest.approx(float(flat.moe_comm_raw_ms) / 128,
+    flat_raw = float(flat.moe_comm_raw_ms)
+    assert float(flat.moe_comm_ms) == pytest.approx(flat_raw / 128 + flat_raw * 127 / 128 * sms,
                                                     rel=1e-9)
 
 
@@ -367,6 +373,43 @@ def test_host_overhead_in_the_model_by_hand():
             for us in (0.0, 1700.0))
     diff = float(b.compute_time_ms) - float(a.compute_time_ms)
     assert diff == pytest.approx(128 * 11 * 1.7, rel=1e-9)
+
+
+def test_dropless_layers_run_at_the_host_pace_by_hand():
+    # DeepSeek-V3: 58 of 61 layers MoE.  Each eager kernel of a dropless MoE
+    # layer costs the host's 16 us instead of the 4 us launch: 12 us more, for
+    # the MoE share of the layer's 30 eager kernels and the 20 MoE kernels.
+    x = SimpleNamespace(**{**REFINED.defaults,
+                           **apply_presets(REFINED, gpu="b200", llm="deepseek-v3")})
+    assert x.host_kernel_us == 16.0 and x.capacity_factor == 0.0
+    extra = float(moe.host_paced_seconds(x, 30.0, 20.0, 4e-6))
+    assert extra == pytest.approx(12e-6 * (58 / 61 * 30 + 20), rel=1e-6)
+    # Token drop: no sync, the host runs ahead; a host faster than the launch: nothing.
+    x.capacity_factor = 1.0
+    assert float(moe.host_paced_seconds(x, 30.0, 20.0, 4e-6)) == 0.0
+    x.capacity_factor, x.host_kernel_us = 0.0, 3.0
+    assert float(moe.host_paced_seconds(x, 30.0, 20.0, 4e-6)) == 0.0
+    # A dense model has no MoE layer to sync.
+    dense = SimpleNamespace(**{**REFINED.defaults, **apply_presets(REFINED, llm="llama3-8b")})
+    assert float(moe.host_paced_seconds(dense, 30.0, 0.0, 4e-6)) == 0.0
+
+
+@pytest.mark.slow
+def test_host_pace_in_the_model_by_hand():
+    # Row 1's layout (dropless, no CUDA graphs, moe_act recompute): per MoE layer
+    # and micro-batch the 60 layer kernels and 14 + 6 x 128 / 32 = 38 MoE kernels
+    # run eagerly, each 16 - 4 = 12 us longer at the host's pace; 128
+    # micro-batches x 11 MoE layers on the busiest stage.
+    a, b = (jaxmodel.evaluate(REFINED, x64=True, **qwen3(recompute=0, moe_recompute=1,
+                                                          host_kernel_us=us))
+            for us in (4.0, 16.0))
+    diff = float(b.compute_time_ms) - float(a.compute_time_ms)
+    assert diff == pytest.approx(128 * 11 * (60 + 38) * 12e-3, rel=1e-9)
+    # A token-dropping run is not paced.
+    c, d = (jaxmodel.evaluate(REFINED, x64=True, **qwen3(recompute=0, moe_recompute=1,
+                                                          capacity_factor=1.0, host_kernel_us=us))
+            for us in (4.0, 16.0))
+    assert float(d.compute_time_ms) == pytest.approx(float(c.compute_time_ms), rel=1e-12)
 
 
 @pytest.mark.slow

@@ -513,8 +513,7 @@ def host_seconds(x, forward_again):
 
 def dropless(x):
     """1 for a dropless MoE model (``capacity_factor`` 0 and experts), else 0."""
-    flag = (x.num_experts > 1.5) & (x.capacity_factor <= 0.0)
-    return flag.astype(jnp.result_type(x.hidden_dim))
+    return jnp.where((x.num_experts > 1.5) & (x.capacity_factor <= 0.0), 1.0, 0.0)
 
 
 def host_paced_seconds(x, eager_layer_kernels, eager_moe_kernels, launch_s):
