@@ -222,10 +222,15 @@ def test_moe_layer_kernel_launches_by_hand():
 @pytest.mark.slow
 def test_kernel_overhead_counts_the_expert_gemms():
     # t2 e32 (row 1): per MoE layer and micro-batch 60 + 14 + 6 x 4 kernels at
-    # kernel_overhead_us; 11 layers on the busiest (last) stage, 128 micro-batches.
-    a, b = (jaxmodel.evaluate(REFINED, x64=True, **qwen3(kernel_overhead_us=us)) for us in (0, 4))
+    # kernel_overhead_us; 11 layers on the busiest (last) stage, 128 micro-batches
+    # (the host pace off: host_kernel_us 0).
+    a, b = (jaxmodel.evaluate(REFINED, x64=True, **qwen3(kernel_overhead_us=us, host_kernel_us=0))
+            for us in (0, 4))
     diff = float(b.compute_time_ms) - float(a.compute_time_ms)
     assert diff == pytest.approx(128 * 11 * 4e-6 * (60 + 14 + 24) * 1e3, rel=1e-9)
+    # At the host's pace (16 us, the preset) a launch under 16 us costs nothing more.
+    c, d = (jaxmodel.evaluate(REFINED, x64=True, **qwen3(kernel_overhead_us=us)) for us in (0, 4))
+    assert float(d.compute_time_ms) == pytest.approx(float(c.compute_time_ms), rel=1e-12)
 
 
 @pytest.mark.slow
@@ -234,9 +239,16 @@ def test_cuda_graphs_replay_the_attention_and_router_kernels():
     # replay at a 0.5 us gap instead of 4 us; full iteration (2): all 60 + 14 + 24.
     # 11 layers on the busiest stage, 128 micro-batches.
     none, layer, full = (float(jaxmodel.evaluate(REFINED, x64=True, **qwen3(
-        kernel_overhead_us=4, cuda_graphs=g)).compute_time_ms) for g in (0, 1, 2))
+        kernel_overhead_us=4, host_kernel_us=0, cuda_graphs=g)).compute_time_ms)
+        for g in (0, 1, 2))
     assert none - layer == pytest.approx(128 * 11 * 3.5e-6 * (30 + 8) * 1e3, rel=1e-9)
     assert none - full == pytest.approx(128 * 11 * 3.5e-6 * (60 + 14 + 24) * 1e3, rel=1e-9)
+    # At the host's pace (dropless, 16 us a kernel) a replayed kernel saves
+    # 16 - 0.5 us: the graph also takes it off the host.
+    none, layer, full = (float(jaxmodel.evaluate(REFINED, x64=True, **qwen3(
+        kernel_overhead_us=4, cuda_graphs=g)).compute_time_ms) for g in (0, 1, 2))
+    assert none - layer == pytest.approx(128 * 11 * 15.5e-6 * (30 + 8) * 1e3, rel=1e-9)
+    assert none - full == pytest.approx(128 * 11 * 15.5e-6 * (60 + 14 + 24) * 1e3, rel=1e-9)
 
 
 @pytest.mark.slow

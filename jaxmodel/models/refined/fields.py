@@ -325,7 +325,8 @@ OUTPUTS: tuple[OutputField, ...] = (
                 "reduction, ZeRO weight gathers", "float"),
     OutputField("dp_allreduce_raw_ms", "ms", "data-parallel traffic before overlap", "float"),
     OutputField("moe_comm_ms", "ms", "exposed expert all-to-all (dispatch and combine), with "
-                "its share of the pipeline bubble", "float"),
+                "its share of the pipeline bubble and the compute its hidden part slows "
+                "(the SMs it holds)", "float"),
     OutputField("moe_comm_raw_ms", "ms", "expert all-to-all before overlap", "float"),
     SHARED_OUTPUTS["step_time_ms"],
     SHARED_OUTPUTS["comm_fraction_percent"],

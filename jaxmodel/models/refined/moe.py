@@ -72,8 +72,8 @@ as Megatron-Core requires sequence parallelism with TP and MoE):
   the SMs, and the compute beside it loses that share (``sm_contention_seconds``).
 * **Host pace** (``host_paced_seconds``): a dropless MoE layer syncs its token
   counts to the host every forward pass, so the host cannot run ahead and each
-  eager kernel of the layer costs ``host_kernel_us`` (the GPU preset's
-  measured-derived host time per kernel) in place of ``kernel_overhead_us``.
+  eager kernel of the layer costs ``host_kernel_us`` (derived in the GPU presets
+  from a published measurement) in place of ``kernel_overhead_us``.
 * **Expert tensor parallelism** ``etp``: an all-gather and a reduce-scatter of
   the routed tokens in the ETP group, forward and backward.
 * **Memory**: expert weights, gradients and optimizer state sharded by
