@@ -513,7 +513,7 @@ def test_dense_results_do_not_see_the_moe_inputs(x64):
                  capacity_factor=rng.choice([0.0, 1.25], n),
                  moe_recompute=rng.choice([0, 1, 2], n),
                  moe_host_overhead_us=rng.uniform(0, 3000, n),
-                 ep_overlap=rng.choice([0, 1], n))
+                 ep_overlap=rng.choice([0, 1], n), host_kernel_us=rng.uniform(0, 50, n))
     assert set(knobs) == set(MOE_ONLY) == set(moe.DENSE_UNUSED)
     plain = jaxmodel.evaluate(REFINED, x64=x64, **base)
     knobbed = jaxmodel.evaluate(REFINED, x64=x64, **base,
