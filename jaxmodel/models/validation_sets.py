@@ -52,8 +52,7 @@ beside the rows that use it):
   counted (listed); a full recompute of only N layers a chunk (``block``) ->
   ``recompute_layers`` N.  torchtitan: ``full`` -> 2;
   its ``selective`` is its own per-op policy (keep the outputs of attention and of
-  every other matmul), not Megatron-LM's: not expressible until the model has that
-  setting.
+  every other matmul), not Megatron-LM's: ``recompute`` 3.
 * CUDA graphs: none -> ``cuda_graphs`` 0 (or nothing: the model launches every
   kernel); per layer (Transformer Engine or local, any scope) -> 1, listed where
   the scope is part of a layer; full iteration -> 2.
@@ -876,8 +875,9 @@ TORCHTITAN = SetTable(
         "activation_checkpointing": {
             "full": exact(recompute=2),
             "none": exact(recompute=0),
-            "selective": Missing("torchtitan's per-op selective activation checkpointing has "
-                                 "no recompute setting"),
+            # torchtitan's Llama 3 8B config (train_configs/llama3_8b.toml) runs
+            # selective AC with selective_ac_option = 'op': its op policy.
+            "selective": exact(recompute=3),
         },
         "torch_compile": {
             "yes": approx("torch.compile's fused elementwise kernels as the model's fused "

@@ -11,7 +11,7 @@ outputs here, and its physics in one module beside this one.
 
 Numeric-coded switches (so that sweeps, sensitivities and searches range over
 them like any input; values are checked whole numbers in a range):
-``recompute`` 0 none / 1 selective / 2 full, ``sequence_parallel`` 0/1,
+``recompute`` 0 none / 1 selective / 2 full / 3 per-op selective, ``sequence_parallel`` 0/1,
 ``zero_stage`` 0..3, ``flash_attention`` 0/1, ``tied_embeddings`` 0/1, and
 ``virtual_stages`` (1 = plain 1F1B).  They select terms by ``jnp.where`` and
 arithmetic, so one compiled program serves every value.
@@ -74,7 +74,10 @@ INPUTS: tuple[InputField, ...] = (
     # this size (Korthikanti et al. 2022: selective recompute with sequence
     # parallelism; FlashAttention; gradient reduction overlapped with the
     # backward pass, as PyTorch DDP and Megatron-LM --overlap-grad-reduce do).
-    switch("recompute", "activation recompute: 0 none, 1 selective, 2 full", 1, high=2.0),
+    switch("recompute", "activation recompute: 0 none, 1 selective (Megatron-LM: the "
+            "attention core), 2 full, 3 per-op selective (torchtitan's op policy: keep the "
+            "attention output and every other matmul's output, recompute the rest)", 1,
+            high=3.0),
     count("recompute_layers", "layers", "with full recompute, the layers of each pipeline "
            "chunk recomputed (Megatron-LM --recompute-method block --recompute-num-layers k: "
            "the first k; the others store their activations, as without recompute); "
