@@ -220,3 +220,40 @@ def test_norm_recompute_frees_the_norm_outputs_and_runs_the_norms_again():
     # and micro-batch: 4 layers x 4 micro-batches on TOY's busiest stage.
     extra_ms = run(norm_recompute=1)["memory_bound_ms"] - run()["memory_bound_ms"]
     assert extra_ms == approx(16 * 8.388608e-3)
+
+
+def test_fsdp_kept_gathered_holds_the_stage_whole_and_gathers_once():
+    # TOY (d = 1): ZeRO-3 holds two layers' weights gathered (2 x 2 bytes) and one
+    # layer's gradients (grad_buffer_bytes 2) beside the shards; kept gathered
+    # across micro-batches it holds the whole first stage's weights and gradients
+    # instead: P_GPU x (2 + 2) - 6 LAYER_P bytes more.
+    per_mb = run(zero_stage=3)
+    kept = run(zero_stage=3, fsdp_keep_gathered=1)
+    assert (kept["model_state_gb_per_gpu"] - per_mb["model_state_gb_per_gpu"]) * 1e9 == approx(
+        P_GPU * 4 - 6 * LAYER_P)
+    # 16 GPUs (d = 2): every micro-batch gathers each layer twice and
+    # reduce-scatters it once (m = 4: 12 collectives of the same bytes, bf16
+    # weights and bf16 gradients); kept gathered, one gather and one
+    # reduce-scatter a step: 2 / 12 of the traffic.
+    per_mb = run(zero_stage=3, num_gpus=16)
+    kept = run(zero_stage=3, num_gpus=16, fsdp_keep_gathered=1)
+    assert kept["dp_allreduce_raw_ms"] == approx(per_mb["dp_allreduce_raw_ms"] * 2 / 12)
+
+
+def test_fp8_param_gather_gathers_fp8_weights():
+    # ZeRO-3 with FP8 primary weights (fp8_param_gather): no FP8 copy of the 4
+    # layers (2 bytes each) and the two gathered layers in FP8 (1 byte, not 2):
+    # 8 LAYER_P + 2 LAYER_P bytes less than FP8 copies beside bf16 weights.
+    copies = run(zero_stage=3, precision=1)
+    gathered = run(zero_stage=3, precision=1, fp8_param_gather=1)
+    assert (copies["model_state_gb_per_gpu"] - gathered["model_state_gb_per_gpu"]) * 1e9 == (
+        approx(10 * LAYER_P))
+    # d = 2: the layers' weights are gathered as FP8, the embedding in bf16
+    # (V h / t = 262,144 parameters); the gradients stay bf16: per micro-batch
+    # 2 gathers of (4 LAYER_P + 2 x 262,144) bytes and one reduce-scatter of
+    # 2 P_GPU bytes, against 3 of 2 P_GPU.
+    copies = run(zero_stage=3, precision=1, num_gpus=16)
+    gathered = run(zero_stage=3, precision=1, fp8_param_gather=1, num_gpus=16)
+    fp8_bytes = 4 * LAYER_P + 2 * 262_144
+    assert gathered["dp_allreduce_raw_ms"] == approx(
+        copies["dp_allreduce_raw_ms"] * (2 * fp8_bytes + 2 * P_GPU) / (3 * 2 * P_GPU))

@@ -230,7 +230,14 @@ def stage_memory(x, g, params, layers_mid, layers_end, z, edp, score_bytes, kv_b
         jnp.where(zero_i == 1, 2.0 + gb + _OPTIMIZER_BYTES / z,
                   jnp.where(zero_i == 2, 2.0 + (gb + _OPTIMIZER_BYTES) / z,
                             (2.0 + gb + _OPTIMIZER_BYTES) / z)))
-    fsdp_working = fsdp * (2.0 * BF16 + gb) * layer_params
+    # ZeRO-3 / FSDP: two layers' weights gathered (FP8 with fp8_param_gather)
+    # and one layer's gradients unsharded.
+    gathered_bytes = BF16 - (BF16 - 1.0) * fp8 * x.fp8_param_gather
+    fsdp_working = fsdp * (2.0 * gathered_bytes + gb) * layer_params
+    # Kept gathered across micro-batches (fsdp_keep_gathered): the stage's
+    # weights whole (the embeddings in bf16) and its gradients unsharded, in
+    # place of the two layers' working set.
+    keep = fsdp * x.fsdp_keep_gathered
     # FP8 weights: an FP8 copy and its transpose beside each bf16 layer weight,
     # or, as the primary weights (fp8_param_gather), in its place: 1 + 1 bytes
     # for the 2 of bf16, no copy.
@@ -247,7 +254,9 @@ def stage_memory(x, g, params, layers_mid, layers_end, z, edp, score_bytes, kv_b
                     ) * expert_layer_params
 
     def state_bytes(held, layers):
-        dense = held * per_param + fsdp_working + fp8_copies * layers
+        whole_stage = held * (BF16 + gb) - (BF16 - gathered_bytes) * layers * layer_params
+        dense = (held * per_param + (1.0 - keep) * fsdp_working + keep * whole_stage
+                 + fp8_copies * layers)
         return jnp.where(has_experts, dense + layers * expert_state, dense)
 
     in_flight_first = jnp.minimum(m, p)
