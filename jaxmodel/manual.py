@@ -1,5 +1,6 @@
 """The reference pages of the manual that are derived from code: the models' inputs
-and outputs, and the presets.
+and outputs, the presets, and the physics (the docstrings of the modules that
+compute it).
 
 Each page is a Markdown string built from the declarations themselves (the
 models' fields, terms and cluster parameters; the preset tables), so that
@@ -10,6 +11,8 @@ the tests regenerate them and compare with the files.
 
 from __future__ import annotations
 
+import importlib
+import inspect
 from collections.abc import Mapping
 
 from jaxmodel.fields import InputField, OutputField
@@ -160,4 +163,22 @@ def presets_page() -> str:
              "## Dense LLMs", "", *_preset_table(dense), "", *_sources(dense), "",
              "## Mixture-of-experts LLMs", "", *_preset_table(MOE_LLMS), "",
              *_sources(MOE_LLMS)]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def physics_page(models: Mapping[str, Model] | None = None) -> str:
+    """``docs/reference/physics.md``: each model's physics, term by term with its
+    sources, as the docstrings of the modules it declares (``Model.physics``)
+    state it: written once, beside the code that computes it."""
+    models = MODELS if models is None else models
+    lines = [GENERATED, "", "# The models' physics", "",
+             "Each section is the docstring of the module that computes it, in reading "
+             "order; the inputs and outputs named are in [models.md](models.md), the "
+             "preset values and their sources in [presets.md](presets.md).", ""]
+    for model in models.values():
+        lines += [f"## `{model.name}`", ""]
+        for name in model.physics:
+            doc = inspect.getdoc(importlib.import_module(name)) or ""
+            path = name.replace(".", "/") + ".py"
+            lines += [f"### `{path}`", "", doc, ""]
     return "\n".join(lines).rstrip() + "\n"

@@ -510,15 +510,17 @@ def test_validate_with_a_calibrated_config(tmp_path):
     from jaxmodel.models.validation import sc21_runs, validate
     path = tmp_path / "calibrated.toml"
     path.write_text("# fitted elsewhere\nmatmul_efficiency = 0.65\n")
-    rows = validate(overrides=load_config(path, get_model("refined")))
+    rows = validate(evaluate=jaxmodel.evaluate,
+                    overrides=load_config(path, get_model("refined")))
     run = sc21_runs()[3]
     want = evaluate("refined", x64=True, **{**run.inputs(), "matmul_efficiency": 0.65})
     assert rows[3]["predicted_tflops"] == pytest.approx(float(want.hardware_tflops_per_gpu[()]))
-    plain = validate()
+    plain = validate(evaluate=jaxmodel.evaluate)
     assert rows[3]["predicted_tflops"] < plain[3]["predicted_tflops"]
     # The run's own layout wins over a config's.
     path.write_text("tensor_parallel = 2\nmatmul_efficiency = 0.65\n")
-    again = validate(overrides=load_config(path, get_model("refined")))
+    again = validate(evaluate=jaxmodel.evaluate,
+                     overrides=load_config(path, get_model("refined")))
     assert again[3]["layout"] == plain[3]["layout"]
     out = runner.invoke(app, ["validate", "--config", str(path), "--format", "json"])
     assert out.exit_code == 0, out.stderr

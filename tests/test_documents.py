@@ -149,7 +149,7 @@ def test_validation_documents_carry_the_published_figures():
     from jaxmodel.models.validation import builtin_table, table_summary, validate_table
 
     table = builtin_table("sc21")
-    rows = validate_table(table)
+    rows = validate_table(table, evaluate=jaxmodel.evaluate)
     doc = validation_document(table, rows, table_summary(rows))
     assert doc["set"] == "sc21" and doc["gpu"] == "a100-80gb-sxm" and len(doc["runs"]) == 10
     text = validation_text(table, rows).splitlines()

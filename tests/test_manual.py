@@ -14,7 +14,7 @@ import typer.main
 
 from jaxmodel.cli import app
 from jaxmodel.cli.docs import pages, stale_pages
-from jaxmodel.manual import domain, models_page, number, presets_page
+from jaxmodel.manual import domain, models_page, number, physics_page, presets_page
 from jaxmodel.models import MODELS
 from jaxmodel.models.presets import GPUS, LLMS, MOE_LLMS
 from jaxmodel.models.validation import SETS
@@ -68,6 +68,33 @@ def test_a_changed_default_or_preset_is_stale(monkeypatch):
     monkeypatch.setitem(GPUS, "h100-sxm", dataclasses.replace(
         h100, values={**h100.values, "compute_tflops": 1000.0}))
     assert stale_pages(GROUP, REFERENCE) == ["presets.md"]
+
+
+def test_a_changed_physics_docstring_is_stale(monkeypatch):
+    """The physics page is the modules' docstrings: editing one without
+    regenerating fails, and the page carries the new text."""
+    from jaxmodel.models.refined import memory
+
+    assert stale_pages(GROUP, REFERENCE) == []
+    monkeypatch.setattr(memory, "__doc__", "Memory per GPU, described differently.")
+    assert stale_pages(GROUP, REFERENCE) == ["physics.md"]
+    assert "### `jaxmodel/models/refined/memory.py`\n\nMemory per GPU, described " \
+        "differently." in physics_page()
+
+
+def test_every_module_of_the_refined_package_states_its_physics():
+    """A new module of the refined package (a Mamba layer, say) is on the physics
+    page once the model declares it; none is left off, each has a docstring."""
+    package = ROOT / "jaxmodel" / "models" / "refined"
+    modules = {f"jaxmodel.models.refined.{p.stem}" for p in package.glob("*.py")
+               if p.stem != "__init__"}
+    declared = MODELS["refined"].physics
+    assert modules <= set(declared) and len(declared) == len(set(declared))
+    page = physics_page()
+    for name in declared:
+        path = name.replace(".", "/") + ".py"
+        body = page.split(f"### `{path}`\n\n")[1]
+        assert len(body.split("\n### ")[0].strip()) > 200, f"{path}: no physics stated"
 
 
 def test_the_models_page_says_what_the_fields_say():

@@ -8,6 +8,7 @@ import typer
 
 from jaxmodel.cli.best import best_command
 from jaxmodel.cli.calibrate import calibrate_command
+from jaxmodel.cli.common import Command, Group
 from jaxmodel.cli.dashboard import dashboard_command, report_command
 from jaxmodel.cli.docs import docs_command
 from jaxmodel.cli.eval import eval_command
@@ -26,6 +27,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    cls=Group,
 )
 
 
@@ -34,18 +36,18 @@ def _root() -> None:
     """Cost model of 3D-parallel LLM training: evaluate, sweep, search, explain."""
 
 
-app.command("eval")(eval_command)
-app.command("best")(best_command)
-app.command("plan")(plan_command)
-app.command("presets")(presets_command)
-app.command("sensitivity")(sensitivity_command)
-app.command("solve")(solve_command)
-app.command("sweep")(sweep_command)
-app.command("validate")(validate_command)
-app.command("calibrate")(calibrate_command)
-app.command("dashboard")(dashboard_command)
-app.command("report")(report_command)
-app.command("docs")(docs_command)
+app.command("eval", cls=Command)(eval_command)
+app.command("best", cls=Command)(best_command)
+app.command("plan", cls=Command)(plan_command)
+app.command("presets", cls=Command)(presets_command)
+app.command("sensitivity", cls=Command)(sensitivity_command)
+app.command("solve", cls=Command)(solve_command)
+app.command("sweep", cls=Command)(sweep_command)
+app.command("validate", cls=Command)(validate_command)
+app.command("calibrate", cls=Command)(calibrate_command)
+app.command("dashboard", cls=Command)(dashboard_command)
+app.command("report", cls=Command)(report_command)
+app.command("docs", cls=Command)(docs_command)
 app.add_typer(plot_app, name="plot")
 
 

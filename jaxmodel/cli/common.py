@@ -208,3 +208,26 @@ def parse_shard(shard: str) -> tuple[int, int]:
 def echo_error_and_exit(message: str, code: int = 2) -> None:
     print(f"error: {message}", file=sys.stderr)
     raise SystemExit(code)
+
+
+def _untyped_flags(params: list[Any]) -> list[Any]:
+    """Flags take no value, so their help shows no type: typer (0.29) prints
+    ``<bool>`` beside ``--resume`` or ``--help`` unless the metavar is set."""
+    for param in params:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+    return params
+
+
+class Command(typer.core.TyperCommand):
+    """Every ``jaxmodel`` command: flags shown without a type in ``--help``."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _untyped_flags(super().get_params(ctx))
+
+
+class Group(typer.core.TyperGroup):
+    """The ``jaxmodel`` and ``jaxmodel plot`` groups, as :class:`Command`."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _untyped_flags(super().get_params(ctx))

@@ -1,7 +1,7 @@
 """``jaxmodel docs``: write the manual's generated pages, or check that they are fresh.
 
-The pages are ``docs/reference/models.md`` and ``presets.md`` (from
-:mod:`jaxmodel.manual`) and ``cli.md``, the command-line reference read from the
+The pages are ``docs/reference/models.md``, ``presets.md`` and ``physics.md``
+(from :mod:`jaxmodel.manual`) and ``cli.md``, the command-line reference read from the
 typer application itself: every command, its arguments and its options with their
 defaults and help.  ``make docs`` runs it; ``--check`` writes nothing and exits 1
 naming the stale pages.
@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
-from jaxmodel.manual import GENERATED, models_page, presets_page
+from jaxmodel.manual import GENERATED, models_page, physics_page, presets_page
 
 # Options a command takes for every model input: listed once, in models.md.
 _INPUT_PANEL = "Inputs of "
@@ -97,7 +97,7 @@ def cli_page(group: Any) -> str:
 
 def pages(group: Any) -> dict[str, Callable[[], str]]:
     """The generated pages, ``{file name under docs/reference: its text}``, lazily."""
-    return {"models.md": models_page, "presets.md": presets_page,
+    return {"models.md": models_page, "presets.md": presets_page, "physics.md": physics_page,
             "cli.md": lambda: cli_page(group)}
 
 

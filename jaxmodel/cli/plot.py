@@ -8,7 +8,9 @@ import typer
 
 from jaxmodel import plot as plots
 from jaxmodel.cli.common import (
+    Command,
     ConfigOption,
+    Group,
     ModelOption,
     X64Option,
     gather_inputs,
@@ -22,6 +24,7 @@ plot_app = typer.Typer(
     "breakdowns, sweep heatmaps and regime maps, sensitivity tornado charts. "
     "Needs the plot extra: pip install 'jaxmodel\\[plot]'.",
     no_args_is_help=True,
+    cls=Group,
 )
 
 OutputOption = Annotated[
@@ -204,8 +207,8 @@ def tornado_command(
     _wrote(output, data)
 
 
-plot_app.command("profile")(profile_command)
-plot_app.command("breakdown")(breakdown_command)
-plot_app.command("heatmap")(heatmap_command)
-plot_app.command("regimes")(regimes_command)
-plot_app.command("tornado")(tornado_command)
+plot_app.command("profile", cls=Command)(profile_command)
+plot_app.command("breakdown", cls=Command)(breakdown_command)
+plot_app.command("heatmap", cls=Command)(heatmap_command)
+plot_app.command("regimes", cls=Command)(regimes_command)
+plot_app.command("tornado", cls=Command)(tornado_command)

@@ -83,8 +83,10 @@ def validate_command(
     if set_name == MOE_SET and (config or calibrate):
         raise SpecError(f"--set: got {MOE_SET!r} with --config/--calibrate; allowed: "
                         "sc21, megatron-h100 or a --data file")
+    from jaxmodel.api import evaluate
+
     if set_name == MOE_SET:
-        rows = validate_moe(read_moe_runs(data) if data else None)
+        rows = validate_moe(read_moe_runs(data) if data else None, evaluate=evaluate)
         stats = summary_moe(rows)
         if output_format == "json":
             typer.echo(json.dumps({"set": MOE_SET, "runs": rows, "summary": stats}))
@@ -93,7 +95,7 @@ def validate_command(
         return
     table = read_table(data, set_name) if data else builtin_table(set_name or "sc21")
     overrides = load_config(config, get_model("refined")) if config else None
-    rows = validate_table(table, overrides=overrides)
+    rows = validate_table(table, evaluate=evaluate, overrides=overrides)
     stats = table_summary(rows)
     cal = None
     if calibrate:

@@ -76,6 +76,9 @@ class Model:
         step-time terms, that one configuration does not use (a dense model's
         MoE inputs and expert all-to-all in the refined model), which
         sensitivities, tables and legends leave out; None: all are used.
+      physics: the modules whose docstrings state the model's physics and its
+        sources, in reading order (``docs/reference/physics.md`` is built from
+        them, so the physics is written once, beside the code).
       hardware: the inputs a hardware designer or buyer can change (peak
         rates, bandwidths, capacities, achieved efficiencies): what
         ``best --sensitivity`` and ``plan --sensitivity`` weigh by default.
@@ -106,6 +109,7 @@ class Model:
     unused: Callable[[Mapping[str, float]], tuple[str, ...]] | None = field(
         default=None, compare=False)
     hardware: tuple[str, ...] = ()
+    physics: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         """Check the declarations against each other (a model is built once, at import).

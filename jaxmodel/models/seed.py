@@ -309,4 +309,5 @@ SEED = Model(
     # bandwidth (what ``jaxmodel calibrate`` fits by default).
     cluster=("compute_tflops", "link_bandwidth_gb_s"),
     hardware=("compute_tflops", "link_bandwidth_gb_s"),
+    physics=("jaxmodel.models.seed",),
 )

@@ -42,14 +42,13 @@ read with the built-in set of its columns' kind (``sc21`` for measured TFLOP/s,
 from __future__ import annotations
 
 import csv
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from jaxmodel.api import evaluate
 from jaxmodel.errors import InputError
 from jaxmodel.models import get_model
 from jaxmodel.models.presets import GPUS, apply_presets
@@ -176,10 +175,13 @@ def read_runs(path: str | Path) -> list[Run]:
     return runs
 
 
-def validate(runs: Sequence[Run] | None = None, *, x64: bool = True,
-             overrides: Mapping[str, float] | None = None) -> list[dict[str, Any]]:
+def validate(runs: Sequence[Run] | None = None, *, evaluate: Callable[..., Any],
+             x64: bool = True, overrides: Mapping[str, float] | None = None
+             ) -> list[dict[str, Any]]:
     """Predicted against measured, one row per run, in one batched evaluation.
 
+    ``evaluate``: ``jaxmodel.api.evaluate`` (or any function of its
+    signature), handed in: a model module does not import the API above it.
     ``overrides``: input values over the shared settings (``Run.inputs``), e.g.
     a ``calibrated.toml`` read by ``jaxmodel.config.load_config``.
 
@@ -432,7 +434,7 @@ def table_runs(table: Table) -> list[Run]:
     return [_run([r[c] for c in SC21_COLUMNS]) for r in table.rows]
 
 
-def validate_table(table: Table, *, x64: bool = True,
+def validate_table(table: Table, *, evaluate: Callable[..., Any], x64: bool = True,
                    overrides: Mapping[str, float] | None = None) -> list[dict[str, Any]]:
     """Predicted against measured for every row of ``table``, one batched evaluation.
 
@@ -443,7 +445,7 @@ def validate_table(table: Table, *, x64: bool = True,
     """
     if table.kind == "tflops" and table.set_name == "sc21" and not table.header \
             and all(set(r) <= set(SC21_COLUMNS) for r in table.rows):
-        rows = validate(table_runs(table), x64=x64, overrides=overrides)
+        rows = validate(table_runs(table), evaluate=evaluate, x64=x64, overrides=overrides)
         for r in rows:
             r.update(measured=r["measured_tflops"], predicted=r["predicted_tflops"],
                      error_percent=r["tflops_error_percent"])

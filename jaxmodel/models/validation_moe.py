@@ -72,14 +72,13 @@ rows and kept out of the error statistics, which cover the H100 rows.
 from __future__ import annotations
 
 import csv
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from jaxmodel.api import evaluate
 from jaxmodel.errors import InputError
 from jaxmodel.models import get_model
 from jaxmodel.models.presets import apply_presets
@@ -245,8 +244,8 @@ def read_moe_runs(path: str | Path | None = None) -> list[MoeRun]:
     return runs
 
 
-def validate_moe(runs: Sequence[MoeRun] | None = None, *, x64: bool = True
-                 ) -> list[dict[str, Any]]:
+def validate_moe(runs: Sequence[MoeRun] | None = None, *, evaluate: Callable[..., Any],
+                 x64: bool = True) -> list[dict[str, Any]]:
     """Predicted against measured per-GPU TFLOP/s (Megatron's count), one row per run."""
     runs = read_moe_runs() if runs is None else list(runs)
     inputs = [r.inputs() for r in runs]

@@ -3,6 +3,7 @@
 import re
 
 import pytest
+import typer
 from typer.testing import CliRunner
 
 import jaxmodel
@@ -62,3 +63,27 @@ def test_best_help_at_80_columns_cuts_no_word():
     assert result.exit_code == 0
     pareto = result.output[result.output.index("--pareto"):].split("--format")[0]
     assert "…" not in pareto and "max:throughput_tokens_s" in pareto
+
+
+def _commands(group, path=()):
+    """Every command path of ``group`` (typer's click-style group), itself first."""
+    out = [path]
+    for name, command in group.commands.items():
+        out += _commands(command, (*path, name)) if hasattr(command, "commands") \
+            else [(*path, name)]
+    return out
+
+
+COMMANDS = _commands(typer.main.get_command(app))
+
+
+@pytest.mark.parametrize("path", COMMANDS, ids=[" ".join(p) or "jaxmodel" for p in COMMANDS])
+def test_help_at_80_columns_shows_flags_untyped_and_cuts_nothing(path):
+    """Issue 27 item 13: ``--help <bool>`` (typer prints a type for flags, which
+    take no value), and option help cut off with an ellipsis at 80 columns (a
+    Megatron flag name longer than the column)."""
+    result = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    assert "--help" in result.output
+    assert "<bool>" not in result.output
+    assert "…" not in result.output

@@ -9,7 +9,7 @@ def test_docs_writes_the_pages_and_check_finds_them_fresh(tmp_path):
     runner = CliRunner()
     result = runner.invoke(app, ["docs", str(tmp_path)])
     assert result.exit_code == 0, result.output
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["cli.md", "models.md", "presets.md"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cli.md", "models.md", "physics.md", "presets.md"]
     assert "## `jaxmodel docs`" in (tmp_path / "cli.md").read_text()
     result = runner.invoke(app, ["docs", str(tmp_path), "--check"])
     assert result.exit_code == 0 and "fresh" in result.output

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+import jaxmodel
 from jaxmodel import InputError
 from jaxmodel.cli import app
 from jaxmodel.models.validation import (
@@ -263,9 +264,10 @@ def test_validate_all_json_counts_and_the_existing_figures():
         assert s["does_not_fit"] == sum(1 for r in runs if r["expressible"]
                                         and r["fits"] is False and r["predicted"] is not None)
     # The documented settings reproduce `validate --set` (its own code path).
-    sc21 = summary(validate())
-    h100 = table_summary(validate_table(builtin_table("megatron-h100")))
-    qwen3 = summary_moe(validate_moe())
+    sc21 = summary(validate(evaluate=jaxmodel.evaluate))
+    h100 = table_summary(validate_table(builtin_table("megatron-h100"),
+                                        evaluate=jaxmodel.evaluate))
+    qwen3 = summary_moe(validate_moe(evaluate=jaxmodel.evaluate))
     for key, stats in ((("sc21", DOCUMENTED + " = " + OUT_OF_BOX), sc21),
                        (("megatron-h100", DOCUMENTED), h100), (("qwen3-235b", DOCUMENTED), qwen3)):
         assert lines[key]["error_percent"]["mean"] == pytest.approx(

@@ -99,8 +99,8 @@ INPUTS: tuple[InputField, ...] = (
     switch("pipeline_schedule", "0 1F1B (interleaved when v > 1), 1 ZB-H1 (v = 1), 2 ZB-V "
             "(v = 2); Qi et al. 2023", 0, high=2.0),
     switch("pipeline_split_embedding", "count the input embedding and the output layer + "
-            "loss as one layer each in the pipeline split (Megatron-LM "
-            "--account-for-embedding/loss-in-pipeline-split)", 0),
+            "loss as one layer each in the pipeline split (Megatron-LM's account-for-embedding- "
+            "and -loss-in-pipeline-split flags)", 0),
     switch("precision", "the layers' GEMM precision: 0 BF16, 1 FP8 with per-tensor "
             "(current or delayed) scaling, 2 block-scaled FP8 (MXFP8 on Blackwell, 1x128 / "
             "128x128 blockwise on Hopper), 3 NVFP4; the output layer, attention, norms and "
@@ -236,9 +236,9 @@ INPUTS: tuple[InputField, ...] = (
                "drains the GPU queue, and the router and preprocessing kernels after it run at "
                "the CPU's launch pace (0: sync-free dispatch or CUDA-graphed router)", False,
                0.0, True, 0.0, None),
-    switch("ep_overlap", "Combined 1F1B expert all-to-all overlap (Megatron "
-            "--overlap-moe-expert-parallel-comm): the steady-phase share of the chunk passes "
-            "hides its dispatch and combine under another micro-batch's compute", 0),
+    switch("ep_overlap", "Combined 1F1B expert all-to-all overlap (Megatron-Core's "
+            "flag to overlap MoE expert-parallel comm): the steady-phase share of the chunk "
+            "passes hides its dispatch and combine under another micro-batch's compute", 0),
     InputField("moe_overlap", "fraction", "share of the expert all-to-all hidden by compute "
                "(1F1B all-to-all overlap, DualPipe)", False, 0.0, True, 0.0, 1.0),
     InputField("moe_imbalance", "ratio", "tokens of the busiest expert over the mean (>= 1)",

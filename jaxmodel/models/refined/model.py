@@ -248,4 +248,7 @@ REFINED = Model(
     unused=lambda v: (*moe.DENSE_UNUSED, MOE_COMM.output) if round(v["num_experts"]) == 1
     else (),
     hardware=HARDWARE,
+    physics=tuple(f"jaxmodel.models.refined.{name}" for name in (
+        "model", "layer", "rates", "memory", "tensor", "context", "pipeline", "data", "moe",
+        "validity", "space", "derived", "fields")) + ("jaxmodel.collectives",),
 )
