@@ -7,7 +7,10 @@
   z``): stages 1 and 2 reduce-scatter the gradients and all-gather the
   updated bf16 weights once a step; stage 3 (FSDP) gathers each layer's
   weights for the forward pass and again for the backward pass and
-  reduce-scatters its gradients, every micro-batch, one collective per layer.
+  reduce-scatters its gradients, every micro-batch, one collective per layer
+  (once a step with ``fsdp_keep_gathered``: weights stay gathered across the
+  micro-batches); FP8 primary weights (``fp8_param_gather``) are gathered as
+  FP8.
   The data x context group has stride ``t``: ``G / t`` of it share a node.
 * **Overlap**: gradients are final only during the backward pass of the last
   micro-batch, so a fraction ``dp_overlap`` of that window hides the

@@ -6,7 +6,10 @@
   distributed-optimizer guide: 18 bytes, or 6 + 12 / d sharded).  ZeRO-1
   shards the 12 over ``z`` ranks, ZeRO-2 also the gradients, ZeRO-3
   everything, and then holds two layers' weights gathered (the one in use, the
-  one prefetched) and one layer's gradients unsharded.  FP8 (Transformer
+  one prefetched) and one layer's gradients unsharded, or, kept gathered
+  across micro-batches (``fsdp_keep_gathered``: torchtitan's FSDP2 under
+  pipeline parallelism), the whole stage's weights and gradients.  FP8
+  primary weights (``fp8_param_gather``) are gathered in FP8 (1 byte).  FP8 (Transformer
   Engine) keeps an FP8 copy and its transpose of each layer weight (2 bytes),
   or, with FP8 primary weights (``fp8_param_gather``), holds the weight itself
   in FP8 with its transpose (1 + 1 bytes in place of bf16's 2).
