@@ -101,6 +101,14 @@ class Preset:
 #   gives 327.9, FlashAttention-2's 0.33, not cuDNN's: a measured kernel
 #   generation, not a ceiling.)
 #
+# FlashAttention-2 (fa2_attention_efficiency, for attention_kernel 1: PyTorch
+# SDPA's flash backend, which torchtitan runs): on H100 forward 370 and
+# backward 318 TFLOP/s (the same FlashAttention-3 figures, FlashAttention-2's
+# bars, head dim 128, seqlen 8k) -> 0.335 (the Azure harness's 327.9 / 989 =
+# 0.332 agrees); MI300X's attention_efficiency above is already
+# FlashAttention-2's.  Blackwell's and MI355X's FlashAttention-2 speeds are not
+# published: their presets keep their attention_efficiency (assumed).
+#
 # HBM (hbm_efficiency): the mean of the four STREAM kernels Copy, Scale (Mul),
 # Add and Triad (Dot is a reduction) over the datasheet bandwidth;
 # Azure/AI-benchmarking-guide, Azure_Results/ND_H100_v5_results.md (2.90, 2.90,
@@ -172,6 +180,7 @@ def _attention(forward: float, backward: float) -> float:
 _ATTN_H100 = _attention(600 / 989, 518 / 989)
 _ATTN_BLACKWELL = _attention(1613 / 1.3 / 2250, 1613 / 1.3 / 2250 * 518 / 600)
 _ATTN_MI300X = round(328.6 / 1307.4, 3)
+_FA2_H100 = _attention(370 / 989, 318 / 989)
 
 
 def _datasheet_memory_gb(gib: float) -> float:
@@ -203,8 +212,10 @@ def _gpu(name, description, source, *, tflops, sms, mamf, memory_gb, hbm_tb_s,
     })
 
 
-def _rates(*, attention, hbm, intra, inter=_NDR):
-    return {"attention_efficiency": attention, "hbm_efficiency": hbm,
+def _rates(*, attention, hbm, intra, inter=_NDR, fa2=None):
+    return {"attention_efficiency": attention,
+            "fa2_attention_efficiency": attention if fa2 is None else fa2,
+            "hbm_efficiency": hbm,
             "intra_node_efficiency": intra, "inter_node_efficiency": inter, **_LATENCY_US,
             **_HOST_KERNEL_US}
 
@@ -243,7 +254,7 @@ GPUS: dict[str, Preset] = {p.name: p for p in (
          "(tuning.cc)",
          tflops=989, sms=132, mamf=0.803, memory_gb=80,
          hbm_tb_s=3.35, nvlink_gb_s=450, network_gb_s=50, per_node=8,
-         rates=_rates(attention=_ATTN_H100, hbm=_HBM_H100, intra=_NVLINK4)),
+         rates=_rates(attention=_ATTN_H100, hbm=_HBM_H100, intra=_NVLINK4, fa2=_FA2_H100)),
     _gpu("h800", "NVIDIA H800 80 GB SXM5 (export H100: NVLink 400 GB/s), 8-GPU node, "
          "8 x 400 Gb/s",
          "NVIDIA H800 datasheet: the H100 SXM5 compute (989 TFLOP/s bf16, 1,979 FP8 dense, "
@@ -254,7 +265,7 @@ GPUS: dict[str, Preset] = {p.name: p for p in (
          "and NICs), latencies within NCCL's cost model",
          tflops=989, sms=132, mamf=0.803, memory_gb=80,
          hbm_tb_s=3.35, nvlink_gb_s=200, network_gb_s=50, per_node=8,
-         rates=_rates(attention=_ATTN_H100, hbm=_HBM_H100, intra=0.80)),
+         rates=_rates(attention=_ATTN_H100, hbm=_HBM_H100, intra=0.80, fa2=_FA2_H100)),
     _gpu("h200", "NVIDIA H200 141 GB SXM, HGX H200 node (8 x NDR 400 Gb/s)",
          "NVIDIA H200 datasheet (2024): 989 TFLOP/s bf16 dense, 1,979 FP8 dense, 141 GB "
          "HBM3e, 4.8 TB/s, NVLink 900 GB/s, 132 SMs (the H100 die); HGX H200: 8 GPUs, "
@@ -264,7 +275,7 @@ GPUS: dict[str, Preset] = {p.name: p for p in (
          "cost model",
          tflops=989, sms=132, mamf=0.803, memory_gb=141,
          hbm_tb_s=4.8, nvlink_gb_s=450, network_gb_s=50, per_node=8,
-         rates=_rates(attention=_ATTN_H100, hbm=_HBM_H200, intra=_NVLINK4)),
+         rates=_rates(attention=_ATTN_H100, hbm=_HBM_H200, intra=_NVLINK4, fa2=_FA2_H100)),
     _gpu("b200", "NVIDIA B200 180 GB, DGX B200 node (8 x 400 Gb/s)",
          "NVIDIA HGX B200 datasheet (2024): per GPU 2.25 PFLOP/s bf16 and 4.5 FP8 dense "
          "(9 PFLOP/s FP4; twice each with sparsity), 180 GB HBM3e, "

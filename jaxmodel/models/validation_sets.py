@@ -52,8 +52,7 @@ beside the rows that use it):
   counted (listed); a full recompute of only N layers a chunk (``block``) ->
   ``recompute_layers`` N.  torchtitan: ``full`` -> 2;
   its ``selective`` is its own per-op policy (keep the outputs of attention and of
-  every other matmul), not Megatron-LM's: not expressible until the model has that
-  setting.
+  every other matmul), not Megatron-LM's: ``recompute`` 3.
 * CUDA graphs: none -> ``cuda_graphs`` 0 (or nothing: the model launches every
   kernel); per layer (Transformer Engine or local, any scope) -> 1, listed where
   the scope is part of a layer; full iteration -> 2.
@@ -841,8 +840,12 @@ def _titan_batch(row: Mapping[str, str]) -> Cell:
         return exact(micro_batch=local, gradient_accum_steps=1)
     if local % p:
         return Missing(f"local batch {local:g} does not split into {p:g} micro-batches")
+    # Under PP torchtitan's FSDP2 does not reshard after forward
+    # (parallelize_llama.py apply_fsdp: "to avoid per-microbatch all-gathers"),
+    # and the pipeline stage syncs gradients on the last backward only
+    # (torch.distributed.pipelining's backward_maybe_with_nosync).
     return approx("as many micro-batches as pipeline stages (torchtitan's default)",
-                  micro_batch=local / p, gradient_accum_steps=p)
+                  micro_batch=local / p, gradient_accum_steps=p, fsdp_keep_gathered=1)
 
 
 def _titan_measure(row: Mapping[str, str], x: Mapping[str, float]
@@ -857,12 +860,16 @@ TORCHTITAN = SetTable(
     description="torchtitan Llama 3.1 8B/70B/405B on H100 96 GB (tokens/s per GPU, peak "
                 "reserved memory)",
     file="torchtitan_llama3_h100.csv",
-    every_row=(exact(sequence_parallel=1, cp_comm=1), NO_DROPOUT),
+    # torchtitan's Llama attention is F.scaled_dot_product_attention, whose flash
+    # backend is FlashAttention-2 (attention_kernel 1).
+    every_row=(exact(sequence_parallel=1, cp_comm=1),
+               approx("attention by PyTorch SDPA's flash backend (FlashAttention-2)",
+                      attention_kernel=1), NO_DROPOUT),
     columns={
         "system": {TORCHTITAN_GPU: gpu(
-            "h100-sxm", "the 96 GB H100 at 500 W as h100-sxm with 96 GB: the power limit and "
-            "its HBM bandwidth are not modelled", machine="h100-sxm 96 GB 500 W",
-            gpu_memory_gb=96)},
+            "h100-sxm", "the 96 GB H100 at 500 W as h100-sxm with 96 GB and the source's "
+            "2.4 TB/s HBM2e: the power limit is not modelled", machine="h100-sxm 96 GB 500 W",
+            gpu_memory_gb=96, hbm_bandwidth_tb_s=2.4)},
         "model": {"Llama 3.1 8B": llm("llama3.1-8b"), "Llama 3.1 70B": llm("llama3.1-70b"),
                   "Llama 3.1 405B": llm("llama3.1-405b")},
         "num_gpus": "num_gpus",
@@ -876,8 +883,9 @@ TORCHTITAN = SetTable(
         "activation_checkpointing": {
             "full": exact(recompute=2),
             "none": exact(recompute=0),
-            "selective": Missing("torchtitan's per-op selective activation checkpointing has "
-                                 "no recompute setting"),
+            # torchtitan's Llama 3 8B config (train_configs/llama3_8b.toml) runs
+            # selective AC with selective_ac_option = 'op': its op policy.
+            "selective": exact(recompute=3),
         },
         "torch_compile": {
             "yes": approx("torch.compile's fused elementwise kernels as the model's fused "
@@ -885,7 +893,13 @@ TORCHTITAN = SetTable(
             "no": Missing("eager PyTorch (no torch.compile): unfused elementwise kernels have "
                           "no input"),
         },
-        "float8": {"yes": precision(1), "no": precision(0)},
+        # Float8 (torchao) with FSDP's float8 all-gather, as torchtitan's
+        # docs/float8.md runs it (--float8.enable_fsdp_float8_all_gather): the
+        # weights are gathered in FP8 and no FP8 copy is kept.
+        "float8": {"yes": approx("Float8 with FSDP's float8 all-gather (torchtitan's "
+                                 "recommended flags; the benchmark lists none)",
+                                 precision=1, fp8_param_gather=1),
+                   "no": precision(0)},
         "async_tp": {"yes": exact(tp_overlap=1.0), "no": exact(tp_overlap=0.0)},
     },
     blank={"tp": 1, "pp": 1, "cp": 1},

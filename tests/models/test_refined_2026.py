@@ -531,3 +531,31 @@ def test_long_context_sweep_runs_through_the_engine(tmp_path):
     assert long.any() and col["context_parallel"][long].min() >= 2
     # H100's "80 GB" are 80 GiB (85.9 GB), the capacity a layout must fit in.
     assert (col["memory_gb_per_gpu"] <= 80 * 2**30 / 1e9).all()
+
+
+def test_flashattention2_kernel_runs_at_its_own_efficiency():
+    # attention_kernel 1 times the attention core at fa2_attention_efficiency
+    # instead of attention_efficiency: FA2 at 0.5 of peak is the fused kernel at
+    # 0.5, and the switch at 0 ignores it.
+    fa2 = run(attention_kernel=1, fa2_attention_efficiency=0.5)
+    assert fa2["step_time_ms"] == approx(run(attention_efficiency=0.5)["step_time_ms"])
+    assert run(attention_kernel=0, fa2_attention_efficiency=0.5)["step_time_ms"] == approx(
+        run()["step_time_ms"])
+    # The attention core takes twice as long: forward 1, backward 2 and
+    # FlashAttention's own recompute 0.5 times ATTN_FWD_US a layer, 4 layers of the
+    # last stage, m = 4 micro-batches, and the 1F1B bubble (p - 1) / m on top.
+    extra_us = (1 + 2 + 0.5) * ATTN_FWD_US * 4 * 4 * (1 + 1 / 4)
+    assert (fa2["step_time_ms"] - run()["step_time_ms"]) * 1e3 == approx(extra_us)
+
+
+def test_hopper_flashattention2_efficiency_from_the_fa3_paper():
+    # Shah et al. 2024, FlashAttention-2's bars at head dim 128, 8K on H100:
+    # forward 370, backward 318 TFLOP/s; 3.5 / (989 / 370 + 2.5 x 989 / 318).
+    from jaxmodel.presets import GPUS
+    expected = round(3.5 / (989 / 370 + 2.5 * 989 / 318), 3)
+    assert expected == 0.335
+    for name in ("h100-sxm", "h800", "h200"):
+        assert GPUS[name].values["fa2_attention_efficiency"] == expected
+    # Where no FlashAttention-2 figure is published, the preset's attention rate.
+    assert (GPUS["b200"].values["fa2_attention_efficiency"]
+            == GPUS["b200"].values["attention_efficiency"])

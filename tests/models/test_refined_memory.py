@@ -64,6 +64,47 @@ def test_llama_layer_activations_from_the_tensor_list():
     assert _layer_bytes(recompute=2, dropout=0, precision=1) == approx(2.0 * LLAMA_SBH_T)
 
 
+def test_per_op_selective_recompute_keeps_torchtitans_saved_outputs():
+    # torchtitan's op policy keeps the layer input 2, the outputs of wq 2 and wv
+    # 2 x 8 / 64 = 0.25, the attention output 2 and its fp32 log-sum-exp 4 x 64
+    # / 8192, w1 4 f / (2 h) = 7 and w2 (row-parallel partial sums, not split by
+    # t: 2 x 4 = 8 per s b h / t), and with sequence parallelism the two
+    # reduce-scatter outputs 2 + 2; per s b h / t: 2 + 2 + 0.25 + 2 + 1/32 + 7 + 8
+    # + 4 = 25.28125.
+    assert _layer_bytes(recompute=3, dropout=0, precision=0) == approx(
+        25.28125 * LLAMA_SBH_T)
+    # Without tensor parallelism (Llama 3 8B on FSDP: h 4096, 32 heads, 8 KV
+    # heads, f 14336, s b h = 2 x 8192 x 4096): 2 + 2 + 0.5 + 2 + 7 + 2 + 4 x 32 /
+    # 4096 = 15.53125 bytes per s b h, FP8 or not (the outputs are bf16).
+    for precision in (0, 1):
+        assert _layer_bytes(recompute=3, dropout=0, precision=precision, tensor_parallel=1,
+                            hidden_dim=4096, num_heads=32, num_kv_heads=8,
+                            ffn_hidden_dim=14336, micro_batch=2, sp=0) == approx(
+            15.53125 * 2 * 8192 * 4096)
+
+
+def test_per_op_selective_recompute_runs_every_other_matmul_again():
+    # recompute 3 against none: the forward GEMMs of wk (h -> kv h / a), wo
+    # (h -> h) and w3 (h -> f) run again.  With gemm_shape_model 0 every GEMM is
+    # at the ceiling, so the extra FLOPs are 2 b s (h^2 kv / a + h^2 + h f) per
+    # layer; TOY's GPT layer (a = kv, f = 4 h, two matrices: w2 in place of w3)
+    # recomputes h^2 + h^2 + 4 h^2 = 6 h^2 of its 12 h^2: half its GEMM FLOPs.
+    base = run(recompute=0, gemm_shape_model=0, kernel_overhead_us=0)
+    sac = run(recompute=3, gemm_shape_model=0, kernel_overhead_us=0)
+    full = run(recompute=2, gemm_shape_model=0, kernel_overhead_us=0)
+    assert sac["hfu_percent"] / sac["mfu_percent"] < full["hfu_percent"] / full["mfu_percent"]
+    h, L, b, s, t, p, m = (TOY[k] for k in ("hidden_dim", "num_layers", "micro_batch",
+                                             "seq_length", "tensor_parallel",
+                                             "pipeline_parallel", "gradient_accum_steps"))
+    extra_flops = L / p * m * 2 * b * s * 6 * h * h / t
+    rate = TOY["compute_tflops"] * 1e12 * TOY["matmul_efficiency"]
+    # The memory-bound kernels of the forward pass run again too (fwd bytes
+    # without the attention scores: FlashAttention keeps none).
+    memory_s = (sac["memory_bound_ms"] - base["memory_bound_ms"]) / 1e3
+    assert (sac["recompute_ms"] - base["recompute_ms"]) / 1e3 == approx(
+        extra_flops / rate + memory_s)
+
+
 def test_dropout_masks_of_the_attention_scores():
     # Without FlashAttention the scores add (2 + 3 dropout) a s / h per s b h / t:
     # the softmax output 2, and with dropout its mask 1 and output 2.
@@ -179,3 +220,40 @@ def test_norm_recompute_frees_the_norm_outputs_and_runs_the_norms_again():
     # and micro-batch: 4 layers x 4 micro-batches on TOY's busiest stage.
     extra_ms = run(norm_recompute=1)["memory_bound_ms"] - run()["memory_bound_ms"]
     assert extra_ms == approx(16 * 8.388608e-3)
+
+
+def test_fsdp_kept_gathered_holds_the_stage_whole_and_gathers_once():
+    # TOY (d = 1): ZeRO-3 holds two layers' weights gathered (2 x 2 bytes) and one
+    # layer's gradients (grad_buffer_bytes 2) beside the shards; kept gathered
+    # across micro-batches it holds the whole first stage's weights and gradients
+    # instead: P_GPU x (2 + 2) - 6 LAYER_P bytes more.
+    per_mb = run(zero_stage=3)
+    kept = run(zero_stage=3, fsdp_keep_gathered=1)
+    assert (kept["model_state_gb_per_gpu"] - per_mb["model_state_gb_per_gpu"]) * 1e9 == approx(
+        P_GPU * 4 - 6 * LAYER_P)
+    # 16 GPUs (d = 2): every micro-batch gathers each layer twice and
+    # reduce-scatters it once (m = 4: 12 collectives of the same bytes, bf16
+    # weights and bf16 gradients); kept gathered, one gather and one
+    # reduce-scatter a step: 2 / 12 of the traffic.
+    per_mb = run(zero_stage=3, num_gpus=16)
+    kept = run(zero_stage=3, num_gpus=16, fsdp_keep_gathered=1)
+    assert kept["dp_allreduce_raw_ms"] == approx(per_mb["dp_allreduce_raw_ms"] * 2 / 12)
+
+
+def test_fp8_param_gather_gathers_fp8_weights():
+    # ZeRO-3 with FP8 primary weights (fp8_param_gather): no FP8 copy of the 4
+    # layers (2 bytes each) and the two gathered layers in FP8 (1 byte, not 2):
+    # 8 LAYER_P + 2 LAYER_P bytes less than FP8 copies beside bf16 weights.
+    copies = run(zero_stage=3, precision=1)
+    gathered = run(zero_stage=3, precision=1, fp8_param_gather=1)
+    assert (copies["model_state_gb_per_gpu"] - gathered["model_state_gb_per_gpu"]) * 1e9 == (
+        approx(10 * LAYER_P))
+    # d = 2: the layers' weights are gathered as FP8, the embedding in bf16
+    # (V h / t = 262,144 parameters); the gradients stay bf16: per micro-batch
+    # 2 gathers of (4 LAYER_P + 2 x 262,144) bytes and one reduce-scatter of
+    # 2 P_GPU bytes, against 3 of 2 P_GPU.
+    copies = run(zero_stage=3, precision=1, num_gpus=16)
+    gathered = run(zero_stage=3, precision=1, fp8_param_gather=1, num_gpus=16)
+    fp8_bytes = 4 * LAYER_P + 2 * 262_144
+    assert gathered["dp_allreduce_raw_ms"] == approx(
+        copies["dp_allreduce_raw_ms"] * (2 * fp8_bytes + 2 * P_GPU) / (3 * 2 * P_GPU))

@@ -7,7 +7,10 @@
   z``): stages 1 and 2 reduce-scatter the gradients and all-gather the
   updated bf16 weights once a step; stage 3 (FSDP) gathers each layer's
   weights for the forward pass and again for the backward pass and
-  reduce-scatters its gradients, every micro-batch, one collective per layer.
+  reduce-scatters its gradients, every micro-batch, one collective per layer
+  (once a step with ``fsdp_keep_gathered``: weights stay gathered across the
+  micro-batches); FP8 primary weights (``fp8_param_gather``) are gathered as
+  FP8.
   The data x context group has stride ``t``: ``G / t`` of it share a node.
 * **Overlap**: gradients are final only during the backward pass of the last
   micro-batch, so a fraction ``dp_overlap`` of that window hides the
@@ -66,7 +69,11 @@ def dp_seconds(x, g, params, stage, layer_hw_flops, active_w, attn_core):
     replicas = dc / z
     per_node = G / t
     grad_bytes = x.grad_buffer_bytes * params_gpu
-    weight_bytes = BF16 * params_gpu
+    # FP8 primary weights (fp8_param_gather: Megatron-Core --fp8-param-gather,
+    # torchtitan/torchao's FSDP float8 all-gather) are gathered as FP8, 1 byte
+    # per layer weight of the stage; the embeddings stay bf16.
+    fp8_gathered = g.fp8 * x.fp8_param_gather * stage_layers * params.layer_params
+    weight_bytes = BF16 * params_gpu - (BF16 - 1.0) * fp8_gathered
     sharded = (zero_i >= 1).astype(fdt)
     fsdp = (zero_i == 3).astype(fdt)
     all_reduced = all_reduce(grad_bytes, dc, per_node, net)
@@ -105,6 +112,16 @@ def dp_seconds(x, g, params, stage, layer_hw_flops, active_w, attn_core):
                   + layer_gather / n_coll)
     fsdp_raw = m * (2.0 * layer_gather + layer_scatter) + shard_sync
     fsdp_exposed = m * fsdp_micro + positive_part(shard_sync - window)
+    # Weights kept gathered across micro-batches (fsdp_keep_gathered): each
+    # layer gathered once, in the first micro-batch's forward pass, and its
+    # gradients reduce-scattered once, in the last one's backward pass.
+    keep = x.fsdp_keep_gathered
+    kept_raw = layer_gather + layer_scatter + shard_sync
+    kept_exposed = (positive_part(layer_gather - x.dp_overlap * stage_f)
+                    + positive_part(layer_scatter - x.dp_overlap * (micro_compute - stage_f))
+                    + layer_gather / n_coll + positive_part(shard_sync - window))
+    fsdp_raw = keep * kept_raw + (1.0 - keep) * fsdp_raw
+    fsdp_exposed = keep * kept_exposed + (1.0 - keep) * fsdp_exposed
     zero12_raw = scattered + gathered
     zero12_exposed = (jnp.maximum(positive_part(scattered - window), tail_scattered)
                       + jnp.maximum(positive_part(gathered - gather_window), tail_gathered))

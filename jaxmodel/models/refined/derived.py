@@ -74,6 +74,7 @@ class Derived(NamedTuple):
       full: the share of layers fully recomputed (``recomputed_share``; 0
         unless ``recompute`` is 2).
       selective, sp, flash: recompute kind and switches, 0/1 floats.
+      op_sac: per-op selective recompute (``recompute`` 3, torchtitan's policy), 0/1.
       fp8: the layer GEMMs in a low precision (``low_precision_gemms``), 0/1.
       cast_bytes: bytes the quantisation kernels move per element cast
         (``cast_bytes_per_element``; 0 in BF16).
@@ -104,6 +105,7 @@ class Derived(NamedTuple):
     recompute: Any
     full: Any
     selective: Any
+    op_sac: Any
     sp: Any
     flash: Any
     fp8: Any
@@ -152,6 +154,7 @@ def derive(x) -> Derived:
     recompute = whole(x.recompute)
     full = (recompute == 2).astype(fdt) * recomputed_share(x)
     selective = (recompute == 1).astype(fdt)
+    op_sac = (recompute == 3).astype(fdt)
     sp = x.sequence_parallel
     one_stage = (p_i == 1).astype(fdt)
 
@@ -162,7 +165,7 @@ def derive(x) -> Derived:
     return Derived(
         fdt=fdt, n_i=n_i, t_i=t_i, p_i=p_i, c_i=c_i, v_i=v_i, m_i=m_i, d_i=d_i,
         used_i=used_i, tokens_i=tokens_i, schedule=schedule, zero_i=zero_i,
-        well_formed=well_formed, recompute=recompute, full=full, selective=selective,
+        well_formed=well_formed, recompute=recompute, full=full, selective=selective, op_sac=op_sac,
         sp=sp, flash=x.flash_attention, fp8=low_precision_gemms(x),
         cast_bytes=cast_bytes_per_element(x), one_stage=one_stage,
         pp_active=1.0 - one_stage, has_mid=(p_i >= 3).astype(fdt),

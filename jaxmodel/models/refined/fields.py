@@ -11,7 +11,7 @@ outputs here, and its physics in one module beside this one.
 
 Numeric-coded switches (so that sweeps, sensitivities and searches range over
 them like any input; values are checked whole numbers in a range):
-``recompute`` 0 none / 1 selective / 2 full, ``sequence_parallel`` 0/1,
+``recompute`` 0 none / 1 selective / 2 full / 3 per-op selective, ``sequence_parallel`` 0/1,
 ``zero_stage`` 0..3, ``flash_attention`` 0/1, ``tied_embeddings`` 0/1, and
 ``virtual_stages`` (1 = plain 1F1B).  They select terms by ``jnp.where`` and
 arithmetic, so one compiled program serves every value.
@@ -74,7 +74,10 @@ INPUTS: tuple[InputField, ...] = (
     # this size (Korthikanti et al. 2022: selective recompute with sequence
     # parallelism; FlashAttention; gradient reduction overlapped with the
     # backward pass, as PyTorch DDP and Megatron-LM --overlap-grad-reduce do).
-    switch("recompute", "activation recompute: 0 none, 1 selective, 2 full", 1, high=2.0),
+    switch("recompute", "activation recompute: 0 none, 1 selective (Megatron-LM: the "
+            "attention core), 2 full, 3 per-op selective (torchtitan's op policy: keep the "
+            "attention output and every other matmul's output, recompute the rest)", 1,
+            high=3.0),
     count("recompute_layers", "layers", "with full recompute, the layers of each pipeline "
            "chunk recomputed (Megatron-LM --recompute-method block --recompute-num-layers k: "
            "the first k; the others store their activations, as without recompute); "
@@ -110,6 +113,13 @@ INPUTS: tuple[InputField, ...] = (
     InputField("param_gather_overlap", "fraction", "share of a micro-batch's forward pass that "
                "hides the ZeRO weight all-gather (Megatron-LM --overlap-param-gather)",
                False, 0.0, True, 0.0, 1.0),
+    switch("fsdp_keep_gathered", "with ZeRO-3 / FSDP, a stage's weights stay gathered and its "
+            "gradients unsharded across the micro-batches of a step (1: FSDP2 under "
+            "torchtitan's pipeline schedules, reshard_after_forward False and gradient "
+            "sync on the last micro-batch only): one all-gather and one reduce-scatter a "
+            "step, but the whole stage's weights (bf16, FP8 with fp8_param_gather) and "
+            "gradients (grad_buffer_bytes) are held; 0 gathers each layer again every "
+            "micro-batch", 0),
     InputField("tp_overlap", "fraction", "share of the tensor-parallel collectives hidden "
                "behind the GEMMs they feed (Megatron-Core --tp-comm-overlap)", False, 0.0,
                True, 0.0, 1.0),
@@ -161,6 +171,12 @@ INPUTS: tuple[InputField, ...] = (
     InputField("attention_efficiency", "fraction", "achievable fraction of the bf16 peak in "
                "the fused (Flash) attention kernels, forward and backward", False, 0.0, False,
                0.55, 1.0),
+    InputField("fa2_attention_efficiency", "fraction", "achievable fraction of the bf16 peak "
+               "in FlashAttention-2's kernels, forward and backward (attention_kernel 1)",
+               False, 0.0, False, 0.335, 1.0),
+    switch("attention_kernel", "fused attention kernel: 0 the GPU's fastest (cuDNN / "
+            "FlashAttention-3, Transformer Engine's; attention_efficiency), 1 "
+            "FlashAttention-2 (PyTorch SDPA's flash backend; fa2_attention_efficiency)", 0),
     switch("cuda_graphs", "CUDA graphs: 0 none, 1 per layer (Transformer Engine graphs of the "
             "attention and the MoE router and preprocessing: Megatron --cuda-graph-impl "
             "transformer_engine), 2 the full iteration (--cuda-graph-impl local/full_iteration)",

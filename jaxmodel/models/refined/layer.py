@@ -7,7 +7,9 @@
   and full recompute this is Narayanan et al. 2021 (SC21) eq. 3,
   ``96 B s l h^2 (1 + s / 6h + V / 16 l h)``.  Recompute (Korthikanti et al.
   2022): ``none`` (0), ``selective`` (1, the attention core is recomputed:
-  ``+ 4 b s^2 h``) or ``full`` (2, the whole forward again).  FlashAttention
+  ``+ 4 b s^2 h``), ``full`` (2, the whole forward again) or per-op (3,
+  torchtitan's op policy: the forward GEMMs of every other matmul again,
+  ``op_sac_recomputed_shapes``, and the memory-bound kernels).  FlashAttention
   (Dao et al. 2022) recomputes QK^T inside its backward (``+ 2 b s^2 h``) and
   moves no ``s^2`` tensor through memory.  MFU counts model FLOPs (no
   recompute) against the true bf16 peak; HFU adds recompute.
@@ -185,9 +187,34 @@ def layer_gemm_shapes(x):
     )
 
 
+def op_sac_recomputed_shapes(x):
+    """``(n, k)`` of the GEMMs per-op selective recompute (``recompute`` 3) runs again.
+
+    torchtitan's op policy keeps the output of every other matmul of the
+    block's forward pass (``memory.op_sac_activation_bytes``), so the second,
+    fourth and sixth run again in the backward pass: wk (``h -> kv d_h / t``),
+    wo (``a d_h / t -> h``) and w3 (SwiGLU's up, ``h -> f / t``; with two
+    matrices w2, ``f / t -> h``: the same FLOPs).  An MoE layer's are counted
+    as its dense FFN's (the policy is torchtitan's for dense Llama blocks).
+    """
+    h, t, f = x.hidden_dim, x.tensor_parallel, x.ffn_hidden_dim
+    q = attention_width(x)
+    swiglu = x.mlp_weight_matrices > 2.5
+    return (
+        (q * x.num_kv_heads / x.num_heads / t, h),
+        (h, q / t),
+        (jnp.where(swiglu, f / t, h), jnp.where(swiglu, h, f / t)),
+    )
+
+
+def op_sac_recomputed_params(x):
+    """Weight-matrix parameters whose forward GEMM per-op recompute runs again."""
+    return sum(n_ * k_ for n_, k_ in op_sac_recomputed_shapes(x)) * x.tensor_parallel
+
+
 def layer_times(x, g) -> LayerTimes:
     """Seconds of one layer and of the output layer (``g``: ``Derived``)."""
-    full, selective, flash, fp8 = g.full, g.selective, g.flash, g.fp8
+    full, selective, flash, fp8, op_sac = g.full, g.selective, g.flash, g.fp8, g.op_sac
     t, c, b, s, h = g.t, g.c, g.b, g.s, g.h
     V, a, kv, f = g.V, g.a, g.kv, g.f
     peak, hbm_rate, rep_split, tok, plain = g.peak, g.hbm_rate, g.rep_split, g.tok, g.plain
@@ -259,7 +286,9 @@ def layer_times(x, g) -> LayerTimes:
     fwd_bytes = hidden_bytes + mlp_bytes + score_bytes + g.cast_bytes * cast_fwd
     bwd_bytes = (2.0 * (hidden_bytes + mlp_bytes + score_bytes)
                  + g.cast_bytes * cast_bwd)
-    recompute_bytes = full * (hidden_bytes + mlp_bytes + g.cast_bytes * cast_fwd) \
+    # Full and per-op recompute run every memory-bound kernel of the forward
+    # pass again (per-op keeps only matmul and attention outputs).
+    recompute_bytes = (full + op_sac) * (hidden_bytes + mlp_bytes + g.cast_bytes * cast_fwd) \
         + (full + selective) * score_bytes
     # Norm recompute (norm_recompute, without full recompute): both norms'
     # forward again, each reading and writing [s b h] in bf16.
@@ -272,7 +301,9 @@ def layer_times(x, g) -> LayerTimes:
                                 recompute_bytes + moe.recompute_bytes(x, tok / t))
 
     layer_f = gemm_fwd_s + attn_fwd_s + fwd_bytes / hbm_rate
-    layer_recompute = (full * gemm_fwd_s + attn_recompute_s + recompute_bytes / hbm_rate)
+    layer_recompute = (full * gemm_fwd_s + op_sac * sum(
+        gemm_seconds(x, tok, n_, k_, fp8, hbm_rate) for n_, k_ in op_sac_recomputed_shapes(x))
+        + attn_recompute_s + recompute_bytes / hbm_rate)
     layer_recompute = jnp.where(plain, layer_recompute,
                                 layer_recompute + moe_layer_again * moe_gemm[3])
     layer_b = gemm_dgrad_s + attn_bwd_s + bwd_bytes / hbm_rate + layer_recompute
@@ -296,7 +327,7 @@ def layer_times(x, g) -> LayerTimes:
     layer_graphed = jnp.where(graphs == 2, _LAYER_KERNELS,
                               jnp.where(graphs == 1, _ATTN_SCOPE_KERNELS, 0.0))
     layer_kernel_s = (layer_graphed * graphed_s + (_LAYER_KERNELS - layer_graphed) * launch_s)
-    layer_b = layer_b + layer_kernel_s * (1.0 + full / 3.0)
+    layer_b = layer_b + layer_kernel_s * (1.0 + (full + op_sac) / 3.0)
     # MoE: the router, dispatch and permutation kernels and one GEMM per local
     # expert and pass (moe.layer_extra_kernels), a third again with full recompute.
     moe_kernels = moe.layer_extra_kernels(x)
@@ -346,6 +377,7 @@ def layer_flops(x, g, moe_layer_again):
     hardware FLOPs of forward, backward and recompute.
     """
     full, selective, flash, plain, b, s = g.full, g.selective, g.flash, g.plain, g.b, g.s
+    op_sac = g.op_sac
     active_w = jnp.where(plain, layer_weight_params(x), moe.layer_active_params(x))
     attn_core = jnp.where(plain, 4.0 * b * s * s * attention_width(x),
                           b * s * s * moe.attention_core_flops(x))
@@ -353,7 +385,8 @@ def layer_flops(x, g, moe_layer_again):
     # Megatron-LM and SC21 count them: the full attention square (a causal
     # kernel's skipped half is a saving in time, not in counted FLOPs); the
     # hardware count adds recompute.
-    gemm_passes = 3.0 + full
+    # Per-op recompute runs the forward GEMMs of op_sac_recomputed_params again.
+    gemm_passes = 3.0 + full + op_sac * op_sac_recomputed_params(x) / layer_weight_params(x)
     attn_passes = 3.0 + full + selective + 0.5 * flash
     layer_hw_flops = (gemm_passes * 2.0 * b * s * active_w + attn_passes * attn_core)
     # The MoE recompute runs the MoE block's forward GEMMs again.

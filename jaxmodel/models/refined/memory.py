@@ -6,7 +6,10 @@
   distributed-optimizer guide: 18 bytes, or 6 + 12 / d sharded).  ZeRO-1
   shards the 12 over ``z`` ranks, ZeRO-2 also the gradients, ZeRO-3
   everything, and then holds two layers' weights gathered (the one in use, the
-  one prefetched) and one layer's gradients unsharded.  FP8 (Transformer
+  one prefetched) and one layer's gradients unsharded, or, kept gathered
+  across micro-batches (``fsdp_keep_gathered``: torchtitan's FSDP2 under
+  pipeline parallelism), the whole stage's weights and gradients.  FP8
+  primary weights (``fp8_param_gather``) are gathered in FP8 (1 byte).  FP8 (Transformer
   Engine) keeps an FP8 copy and its transpose of each layer weight (2 bytes),
   or, with FP8 primary weights (``fp8_param_gather``), holds the weight itself
   in FP8 with its transpose (1 + 1 bytes in place of bf16's 2).
@@ -85,9 +88,12 @@ def layer_activation_bytes(x, recompute_code, sp):
       with selective recompute).
 
     Full recompute stores only the layer input, ``2 s b h`` (``/ t`` with SP).
+    Per-op selective recompute (``recompute`` 3: ``op_sac_activation_bytes``)
+    stores the layer input and the outputs its policy keeps.
 
     Args:
-      recompute_code: 0 none, 1 selective, 2 full (may be a traced value).
+      recompute_code: 0 none, 1 selective, 2 full, 3 per-op selective (may be a
+        traced value).
       sp: 1.0 with sequence parallelism, else 0.0.
     """
     s, b, h, t = x.seq_length, x.micro_batch, x.hidden_dim, x.tensor_parallel
@@ -122,7 +128,38 @@ def layer_activation_bytes(x, recompute_code, sp):
     none = sbh * (replicated + parallel + scores)
     selective = sbh * (replicated + parallel)
     full = 2.0 * sbh / rep_split
-    return jnp.where(recompute_code == 2, full, jnp.where(recompute_code == 1, selective, none))
+    op_sac = sbh * op_sac_activation_bytes(x, sp)
+    return jnp.where(recompute_code == 3, op_sac,
+                     jnp.where(recompute_code == 2, full,
+                               jnp.where(recompute_code == 1, selective, none)))
+
+
+def op_sac_activation_bytes(x, sp):
+    """Bytes per ``s b h`` (of the GPU's ``s / c`` tokens) that one layer stores
+    under torchtitan's per-op selective activation checkpointing (``recompute`` 3).
+
+    torchtitan ``parallelize_llama.py`` (``_save_list`` and ``_custom_policy``,
+    Dec 2024): inside each checkpointed transformer block the outputs of
+    ``aten.mm``, of the attention kernel and of ``reduce_scatter_tensor`` are
+    saved, "except every second mm"; everything else is recomputed in the
+    backward pass.  The block's forward runs its matmuls in the order wq, wk,
+    wv, wo, w1, w3, w2 (SwiGLU; w1, w2 with two matrices), so it keeps the
+    outputs of wq (``2 a d_h / (h t)``), wv (``2 kv d_h / (h t)``), w1 (``2 f /
+    (h t)``) and, with three matrices, w2 (row-parallel: each TP rank's partial
+    sum of all ``h``, 2), the attention output (``2 a d_h / (h t)``) with its
+    fp32 log-sum-exp (``4 a / (h t)``), and the checkpoint's input (2); with
+    sequence parallelism the two reduce-scatter outputs (``2 + 2``) and the
+    input are split by ``t``.  The outputs are bf16 under FP8 too (the matmuls
+    are counted whatever their precision).  Llama 3 8B without TP: ``2 + 2 + 0.5
+    + 2 + 2 x 3.5 + 2 + 0.03 = 15.5``.
+    """
+    h, t, a = x.hidden_dim, x.tensor_parallel, x.num_heads
+    qw = attention_width(x)
+    rep_split = jnp.where(sp > 0.5, t, jnp.ones_like(t))
+    replicated = (BF16 + sp * 2.0 * BF16) / rep_split
+    saved_mms = (BF16 * qw * (2.0 + x.num_kv_heads / a) + 4.0 * a
+                 + BF16 * x.ffn_hidden_dim) / (h * t)
+    return replicated + saved_mms + BF16 * (x.mlp_weight_matrices - 2.0)
 
 
 class StageParams(NamedTuple):
@@ -196,7 +233,14 @@ def stage_memory(x, g, params, layers_mid, layers_end, z, edp, score_bytes, kv_b
         jnp.where(zero_i == 1, 2.0 + gb + _OPTIMIZER_BYTES / z,
                   jnp.where(zero_i == 2, 2.0 + (gb + _OPTIMIZER_BYTES) / z,
                             (2.0 + gb + _OPTIMIZER_BYTES) / z)))
-    fsdp_working = fsdp * (2.0 * BF16 + gb) * layer_params
+    # ZeRO-3 / FSDP: two layers' weights gathered (FP8 with fp8_param_gather)
+    # and one layer's gradients unsharded.
+    gathered_bytes = BF16 - (BF16 - 1.0) * fp8 * x.fp8_param_gather
+    fsdp_working = fsdp * (2.0 * gathered_bytes + gb) * layer_params
+    # Kept gathered across micro-batches (fsdp_keep_gathered): the stage's
+    # weights whole (the embeddings in bf16) and its gradients unsharded, in
+    # place of the two layers' working set.
+    keep = fsdp * x.fsdp_keep_gathered
     # FP8 weights: an FP8 copy and its transpose beside each bf16 layer weight,
     # or, as the primary weights (fp8_param_gather), in its place: 1 + 1 bytes
     # for the 2 of bf16, no copy.
@@ -213,7 +257,9 @@ def stage_memory(x, g, params, layers_mid, layers_end, z, edp, score_bytes, kv_b
                     ) * expert_layer_params
 
     def state_bytes(held, layers):
-        dense = held * per_param + fsdp_working + fp8_copies * layers
+        whole_stage = held * (BF16 + gb) - (BF16 - gathered_bytes) * layers * layer_params
+        dense = (held * per_param + (1.0 - keep) * fsdp_working + keep * whole_stage
+                 + fp8_copies * layers)
         return jnp.where(has_experts, dense + layers * expert_state, dense)
 
     in_flight_first = jnp.minimum(m, p)
@@ -224,7 +270,8 @@ def stage_memory(x, g, params, layers_mid, layers_end, z, edp, score_bytes, kv_b
     # their activations as without recompute (g.full is the recomputed share).
     stored = jnp.where(recompute == 2, g.full * stored
                        + (1.0 - g.full) * layer_activation_bytes(x, 0, sp), stored)
-    working = jnp.where(recompute == 2, layer_activation_bytes(x, 0, sp),
+    # Full and per-op recompute rebuild one layer's activations at a time.
+    working = jnp.where((recompute == 2) | (recompute == 3), layer_activation_bytes(x, 0, sp),
                         jnp.where(recompute == 1, score_bytes / SCORE_BYTES * 5.0,
                                   jnp.zeros_like(t)))
     # All-gather context parallelism holds one layer's full-sequence K and V.

@@ -10,7 +10,8 @@
   low end of what cuBLAS sustains on transformer-sized bf16 GEMMs on A100 and
   H100, 70-80% of dense peak); with 0 the ceiling for every GEMM.
 * **Fused attention** (``flash_attention_seconds``): FlashAttention (Dao et al.
-  2022) at ``attention_efficiency`` of the bf16 peak; with a causal mask it
+  2022) at ``attention_efficiency`` of the bf16 peak (``fa2_attention_efficiency``
+  for FlashAttention-2, ``attention_kernel`` 1); with a causal mask it
   executes only the unmasked half of the score blocks.
 * **Memory-bound kernels** run at ``hbm_efficiency`` of ``hbm_bandwidth_tb_s``
   (streaming kernels reach 80-90% of datasheet bandwidth); the bytes each
@@ -95,7 +96,9 @@ def flash_attention_seconds(x, flops, flash, peak):
     two batched GEMMs instead, and this value is not selected).
     """
     causal = jnp.where(x.causal_mask > 0.5, 0.5, 1.0) * flash + (1.0 - flash)
-    return causal * flops / (peak * x.attention_efficiency)
+    efficiency = jnp.where(whole(x.attention_kernel) == 1, x.fa2_attention_efficiency,
+                           x.attention_efficiency)
+    return causal * flops / (peak * efficiency)
 
 
 def low_precision_gemms(x):
