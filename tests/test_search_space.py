@@ -90,3 +90,43 @@ def test_a_pinned_p_that_fits_nothing_says_why_without_an_empty_bracket():
     assert result.exit_code != 0
     line = result.output.strip().splitlines()[-1]
     assert "()" not in line and "p | num_layers" in line and "no (t, p) pair" in line
+
+
+def test_virtual_stages_that_split_the_layers_evenly_are_searched():
+    # Llama 3 70B: 80 layers.  Besides v = 1, 2, 4, every v with p v dividing
+    # 80 (Megatron-Bridge runs p = 8, v = 5: two layers a chunk); a v that
+    # splits them unevenly only among the standard three.
+    values = {**REFINED.defaults, **jaxmodel.presets.apply_presets(REFINED, llm="llama3-70b"),
+              "num_gpus": 64}
+    cand = REFINED.layout.candidates(values, 256)
+    pairs = set(zip(cand["pipeline_parallel"].tolist(), cand["virtual_stages"].tolist(),
+                    strict=True))
+    assert {(8, v) for v in (1, 2, 4, 5, 10)} == {(p, v) for p, v in pairs if p == 8}
+    assert {(16, v) for v in (1, 2, 4, 5)} == {(p, v) for p, v in pairs if p == 16}
+    assert {(32, v) for v in (1, 2, 4)} == {(p, v) for p, v in pairs if p == 32}
+    assert {v for p, v in pairs if p == 1} == {1}
+    # + the embedding and output layer: 82 units, so p = 2 takes v = 41
+    split = REFINED.layout.candidates({**values, "pipeline_split_embedding": 1}, 256)
+    assert 41 in split["virtual_stages"][split["pipeline_parallel"] == 2]
+    # a v the user asks for is taken as given
+    pinned = REFINED.layout.candidates(values, 256, pinned={"virtual_stages": 3})
+    assert set(pinned["virtual_stages"].tolist()) == {3}
+
+
+def test_a_fractional_layout_option_is_pinned_at_its_value(monkeypatch):
+    # `--moe-overlap 0.5` pinned the overlap at int(0.5) = 0.
+    import jaxmodel.searching
+
+    seen = {}
+
+    def stop(model, values, **kwargs):
+        seen.update(kwargs["pinned"])
+        raise SpecError("stopped before the search")
+
+    monkeypatch.setattr(jaxmodel.searching, "search", stop)
+    result = runner.invoke(app, ["best", "--model", "refined", "--llm", "mixtral-8x7b",
+                                 "--num-gpus", "64", "--moe-overlap", "0.5",
+                                 "--tensor-parallel", "2"])
+    assert "stopped before the search" in result.output
+    assert seen == {"moe_overlap": 0.5, "tensor_parallel": 2}
+    assert isinstance(seen["tensor_parallel"], int)

@@ -247,7 +247,9 @@ def best_command(
         if a not in extra:
             raise SpecError(f"--search-axes: got {a!r}; allowed: "
                             + (", ".join(extra) or f"none for model {m.name!r}"))
-    pinned = {k: int(values[k]) for k in space.axes + extra if inputs.get(k) is not None}
+    # (a fractional axis, such as moe_overlap 0.5, keeps its value)
+    pinned = {k: int(values[k]) if m.input_field(k).integer else float(values[k])
+              for k in space.axes + extra if inputs.get(k) is not None}
     batch = space.global_batch(values, global_batch, global_batch_tokens)
     groups = tuple(g.strip() for g in group_by.split(",") if g.strip()) if group_by else ()
     varied = {}

@@ -124,6 +124,11 @@ class LayoutSpace:
         without a pipeline, expert levers in a dense model); of those rows
         only the column's smallest searched value is kept, so that no two
         candidates are the same plan.  None: every column always matters.
+      admissible: ``admissible(values, candidates) -> {column: bool mask}``:
+        the rows where a value the model's own axis offers (``extra``) goes
+        with the rest of the candidate (e.g. virtual stages that split each
+        stage's layers evenly); the others are dropped, unless the user pinned
+        or varied that column.  None: every value goes with every row.
     """
 
     context: bool = False
@@ -131,6 +136,8 @@ class LayoutSpace:
     uneven_pipeline: bool = False
     meaningless: Callable[[Mapping[str, float], Mapping[str, np.ndarray]],
                           dict[str, np.ndarray]] | None = None
+    admissible: Callable[[Mapping[str, float], Mapping[str, np.ndarray]],
+                         dict[str, np.ndarray]] | None = None
 
     axes = LAYOUT_AXES
     required = REQUIRED_INPUTS
@@ -230,9 +237,14 @@ class LayoutSpace:
                                  if name in cand else len(cand[TENSOR]) // k)
         if extra:
             # (an axis the user varies explicitly is not crossed twice)
-            own = self.extra_axes(values, also)
-            cand = cross_extra_axes(cand, {k: v for k, v in own.items() if k not in cand},
-                                    pinned)
+            own = {k: v for k, v in self.extra_axes(values, also).items() if k not in cand}
+            cand = cross_extra_axes(cand, own, pinned)
+            if self.admissible is not None and len(cand[TENSOR]):
+                keep = np.ones(len(cand[TENSOR]), bool)
+                for name, fits in self.admissible(values, cand).items():
+                    if name in own and name not in pinned:
+                        keep &= fits
+                cand = {k: v[keep] for k, v in cand.items()}
         if self.meaningless is not None and len(cand[TENSOR]):
             keep = np.ones(len(cand[TENSOR]), bool)
             for name, idle_axis in self.meaningless(values, cand).items():

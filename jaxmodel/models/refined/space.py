@@ -6,7 +6,10 @@ Besides the 3D layout (``jaxmodel.models.layout``) a search tries
 * the expert layout (``moe.expert_layout_axes``): ``expert_parallel``, and
   ``expert_tensor_parallel`` when asked;
 * ``virtual_stages`` 1, 2 and 4 (interleaved 1F1B; Llama 3 405B ran v = 4 on
-  p = 16, Llama Team 2024, sec. 3.3.2);
+  p = 16, Llama Team 2024, sec. 3.3.2), and every ``v`` that splits each
+  stage's layers into equal chunks (``p v`` divides ``num_layers``, + 2 with
+  ``pipeline_split_embedding``: Megatron-LM's own rule for interleaving;
+  Megatron-Bridge runs Llama 3 70B at p = 8, v = 5, two layers a chunk);
 * for an MoE model, the levers that decide its step (DeepSeek-AI 2024,
   DeepSeek-V3 technical report, sec. 3.2): the all-to-all overlap
   ``moe_overlap`` 0 or ``A2A_OVERLAP`` (the 1F1B all-to-all overlap, as the
@@ -40,12 +43,32 @@ EXPERT_LEVERS = ("moe_overlap", "max_nodes_per_token", "moe_dispatcher", "moe_re
 def layout_axes(values: Mapping[str, float], also=frozenset()) -> dict[str, np.ndarray]:
     """The refined model's own axes for one configuration (``LayoutSpace.extra``)."""
     axes = moe.expert_layout_axes(values, also)
-    axes["virtual_stages"] = np.asarray(VIRTUAL_STAGES, np.int64)
+    # (each v that splits some p's layers evenly divides them all; admissible
+    # keeps it only where it does)
+    units = _pipeline_units(values)
+    even = [v for v in range(1, units + 1) if units % v == 0]
+    axes["virtual_stages"] = np.asarray(sorted(set(VIRTUAL_STAGES) | set(even)), np.int64)
     if int(values["num_experts"]) > 1:
         axes["moe_overlap"] = np.asarray([0.0, A2A_OVERLAP])
         axes["max_nodes_per_token"] = np.asarray([0, NODE_LIMIT], np.int64)
         axes["moe_dispatcher"] = np.asarray([0, 1], np.int64)
     return axes
+
+
+def _pipeline_units(values: Mapping[str, float]) -> int:
+    """What the pipeline splits: the layers, + the embedding and the output layer
+    with ``pipeline_split_embedding``."""
+    return int(values["num_layers"]) + 2 * int(values["pipeline_split_embedding"])
+
+
+def admissible(values: Mapping[str, float],
+               cand: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The rows whose virtual stages go with their pipeline (``LayoutSpace.admissible``):
+    the standard 1, 2 and 4, or a ``v`` with ``p v`` dividing the layers."""
+    v = np.asarray(cand["virtual_stages"])
+    p = np.asarray(cand["pipeline_parallel"])
+    even = _pipeline_units(values) % (p * v) == 0
+    return {"virtual_stages": np.isin(v, VIRTUAL_STAGES) | even}
 
 
 def meaningless(values: Mapping[str, float],
