@@ -85,6 +85,9 @@ EDGE = 0.005
 # or default's) gets a warning: a cluster's achieved rates differ from the
 # microbenchmarks behind the presets by tens of percent, not by more.
 FAR_FROM_START = 1.15
+# Why a default fit leaves some cluster parameters at their starting values.
+HELD_REASON = ("these runs cannot tell them from the fitted ones; name them in --fit "
+               "to fit them anyway")
 # Levenberg-Marquardt tolerances in z (log or logit of the parameter) and steps.
 RTOL = 1e-7
 ATOL = 1e-7
@@ -146,6 +149,9 @@ class Calibration:
       presets: the ``gpu`` / ``llm`` presets the fit assumed; fixed: the other
         inputs it assumed that are neither a preset's nor a default value (from
         ``config`` or ``**inputs``), not the runs' own columns.
+      held: the model's cluster parameters left at their starting values by a
+        default fit (no ``fit`` given) because the runs cannot tell them from
+        the fitted ones (:func:`identifiable`); empty when ``fit`` was given.
     """
 
     model: str
@@ -167,6 +173,7 @@ class Calibration:
     fit_s: float = 0.0
     presets: dict[str, str] = field(default_factory=dict)
     fixed: dict[str, float] = field(default_factory=dict)
+    held: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (NaN as None)."""
@@ -179,7 +186,8 @@ class Calibration:
                 return [clean(x) for x in v]
             return v
         return clean({
-            "model": self.model, "fit": list(self.fit), "outputs": list(self.outputs),
+            "model": self.model, "fit": list(self.fit), "held": list(self.held),
+            "outputs": list(self.outputs),
             "start": self.start, "values": self.values,
             "intervals": {k: list(v) for k, v in self.intervals.items()},
             "confidence": self.confidence, "runs": self.runs, "errors": self.errors,
@@ -216,6 +224,9 @@ class Calibration:
         lines.append(f"# Bootstrap: {self.bootstrap['converged']} of "
                      f"{self.bootstrap['resamples']} resamples converged; {pct}% intervals "
                      "below.")
+        if self.held:
+            lines.append("# Held at the presets' values (" + HELD_REASON + "): "
+                         + ", ".join(self.held))
         for w in self.warnings:
             lines.append("# Warning: " + w)
         lines += ["", f"model = {json.dumps(self.model)}"]
@@ -720,7 +731,8 @@ def calibrate(runs, fit: str | Sequence[str] | None = None, *,
     static = {"model": m, "fit_index": fit_index, "out_names": out_names}
 
     n_meas = int(mask.sum())
-    if n_meas < len(names):
+    chosen = not (fit is None or fit == "" or fit == [])
+    if chosen and n_meas < len(names):
         raise InputError("--fit", ",".join(names), f"at most {n_meas} parameters: "
                          f"{n_meas} measurements cannot pin down {len(names)}")
     start = time.perf_counter()
@@ -747,21 +759,34 @@ def calibrate(runs, fit: str | Sequence[str] | None = None, *,
         scale = np.where(np.isfinite(hi), hi - lo, np.maximum(np.abs(x0), 1e-12))
         jx = jz0 / np.where(dxdz > 0, dxdz, np.inf)
         effect = np.max(np.abs(np.where(mask[..., None], jx, 0.0)), axis=(0, 1)) * scale
-        for j, name in enumerate(names):
-            if not effect[j] > NO_EFFECT:
-                raise InputError("--fit", name, "an input that affects a measured output "
-                                 "(it does not move " + ", ".join(out_names)
-                                 + " for any of these runs)")
+        if chosen:
+            for j, name in enumerate(names):
+                if not effect[j] > NO_EFFECT:
+                    raise InputError("--fit", name, "an input that affects a measured "
+                                     "output (it does not move " + ", ".join(out_names)
+                                     + " for any of these runs)")
+            sel = np.arange(len(names))
+        else:
+            # The default set: only the parameters these runs can tell apart, the
+            # rest held at their starting values.
+            jlog = np.where(mask[..., None], jx, 0.0).reshape(-1, len(names)) * x0
+            sel = np.asarray(identifiable(jlog, effect > NO_EFFECT,
+                                          max(1, min(len(names), n_meas - 1))), int)
+        sub = {"model": m, "fit_index": tuple(fit_index[j] for j in sel),
+               "out_names": out_names}
 
         # One batch: the fit on every run, the leave-one-out fits, the bootstrap.
         rng = np.random.default_rng(seed)
         counts = rng.multinomial(n, np.full(n, 1.0 / n), size=bootstrap).astype(np.float64)
         loo = 1.0 - np.eye(n)
         weights = np.concatenate([np.ones((1, n)), loo, counts])[:, :, None] * mask[None]
-        zs, ok, _ = jax.device_get(fit_batch(
-            jnp.asarray(z0), lo_j, hi_j, jnp.asarray(base_matrix), jnp.asarray(log_measured),
-            jnp.asarray(weights), **static))
-        zs, ok = np.asarray(zs), np.asarray(ok)
+        zs_sel, ok, _ = jax.device_get(fit_batch(
+            jnp.asarray(z0[sel]), jnp.asarray(lo[sel]), jnp.asarray(hi[sel]),
+            jnp.asarray(base_matrix), jnp.asarray(log_measured), jnp.asarray(weights), **sub))
+        ok = np.asarray(ok)
+        # Held parameters at their start: the predictions below use every parameter.
+        zs = np.repeat(z0[None], len(weights), axis=0)
+        zs[:, sel] = np.asarray(zs_sel)
         finite = np.all(np.isfinite(zs), axis=1)
         z_hat, z_boot = zs[0], zs[1 + n:][finite[1 + n:]]
         xs = np.asarray(_from_z(jnp.asarray(zs), lo_j, hi_j))
@@ -773,6 +798,10 @@ def calibrate(runs, fit: str | Sequence[str] | None = None, *,
                                          lo_j, hi_j, rows_j, **static))
         jz = np.asarray(_jacobian_z(jnp.asarray(z_hat), lo_j, hi_j, rows_j, **static))
     fit_s = time.perf_counter() - start
+    held = tuple(nm for j, nm in enumerate(names) if j not in sel)
+    names = tuple(names[j] for j in sel)
+    lo, hi, x0, scale, jz = lo[sel], hi[sel], x0[sel], scale[sel], jz[..., sel]
+    x_hat, x_boot = x_hat[sel], x_boot[:, sel]
 
     before, after = preds[0, :n], preds[1, :n]
     left_out = preds[2:2 + n, :n][np.arange(n), np.arange(n)]
@@ -873,7 +902,7 @@ def calibrate(runs, fit: str | Sequence[str] | None = None, *,
         bootstrap={"resamples": bootstrap, "converged": converged},
         converged=bool(ok[0]), digest=data.digest, source=data.source, context=context,
         fit_s=fit_s, presets={k: v for k, v in (("gpu", gpu), ("llm", llm)) if v},
-        fixed=assumed)
+        fixed=assumed, held=held)
 
 
 def _check_runs(model: Model, data: Runs, out0) -> None:
@@ -952,6 +981,57 @@ def _separating(candidates, cand_jac, direction: np.ndarray, top: int = 3) -> st
     return "; ".join(candidates["text"][c] for c in best if score[c] > 0)
 
 
+def _correlation(jn: np.ndarray) -> np.ndarray:
+    """Correlation matrix ``(P, P)`` of the Gauss-Newton covariance of the
+    column-normalised Jacobian ``jn`` ``(M, P)``."""
+    cov = np.linalg.pinv(jn.T @ jn)
+    sd = np.sqrt(np.maximum(np.diag(cov), 1e-300))
+    return cov / np.outer(sd, sd)
+
+
+def _separable(jac: np.ndarray) -> bool:
+    """Whether the columns of ``jac`` ``(M, P)`` pass the identifiability tests
+    behind the warnings: no pair correlated at ``CORRELATED`` or more, and a
+    smallest-to-largest singular value ratio of the column-normalised
+    Jacobian of at least ``WEAK_SINGULAR_RATIO``."""
+    jn = jac / np.linalg.norm(jac, axis=0)
+    s = np.linalg.svd(jn, compute_uv=False)
+    corr = np.abs(_correlation(jn) - np.eye(jac.shape[1]))
+    return bool(s[-1] >= WEAK_SINGULAR_RATIO * s[0] and np.all(corr < CORRELATED))
+
+
+def identifiable(jac: np.ndarray, usable: np.ndarray, limit: int) -> list[int]:
+    """The columns of ``jac`` that measurements can pin down together.
+
+    Subset selection by pivoted Gram-Schmidt (Golub and Van Loan, Matrix
+    Computations, section 5.4.1; in calibration, Brun et al. 2001, "Practical
+    identifiability analysis of large environmental simulation models", Water
+    Resources Research 37(4)): start from the parameter with the largest effect,
+    then add, while the set stays :func:`_separable`, the one with the largest
+    effect not explained by those already chosen.
+
+    Args:
+      jac: ``(M, P)`` d log prediction / d log parameter over the measurements.
+      usable: ``(P,)`` the parameters allowed at all (those that move something).
+      limit: at most this many.
+
+    Returns:
+      Indices of the chosen columns, ascending.
+    """
+    chosen: list[int] = []
+    while len(chosen) < limit:
+        basis = np.linalg.qr(jac[:, chosen])[0] if chosen else np.zeros((jac.shape[0], 0))
+        rest = jac - basis @ (basis.T @ jac)
+        score = np.where(usable, np.linalg.norm(rest, axis=0), 0.0)
+        score[chosen] = 0.0
+        pick = next((j for j in np.argsort(-score, kind="stable")
+                     if score[j] > NO_EFFECT and _separable(jac[:, [*chosen, j]])), None)
+        if pick is None:
+            break
+        chosen.append(int(pick))
+    return sorted(chosen)
+
+
 def _identifiability(names, jz, mask, candidates, cand_jac) -> list[str]:
     """Warnings for correlated pairs and near-singular directions (module doc)."""
     if len(names) < 2:
@@ -960,10 +1040,7 @@ def _identifiability(names, jz, mask, candidates, cand_jac) -> list[str]:
     norms = np.linalg.norm(J, axis=0)
     Jn = J / np.where(norms > 0, norms, 1.0)
     out, reported = [], []
-    gram = Jn.T @ Jn
-    cov = np.linalg.pinv(gram)
-    sd = np.sqrt(np.maximum(np.diag(cov), 1e-300))
-    corr = cov / np.outer(sd, sd)
+    corr = _correlation(Jn)
     for a in range(len(names)):
         for b in range(a + 1, len(names)):
             r = float(corr[a, b])

@@ -635,3 +635,83 @@ def test_a_fit_stays_in_its_physical_range_and_says_when_it_moved_far(truth, val
     else:
         assert len(far) == 1 and far[0].startswith(warning), far
         assert "allowed 2 .. 20" in far[0] or "moved" in far[0]
+
+
+# ------------------------------------- issue 27: the README example converges
+
+
+def test_identifiable_picks_the_largest_effect_then_what_it_does_not_explain():
+    """Pivoted Gram-Schmidt by hand: b (norm 4) first; a is b / 2 up to 1e-4,
+    so nothing of it is left to fit; c is orthogonal to b and goes in; d moves
+    nothing and e is not usable."""
+    a = np.array([1.0, 1.0, 1.0, 1.0])
+    b = 2.0 * a + np.array([1e-4, 0.0, 0.0, 0.0])
+    c = np.array([0.5, -0.5, 0.5, -0.5])
+    d = np.zeros(4)
+    e = np.array([0.0, 1.0, 0.0, -1.0])
+    jac = np.stack([a, b, c, d, e], axis=1)
+    usable = np.array([True, True, True, True, False])
+    assert C.identifiable(jac, usable, 5) == [1, 2]
+    assert C.identifiable(jac, usable, 1) == [1]
+    # Without the near-copy of a, a and c are both kept (orthogonal).
+    assert C.identifiable(jac[:, [0, 2]], np.ones(2, bool), 2) == [0, 1]
+
+
+def test_a_default_fit_holds_what_the_runs_cannot_move():
+    """Runs on one GPU do not move the link bandwidth: the default fit holds it at
+    its starting value and says so, where naming it in ``fit`` is an error."""
+    layouts = [(1, 1, 1, 1, m) for m in (4, 8, 16, 32)]
+    runs = seed_runs(layouts=layouts, noise=0.0)
+    cal = jaxmodel.calibrate(runs, model="seed", bootstrap=20, suggest=0)
+    assert (cal.fit, cal.held) == (("compute_tflops",), ("link_bandwidth_gb_s",))
+    assert cal.values["compute_tflops"] == pytest.approx(TRUE_SEED["compute_tflops"], rel=1e-6)
+    assert "link_bandwidth_gb_s" in cal.to_toml().split("# Held at")[1].splitlines()[0]
+    with pytest.raises(InputError, match="link_bandwidth_gb_s"):
+        jaxmodel.calibrate(runs, ("compute_tflops", "link_bandwidth_gb_s"), model="seed",
+                           bootstrap=20, suggest=0)
+
+
+@pytest.mark.slow
+def test_the_readme_example_converges_and_its_config_reproduces_the_fit(tmp_path,
+                                                                        monkeypatch):
+    """Issue 27 item 4: the README's calibrate command converges (the fit and all
+    200 bootstrap fits), every fitted value stays in its physical range and within
+    FAR_FROM_START of the preset, and ``eval --config calibrated.toml`` gives the
+    fit's prediction for every run."""
+    from pathlib import Path
+
+    from test_readme import README, readme_commands
+
+    from jaxmodel.presets import apply_presets
+
+    argv = next(a for a in readme_commands(README.read_text()) if a[0] == "calibrate")
+    (tmp_path / "tests").symlink_to(Path(__file__).parent)
+    monkeypatch.chdir(tmp_path)
+    text = runner.invoke(app, argv)
+    assert text.exit_code == 0, text.output
+    assert "200 bootstrap resamples (200 converged within the step limit)" in text.stdout
+    doc = json.loads(runner.invoke(app, [*argv, "--format", "json"]).stdout)
+    assert doc["converged"] and doc["bootstrap"] == {"resamples": 200, "converged": 200}
+    assert not [w for w in doc["warnings"] if "step limit" in w or "edge" in w
+                or "moved" in w], doc["warnings"]
+    refined = get_model("refined")
+    preset = {**refined.defaults, **apply_presets(refined, gpu="h100-sxm", llm="llama3-70b")}
+    assert set(doc["fit"]) | set(doc["held"]) == set(refined.cluster)
+    for k in doc["fit"]:
+        lo, hi = refined.fit_ranges[k]
+        v = doc["values"][k]
+        assert doc["start"][k] == pytest.approx(preset[k])
+        assert lo < v < hi and 1 / C.FAR_FROM_START <= v / preset[k] <= C.FAR_FROM_START
+    e = doc["errors"]
+    assert e["after"]["mean_abs_percent"] < e["before"]["mean_abs_percent"]
+    data = tomllib.loads((tmp_path / "calibrated.toml").read_text())
+    assert {k: data[k] for k in doc["fit"]} == pytest.approx(doc["values"], rel=1e-5)
+    layout = ("num_gpus", "tensor_parallel", "pipeline_parallel", "micro_batch",
+              "gradient_accum_steps")
+    for run in doc["runs"]:
+        args = [a for k in layout for a in ("--" + k.replace("_", "-"),
+                                            str(int(run["layout"][k])))]
+        out = runner.invoke(app, ["eval", "--config", "calibrated.toml", "--no-profile", *args])
+        assert out.exit_code == 0, out.output
+        got = json.loads(out.stdout)["outputs"]["step_time_ms"]
+        assert got == pytest.approx(run["after_step_time_ms"], rel=1e-4), run["label"]
