@@ -3,8 +3,9 @@
 A cluster's achieved efficiencies and latencies differ from the datasheet
 (NCCL versions, NIC firmware, kernels).  Given a handful of measured runs (one
 row per run: its inputs and one or more ``measured_<output>`` columns), this
-fits a few **cluster-wide** continuous inputs (by default the model's declared
-``cluster`` set; one value shared by every run, never a value per run) by
+fits a few **cluster-wide** continuous inputs (one value shared by every run,
+never a value per run; by default those of the model's declared ``cluster``
+set that the runs pin down, chosen by forward selection, :func:`ranked`) by
 least squares on log ratios,
 
     min over theta   sum_runs sum_outputs w (log predicted(theta) - log measured)^2,
