@@ -3,8 +3,9 @@
 A cluster's achieved efficiencies and latencies differ from the datasheet
 (NCCL versions, NIC firmware, kernels).  Given a handful of measured runs (one
 row per run: its inputs and one or more ``measured_<output>`` columns), this
-fits a few **cluster-wide** continuous inputs (by default the model's declared
-``cluster`` set; one value shared by every run, never a value per run) by
+fits a few **cluster-wide** continuous inputs (one value shared by every run,
+never a value per run; by default those of the model's declared ``cluster``
+set that the runs pin down, chosen by forward selection, :func:`ranked`) by
 least squares on log ratios,
 
     min over theta   sum_runs sum_outputs w (log predicted(theta) - log measured)^2,
@@ -85,6 +86,9 @@ EDGE = 0.005
 # or default's) gets a warning: a cluster's achieved rates differ from the
 # microbenchmarks behind the presets by tens of percent, not by more.
 FAR_FROM_START = 1.15
+# Why a default fit leaves some cluster parameters at their starting values.
+HELD_REASON = ("these runs cannot tell them from the fitted ones; name them in --fit "
+               "to fit them anyway")
 # Levenberg-Marquardt tolerances in z (log or logit of the parameter) and steps.
 RTOL = 1e-7
 ATOL = 1e-7
@@ -146,6 +150,9 @@ class Calibration:
       presets: the ``gpu`` / ``llm`` presets the fit assumed; fixed: the other
         inputs it assumed that are neither a preset's nor a default value (from
         ``config`` or ``**inputs``), not the runs' own columns.
+      held: the model's cluster parameters left at their starting values by a
+        default fit (no ``fit`` given) because the runs cannot tell them from
+        the fitted ones (:func:`ranked`); empty when ``fit`` was given.
     """
 
     model: str
@@ -167,6 +174,7 @@ class Calibration:
     fit_s: float = 0.0
     presets: dict[str, str] = field(default_factory=dict)
     fixed: dict[str, float] = field(default_factory=dict)
+    held: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (NaN as None)."""
@@ -179,7 +187,8 @@ class Calibration:
                 return [clean(x) for x in v]
             return v
         return clean({
-            "model": self.model, "fit": list(self.fit), "outputs": list(self.outputs),
+            "model": self.model, "fit": list(self.fit), "held": list(self.held),
+            "outputs": list(self.outputs),
             "start": self.start, "values": self.values,
             "intervals": {k: list(v) for k, v in self.intervals.items()},
             "confidence": self.confidence, "runs": self.runs, "errors": self.errors,
@@ -216,6 +225,9 @@ class Calibration:
         lines.append(f"# Bootstrap: {self.bootstrap['converged']} of "
                      f"{self.bootstrap['resamples']} resamples converged; {pct}% intervals "
                      "below.")
+        if self.held:
+            lines.append("# Held at the presets' values (" + HELD_REASON + "): "
+                         + ", ".join(self.held))
         for w in self.warnings:
             lines.append("# Warning: " + w)
         lines += ["", f"model = {json.dumps(self.model)}"]
@@ -234,6 +246,13 @@ class Calibration:
     def write(self, path: str | Path) -> None:
         """Write ``to_toml()`` atomically (a temporary file renamed into place)."""
         write_atomic(path, self.to_toml())
+
+
+def _at_bound(x: np.ndarray, lo: np.ndarray, hi: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """Which of ``x`` are at a bound: the change of variables approaches one only
+    slowly, so within ``EDGE`` of the range (of the starting value, for an input
+    without an upper bound) counts as on it."""
+    return (np.abs(x - lo) <= EDGE * scale) | (np.isfinite(hi) & (np.abs(hi - x) <= EDGE * scale))
 
 
 def _one_line(text: str) -> str:
@@ -520,14 +539,15 @@ def _predict_log_x(x, base, model: Model, fit_index, out_names, use):
 
 
 def _residuals(z, args, *, model, fit_index, out_names):
-    lo, hi, base, log_measured, weights = args
+    lo, hi, base, log_measured, weights, z0, free = args
     use = weights > 0
-    pred = _predict_log_x(_from_z(z, lo, hi), base, model, fit_index, out_names, use)
+    x = _from_z(jnp.where(free, z, z0), lo, hi)
+    pred = _predict_log_x(x, base, model, fit_index, out_names, use)
     return jnp.where(use, pred - log_measured, 0.0) * jnp.sqrt(weights)
 
 
 @functools.partial(jax.jit, static_argnames=("model", "fit_index", "out_names"))
-def fit_batch(z0, lo, hi, base, log_measured, weights, *, model: Model,
+def fit_batch(z0, lo, hi, base, log_measured, weights, free=None, *, model: Model,
               fit_index: tuple[int, ...], out_names: tuple[str, ...]):
     """Every fit at once: ``vmap`` of one Levenberg-Marquardt solve over weights.
 
@@ -535,6 +555,9 @@ def fit_batch(z0, lo, hi, base, log_measured, weights, *, model: Model,
       z0: ``(P,)`` starting point in solver variables; lo, hi: ``(P,)`` domains.
       base: ``(n, I)`` inputs of the runs; log_measured: ``(n, k)`` (0 where
         unmeasured); weights: ``(F, n, k)``, one row per fit (0: not used).
+      free: ``(P,)`` bool, the parameters fitted; the others stay at ``z0``
+        (default all).  An array, so that any subset of ``fit_index`` runs in
+        the same compiled program.
 
     Returns:
       ``(z (F, P), converged (F,), steps (F,))``.
@@ -551,9 +574,10 @@ def fit_batch(z0, lo, hi, base, log_measured, weights, *, model: Model,
     residuals = functools.partial(_residuals, model=model, fit_index=fit_index,
                                   out_names=out_names)
     solver = optx.LevenbergMarquardt(rtol=RTOL, atol=ATOL)
+    free = jnp.ones(z0.shape, bool) if free is None else free
 
     def one(w):
-        args = (lo, hi, base, log_measured, w)
+        args = (lo, hi, base, log_measured, w, z0, free)
         sol = optx.least_squares(residuals, solver, z0, args=args, max_steps=MAX_STEPS,
                                  throw=False)
         ok = (sol.result == optx.RESULTS.successful) | _stationary(residuals, sol.value, args)
@@ -565,8 +589,9 @@ def fit_batch(z0, lo, hi, base, log_measured, weights, *, model: Model,
 def _stationary(residuals, z, args):
     """MINPACK's (lmder) orthogonality test at ``z``: ``|J_j . r| <= GTOL |J_j| |r|``
     for every column ``J_j`` of the Jacobian of the residuals ``r``, except a
-    parameter at a bound that the objective pushes against; a zero residual
-    passes, a zero column (a parameter that moves nothing there) does not."""
+    parameter at a bound that the objective pushes against, or one held (not
+    ``free``); a zero residual passes, a zero column (a parameter that moves
+    nothing there) does not."""
     r = residuals(z, args).reshape(-1)
     jac = jax.jacfwd(residuals)(z, args).reshape(r.shape[0], -1)
     rnorm = jnp.linalg.norm(r)
@@ -575,12 +600,12 @@ def _stationary(residuals, z, args):
     # A parameter held at a bound (within EDGE of its range) is stationary when
     # the objective would fall only beyond it (the bound-constrained optimum's
     # KKT condition): there its logit runs on forever and no step test fires.
-    lo, hi = args[0], args[1]
+    lo, hi, free = args[0], args[1], args[6]
     x = _from_z(z, lo, hi)
     span = jnp.where(jnp.isfinite(hi), hi - lo, jnp.maximum(jnp.abs(x), 1e-12))
     at_lo = (x - lo <= EDGE * span) & (grad >= 0)
     at_hi = jnp.isfinite(hi) & (hi - x <= EDGE * span) & (grad <= 0)
-    return (rnorm == 0) | jnp.all((cos <= GTOL) | at_lo | at_hi)
+    return (rnorm == 0) | jnp.all((cos <= GTOL) | at_lo | at_hi | ~free)
 
 
 @functools.partial(jax.jit, static_argnames=("model", "fit_index", "out_names"))
@@ -720,7 +745,8 @@ def calibrate(runs, fit: str | Sequence[str] | None = None, *,
     static = {"model": m, "fit_index": fit_index, "out_names": out_names}
 
     n_meas = int(mask.sum())
-    if n_meas < len(names):
+    chosen = not (fit is None or fit == "" or fit == [])
+    if chosen and n_meas < len(names):
         raise InputError("--fit", ",".join(names), f"at most {n_meas} parameters: "
                          f"{n_meas} measurements cannot pin down {len(names)}")
     start = time.perf_counter()
@@ -739,29 +765,71 @@ def calibrate(runs, fit: str | Sequence[str] | None = None, *,
             rows_all = base_matrix if candidates is None else np.concatenate(
                 [base_matrix, candidates["rows"]])
             rows_j = jnp.asarray(rows_all)
-        # d log prediction / dz at the start, then in the inputs' own units:
-        # a parameter that moves no measured output cannot be fitted.
-        dxdz = np.where(np.isfinite(hi), (x0 - lo) * (hi - x0) / np.where(
-            np.isfinite(hi), hi - lo, 1.0), x0 - lo)
-        jz0 = np.asarray(_jacobian_z(jnp.asarray(z0), lo_j, hi_j, rows_j, **static))[:n]
+        def x_jacobian(z):
+            """d log prediction / d parameter over the measurements,
+            ``(measurements, P)``, and the parameters at ``z``."""
+            x = np.asarray(_from_z(jnp.asarray(z), lo_j, hi_j))
+            dx = np.where(np.isfinite(hi), (x - lo) * (hi - x) / np.where(
+                np.isfinite(hi), hi - lo, 1.0), x - lo)
+            jac = np.asarray(_jacobian_z(jnp.asarray(z), lo_j, hi_j, rows_j, **static))[:n]
+            jac = np.where(mask[..., None], jac / np.where(dx > 0, dx, np.inf), 0.0)
+            return jac.reshape(-1, len(names)), x
+
+        # A parameter that moves no measured output (over its range, or the
+        # size of its start) cannot be fitted.
         scale = np.where(np.isfinite(hi), hi - lo, np.maximum(np.abs(x0), 1e-12))
-        jx = jz0 / np.where(dxdz > 0, dxdz, np.inf)
-        effect = np.max(np.abs(np.where(mask[..., None], jx, 0.0)), axis=(0, 1)) * scale
+        effect = np.max(np.abs(x_jacobian(z0)[0]), axis=0) * scale
         for j, name in enumerate(names):
-            if not effect[j] > NO_EFFECT:
-                raise InputError("--fit", name, "an input that affects a measured output "
-                                 "(it does not move " + ", ".join(out_names)
+            if chosen and not effect[j] > NO_EFFECT:
+                raise InputError("--fit", name, "an input that affects a measured "
+                                 "output (it does not move " + ", ".join(out_names)
                                  + " for any of these runs)")
+        if not np.any(effect > NO_EFFECT):
+            raise InputError("--fit", "", "an input that affects a measured output (none "
+                             f"of {', '.join(names)} moves {', '.join(out_names)} for any "
+                             "of these runs)")
 
         # One batch: the fit on every run, the leave-one-out fits, the bootstrap.
         rng = np.random.default_rng(seed)
         counts = rng.multinomial(n, np.full(n, 1.0 / n), size=bootstrap).astype(np.float64)
         loo = 1.0 - np.eye(n)
         weights = np.concatenate([np.ones((1, n)), loo, counts])[:, :, None] * mask[None]
-        zs, ok, _ = jax.device_get(fit_batch(
-            jnp.asarray(z0), lo_j, hi_j, jnp.asarray(base_matrix), jnp.asarray(log_measured),
-            jnp.asarray(weights), **static))
-        zs, ok = np.asarray(zs), np.asarray(ok)
+        batch = [jnp.asarray(a) for a in (z0, lo, hi, base_matrix, log_measured, weights)]
+
+        def solve(free):
+            zs, ok, _ = jax.device_get(fit_batch(*batch, free=jnp.asarray(free), **static))
+            return np.asarray(zs), np.asarray(ok)
+
+        def log_jacobian(z):
+            """d log prediction / d log parameter, ``(measurements, P)``."""
+            jac, x = x_jacobian(z)
+            return jac * x
+
+        if chosen:
+            free = np.ones(len(names), bool)
+            zs, ok = solve(free)
+        else:
+            # The default set, by forward selection: the parameter that explains
+            # most of what the fitted ones do not joins while every fit of the
+            # batch still converges, inside the physical range, with the set
+            # separable (the warnings' tests); the rest stay at their start.
+            free, tried = np.zeros(len(names), bool), ~(effect > NO_EFFECT)
+            zs = ok = None
+            while free.sum() < max(1, min(len(names), n_meas - 1)):
+                order = ranked(log_jacobian(z0 if zs is None else zs[0]), ~tried,
+                               list(np.flatnonzero(free)))
+                if not order:
+                    break
+                trial = free.copy()
+                trial[order[0]] = True
+                tried[order[0]] = True
+                zs_t, ok_t = solve(trial)
+                jac, x_t = x_jacobian(zs_t[0])
+                inside = ~_at_bound(x_t, lo, hi, scale)[trial]
+                if zs is None or (ok_t.all() and inside.all()
+                                  and _separable((jac * x_t)[:, trial])):
+                    free, zs, ok = trial, zs_t, ok_t
+        sel = np.flatnonzero(free)
         finite = np.all(np.isfinite(zs), axis=1)
         z_hat, z_boot = zs[0], zs[1 + n:][finite[1 + n:]]
         xs = np.asarray(_from_z(jnp.asarray(zs), lo_j, hi_j))
@@ -773,6 +841,10 @@ def calibrate(runs, fit: str | Sequence[str] | None = None, *,
                                          lo_j, hi_j, rows_j, **static))
         jz = np.asarray(_jacobian_z(jnp.asarray(z_hat), lo_j, hi_j, rows_j, **static))
     fit_s = time.perf_counter() - start
+    held = tuple(nm for j, nm in enumerate(names) if j not in sel)
+    names = tuple(names[j] for j in sel)
+    lo, hi, x0, scale, jz = lo[sel], hi[sel], x0[sel], scale[sel], jz[..., sel]
+    x_hat, x_boot = x_hat[sel], x_boot[:, sel]
 
     before, after = preds[0, :n], preds[1, :n]
     left_out = preds[2:2 + n, :n][np.arange(n), np.arange(n)]
@@ -797,8 +869,7 @@ def calibrate(runs, fit: str | Sequence[str] | None = None, *,
         lo_q, hi_q = intervals[nm]
         # The change of variables approaches a bound only slowly: within 0.5%
         # of the range (or of the starting value, for an unbounded input) is at it.
-        at_bound = (abs(x_hat[j] - lo[j]) <= EDGE * scale[j]
-                    or (np.isfinite(hi[j]) and abs(hi[j] - x_hat[j]) <= EDGE * scale[j]))
+        at_bound = bool(_at_bound(x_hat, lo, hi, scale)[j])
         ratio = x_hat[j] / x0[j] if x0[j] > 0 else math.inf
         if at_bound:
             edge = "physical range" if nm in m.fit_ranges else "domain"
@@ -873,7 +944,7 @@ def calibrate(runs, fit: str | Sequence[str] | None = None, *,
         bootstrap={"resamples": bootstrap, "converged": converged},
         converged=bool(ok[0]), digest=data.digest, source=data.source, context=context,
         fit_s=fit_s, presets={k: v for k, v in (("gpu", gpu), ("llm", llm)) if v},
-        fixed=assumed)
+        fixed=assumed, held=held)
 
 
 def _check_runs(model: Model, data: Runs, out0) -> None:
@@ -952,6 +1023,49 @@ def _separating(candidates, cand_jac, direction: np.ndarray, top: int = 3) -> st
     return "; ".join(candidates["text"][c] for c in best if score[c] > 0)
 
 
+def _correlation(jn: np.ndarray) -> np.ndarray:
+    """Correlation matrix ``(P, P)`` of the Gauss-Newton covariance of the
+    column-normalised Jacobian ``jn`` ``(M, P)``."""
+    cov = np.linalg.pinv(jn.T @ jn)
+    sd = np.sqrt(np.maximum(np.diag(cov), 1e-300))
+    return cov / np.outer(sd, sd)
+
+
+def _separable(jac: np.ndarray) -> bool:
+    """Whether the columns of ``jac`` ``(M, P)`` pass the identifiability tests
+    behind the warnings: no pair correlated at ``CORRELATED`` or more, and a
+    smallest-to-largest singular value ratio of the column-normalised
+    Jacobian of at least ``WEAK_SINGULAR_RATIO``."""
+    jn = jac / np.linalg.norm(jac, axis=0)
+    s = np.linalg.svd(jn, compute_uv=False)
+    corr = np.abs(_correlation(jn) - np.eye(jac.shape[1]))
+    return bool(s[-1] >= WEAK_SINGULAR_RATIO * s[0] and np.all(corr < CORRELATED))
+
+
+def ranked(jac: np.ndarray, usable: np.ndarray, chosen: Sequence[int]) -> list[int]:
+    """The columns of ``jac`` that could join ``chosen``, best first.
+
+    Subset selection by pivoted Gram-Schmidt (Golub and Van Loan, Matrix
+    Computations, section 5.4.1; in calibration, Brun et al. 2001, "Practical
+    identifiability analysis of large environmental simulation models", Water
+    Resources Research 37(4)): the usable columns that keep the set
+    :func:`_separable`, by the norm of what of them the chosen columns do not
+    explain (their component orthogonal to the chosen ones), largest first.
+
+    Args:
+      jac: ``(M, P)`` d log prediction / d log parameter over the measurements.
+      usable: ``(P,)`` the parameters that may join (not tried yet, moving something).
+      chosen: indices of the parameters already in the set.
+    """
+    chosen = list(chosen)
+    basis = np.linalg.qr(jac[:, chosen])[0] if chosen else np.zeros((jac.shape[0], 0))
+    rest = np.linalg.norm(jac - basis @ (basis.T @ jac), axis=0)
+    score = np.where(usable, rest, 0.0)
+    score[chosen] = 0.0
+    return [int(j) for j in np.argsort(-score, kind="stable")
+            if score[j] > NO_EFFECT and _separable(jac[:, [*chosen, j]])]
+
+
 def _identifiability(names, jz, mask, candidates, cand_jac) -> list[str]:
     """Warnings for correlated pairs and near-singular directions (module doc)."""
     if len(names) < 2:
@@ -960,10 +1074,7 @@ def _identifiability(names, jz, mask, candidates, cand_jac) -> list[str]:
     norms = np.linalg.norm(J, axis=0)
     Jn = J / np.where(norms > 0, norms, 1.0)
     out, reported = [], []
-    gram = Jn.T @ Jn
-    cov = np.linalg.pinv(gram)
-    sd = np.sqrt(np.maximum(np.diag(cov), 1e-300))
-    corr = cov / np.outer(sd, sd)
+    corr = _correlation(Jn)
     for a in range(len(names)):
         for b in range(a + 1, len(names)):
             r = float(corr[a, b])

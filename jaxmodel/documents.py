@@ -338,6 +338,8 @@ def calibration_text(cal: Calibration) -> str:
     """``jaxmodel calibrate``'s text: the fitted parameters with their intervals, each
     run's errors before, after and left out, warnings, and the layouts to measure next
     (``Calibration.to_dict()`` is its JSON document)."""
+    from jaxmodel.calibration import HELD_REASON
+
     pct = int(round(cal.confidence * 100))
     b = cal.bootstrap
     lines = [
@@ -352,6 +354,9 @@ def calibration_text(cal: Calibration) -> str:
         lo, hi = cal.intervals[name]
         lines.append(f"{name:<26}{cal.start[name]:>12.4g}{cal.values[name]:>12.4g}   "
                      f"{lo:.4g} .. {hi:.4g}")
+    if cal.held:
+        lines.append(f"held at their starting values ({HELD_REASON}): "
+                     + ", ".join(cal.held))
     lines.append("")
     width = max(12, *(len(r["label"]) + 2 for r in cal.runs))
     for o in cal.outputs:

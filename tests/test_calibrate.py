@@ -238,8 +238,8 @@ def test_bootstrap_is_one_vmapped_program(monkeypatch):
 
     monkeypatch.setattr(C, "fit_batch", spy)
     runs = seed_runs()
-    for resamples in (40, 160):
-        C.calibrate(runs, model=counted, bootstrap=resamples, suggest=0)
+    for resamples in (40, 160):  # both named: the default may try subsets first
+        C.calibrate(runs, tuple(TRUE_SEED), model=counted, bootstrap=resamples, suggest=0)
     # One call per calibration, holding the fit, 10 leave-one-out fits and
     # every resample; the model is traced the same few times for 40 or 160.
     (shape40, traced40), (shape160, traced160) = calls
@@ -285,6 +285,7 @@ def test_a_fit_stopped_by_the_step_limit_at_its_optimum_has_converged(monkeypatc
     against cosines taken by central differences in numpy."""
     runs = seed_runs()
     (z0, lo, hi, base, log_measured, weights), static = _fit_inputs(monkeypatch, runs)
+    del static["free"]  # both fitted
     w = np.asarray(weights[:1])  # the fit on every run
     with computing():
         full = np.asarray(C.fit_batch(z0, lo, hi, base, log_measured, w, **static)[0])[0]
@@ -461,9 +462,11 @@ GOOD = "num_gpus,tensor_parallel,measured_step_time_ms\n64,8,5800\n64,4,6000\n"
     (GOOD, ("--fit", "compute_tflops,compute_tflops"), "each name once"),
     ("num_gpus,compute_tflops,measured_step_time_ms\n64,300,5800\n64,400,6000\n",
      ("--fit", "compute_tflops"), "a column of the runs"),
-    # One GPU: no tensor, pipeline or data parallelism, so the link is unused.
+    # One GPU: no tensor, pipeline or data parallelism, so the link is unused (a
+    # default fit holds it instead).
     ("num_gpus,tensor_parallel,pipeline_parallel,measured_step_time_ms\n1,1,1,5800\n"
-     "1,1,1,6000\n", (), "got 'link_bandwidth_gb_s'; allowed: an input that affects"),
+     "1,1,1,6000\n", ("--fit", "compute_tflops,link_bandwidth_gb_s"),
+     "got 'link_bandwidth_gb_s'; allowed: an input that affects"),
     (GOOD, ("--bootstrap", "5"), "bootstrap: got 5"),
     (GOOD, ("-o", "/nonexistent/dir/c.toml"), "--output: got '/nonexistent/dir/c.toml'"),
 ])
@@ -480,7 +483,8 @@ def test_python_api_errors_are_input_errors():
     with pytest.raises(InputError, match="confidence"):
         jaxmodel.calibrate(seed_runs(), model="seed", confidence=1.5)
     with pytest.raises(InputError, match="measurements cannot pin down"):
-        jaxmodel.calibrate({"num_gpus": [64], "measured_step_time_ms": [5000.0]}, model="seed")
+        jaxmodel.calibrate({"num_gpus": [64], "measured_step_time_ms": [5000.0]},
+                           tuple(TRUE_SEED), model="seed")
 
 
 @pytest.mark.slow
@@ -637,3 +641,88 @@ def test_a_fit_stays_in_its_physical_range_and_says_when_it_moved_far(truth, val
     else:
         assert len(far) == 1 and far[0].startswith(warning), far
         assert "allowed 2 .. 20" in far[0] or "moved" in far[0]
+
+
+# ------------------------------------- issue 27: the README example converges
+
+
+def test_ranked_puts_the_largest_effect_first_then_what_the_chosen_do_not_explain():
+    """Pivoted Gram-Schmidt by hand: b (norm 4) first, then a (norm 2), c (1); d
+    moves nothing and e may not join.  With b chosen, a (b / 2 up to 1e-4) has
+    nothing left to explain and would make the pair inseparable: only c; with b
+    and c chosen, nothing."""
+    a = np.array([1.0, 1.0, 1.0, 1.0])
+    b = 2.0 * a + np.array([1e-4, 0.0, 0.0, 0.0])
+    c = np.array([0.5, -0.5, 0.5, -0.5])
+    d = np.zeros(4)
+    e = np.array([0.0, 1.0, 0.0, -1.0])
+    jac = np.stack([a, b, c, d, e], axis=1)
+    usable = np.array([True, True, True, True, False])
+    assert C.ranked(jac, usable, []) == [1, 0, 2]
+    assert C.ranked(jac, usable, [1]) == [2]
+    assert C.ranked(jac, usable, [1, 2]) == []
+    # a and c are orthogonal: either joins the other.
+    assert C.ranked(jac, usable, [2]) == [1, 0]
+
+
+def test_a_default_fit_holds_what_the_runs_cannot_move():
+    """Runs on one GPU do not move the link bandwidth: the default fit holds it at
+    its starting value and says so, where naming it in ``fit`` is an error."""
+    layouts = [(1, 1, 1, 1, m) for m in (4, 8, 16, 32)]
+    runs = seed_runs(layouts=layouts, noise=0.0)
+    cal = jaxmodel.calibrate(runs, model="seed", bootstrap=20, suggest=0)
+    assert (cal.fit, cal.held) == (("compute_tflops",), ("link_bandwidth_gb_s",))
+    assert cal.values["compute_tflops"] == pytest.approx(TRUE_SEED["compute_tflops"], rel=1e-6)
+    assert "link_bandwidth_gb_s" in cal.to_toml().split("# Held at")[1].splitlines()[0]
+    with pytest.raises(InputError, match="link_bandwidth_gb_s"):
+        jaxmodel.calibrate(runs, ("compute_tflops", "link_bandwidth_gb_s"), model="seed",
+                           bootstrap=20, suggest=0)
+
+
+@pytest.mark.slow
+def test_the_readme_example_converges_and_its_config_reproduces_the_fit(tmp_path,
+                                                                        monkeypatch):
+    """Issue 27 item 4: the README's calibrate command converges (the fit and all
+    200 bootstrap fits), every fitted value stays in its physical range and within
+    FAR_FROM_START of the preset, and ``eval --config calibrated.toml`` gives the
+    fit's prediction for every run."""
+    from pathlib import Path
+
+    from test_readme import README, readme_commands
+
+    from jaxmodel.presets import apply_presets
+
+    argv = next(a for a in readme_commands(README.read_text()) if a[0] == "calibrate")
+    (tmp_path / "tests").symlink_to(Path(__file__).parent)
+    monkeypatch.chdir(tmp_path)
+    text = runner.invoke(app, argv)
+    assert text.exit_code == 0, text.output
+    assert "200 bootstrap resamples (200 converged within the step limit)" in text.stdout
+    doc = json.loads(runner.invoke(app, [*argv, "--format", "json"]).stdout)
+    assert doc["converged"] and doc["bootstrap"] == {"resamples": 200, "converged": 200}
+    assert not [w for w in doc["warnings"] if "step limit" in w or "edge" in w], \
+        doc["warnings"]
+    refined = get_model("refined")
+    preset = {**refined.defaults, **apply_presets(refined, gpu="h100-sxm", llm="llama3-70b")}
+    assert doc["fit"] and set(doc["fit"]) | set(doc["held"]) == set(refined.cluster)
+    for k in doc["fit"]:
+        lo, hi = refined.fit_ranges[k]
+        v = doc["values"][k]
+        assert doc["start"][k] == pytest.approx(preset[k])
+        assert lo < v < hi
+        # A move beyond FAR_FROM_START from the preset is said, and only then.
+        far = max(v / preset[k], preset[k] / v) > C.FAR_FROM_START
+        assert far == any(w.startswith(f"{k} moved") for w in doc["warnings"]), k
+    e = doc["errors"]
+    assert e["after"]["mean_abs_percent"] < e["before"]["mean_abs_percent"]
+    data = tomllib.loads((tmp_path / "calibrated.toml").read_text())
+    assert {k: data[k] for k in doc["fit"]} == pytest.approx(doc["values"], rel=1e-5)
+    layout = ("num_gpus", "tensor_parallel", "pipeline_parallel", "micro_batch",
+              "gradient_accum_steps")
+    for run in doc["runs"]:
+        args = [a for k in layout for a in ("--" + k.replace("_", "-"),
+                                            str(int(run["layout"][k])))]
+        out = runner.invoke(app, ["eval", "--config", "calibrated.toml", "--no-profile", *args])
+        assert out.exit_code == 0, out.output
+        got = json.loads(out.stdout)["outputs"]["step_time_ms"]
+        assert got == pytest.approx(run["after_step_time_ms"], rel=1e-4), run["label"]

@@ -29,7 +29,8 @@ def calibrate_command(
         "and measured_<output> columns (e.g. measured_step_time_ms)")],
     fit: Annotated[str | None, typer.Option(
         "--fit", metavar="NAME[,NAME...]",
-        help="continuous inputs to fit (default: the model's cluster parameters)")] = None,
+        help="continuous inputs to fit (default: those of the model's cluster parameters "
+             "the runs can tell apart)")] = None,
     model: ModelOption = None,
     config: ConfigOption = None,
     output: Annotated[str | None, typer.Option(

@@ -57,7 +57,8 @@ def validate_command(
         "leave-one-out error beside the uncalibrated one (TFLOP/s sets)")] = False,
     fit: Annotated[str | None, typer.Option(
         "--fit", metavar="NAME[,NAME...]", help="with --calibrate: the inputs to fit "
-        "(default: the refined model's cluster parameters)")] = None,
+        "(default: those of the refined model's cluster parameters the runs can tell "
+        "apart)")] = None,
     bootstrap: Annotated[int, typer.Option(
         "--bootstrap", metavar="N", help="with --calibrate: bootstrap resamples")] = 200,
     every_set: Annotated[bool, typer.Option(
