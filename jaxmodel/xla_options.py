@@ -12,9 +12,10 @@ options trade code quality for compile time:
   fusion through MLIR.
 
 Neither changes the HLO or the order of operations, but the machine code
-differs (e.g. whether a multiply and an add become one FMA), so a float output may differ from the default program's in its last bits (within 4 units
-in the last place on random configurations of both models, float32 and
-float64: tests/test_xla_options.py); counts, flags and categories agree.
+differs (e.g. whether a multiply and an add become one FMA), so a float output
+may differ from the default program's in its last bits (within 4 units in the
+last place on random configurations of both models, float32 and float64:
+tests/test_xla_options.py); counts, flags and categories agree.
 Measured on the refined model's ``jit(vmap(apply))``: the compile took 15.6
 CPU-seconds by default, 8.1 with the first option and 5.4 with both; at 262,144
 rows the run took 2.5 s by default, 7.2 s with the first option alone and 1.9 s
