@@ -66,7 +66,7 @@ def _compiles(options: dict[str, Any]) -> bool:
 
 def quick_compile(quick: bool) -> dict[str, Any] | None:
     """``jax.jit``'s ``compiler_options``: the quick ones, or None (XLA's defaults)."""
-    return dict(quick_options()) or None if quick else None
+    return (dict(quick_options()) or None) if quick else None
 
 
 def compiler_options(rows: int) -> dict[str, Any] | None:
