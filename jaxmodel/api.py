@@ -13,6 +13,7 @@ from jaxmodel.errors import InputError
 from jaxmodel.fields import check_values
 from jaxmodel.models import DEFAULT_MODEL, Model, get_model
 from jaxmodel.precision import computing, float_dtype
+from jaxmodel.xla_options import QUICK_ROWS, quick_compile
 
 
 def resolve_inputs(model: Model, values: Mapping[str, Any]) -> dict[str, np.ndarray]:
@@ -36,9 +37,10 @@ def resolve_inputs(model: Model, values: Mapping[str, Any]) -> dict[str, np.ndar
 
 
 @functools.cache
-def batched(model: Model):
-    """``jit(vmap(model.apply))`` over a 1-D batch (compiled once per shape)."""
-    return jax.jit(jax.vmap(model.apply))
+def batched(model: Model, quick: bool = False):
+    """``jit(vmap(model.apply))`` over a 1-D batch (compiled once per shape);
+    ``quick``: with :mod:`jaxmodel.xla_options`' options for a short run."""
+    return jax.jit(jax.vmap(model.apply), compiler_options=quick_compile(quick))
 
 
 def evaluate(model: str | Model = DEFAULT_MODEL, *, x64: bool = False, **inputs: Any):
@@ -65,7 +67,7 @@ def evaluate(model: str | Model = DEFAULT_MODEL, *, x64: bool = False, **inputs:
     dtype = float_dtype(x64)
     with computing():
         flat = model.inputs_type(*(a.reshape(-1).astype(dtype) for a in arrays.values()))
-        out = batched(model)(flat)
+        out = batched(model, quick=flat[0].size <= QUICK_ROWS)(flat)
         host = jax.device_get(out)
     return model.outputs_type(*(np.asarray(v).reshape(shape) for v in host))
 

@@ -29,6 +29,7 @@ from jaxmodel.reduce import CONFIG_ID
 from jaxmodel.sink import Column, input_column, output_column
 from jaxmodel.space import IndexSpace, batch_axes
 from jaxmodel.spec import DEFAULT_CHUNK, MAX_CHUNK, SweepSpec
+from jaxmodel.xla_options import compiler_options
 
 
 @dataclass(frozen=True)
@@ -164,8 +165,12 @@ class Plan:
                                         else spec.base[f.name])
             for f in self.model.inputs if f.name in wanted and f.name not in varied}
         self.traces = 0
-        self._reduce_step = jax.jit(self._reduce_fn, donate_argnums=0)
-        self._step = jax.jit(self._step_fn)
+        # A small search or sweep runs for less than XLA's default optimisation
+        # costs to compile (jaxmodel.xla_options); a large one keeps the defaults.
+        options = compiler_options(self.num_chunks * self.padded)
+        self._reduce_step = jax.jit(self._reduce_fn, donate_argnums=0,
+                                    compiler_options=options)
+        self._step = jax.jit(self._step_fn, compiler_options=options)
         self._slices: dict[int, Callable] = {}
         self._constants: dict[str, np.ndarray] | None = None
         with computing():

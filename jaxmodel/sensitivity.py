@@ -93,6 +93,7 @@ from jaxmodel.spec_tables import (  # noqa: F401 (re-exported)
     differentiable_outputs,
     parse_sensitivity_table,
 )
+from jaxmodel.xla_options import QUICK_ROWS, quick_compile
 
 Kind = Literal["gradient", "elasticity", "both"]
 
@@ -347,7 +348,8 @@ def sensitivities(
     steps = {w: f for w, f in stepped_inputs(model).items() if w in wrt}
     with computing():
         flat = model.inputs_type(*(a.reshape(-1).astype(dtype) for a in arrays.values()))
-        cols, vals, nxt = _batched(model, of, wrt, kind, tuple(steps))(flat)
+        quick = flat[0].size <= QUICK_ROWS
+        cols, vals, nxt = _batched(model, of, wrt, kind, tuple(steps), quick)(flat)
         cols, vals, nxt = jax.device_get((cols, vals, nxt))
     vals = {o: np.asarray(v).reshape(shape) for o, v in zip(of, vals, strict=True)}
     valid = np.logical_and.reduce([np.isfinite(v) for v in vals.values()])
@@ -363,9 +365,10 @@ def sensitivities(
 _CACHE: dict[tuple, Callable] = {}
 
 
-def _batched(model: Model, of, wrt, kind, stepped):
-    """``jit(vmap(...))`` of the kernel plus the values and step targets (cached)."""
-    key = (model, of, wrt, kind)
+def _batched(model: Model, of, wrt, kind, stepped, quick):
+    """``jit(vmap(...))`` of the kernel plus the values and step targets (cached);
+    ``quick``: compiled with :mod:`jaxmodel.xla_options`' options for a short run."""
+    key = (model, of, wrt, kind, quick)
     if key not in _CACHE:
         kernel = sensitivity_kernel(model, of, wrt, kind)
         steps = stepped_inputs(model)
@@ -376,5 +379,5 @@ def _batched(model: Model, of, wrt, kind, stepped):
             nxt = {w: steps[w](x).astype(getattr(x, w).dtype) for w in stepped}
             return kernel(x), vals, nxt
 
-        _CACHE[key] = jax.jit(jax.vmap(row))
+        _CACHE[key] = jax.jit(jax.vmap(row), compiler_options=quick_compile(quick))
     return _CACHE[key]

@@ -66,6 +66,7 @@ from jaxmodel.spec_tables import (  # noqa: F401 (re-exported)
     parse_solve_table,
     parse_target,
 )
+from jaxmodel.xla_options import QUICK_ROWS, quick_compile
 
 GROWTH = 4.0
 EXPANSIONS = 40
@@ -329,7 +330,8 @@ def solve(
         flat = model.inputs_type(*(np.broadcast_to(a, shape).reshape(-1).astype(dtype)
                                    for a in arrays.values()))
         targets = np.broadcast_to(values, shape).reshape(-1).astype(dtype)
-        cols, start_value = jax.device_get(_batched(model, output, vary)(flat, targets))
+        program = _batched(model, output, vary, targets.size <= QUICK_ROWS)
+        cols, start_value = jax.device_get(program(flat, targets))
 
     def arr(v):
         return np.asarray(v).reshape(shape)
@@ -361,17 +363,18 @@ def check_representable(output: str, values: Any, x64: bool, where: str = "solve
 _CACHE: dict[tuple, Callable] = {}
 
 
-def _batched(model: Model, output: str, vary: str):
+def _batched(model: Model, output: str, vary: str, quick: bool):
     """``jit(vmap(...))`` of the solver and the output at the start (cached; the
-    targets are an argument, one per row, so new targets do not recompile)."""
-    key = (model, output, vary)
+    targets are an argument, one per row, so new targets do not recompile);
+    ``quick``: compiled with :mod:`jaxmodel.xla_options`' options for a short run."""
+    key = (model, output, vary, quick)
     if key not in _CACHE:
         solver = _solver(model, output, vary, EXPANSIONS, ITERATIONS)
 
         def row(x, target):
             return solver(x, target), getattr(model.apply(x), output)
 
-        _CACHE[key] = jax.jit(jax.vmap(row))
+        _CACHE[key] = jax.jit(jax.vmap(row), compiler_options=quick_compile(quick))
     return _CACHE[key]
 
 
