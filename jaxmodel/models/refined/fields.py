@@ -239,7 +239,7 @@ INPUTS: tuple[InputField, ...] = (
     InputField("host_kernel_us", "us", "host (CPU) time to issue one eager kernel: PyTorch "
                "and Transformer Engine dispatch and the CUDA launch.  It paces a dropless MoE "
                "layer, whose device-to-host sync of the token counts keeps the host from "
-               "running ahead of the GPU (jaxmodel.models.refined.moe.host_paced_seconds)",
+               "running ahead of the GPU (host_paced_seconds in the refined model's moe module)",
                False, 0.0, True, 16.0, None),
     switch("ep_overlap", "Combined 1F1B expert all-to-all overlap (Megatron-Core's "
             "flag to overlap MoE expert-parallel comm): the steady-phase share of the chunk "
