@@ -36,18 +36,13 @@ def _root() -> None:
     """Cost model of 3D-parallel LLM training: evaluate, sweep, search, explain."""
 
 
-app.command("eval", cls=Command)(eval_command)
-app.command("best", cls=Command)(best_command)
-app.command("plan", cls=Command)(plan_command)
-app.command("presets", cls=Command)(presets_command)
-app.command("sensitivity", cls=Command)(sensitivity_command)
-app.command("solve", cls=Command)(solve_command)
-app.command("sweep", cls=Command)(sweep_command)
-app.command("validate", cls=Command)(validate_command)
-app.command("calibrate", cls=Command)(calibrate_command)
-app.command("dashboard", cls=Command)(dashboard_command)
-app.command("report", cls=Command)(report_command)
-app.command("docs", cls=Command)(docs_command)
+for _name, _command in (("eval", eval_command), ("best", best_command),
+                       ("plan", plan_command), ("presets", presets_command),
+                       ("sensitivity", sensitivity_command), ("solve", solve_command),
+                       ("sweep", sweep_command), ("validate", validate_command),
+                       ("calibrate", calibrate_command), ("dashboard", dashboard_command),
+                       ("report", report_command), ("docs", docs_command)):
+    app.command(_name, cls=Command)(_command)
 app.add_typer(plot_app, name="plot")
 
 
