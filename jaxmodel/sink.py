@@ -298,7 +298,11 @@ class PartWriter:
         if not self.partition_by:
             return [("", table)]
         keys = table.select(self.partition_by)
-        uniq = keys.group_by(self.partition_by).aggregate([]).to_pylist()
+        # Arrow's hash aggregation may return the groups in any order (it
+        # runs on several threads); the manifest lists a part's files in the
+        # order of their partition values, so it never depends on threads.
+        uniq = sorted(keys.group_by(self.partition_by).aggregate([]).to_pylist(),
+                      key=lambda key: [(value is None, value) for value in key.values()])
         out = []
         for key in uniq:
             mask = None

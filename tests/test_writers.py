@@ -286,3 +286,24 @@ def test_writers_zero_is_a_one_line_error(tmp_path, capsys):
     err = capsys.readouterr().err
     assert info.value.code == 2
     assert err.count("\n") == 1 and "--writers" in err and "0" in err
+
+
+def test_a_parts_files_are_listed_in_the_order_of_their_partition_values(tmp_path):
+    # Regression: the files of one partitioned part were listed in the order
+    # Arrow's (multi-threaded) hash aggregation returned the groups, so the
+    # manifests of two identical sweeps could differ (CI saw it once).  Here
+    # the rows arrive 8, 1, 4, 2; the manifest must list 1, 2, 4, 8.
+    from jaxmodel.sink import Batch, Column
+    columns = [Column("config_id", pa.int64(), "", "id"),
+               Column("tensor_parallel", pa.int64(), "", "t")]
+    writer = PartWriter(tmp_path, 0, columns, file_metadata={}, rows_per_file=100,
+                        row_group_size=100, compression="zstd",
+                        partition_by=["tensor_parallel"])
+    table = pa.table({"config_id": pa.array([0, 1, 2, 3, 4], pa.int64()),
+                      "tensor_parallel": pa.array([8, 1, 4, 2, 8], pa.int64())})
+    writer.write(Batch([0], [table], 5))
+    (line,) = writer.manifest.path.read_text().splitlines()
+    record = json.loads(line)
+    assert record["parts"] == [f"tensor_parallel={t}/part-p0000-c000000000000.parquet"
+                               for t in (1, 2, 4, 8)]
+    assert pq.read_table(tmp_path / record["parts"][3]).column("config_id").to_pylist() == [0, 4]
