@@ -19,6 +19,7 @@ HDR NIC is 25 GB/s).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from jaxmodel.errors import InputError, closest
@@ -230,6 +231,37 @@ _HOPPER_MEASURED = ("MAMF bf16 794.5 of 989 (Bekman, MAMF table); cuDNN attentio
                     "bandwidth 370 of 450 GB/s (nccl-tests issue 212, NCCL topo.h); 46-48 "
                     "of 50 GB/s per NDR NIC (nccl-tests issue 290)")
 
+# H100 under a board power limit below its 700 W TDP (h100-96gb-500w, the
+# HBM2e H100 of Meta's Grand Teton hosts at their default 500 W limit; pytorch/
+# torchtitan benchmarks/llama3_h100_202412_torchtitan.md, "Hardware": 96GB
+# HBM2e, 2.4 TB/sec, 500W, and its footnote 2: "the actual peak TFLOPs number
+# is between SXM and NVL").  No throughput of this part at 500 W is published,
+# so its tensor-core peak is derived from the two H100 boards NVIDIA rates on the
+# same GH100 with 132 SMs: H100 SXM, 989.4 TFLOP/s dense bf16 at "up to 700W",
+# and H100 NVL, 1,671 sparse = 835.5 dense at "350-400W" (NVIDIA H100 Tensor Core
+# GPU datasheet, 2023).  The peak is SMs x 4,096 FLOP/clk x the tensor clock
+# each board holds under its limit (1,830 and 1,545 MHz), so the two points give
+# clock ~ P^k with k = ln(989.4 / 835.5) / ln(700 / 400) = 0.302: the 1/3 of
+# dynamic power P ~ f V^2 with the voltage rising with the clock (f^3), which
+# is the physics of a clock set by a power limit.  At 500 W: 989 x (500 /
+# 700)^0.302 = 893.4 TFLOP/s (0.903 of the SXM peak; FP8 1,979 -> 1,787.7).  The
+# measured fractions of peak (MAMF, attention, FP8 sustained) are the H100 SXM's:
+# the same kernels on the same SMs at a lower clock.
+_H100_SXM = (989.4, 700.0)   # dense bf16 TFLOP/s, board W (datasheet)
+_H100_NVL = (1671 / 2, 400.0)
+_CLOCK_POWER_EXPONENT = (math.log(_H100_SXM[0] / _H100_NVL[0])
+                         / math.log(_H100_SXM[1] / _H100_NVL[1]))
+
+
+def power_limited_peak(peak_tflops: float, board_w: float, limit_w: float) -> float:
+    """A tensor-core peak (TFLOP/s) rated at ``board_w`` run at a ``limit_w`` power
+    limit: scaled by the clock ratio (limit / board)^k (the comment above)."""
+    return round(peak_tflops * (limit_w / board_w) ** _CLOCK_POWER_EXPONENT, 1)
+
+
+_H100_500W_BF16 = power_limited_peak(989, 700, 500)
+_H100_500W_FP8 = power_limited_peak(1979, 700, 500)
+
 GPUS: dict[str, Preset] = {p.name: p for p in (
     _gpu("a100-40gb-sxm", "NVIDIA A100 40 GB SXM4, DGX A100 node (8 x HDR 200 Gb/s)",
          "NVIDIA A100 Tensor Core GPU datasheet (2020): 312 TFLOP/s bf16 dense, 1,555 GB/s, "
@@ -254,6 +286,22 @@ GPUS: dict[str, Preset] = {p.name: p for p in (
          "(tuning.cc)",
          tflops=989, sms=132, mamf=0.803, memory_gb=80,
          hbm_tb_s=3.35, nvlink_gb_s=450, network_gb_s=50, per_node=8,
+         rates=_rates(attention=_ATTN_H100, hbm=_HBM_H100, intra=_NVLINK4, fa2=_FA2_H100)),
+    _gpu("h100-96gb-500w", "NVIDIA H100 SXM 96 GB HBM2e at a 500 W power limit (Meta Grand "
+         "Teton host: 8 GPUs, NVLink, 400 Gb/s RDMA per GPU)",
+         "torchtitan benchmarks/llama3_h100_202412_torchtitan.md (Hardware): 96GB HBM2e, "
+         "2.4 TB/sec peak, 8 NVLink-connected GPUs a host, 400 Gb/s backend RDMA per "
+         "GPU, default 500W power limit; its footnote 2: the peak lies 'between SXM and "
+         "NVL'. Derived: the tensor-core peaks at 500 W from the NVIDIA H100 datasheet's "
+         "SXM (989 TFLOP/s bf16 dense at 700 W) and NVL (835.5 at 400 W, the same 132 "
+         "SMs): clock ~ P^0.302 (f V^2 power), 989 x (500/700)^0.302 = 893.4, FP8 "
+         "1,787.7. Measured (H100 SXM, as fractions of the peak): " + _HOPPER_MEASURED +
+         "; STREAM 2.90-2.97 of 3.35 TB/s (Azure AI-benchmarking-guide, ND H100 v5). "
+         "Assumed: the SXM's fractions at the lower clock (same kernels, same SMs), its "
+         "STREAM fraction for HBM2e, DGX H100's non-GPU power, latencies within NCCL's "
+         "cost model",
+         tflops=_H100_500W_BF16, sms=132, mamf=0.803, memory_gb=96,
+         hbm_tb_s=2.4, nvlink_gb_s=450, network_gb_s=50, per_node=8,
          rates=_rates(attention=_ATTN_H100, hbm=_HBM_H100, intra=_NVLINK4, fa2=_FA2_H100)),
     _gpu("h800", "NVIDIA H800 80 GB SXM5 (export H100: NVLink 400 GB/s), 8-GPU node, "
          "8 x 400 Gb/s",
@@ -382,6 +430,8 @@ PRECISION_PEAKS: dict[str, dict[str, float | None]] = {
     "a100-40gb-sxm": {"bf16": 312, "fp8": None, "mxfp8": None, "fp4": None},
     "a100-80gb-sxm": {"bf16": 312, "fp8": None, "mxfp8": None, "fp4": None},
     "h100-sxm": {"bf16": 989, "fp8": 1979, "mxfp8": 1979, "fp4": None},
+    "h100-96gb-500w": {"bf16": _H100_500W_BF16, "fp8": _H100_500W_FP8, "mxfp8": _H100_500W_FP8,
+                       "fp4": None},
     "h800": {"bf16": 989, "fp8": 1979, "mxfp8": 1979, "fp4": None},
     "h200": {"bf16": 989, "fp8": 1979, "mxfp8": 1979, "fp4": None},
     "b200": {"bf16": 2250, "fp8": 4500, "mxfp8": 4500, "fp4": 9000},
@@ -430,9 +480,11 @@ MATMUL_CEILINGS: dict[str, dict[str, float]] = {
 # 1,000W"; HGX B300 1,100 W (Verda / DataCrunch, "NVIDIA B200 & B300: GPU
 # Architecture and Software Stack", datacrunch-research/blogs); GB200 NVL72
 # "configurable up to 1,200W" per GPU; GB300 1,400 W (G. Lockwood, "B300");
-# MI300X 750 W; MI355X 1,400 W TBP (AMD at Hot Chips 2025).
+# MI300X 750 W; MI355X 1,400 W TBP (AMD at Hot Chips 2025); the Grand Teton
+# H100 at its 500 W limit (torchtitan's benchmark, above).
 BOARD_POWER_W: dict[str, float] = {
-    "a100-40gb-sxm": 400, "a100-80gb-sxm": 400, "h100-sxm": 700, "h800": 700, "h200": 700,
+    "a100-40gb-sxm": 400, "a100-80gb-sxm": 400, "h100-sxm": 700, "h100-96gb-500w": 500,
+    "h800": 700, "h200": 700,
     "b200": 1000, "b300": 1100, "gb200-nvl72": 1200, "gb300-nvl72": 1400, "mi300x": 750,
     "mi355x": 1400,
 }
@@ -451,8 +503,11 @@ BOARD_POWER_W: dict[str, float] = {
 # GB300 NVL72: about 135 kW a rack, (135,000 - 72 x 1,400) / 72.
 # MI300X, MI355X: AMD publishes no system rating; taken as DGX H100's (an
 #   8-GPU OAM platform with two CPUs and eight 400 Gb/s NICs, as DGX H100).
+# Grand Teton (h100-96gb-500w): Meta publishes no rating; taken as DGX H100's
+#   (8 GPUs, two CPUs, one 400 Gb/s NIC a GPU).
 NODE_POWER_W: dict[str, float] = {
-    "a100-40gb-sxm": 412.5, "a100-80gb-sxm": 412.5, "h100-sxm": 575.0, "h800": 575.0,
+    "a100-40gb-sxm": 412.5, "a100-80gb-sxm": 412.5, "h100-sxm": 575.0,
+    "h100-96gb-500w": 575.0, "h800": 575.0,
     "h200": 575.0, "b200": 787.5, "b300": 650.0, "gb200-nvl72": 466.7,
     "gb300-nvl72": 475.0, "mi300x": 575.0, "mi355x": 575.0,
 }
@@ -465,11 +520,11 @@ for _name, _preset in GPUS.items():
 # the sustained ones, since a training step is sustained load and Blackwell
 # loses 20% of its FP8 burst rate under it (GB200 0.723 -> 0.581, above).
 # Where a GPU's sustained figure is not published it is assumed from its
-# sibling, each named: H800 is H100's die (0.698); B200 and B300 keep their
-# own burst ceiling times GB200's sustained / burst ratio 0.581 / 0.723
-# (0.763 -> 0.613, 0.745 -> 0.599); GB300 takes GB200's 0.581; MI355X its bf16
-# ceiling times MI300X's FP8-sustained / bf16 ratio 0.443 / 0.511 (0.622 ->
-# 0.539).  Block-scaled FP8 runs at the FP8 ceiling (no MXFP8 or blockwise GEMM
+# sibling, each named: H800 and h100-96gb-500w are H100's die (0.698); B200
+# and B300 keep their own burst ceiling times GB200's sustained / burst ratio
+# 0.581 / 0.723 (0.763 -> 0.613, 0.745 -> 0.599); GB300 takes GB200's 0.581;
+# MI355X its bf16 ceiling times MI300X's FP8-sustained / bf16 ratio 0.443 /
+# 0.511 (0.622 -> 0.539).  Block-scaled FP8 runs at the FP8 ceiling (no MXFP8 or blockwise GEMM
 # benchmark is published apart from it).  FP4: GB200's sustained 0.763, the
 # only published FP4 GEMM figure, for every FP4 GPU.  A GPU without the
 # precision (peak None above: A100 FP8, Hopper FP4) has a peak of 0, which
@@ -478,6 +533,7 @@ _BLACKWELL_SUSTAINED = (MATMUL_CEILINGS["gb200-nvl72"]["fp8_sustained"]
                         / MATMUL_CEILINGS["gb200-nvl72"]["fp8_burst"])
 FP8_SUSTAINED: dict[str, float] = {
     "h100-sxm": MATMUL_CEILINGS["h100-sxm"]["fp8_sustained"],
+    "h100-96gb-500w": MATMUL_CEILINGS["h100-sxm"]["fp8_sustained"],
     "h800": MATMUL_CEILINGS["h100-sxm"]["fp8_sustained"],
     "h200": MATMUL_CEILINGS["h200"]["fp8_sustained"],
     "b200": round(MATMUL_CEILINGS["b200"]["fp8_burst"] * _BLACKWELL_SUSTAINED, 3),

@@ -30,9 +30,9 @@ Decisions where the sources are silent or the model is coarser (each one listed
 beside the rows that use it):
 
 * GPUs: ``DGX-H100`` -> ``h100-sxm``, ``DGX-B200`` -> ``b200``.  torchtitan's H100s
-  are the 96 GB part at a 500 W power limit: the ``h100-sxm`` preset with
-  ``gpu_memory_gb`` 96 (the source's figure); the power limit and that part's HBM
-  bandwidth are not modelled (an approximation, listed).
+  are the 96 GB HBM2e part at a 500 W power limit: the ``h100-96gb-500w`` preset
+  (the source's 96 GB and 2.4 TB/s; the tensor-core peak at 500 W derived in
+  ``jaxmodel.models.presets``).
 * LLMs: the presets of ``jaxmodel.presets``, by the name the source prints.
   GPT-OSS's alternating sliding-window attention is modelled as full attention (the
   preset's note; listed).  Nemotron-3 (a hybrid of Mamba-2 and MoE layers) has no
@@ -118,7 +118,6 @@ class Way:
     note: str = ""
     gpu: str | None = None
     llm: str | None = None
-    machine: str | None = None
 
 
 @dataclass(frozen=True)
@@ -141,11 +140,9 @@ def approx(note: str, **inputs: float) -> tuple[Way, ...]:
     return (Way(inputs, note),)
 
 
-def gpu(name: str, note: str = "", machine: str | None = None, **inputs: float
-        ) -> tuple[Way, ...]:
-    """The GPU preset ``name`` (with ``inputs`` over it: a variant the source names,
-    called ``machine``)."""
-    return (Way(inputs, note, gpu=name, machine=machine),)
+def gpu(name: str) -> tuple[Way, ...]:
+    """The GPU preset ``name``."""
+    return (Way(gpu=name),)
 
 
 def llm(name: str, note: str = "") -> tuple[Way, ...]:
@@ -318,7 +315,6 @@ def express(table: SetTable, row: Mapping[str, str], path: str = "") -> Case:
             allowed = "a number" if isinstance(spec, str) else str(e)
             raise InputError(at + column, value, allowed) from None
     gpu_name = next((w.gpu for w in ways if w.gpu), "")
-    machine = next((w.machine for w in ways if w.machine), gpu_name)
     llm_name = next((w.llm for w in ways if w.llm), None)
     inputs = {**apply_presets(model, gpu=gpu_name or None, llm=llm_name)}
     for w in ways:
@@ -332,9 +328,9 @@ def express(table: SetTable, row: Mapping[str, str], path: str = "") -> Case:
     notes = tuple(dict.fromkeys(w.note for w in ways if w.note))
     capacity = inputs.get(model.memory_capacity, math.nan) if model.memory_capacity else math.nan
     if reasons:
-        return Case(table.name, label, machine, None, reasons[0], notes,
+        return Case(table.name, label, gpu_name, None, reasons[0], notes,
                     memory_gb=capacity)
-    return Case(table.name, label, machine, inputs, "", notes, measured, work,
+    return Case(table.name, label, gpu_name, inputs, "", notes, measured, work,
                 memory_gb=capacity, measured_memory_gb=memory, layout=table.layout(inputs))
 
 
@@ -866,10 +862,9 @@ TORCHTITAN = SetTable(
                approx("attention by PyTorch SDPA's flash backend (FlashAttention-2)",
                       attention_kernel=1), NO_DROPOUT),
     columns={
-        "system": {TORCHTITAN_GPU: gpu(
-            "h100-sxm", "the 96 GB H100 at 500 W as h100-sxm with 96 GB and the source's "
-            "2.4 TB/s HBM2e: the power limit is not modelled", machine="h100-sxm 96 GB 500 W",
-            gpu_memory_gb=96, hbm_bandwidth_tb_s=2.4)},
+        # The Grand Teton H100 (96 GB HBM2e, 2.4 TB/s, 500 W limit) has its own
+        # preset, whose peak at 500 W is derived from NVIDIA's SXM and NVL ratings.
+        "system": {TORCHTITAN_GPU: gpu("h100-96gb-500w")},
         "model": {"Llama 3.1 8B": llm("llama3.1-8b"), "Llama 3.1 70B": llm("llama3.1-70b"),
                   "Llama 3.1 405B": llm("llama3.1-405b")},
         "num_gpus": "num_gpus",

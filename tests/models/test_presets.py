@@ -1,6 +1,7 @@
 """Hardware and model presets: sources, values, layering, the CLI."""
 
 import json
+import math
 
 import pytest
 from typer.testing import CliRunner
@@ -236,6 +237,36 @@ def test_b200_memory_bandwidth_is_the_hgx_figure():
     # HGX B200: 62 TB/s for 8 GPUs; the driver's 7,680-bit bus at 3,996 MHz DDR.
     assert GPUS["b200"].values["hbm_bandwidth_tb_s"] == pytest.approx(
         7680 / 8 * 3996e6 * 2 / 1e12, abs=0.05)
+
+
+def test_h100_at_500_w_is_derived_from_the_sxm_and_nvl_ratings():
+    # NVIDIA H100 datasheet (2023): SXM 989.4 TFLOP/s bf16 dense at up to 700 W, NVL
+    # 1,671 sparse (835.5 dense) at 350-400 W, both GH100 with 132 SMs of 4,096 dense
+    # bf16 FLOP a clock: tensor clocks 1,830 and 1,545 MHz under those limits.
+    assert 989.4e12 / (132 * 4096) == pytest.approx(1830e6, rel=1e-3)
+    assert 1671 / 2 * 1e12 / (132 * 4096) == pytest.approx(1545e6, rel=1e-3)
+    # A power-set clock: P ~ f V^2 with V rising with f gives f ~ P^(1/3); the two
+    # ratings give the exponent 0.30.
+    k = math.log(1830 / 1545) / math.log(700 / 400)
+    assert k == pytest.approx(1 / 3, abs=0.035)
+    values = GPUS["h100-96gb-500w"].values
+    sxm = GPUS["h100-sxm"].values
+    assert values["compute_tflops"] == pytest.approx(989 * (500 / 700) ** k, abs=0.3)
+    assert values["fp8_peak_tflops"] == pytest.approx(1979 * (500 / 700) ** k, abs=0.6)
+    assert values["mxfp8_peak_tflops"] == values["fp8_peak_tflops"]
+    assert values["fp4_peak_tflops"] == 0
+    # torchtitan's benchmark, footnote 2: the peak lies "between SXM and NVL".
+    assert 835.5 < values["compute_tflops"] < 989
+    # The source's figures: 96 GB (GiB) HBM2e at 2.4 TB/s, 500 W, 400 Gb/s a GPU.
+    assert values["gpu_memory_gb"] == pytest.approx(96 * 2**30 / 1e9)
+    assert values["hbm_bandwidth_tb_s"] == 2.4
+    assert values["gpu_power_w"] == 500
+    assert values["network_bandwidth_gb_s"] == 400 / 8
+    # The SXM's measured fractions of peak: the same kernels on the same SMs.
+    for rate in (*RATES, "fa2_attention_efficiency", "fp8_matmul_efficiency"):
+        assert values[rate] == sxm[rate], rate
+    source = GPUS["h100-96gb-500w"].source
+    assert "Measured" in source and "Derived" in source and "Assumed" in source
 
 
 def test_per_precision_tables_cover_every_gpu_preset():
