@@ -239,11 +239,12 @@ _HOPPER_MEASURED = ("MAMF bf16 794.5 of 989 (Bekman, MAMF table); cuDNN attentio
 # so its tensor-core peak is derived from the two H100 boards NVIDIA rates on the
 # same GH100 with 132 SMs: H100 SXM, 989.4 TFLOP/s dense bf16 at "up to 700W",
 # and H100 NVL, 1,671 sparse = 835.5 dense at "350-400W" (NVIDIA H100 Tensor Core
-# GPU datasheet, 2023).  The peak is SMs x 4,096 FLOP/clk x the tensor clock
-# each board holds under its limit (1,830 and 1,545 MHz), so the two points give
-# clock ~ P^k with k = ln(989.4 / 835.5) / ln(700 / 400) = 0.302: the 1/3 of
-# dynamic power P ~ f V^2 with the voltage rising with the clock (f^3), which
-# is the physics of a clock set by a power limit.  At 500 W: 989 x (500 /
+# GPU datasheet, 2023; 400 W, the top of the NVL's range, taken as the limit its
+# peak is rated at).  The peak is SMs x 4,096 FLOP/clk x the tensor clock each
+# board holds under its limit (1,830 and 1,545 MHz), so the two points give
+# clock ~ P^k with k = ln(989.4 / 835.5) / ln(700 / 400) = 0.302, close to the
+# 1/3 of dynamic power P ~ f V^2 with the voltage rising with the clock (f^3):
+# the physics of a clock set by a power limit.  At 500 W: 989 x (500 /
 # 700)^0.302 = 893.4 TFLOP/s (0.903 of the SXM peak; FP8 1,979 -> 1,787.7).  The
 # measured fractions of peak (MAMF, attention, FP8 sustained) are the H100 SXM's:
 # the same kernels on the same SMs at a lower clock.
@@ -253,14 +254,14 @@ _CLOCK_POWER_EXPONENT = (math.log(_H100_SXM[0] / _H100_NVL[0])
                          / math.log(_H100_SXM[1] / _H100_NVL[1]))
 
 
-def power_limited_peak(peak_tflops: float, board_w: float, limit_w: float) -> float:
+def _power_limited_peak(peak_tflops: float, board_w: float, limit_w: float) -> float:
     """A tensor-core peak (TFLOP/s) rated at ``board_w`` run at a ``limit_w`` power
     limit: scaled by the clock ratio (limit / board)^k (the comment above)."""
     return round(peak_tflops * (limit_w / board_w) ** _CLOCK_POWER_EXPONENT, 1)
 
 
-_H100_500W_BF16 = power_limited_peak(989, 700, 500)
-_H100_500W_FP8 = power_limited_peak(1979, 700, 500)
+_H100_500W_BF16 = _power_limited_peak(989, 700, 500)
+_H100_500W_FP8 = _power_limited_peak(1979, 700, 500)
 
 GPUS: dict[str, Preset] = {p.name: p for p in (
     _gpu("a100-40gb-sxm", "NVIDIA A100 40 GB SXM4, DGX A100 node (8 x HDR 200 Gb/s)",
