@@ -69,6 +69,9 @@ beside the rows that use it):
   -> ``tp_overlap`` 1 where TP > 1 (Megatron-Bridge turns it off at run time
   otherwise, as the column says); no dropout (``dropout`` 0, or listed where the
   model has no such input: the recipes' models train without dropout).
+  Megatron-Bridge (every row): its perf recipes reduce gradients in bf16
+  (``grad_buffer_bytes`` 2) and use Transformer Engine's in-place cross entropy
+  (``cross_entropy_fusion`` 2), both read from the recipes' source (``BRIDGE_RECIPES``).
 * torchtitan (every row): FSDP2 shards over the data x context ranks and
   prefetches the next all-gather (``zero_stage`` 3, ``param_gather_overlap`` 1);
   TP with sequence-parallel norms (``sequence_parallel`` 1); AsyncTP ->
@@ -567,12 +570,23 @@ def _bridge_measure(row: Mapping[str, str], x: Mapping[str, float]
             math.nan)
 
 
+# What every Megatron-Bridge perf recipe sets, read from its source (NVIDIA-NeMo/
+# Megatron-Bridge): gradients accumulated and reduced in bf16 (scripts/performance/
+# configs/*/*_llm_pretrain.py, set_<model>_common_configs:
+# ``cfg.ddp.grad_reduce_in_fp32 = False``, so the main_grad buffer is bf16:
+# ``grad_buffer_bytes`` 2); Transformer Engine's cross entropy
+# (``cross_entropy_loss_fusion=True``, ``cross_entropy_fusion_impl="te"`` in the
+# recipes' kernel selections, as the resolved config scripts/performance/
+# dryrun_configs/gpt_oss/gpt_oss_120b_pretrain_b200_fp8_mx_v2.yaml shows:
+# ``cross_entropy_fusion`` 2).
+BRIDGE_RECIPES = exact(grad_buffer_bytes=2, cross_entropy_fusion=2)
+
 BRIDGE = SetTable(
     name="megatron-bridge",
     description="Megatron-Bridge performance summaries 25.09-26.08, DGX-H100 and DGX-B200 "
                 "(tokens/s per GPU)",
     file="megatron_bridge_h100_b200.csv",
-    every_row=(exact(zero_stage=1), NO_DROPOUT),
+    every_row=(exact(zero_stage=1), NO_DROPOUT, BRIDGE_RECIPES),
     columns={
         "system": {"DGX-H100": gpu("h100-sxm"), "DGX-B200": gpu("b200")},
         "model": BRIDGE_LLMS,

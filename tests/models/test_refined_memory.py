@@ -149,15 +149,42 @@ def test_activation_offload_keeps_one_layer_in_transit():
 
 
 def test_interleaved_in_flight_is_megatrons_warm_up():
-    # 16 layers, p = 4, v = 2 (chunks of 2 layers), m = 4.  Megatron-Core's
+    # 16 layers, p = 4, v = 2 (chunks of 2 layers), m = 8.  Megatron-Core's
     # interleaved schedule on rank 0 runs 2 (p - 1) + (v - 1) p = 10 warm-up
     # chunks and one more in the steady state before its first backward: 11
     # chunks, 22 layers of 16 s b h, and the embedding masks for 4 micro-batches
     # x 1.375 (the same factor 1 + (p - 1) / (p v)): 357.5 s b h.
-    out = run(num_gpus=16, pipeline_parallel=4, virtual_stages=2, num_layers=16)
+    out = run(num_gpus=16, pipeline_parallel=4, virtual_stages=2, num_layers=16,
+              gradient_accum_steps=8)
     warm_up_chunks = 2 * (4 - 1) + (2 - 1) * 4 + 1
     assert out["activation_gb_per_gpu"] == approx(
         (warm_up_chunks * 2 * 16 + 4 * 1.375) * SBH / 1e9)
+
+
+def test_interleaved_in_flight_never_exceeds_the_micro_batches():
+    # The same with m = p = 4: there are only m v = 8 chunk passes, and
+    # Megatron-Core runs them all before the first backward (schedules.py:
+    # num_microbatches == pipeline_parallel_size -> all_warmup_microbatches),
+    # not the 11 of the formula: 8 chunks, 16 layers of 16 s b h, and the
+    # embedding masks of the 4 micro-batches: 260 s b h (the old count, 357.5,
+    # held 3 chunks of micro-batches that do not exist).
+    out = run(num_gpus=16, pipeline_parallel=4, virtual_stages=2, num_layers=16)
+    assert out["activation_gb_per_gpu"] == approx((4 * 2 * 2 * 16 + 4) * SBH / 1e9)
+
+
+def test_transformer_engines_cross_entropy_keeps_only_the_bf16_logits():
+    # TOY with 4096 tokens of vocabulary and every layer offloaded: the last
+    # stage holds the layer in transit 16, the output layer's input 1 and the
+    # logits, s V / t = 1024 x 4096 / 4 = 1 s b h of them: 10 bytes each with a
+    # fused kernel that keeps an fp32 softmax (27 s b h), 2 with Transformer
+    # Engine's, which writes the gradient into the bf16 logits (19 s b h; the
+    # first stage's 16 + 2 is less in both).
+    fused = run(offload_layers=9, vocab_size=4096)
+    in_place = run(offload_layers=9, vocab_size=4096, cross_entropy_fusion=2)
+    assert fused["activation_gb_per_gpu"] == approx(27 * SBH / 1e9)
+    assert in_place["activation_gb_per_gpu"] == approx(19 * SBH / 1e9)
+    # The loss kernel's traffic is a fused kernel's either way.
+    assert in_place["step_time_ms"] == approx(fused["step_time_ms"])
 
 
 def approx32(x):

@@ -94,8 +94,11 @@ INPUTS: tuple[InputField, ...] = (
             "overlapped with attention (Megatron-LM), 1 all-gather (Llama 3), 2 all-to-all "
             "of Q, K, V and the output (DeepSpeed-Ulysses; Megatron --cp-comm-type a2a)", 0,
             high=2.0),
-    switch("cross_entropy_fusion", "fused softmax cross-entropy kernel (1) or unfused "
-            "PyTorch ops (0, Megatron-Core without --cross-entropy-loss-fusion)", 1),
+    switch("cross_entropy_fusion", "softmax cross-entropy: 0 unfused PyTorch ops "
+            "(Megatron-Core without --cross-entropy-loss-fusion), 1 a fused kernel that keeps "
+            "an fp32 softmax (10 bytes a logit in memory), 2 Transformer Engine's, which "
+            "writes the gradient into the bf16 logits in place (2 bytes a logit; "
+            "--cross-entropy-fusion-impl te)", 1, high=2.0),
     switch("pipeline_schedule", "0 1F1B (interleaved when v > 1), 1 ZB-H1 (v = 1), 2 ZB-V "
             "(v = 2); Qi et al. 2023", 0, high=2.0),
     switch("pipeline_split_embedding", "count the input embedding and the output layer + "

@@ -26,12 +26,15 @@
   Transformer Engine saves in FP8 (1 byte).  The first stage holds ``min(m,
   p)`` micro-batches of its layers, times ``1 + (p - 1) / (p v)`` when
   interleaved (sec. 4.2.3; Megatron-Core's interleaved schedule on rank 0:
-  ``2 (p - 1) + (v - 1) p`` warm-up chunks + 1, of ``L / (p v)`` layers each);
+  ``2 (p - 1) + (v - 1) p`` warm-up chunks + 1, of ``L / (p v)`` layers each),
+  and never more than the ``m`` micro-batches there are (all ``m v`` chunks
+  when ``m = p``: Meta's Llama 3 405B, 16 micro-batches on 16 stages);
   full recompute also holds one layer's full activations while it is
   recomputed.  ``offload_layers`` of a stage's layers keep their activations
   in host memory (one layer's in transit stays).  The output layer's input
-  (sec. 4.3) and the logits sit on the last stage, the embedding's dropout
-  mask on the first.
+  (sec. 4.3) and the logits sit on the last stage (10 bytes a logit, or the
+  bf16 logits alone, 2, under Transformer Engine's in-place cross entropy:
+  ``cross_entropy_fusion`` 2), the embedding's dropout mask on the first.
 * **Other**: tensor-parallel overlap's userbuffers and ``reserved_memory_gb``
   (CUDA context, NCCL buffers, library workspaces, fragmentation).
 
@@ -57,6 +60,13 @@ _FP8_WEIGHT_BYTES = 2.0
 # Logits in memory per element: bf16 (2), the fused cross-entropy's fp32
 # copy (4) and the fp32 softmax kept for the backward pass (4).
 _LOGIT_MEMORY_BYTES = 10.0
+# ... with Transformer Engine's parallel cross entropy (cross_entropy_fusion 2):
+# the bf16 logits alone (2).  transformer_engine/pytorch/cross_entropy.py,
+# CrossEntropyFunction: the Triton kernels compute the loss and the gradient in
+# fp32 registers, forward saves only ``_input`` (the bf16 logits, with an fp32
+# max and sum per token) and backward returns that same tensor as the gradient,
+# written in place: no fp32 copy of the [s, b, V / t] logits exists.
+_LOGIT_IN_PLACE_BYTES = 2.0
 # A layer's stored activations per s b h (layer_activation_bytes): the inputs of
 # its two norms (bf16, 2 + 2); its two GEMM inputs that follow a norm (QKV and
 # FC1), 2 bytes each in bf16, 1 in FP8; its two dropout masks (1 byte each).
@@ -265,6 +275,14 @@ def stage_memory(x, g, params, layers_mid, layers_end, z, edp, score_bytes, kv_b
     in_flight_first = jnp.minimum(m, p)
     interleave = jnp.where((v_i > 1) & (schedule == 0), 1.0 + (p - 1.0) / (p * v),
                            jnp.ones_like(v))
+    # Micro-batches in flight, in units of a stage's layers, never more than
+    # the m there are: Megatron-Core's interleaved schedule runs min(2 (p - 1)
+    # + (v - 1) p, m v) warm-up chunks (all m v forward passes first when m =
+    # p: megatron/core/pipeline_parallel/schedules.py,
+    # forward_backward_pipelining_with_interleaving, all_warmup_microbatches),
+    # so the first stage holds min(p (1 + (p - 1) / (p v)), m) stages' worth.
+    first_in_flight = jnp.minimum(in_flight_first * interleave, m)
+    mid_in_flight = jnp.minimum(jnp.minimum(m, p - 1.0) * interleave, m)
     stored = layer_activation_bytes(x, recompute, sp)
     # Full recompute of only some layers (recompute_layers): the others store
     # their activations as without recompute (g.full is the recomputed share).
@@ -282,9 +300,11 @@ def stage_memory(x, g, params, layers_mid, layers_end, z, edp, score_bytes, kv_b
     # Output layer (Korthikanti et al. sec. 4.3, its input 4 s b h / t) and the
     # logits: bf16 (2), the fp32 copy the fused cross-entropy works on (4) and
     # the fp32 softmax it keeps for the backward pass (4).
-    logits_mem = 4.0 * tok * h / t + _LOGIT_MEMORY_BYTES * tok * V / t
+    logit_bytes = jnp.where(x.cross_entropy_fusion > 1.5, _LOGIT_IN_PLACE_BYTES,
+                            _LOGIT_MEMORY_BYTES)
+    logits_mem = 4.0 * tok * h / t + logit_bytes * tok * V / t
     # The embedding's dropout mask (1 byte per element) for each micro-batch in flight.
-    embedding_mem = x.dropout * tok * h / rep_split * in_flight_first * interleave
+    embedding_mem = x.dropout * tok * h / rep_split * first_in_flight
     # Activation offload: offload_layers of a stage's layers send what they
     # store to host memory in the forward pass and get it back in the backward
     # pass; one layer's stays on the GPU in transit (offloaded while the next
@@ -295,10 +315,10 @@ def stage_memory(x, g, params, layers_mid, layers_end, z, edp, score_bytes, kv_b
         return layers - jnp.minimum(x.offload_layers, layers)
 
     working = working + offloading * stored
-    acts_first = (kept(layers_end) * in_flight_first * interleave * stored + working
+    acts_first = (kept(layers_end) * first_in_flight * stored + working
                   + embedding_mem + one_stage * logits_mem)
     acts_last = kept(layers_end) * interleave * stored + working + logits_mem
-    acts_mid = kept(layers_mid) * jnp.minimum(m, p - 1.0) * interleave * stored + working
+    acts_mid = kept(layers_mid) * mid_in_flight * stored + working
     # Kernel workspaces: tensor-parallel overlap keeps userbuffers for the
     # gathered activation of a layer's GEMMs (3 of [s / c, b, h] in bf16).
     workspace = (x.tp_overlap > 0.0).astype(fdt) * 3.0 * act_bytes
