@@ -33,7 +33,7 @@ import hashlib
 import json
 import os
 import platform
-import tempfile
+import secrets
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -127,8 +127,6 @@ class CachedProgram:
         self.options = dict(compiler_options) if compiler_options else None
         self.jitted = jax.jit(fn, compiler_options=self.options)
         self._calls: dict[str, Callable] = {}
-        self.hits = 0
-        self.misses = 0
 
     def __call__(self, *args) -> tuple:
         directory = program_dir()
@@ -138,23 +136,27 @@ class CachedProgram:
                           "options": {k: str(v) for k, v in sorted((self.options or {}).items())},
                           "inputs": _signature(args), **_environment()},
                          sort_keys=True)
-        if key not in self._calls:
-            self._calls[key] = self._load_or_export(directory, key, args)
-        return self._calls[key](*args)
+        if key in self._calls:
+            return self._calls[key](*args)
+        try:
+            program = self._load_or_export(directory, key, args)
+            out = program(*args)
+        except Exception:  # noqa: BLE001 - a program jax cannot export or call back:
+            program = self.jitted  # traced as without the cache (a real error raises again)
+            out = program(*args)
+        self._calls[key] = program
+        return out
 
     def _load_or_export(self, directory: Path, key: str, args) -> Callable:
         path = directory / (hashlib.sha256(key.encode()).hexdigest()[:40] + SUFFIX)
         exported = read_entry(path, key, args)
         if exported is None:
-            self.misses += 1
             specs = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in args]
             blob = bytes(jax.export.export(self.jitted)(*specs).serialize())
             write_entry(path, key, blob)
             # Call the deserialized form, so that this process compiles the same
             # program as the next one and fills the persistent cache for it.
             exported = jax.export.deserialize(bytearray(blob))
-        else:
-            self.hits += 1
 
         def call(*xs):
             return exported.call(*xs)
@@ -170,15 +172,17 @@ def write_entry(path: Path, key: str, blob: bytes) -> None:
     key_bytes = key.encode()
     data = (MAGIC + hashlib.sha256(blob).digest() + len(key_bytes).to_bytes(8, "little")
             + key_bytes + blob)
+    # a name of its own per writer (processes may write the same entry at once),
+    # created with the umask's permissions, as jax's own entries
+    tmp = path.with_name(f".tmp-{os.getpid()}-{secrets.token_hex(8)}{SUFFIX}")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=SUFFIX)
         try:
-            with os.fdopen(fd, "wb") as f:
+            with open(tmp, "xb") as f:
                 f.write(data)
             os.replace(tmp, path)
         except BaseException:
-            os.unlink(tmp)
+            tmp.unlink(missing_ok=True)
             raise
     except OSError:
         return

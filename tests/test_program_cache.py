@@ -3,13 +3,14 @@ uncached path's outputs bit for bit, any change of key misses, and a damaged ent
 is ignored.  Speed is measured in bench/first_answer.py, not here."""
 
 import dataclasses
+import functools
 
 import jax
 import numpy as np
 import pytest
 
 import jaxmodel
-from jaxmodel import api, program_cache, sensitivity
+from jaxmodel import api, program_cache, sensitivity, solving
 from jaxmodel.api import resolve_inputs
 from jaxmodel.precision import computing
 from jaxmodel.program_cache import (
@@ -19,6 +20,7 @@ from jaxmodel.program_cache import (
     read_entry,
     write_entry,
 )
+from jaxmodel.xla_options import quick_compile
 
 N = 16
 
@@ -27,13 +29,18 @@ N = 16
 def cache(tmp_path):
     """The program cache on in tmp_path for one test, then off again, with the
     in-process programs forgotten so that each test starts as a fresh process."""
-    api.batched.cache_clear()
-    sensitivity._CACHE.clear()
+    forget()
     directory = enable_program_cache(tmp_path)
     yield directory
     enable_program_cache(None)
+    forget()
+
+
+def forget():
+    """Drop the in-process programs, as a fresh process starts."""
     api.batched.cache_clear()
     sensitivity._CACHE.clear()
+    solving._CACHE.clear()
 
 
 def seed_inputs(n=N):
@@ -43,6 +50,15 @@ def seed_inputs(n=N):
               "micro_batch": rng.integers(1, 8, n).astype(float)}
     arrays = resolve_inputs(model, values)
     return model, model.inputs_type(*(a.astype(np.float32) for a in arrays.values()))
+
+
+@functools.cache
+def reference():
+    """The seed model over seed_inputs() by plain ``jax.jit``, no program cache involved."""
+    model, flat = seed_inputs()
+    with computing():
+        jitted = jax.jit(jax.vmap(model.apply), compiler_options=quick_compile(True))
+        return jax.device_get(jitted(flat))
 
 
 def run_batched(model, flat):
@@ -78,6 +94,7 @@ def test_a_hit_gives_the_uncached_outputs_bit_for_bit(cache):
     model, flat = seed_inputs()
     enable_program_cache(None)
     plain = run_batched(model, flat)
+    assert_identical(plain, reference())
     api.batched.cache_clear()
     enable_program_cache(cache.parent)
     first = run_batched(model, flat)  # miss: exported and written
@@ -125,6 +142,25 @@ def test_sensitivities_hit_gives_the_uncached_columns(cache):
     np.testing.assert_array_equal(cached.valid, plain.valid)
 
 
+@pytest.mark.slow
+def test_solve_hit_gives_the_uncached_solution(cache):
+    request = {"inputs": {"micro_batch": np.array([1.0, 2.0, 4.0])},
+               "target": ("mfu_percent", 40.0), "vary": "link_bandwidth_gb_s",
+               "model": "seed"}
+    enable_program_cache(None)
+    plain = jaxmodel.solve(**request)
+    forget()
+    enable_program_cache(cache.parent)
+    jaxmodel.solve(**request)
+    assert len(entries(cache)) == 1
+    forget()
+    cached = jaxmodel.solve(**request)
+    for name in ("solved", "reached", "limit", "limit_at", "blocked", "start_value"):
+        a, b = getattr(cached, name), getattr(plain, name)
+        assert a.dtype == b.dtype
+        np.testing.assert_array_equal(a, b, err_msg=name)
+
+
 def test_a_changed_key_misses(cache, monkeypatch):
     model, flat = seed_inputs()
     run_batched(model, flat)
@@ -156,10 +192,7 @@ def test_a_model_the_package_does_not_fix_is_never_kept(cache):
 @pytest.mark.parametrize("damage", ["flip", "truncate", "garbage", "empty", "other key"])
 def test_a_damaged_entry_is_ignored_and_rewritten(cache, damage, monkeypatch):
     model, flat = seed_inputs()
-    enable_program_cache(None)
-    plain = run_batched(model, flat)
-    api.batched.cache_clear()
-    enable_program_cache(cache.parent)
+    plain = reference()
     run_batched(model, flat)
     (entry,) = entries(cache)
     data = entry.read_bytes()
@@ -215,3 +248,26 @@ def test_the_source_digest_follows_every_file_but_bytecode(tmp_path):
     (tmp_path / "m.py").write_text("A = 1\n")
     (tmp_path / "data" / "t.csv").write_text("a\n2\n")
     assert digest_of(tmp_path) != before
+
+
+def test_a_program_jax_cannot_export_runs_uncached(cache, monkeypatch):
+    """jax refuses to export some programs (a custom call outside its stable
+    list, on some backends): the command runs as without the cache."""
+    model, flat = seed_inputs()
+    plain = reference()
+
+    def refuse(*args, **kwargs):
+        raise ValueError("Cannot serialize code with custom calls whose targets ...")
+
+    monkeypatch.setattr(jax.export, "export", refuse)
+    assert_identical(run_batched(model, flat), plain)
+    assert entries(cache) == []
+
+
+def test_an_unwritable_directory_only_costs_the_trace(cache, tmp_path):
+    blocker = tmp_path / "a file"
+    blocker.write_text("not a directory")
+    enable_program_cache(blocker)  # exported/ cannot be made under a file
+    model, flat = seed_inputs()
+    assert_identical(run_batched(model, flat), reference())
+    assert not list(tmp_path.rglob(".tmp-*"))
