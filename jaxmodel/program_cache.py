@@ -11,8 +11,8 @@ cache as before.
 
 Safe by construction: an entry is found only under a key made of everything
 that shapes the program (the program's name and static arguments, the
-bytes of every file of the installed jaxmodel package, jax's and jaxlib's
-versions, Python's, the backend and device kind, the input shapes and
+bytes of every file of the installed jaxmodel package, jax's, jaxlib's and
+numpy's versions, Python's, the backend and device kind, the input shapes and
 dtypes, the XLA options, jax's numeric settings), so a change to any of them
 misses.  An entry stores its full key and a SHA-256 of its program; one that
 does not match, does not deserialize, or takes other inputs is ignored (and
@@ -85,6 +85,7 @@ def digest_of(root: Path) -> str:
 def _environment() -> dict[str, Any]:
     """What, besides the program's own key, shapes a lowered program here."""
     import jaxlib
+    import numpy as np
 
     device = jax.devices()[0]
     return {
@@ -92,6 +93,7 @@ def _environment() -> dict[str, Any]:
         "source": source_digest(),
         "jax": jax.__version__,
         "jaxlib": jaxlib.__version__,
+        "numpy": np.__version__,  # constants the model computes while traced
         "python": platform.python_version(),
         "backend": jax.default_backend(),
         "device_kind": device.device_kind,
