@@ -157,14 +157,16 @@ def markdown(doc: dict) -> str:
     lines = [f"# First answer ({doc['date']}, load average {doc['load_before']} before, "
              f"{doc['load_after']} after)", "",
              f"Bare `import jax; jax.numpy.zeros(1)`: {b:.2f} s (median of "
-             f"{len(doc['bare_runs_s'])}), {doc['bare_rss_mb']:.0f} MB.", "",
+             f"{len(doc['bare_runs_s'])}), {doc['bare_rss_mb']:.0f} MB. "
+             f"Program cache (`JAXMODEL_PROGRAM_CACHE`): {doc.get('program_cache', 'on')}.", "",
              "| command | cold s | cold x bare | target | warm s | warm x bare | target "
              "| peak RSS cold MB | target | cold: import cli / trace / lower / compile s "
-             "| programs | jax imported |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|"]
+             "| warm: import cli / trace / lower / compile s | programs | jax imported |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---|"]
     for name, r in doc["commands"].items():
         cold, warm = r["cold"], r.get("warm")
         p = cold["phases"]
+        q = warm["phases"] if warm else {}
         t_cold, t_warm, t_rss = r["targets"]
 
         def cell(x):
@@ -178,6 +180,8 @@ def markdown(doc: dict) -> str:
             f"| {cold['peak_rss_mb']:.0f} | {cell(t_rss and t_rss * 1024)} "
             f"| {p.get('import_cli_s', 0):.2f} / {p.get('trace_s', 0):.2f} / "
             f"{p.get('lower_s', 0):.2f} / {p.get('compile_s', 0):.2f} "
+            f"| {q.get('import_cli_s', 0):.2f} / {q.get('trace_s', 0):.2f} / "
+            f"{q.get('lower_s', 0):.2f} / {q.get('compile_s', 0):.2f} "
             f"| {p.get('programs', '')} | {p.get('jax_imported', '')} |")
     return "\n".join(lines) + "\n"
 
@@ -207,6 +211,9 @@ def main() -> None:
            "python": platform.python_version(),
            "load_before": [round(x, 2) for x in load_before],
            "load_after": [round(x, 2) for x in os.getloadavg()],
+           # JAXMODEL_PROGRAM_CACHE=0: warm runs trace and lower again (before issue 26's
+           # program cache)
+           "program_cache": os.environ.get("JAXMODEL_PROGRAM_CACHE", "on"),
            "bare_runs_s": walls, "bare_import_s": statistics.median(walls),
            "bare_rss_mb": statistics.median(r["peak_rss_mb"] for r in runs),
            "commands": commands}

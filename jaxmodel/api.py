@@ -11,8 +11,9 @@ import numpy as np
 from jaxmodel.deferred import jax
 from jaxmodel.errors import InputError
 from jaxmodel.fields import check_values
-from jaxmodel.models import DEFAULT_MODEL, Model, get_model
+from jaxmodel.models import DEFAULT_MODEL, MODELS, Model, get_model
 from jaxmodel.precision import computing, float_dtype
+from jaxmodel.program_cache import CachedProgram
 from jaxmodel.xla_options import QUICK_ROWS, quick_compile
 
 
@@ -36,11 +37,30 @@ def resolve_inputs(model: Model, values: Mapping[str, Any]) -> dict[str, np.ndar
     return dict(zip(checked, arrays, strict=True))
 
 
+def program_key(model: Model) -> dict[str, str] | None:
+    """What fixes a program of ``model`` beside the jaxmodel package's files
+    (:class:`jaxmodel.program_cache.CachedProgram`): a registered model's name;
+    None for a caller's own ``Model``, which the package's files do not fix."""
+    return {"model": model.name} if MODELS.get(model.name) is model else None
+
+
 @functools.cache
 def batched(model: Model, quick: bool = False):
-    """``jit(vmap(model.apply))`` over a 1-D batch (compiled once per shape);
+    """``jit(vmap(model.apply))`` over a 1-D batch (compiled once per shape), its
+    lowered form kept on disk when the command line asks (:mod:`jaxmodel.program_cache`);
     ``quick``: with :mod:`jaxmodel.xla_options`' options for a short run."""
-    return jax.jit(jax.vmap(model.apply), compiler_options=quick_compile(quick))
+    apply = jax.vmap(model.apply)
+
+    def columns(*inputs):
+        return tuple(apply(model.inputs_type(*inputs)))
+
+    columns.__name__ = getattr(model.apply, "__name__", model.name)
+    program = CachedProgram("api.batched", columns, program_key(model), quick_compile(quick))
+
+    def run(inputs):
+        return model.outputs_type(*program(*inputs))
+
+    return run
 
 
 def evaluate(model: str | Model = DEFAULT_MODEL, *, x64: bool = False, **inputs: Any):

@@ -21,6 +21,8 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from jaxmodel.program_cache import enable_program_cache
+
 ENV = "JAXMODEL_COMPILE_CACHE"
 _OFF = {"", "0", "off", "false", "no"}
 
@@ -36,7 +38,8 @@ def cache_dir(environ=None) -> Path | None:
 
 
 def enable_compile_cache(environ=None) -> Path | None:
-    """Point jax's persistent compilation cache at :func:`cache_dir` (if on).
+    """Point jax's persistent compilation cache at :func:`cache_dir` (if on), and
+    keep lowered programs beside it (:mod:`jaxmodel.program_cache`).
 
     Every program is cached, however short its compile (jax's default skips
     those under 1 s; a CLI command compiles several such).  An unusable
@@ -49,6 +52,7 @@ def enable_compile_cache(environ=None) -> Path | None:
     import warnings
 
     path = cache_dir(environ)
+    enable_program_cache(path, environ)
     if path is None:
         return None
     for action in ("writing", "reading"):

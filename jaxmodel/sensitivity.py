@@ -77,10 +77,11 @@ from typing import Any, Literal
 
 import numpy as np
 
-from jaxmodel.api import resolve_inputs
+from jaxmodel.api import program_key, resolve_inputs
 from jaxmodel.deferred import jax, jnp
 from jaxmodel.models import DEFAULT_MODEL, Model, get_model
 from jaxmodel.precision import computing, float_dtype
+from jaxmodel.program_cache import CachedProgram
 
 # The names a request may use are checked in the spec layer, for the API, the
 # CLI and the spec's [sensitivity] table alike.
@@ -366,12 +367,15 @@ _CACHE: dict[tuple, Callable] = {}
 
 
 def _batched(model: Model, of, wrt, kind, stepped, quick):
-    """``jit(vmap(...))`` of the kernel plus the values and step targets (cached);
-    ``quick``: compiled with :mod:`jaxmodel.xla_options`' options for a short run."""
+    """``jit(vmap(...))`` of the kernel plus the values and step targets (cached, and
+    its lowered form kept on disk when the command line asks:
+    :mod:`jaxmodel.program_cache`); ``quick``: compiled with
+    :mod:`jaxmodel.xla_options`' options for a short run."""
     key = (model, of, wrt, kind, quick)
     if key not in _CACHE:
         kernel = sensitivity_kernel(model, of, wrt, kind)
         steps = stepped_inputs(model)
+        names = sensitivity_columns(model, of, wrt, kind)
 
         def row(x):
             out = model.apply(x)
@@ -379,5 +383,21 @@ def _batched(model: Model, of, wrt, kind, stepped, quick):
             nxt = {w: steps[w](x).astype(getattr(x, w).dtype) for w in stepped}
             return kernel(x), vals, nxt
 
-        _CACHE[key] = jax.jit(jax.vmap(row), compiler_options=quick_compile(quick))
+        def columns(*inputs):
+            cols, vals, nxt = jax.vmap(row)(model.inputs_type(*inputs))
+            return (*(cols[c] for c in names), *vals, *(nxt[w] for w in stepped))
+
+        columns.__name__ = "sensitivities"
+        static = program_key(model)
+        if static is not None:
+            static = {**static, "of": of, "wrt": wrt, "kind": kind, "stepped": stepped}
+        program = CachedProgram("sensitivity.batched", columns, static, quick_compile(quick))
+
+        def run(x):
+            out = program(*x)
+            n, k = len(names), len(of)
+            return (dict(zip(names, out[:n], strict=True)), out[n:n + k],
+                    dict(zip(stepped, out[n + k:], strict=True)))
+
+        _CACHE[key] = run
     return _CACHE[key]

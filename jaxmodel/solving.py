@@ -52,12 +52,13 @@ from typing import Any
 
 import numpy as np
 
-from jaxmodel.api import evaluate, resolve_inputs
+from jaxmodel.api import evaluate, program_key, resolve_inputs
 from jaxmodel.deferred import jax, jnp
 from jaxmodel.errors import SpecError
 from jaxmodel.models import DEFAULT_MODEL, Model, get_model
 from jaxmodel.models.layout import BANDWIDTH
 from jaxmodel.precision import computing, float_dtype
+from jaxmodel.program_cache import CachedProgram
 
 # The question is checked in the spec layer, for the API, the CLI and the
 # spec's [solve] table alike.
@@ -364,17 +365,36 @@ _CACHE: dict[tuple, Callable] = {}
 
 
 def _batched(model: Model, output: str, vary: str, quick: bool):
-    """``jit(vmap(...))`` of the solver and the output at the start (cached; the
-    targets are an argument, one per row, so new targets do not recompile);
-    ``quick``: compiled with :mod:`jaxmodel.xla_options`' options for a short run."""
+    """``jit(vmap(...))`` of the solver and the output at the start (cached, and its
+    lowered form kept on disk when the command line asks:
+    :mod:`jaxmodel.program_cache`; the targets are an argument, one per row, so
+    new targets do not recompile); ``quick``: compiled with
+    :mod:`jaxmodel.xla_options`' options for a short run."""
     key = (model, output, vary, quick)
     if key not in _CACHE:
         solver = _solver(model, output, vary, EXPANSIONS, ITERATIONS)
+        names = solve_columns(output, vary)
 
-        def row(x, target):
-            return solver(x, target), getattr(model.apply(x), output)
+        def columns(*inputs):
+            *x, targets = inputs
 
-        _CACHE[key] = jax.jit(jax.vmap(row), compiler_options=quick_compile(quick))
+            def row(x, target):
+                cols = solver(x, target)
+                return (*(cols[c] for c in names), getattr(model.apply(x), output))
+
+            return jax.vmap(row)(model.inputs_type(*x), targets)
+
+        columns.__name__ = "solve"
+        static = program_key(model)
+        if static is not None:
+            static = {**static, "output": output, "vary": vary}
+        program = CachedProgram("solving.batched", columns, static, quick_compile(quick))
+
+        def run(x, targets):
+            *cols, start_value = program(*x, targets)
+            return dict(zip(names, cols, strict=True)), start_value
+
+        _CACHE[key] = run
     return _CACHE[key]
 
 
