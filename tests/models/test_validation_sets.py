@@ -92,8 +92,10 @@ def test_bridge_gpt_oss_selective_recompute_row_by_hand():
     # d = 64 / 4 = 16; m = 1280 / 16 = 80.
     _has(case, hidden_dim=2880, num_experts=128, tensor_parallel=1, pipeline_parallel=4,
          expert_parallel=8, gradient_accum_steps=80, precision=0, recompute=0, moe_recompute=1,
-         norm_recompute=1, mla_recompute=0, tp_overlap=0.0, ep_overlap=0.0, moe_dispatcher=0)
-    assert any("sliding-window" in n for n in case.notes)
+         norm_recompute=1, mla_recompute=0, tp_overlap=0.0, ep_overlap=0.0, moe_dispatcher=0,
+         sliding_window=128, sliding_window_share=0.5)
+    # The window is the preset's: no longer an approximation.
+    assert not any("sliding-window" in n for n in case.notes)
 
 
 def test_bridge_25_09_fsdp_row_by_hand():

@@ -70,6 +70,15 @@ INPUTS: tuple[InputField, ...] = (
     switch("tied_embeddings", "input and output embeddings shared (1) or not (0)", 0),
     switch("causal_mask", "causal (decoder) attention (1): FlashAttention skips the masked "
             "half of the score blocks; without FlashAttention the full square is computed", 1),
+    # Sliding-window attention (the layer module's attention_keys): GPT-OSS
+    # (openai/gpt-oss-120b config.json: "sliding_window": 128, "layer_types"
+    # alternating sliding_attention / full_attention), Mistral 7B (every layer,
+    # 4096), Gemma 3 (5 of every 6 layers, 1024).
+    count("sliding_window", "tokens", "keys a query attends to in the sliding-window layers "
+           "(query i sees tokens i - w + 1 .. i); 0 = no sliding window", 0, low=0.0),
+    InputField("sliding_window_share", "fraction", "share of the layers with sliding-window "
+               "attention (GPT-OSS 0.5: every other layer); the others attend to the whole "
+               "sequence; unused when sliding_window is 0", False, 0.0, True, 1.0, 1.0),
     # Training software.  Defaults: current Megatron-LM practice for a model of
     # this size (Korthikanti et al. 2022: selective recompute with sequence
     # parallelism; FlashAttention; gradient reduction overlapped with the

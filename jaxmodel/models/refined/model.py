@@ -219,6 +219,13 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     )
 
 
+def _unused(values) -> tuple[str, ...]:
+    """Inputs (and terms) a configuration does not use: a dense model's MoE inputs and
+    expert all-to-all; the windowed share without a sliding window."""
+    dense = (*moe.DENSE_UNUSED, MOE_COMM.output) if round(values["num_experts"]) == 1 else ()
+    return dense + (("sliding_window_share",) if round(values["sliding_window"]) == 0 else ())
+
+
 REFINED = Model(
     name="refined",
     description=DESCRIPTION,
@@ -245,8 +252,7 @@ REFINED = Model(
     memory_capacity="gpu_memory_gb",
     retired=RETIRED,
     fit_ranges=FIT_RANGES,
-    unused=lambda v: (*moe.DENSE_UNUSED, MOE_COMM.output) if round(v["num_experts"]) == 1
-    else (),
+    unused=_unused,
     hardware=HARDWARE,
     physics=tuple(f"jaxmodel.models.refined.{name}" for name in (
         "model", "layer", "rates", "memory", "tensor", "context", "pipeline", "data", "moe",
