@@ -226,6 +226,11 @@ INPUTS: tuple[InputField, ...] = (
     count("moe_layer_interval", "layers", "every n-th layer after the dense ones is MoE "
            "(1 = all)", 1),
     switch("attention", "attention: 0 multi-head / grouped-query, 1 multi-head latent (MLA)", 0),
+    # Multi-token prediction (formulas in jaxmodel.models.refined.mtp).
+    count("mtp_layers", "modules", "multi-token-prediction modules on the last pipeline stage "
+           "(DeepSeek-V3 sec. 2.2; Megatron-Core --mtp-num-layers): each one more layer of "
+           "the last layer's kind, a 2h -> h projection and the output layer and loss again; "
+           "0 = none", 0, low=0.0),
     count("q_lora_rank", "", "MLA query compression rank (0 = uncompressed queries)", 0,
            low=0.0),
     count("kv_lora_rank", "", "MLA key/value compression rank", 512, low=0.0),
@@ -327,8 +332,8 @@ OUTPUTS: tuple[OutputField, ...] = (
     SHARED_OUTPUTS["tokens_per_step"],
     OutputField("model_params_b", "billions of parameters", "parameters from the "
                 "architecture", "float"),
-    OutputField("total_params_b", "billions of parameters", "every parameter, all experts",
-                "float"),
+    OutputField("total_params_b", "billions of parameters", "every parameter, all experts "
+                "(and the multi-token-prediction modules)", "float"),
     OutputField("active_params_b", "billions of parameters", "parameters one token uses "
                 "(model FLOPs and MFU count these)", "float"),
     OutputField("expert_data_parallel", "replicas", "edp = t c d / (etp e), replicas of each "
