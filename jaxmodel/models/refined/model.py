@@ -98,11 +98,14 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     lt = layer_times(x, g)
     # Multi-token prediction on the last stage: each module's block timed as a
     # layer, its projection, and the output layer and loss again.
+    # (Selected by where, so that a sweep that fixes mtp_layers at 0 compiles
+    # the projection's GEMMs away.)
     n_mtp = mtp.modules(x)
     proj_f, proj_s = mtp.projection_seconds(x, g)
+    has_mtp = n_mtp > 0.5
     stage = busiest_stage(g, layers_mid, layers_end, lt,
-                          (n_mtp, n_mtp * (proj_f + lt.logit_fwd_s),
-                           n_mtp * (proj_s + lt.logit_s)))
+                          (n_mtp, jnp.where(has_mtp, n_mtp * (proj_f + lt.logit_fwd_s), 0.0),
+                           jnp.where(has_mtp, n_mtp * (proj_s + lt.logit_s), 0.0)))
     micro_compute, stage_layers = stage.micro_compute, stage.stage_layers
     params = stage_params(x, g, layers_mid, layers_end)
     active_w, attn_core, layer_hw_flops = layer_flops(x, g, lt.moe_layer_again)
