@@ -659,12 +659,13 @@ LLMS: dict[str, Preset] = {p.name: p for p in (
 
 def _moe(name, description, source, published, *, hidden, layers, heads, kv_heads, ffn,
          vocab, seq, experts, top_k, expert_ffn, shared=0, dense_layers=0, head_dim=0,
-         mla=None, tied=0):
+         mla=None, tied=0, window=None):
     """An MoE LLM (SwiGLU); ``model_params_b`` is the published total.
 
     ``mla``: ``(q_lora_rank, kv_lora_rank, qk_rope_dim)`` for DeepSeek-style
     multi-head latent attention (``head_dim`` is then ``qk_nope_head_dim`` =
-    ``v_head_dim``)."""
+    ``v_head_dim``).  ``window``: ``(sliding_window, sliding_window_share)``
+    for sliding-window attention in that share of the layers."""
     values = {
         "model_params_b": published.total_params_b,
         "hidden_dim": hidden, "num_layers": layers, "num_heads": heads,
@@ -676,18 +677,22 @@ def _moe(name, description, source, published, *, hidden, layers, heads, kv_head
     }
     if mla is not None:
         values.update(attention=1, q_lora_rank=mla[0], kv_lora_rank=mla[1], qk_rope_dim=mla[2])
+    if window is not None:
+        values.update(sliding_window=window[0], sliding_window_share=window[1])
     return Preset(name, description, source, values, published)
 
 
 # GPT-OSS attends within a 128-token sliding window in every other layer
 # (config.json "sliding_window": 128, "layer_types" alternating
-# sliding_attention / full_attention) and adds a learned sink logit per head;
-# the refined model has no windowed layer kind yet, so those layers are costed
-# as full causal attention.  The parameter counts are exact; the attention
-# FLOPs of half the layers are overstated (at 4K tokens, s^2 / 2 against about
-# 128 s score entries per head).
-_GPT_OSS_ATTENTION = ("Not expressible yet: the sliding-window layers (window 128, every "
-                      "other layer) and attention sinks are costed as full causal attention")
+# sliding_attention / full_attention; the gpt-oss model card, Architecture:
+# attention blocks alternate between banded window and fully dense patterns,
+# bandwidth 128 tokens; Megatron-Bridge's GPT OSS page: window 128,
+# alternating full/windowed) and adds a learned sink logit per head to the
+# softmax's denominator: a few FLOPs per query and head against the core's
+# 4 d_h min(s, w) = 32,768 in a windowed layer (below 0.01%: not costed).
+_GPT_OSS_WINDOW = (128, 0.5)
+_GPT_OSS_ATTENTION = ("Sliding window 128 in every other layer (config.json sliding_window, "
+                      "layer_types); the per-head attention sink logit is not costed")
 
 
 # Mixture-of-experts models.  Shapes from each model's Hugging Face
@@ -728,14 +733,14 @@ MOE_LLMS: dict[str, Preset] = {p.name: p for p in (
          "total, 3.61B active (unembedding counted, embedding not). " + _GPT_OSS_ATTENTION,
          Published(20.91, 0.005, 3.61, 0.005, False),
          hidden=2880, layers=24, heads=64, kv_heads=8, ffn=2880, vocab=201088, seq=4096,
-         experts=32, top_k=4, expert_ffn=2880, head_dim=64),
+         experts=32, top_k=4, expert_ffn=2880, head_dim=64, window=_GPT_OSS_WINDOW),
     _moe("gpt-oss-120b", "gpt-oss-120b (128 experts, top-4)",
          "openai/gpt-oss-120b config.json; OpenAI 2025 (gpt-oss model card, Table 1): "
          "116.83B total, 5.13B active (unembedding counted, embedding not). "
          + _GPT_OSS_ATTENTION,
          Published(116.83, 0.005, 5.13, 0.005, False),
          hidden=2880, layers=36, heads=64, kv_heads=8, ffn=2880, vocab=201088, seq=4096,
-         experts=128, top_k=4, expert_ffn=2880, head_dim=64),
+         experts=128, top_k=4, expert_ffn=2880, head_dim=64, window=_GPT_OSS_WINDOW),
     _moe("kimi-k2", "Kimi K2 (MLA, 384 routed + 1 shared expert, top-8)",
          "moonshotai/Kimi-K2-Instruct config.json and model card: 1T total, 32B activated",
          Published(1000, 50, 32, 0.5, False),

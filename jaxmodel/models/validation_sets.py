@@ -34,8 +34,8 @@ beside the rows that use it):
   (the source's 96 GB and 2.4 TB/s; the tensor-core peak at 500 W derived in
   ``jaxmodel.models.presets``).
 * LLMs: the presets of ``jaxmodel.presets``, by the name the source prints.
-  GPT-OSS's alternating sliding-window attention is modelled as full attention (the
-  preset's note; listed).  Nemotron-3 (a hybrid of Mamba-2 and MoE layers) has no
+  GPT-OSS's alternating sliding-window attention is the preset's (window 128 in
+  every other layer).  Nemotron-3 (a hybrid of Mamba-2 and MoE layers) has no
   preset: not expressible.
 * Precision: BF16 -> ``precision`` 0; FP8 with per-tensor (current or delayed)
   scaling -> ``precision`` 1; block-scaled FP8 (MXFP8, 1x128/128x128 blockwise) ->
@@ -444,8 +444,7 @@ BRIDGE_LLMS: dict[str, Cell] = {
     "Qwen3_30B_a3B (tokendrop)": _token_drop("qwen3-30b-a3b"),
     "Qwen3_235B_a22B": llm("qwen3-235b-a22b"),
     "Qwen3_235B_a22B (tokendrop)": _token_drop("qwen3-235b-a22b"),
-    "GPT OSS 120B": llm("gpt-oss-120b", "GPT-OSS's alternating sliding-window attention as "
-                        "full attention (the preset)"),
+    "GPT OSS 120B": llm("gpt-oss-120b"),
     "Nemotron_3_Nano": Missing("no preset for Nemotron-3 Nano (hybrid Mamba-2/MoE)"),
     "Nemotron_3_Super": Missing("no preset for Nemotron-3 Super (hybrid Mamba-2/MoE)"),
 }

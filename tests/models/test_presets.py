@@ -347,5 +347,7 @@ def test_issue_24_model_families_match_their_published_configs(name, shape):
     if name == "deepseek-v3":   # MLA: q_lora_rank 1536, kv_lora_rank 512, rope dim 64
         assert (values["q_lora_rank"], values["kv_lora_rank"], values["qk_rope_dim"]) == (
             1536, 512, 64)
-    if name.startswith("gpt-oss"):   # what the model cannot express yet is said
-        assert "sliding-window" in LLMS[name].source
+    if name.startswith("gpt-oss"):   # config.json: sliding_window 128, layer_types alternating
+        assert (values["sliding_window"], values["sliding_window_share"]) == (128, 0.5)
+    else:
+        assert "sliding_window" not in values

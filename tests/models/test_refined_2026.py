@@ -559,3 +559,57 @@ def test_hopper_flashattention2_efficiency_from_the_fa3_paper():
     # Where no FlashAttention-2 figure is published, the preset's attention rate.
     assert (GPUS["b200"].values["fa2_attention_efficiency"]
             == GPUS["b200"].values["attention_efficiency"])
+
+
+# --- sliding-window attention ------------------------------------------------------
+
+
+def _attention_step_us(full_minus_windowed_keys, causal=1.0):
+    """Step-time change when each query of every layer sees ``full_minus_windowed_keys``
+    fewer keys: forward 1, backward 2 and FlashAttention's recompute 0.5 attention
+    passes a layer (ATTN_FWD_US for all s = 1024 keys; the causal half when causal is
+    0.5), 4 layers of the last stage, m = 4, and the 1F1B bubble (p - 1) / m on top."""
+    return (3.5 * ATTN_FWD_US * causal * full_minus_windowed_keys / 1024 * 4 * 4
+            * (1 + 1 / 4))
+
+
+def test_sliding_window_counts_and_runs_only_its_band():
+    # Window 256 in half the layers, no causal mask (TOY): a query sees on average
+    # 0.5 x 1024 + 0.5 x 256 = 640 keys, 384 fewer than the full square.
+    windowed = run(sliding_window=256, sliding_window_share=0.5)
+    full = run()
+    assert (full["step_time_ms"] - windowed["step_time_ms"]) * 1e3 == approx(
+        _attention_step_us(384))
+    # Model FLOPs: 3 x 4 b s (1024 - 640) h per layer fewer, L = 8 layers, m = 4, over
+    # t p = 8 GPUs at 1e14 FLOP/s: mfu x step / 100 is the ideal seconds.
+    fewer_s = 4 * 8 * 3 * 4 * 1024 * 384 * 1024 / 8 / 1e14
+    assert (full["mfu_percent"] * full["step_time_ms"]
+            - windowed["mfu_percent"] * windowed["step_time_ms"]) / 100 * 1e-3 == approx(
+        fewer_s)
+    # The stored activations do not change (no score tensor with FlashAttention).
+    assert windowed["memory_gb_per_gpu"] == approx(full["memory_gb_per_gpu"])
+
+
+def test_causal_sliding_window_executes_its_band():
+    # Causal, window 128 in every layer, s = 1024: query i sees min(i + 1, 128) keys,
+    # 128 - 128^2 / (2 x 1024) = 120 on average (exactly 122,944 / 1024 = 120.06),
+    # where full causal attention runs 512: 392 keys fewer a query.
+    causal = run(causal_mask=1)
+    windowed = run(causal_mask=1, sliding_window=128, sliding_window_share=1.0)
+    assert (causal["step_time_ms"] - windowed["step_time_ms"]) * 1e3 == approx(
+        _attention_step_us(392))
+    # A window as long as the sequence is full attention; no window (0) ignores the share.
+    assert run(causal_mask=1, sliding_window=1024)["step_time_ms"] == approx(
+        causal["step_time_ms"])
+    assert run(causal_mask=1, sliding_window=0, sliding_window_share=0.5)[
+        "step_time_ms"] == approx(causal["step_time_ms"])
+
+
+def test_sliding_window_saves_the_same_in_an_moe_layer():
+    # The MoE path (its own attention expression) saves what the dense one does:
+    # 2 experts, top-1, each of the dense FFN's width, the router on top.
+    moe = {"num_experts": 2, "experts_per_token": 1, "moe_ffn_hidden_dim": 4096,
+           "expert_parallel": 1}
+    saved = (run(**moe)["step_time_ms"]
+             - run(**moe, sliding_window=256, sliding_window_share=0.5)["step_time_ms"])
+    assert saved * 1e3 == pytest.approx(_attention_step_us(384), rel=1e-9)

@@ -95,8 +95,10 @@ def test_bridge_gpt_oss_selective_recompute_row_by_hand():
     # d = 64 / 4 = 16; m = 1280 / 16 = 80.
     _has(case, hidden_dim=2880, num_experts=128, tensor_parallel=1, pipeline_parallel=4,
          expert_parallel=8, gradient_accum_steps=80, precision=0, recompute=0, moe_recompute=1,
-         norm_recompute=1, mla_recompute=0, tp_overlap=0.0, ep_overlap=0.0, moe_dispatcher=0)
-    assert any("sliding-window" in n for n in case.notes)
+         norm_recompute=1, mla_recompute=0, tp_overlap=0.0, ep_overlap=0.0, moe_dispatcher=0,
+         sliding_window=128, sliding_window_share=0.5)
+    # The window is the preset's: no longer an approximation.
+    assert not any("sliding-window" in n for n in case.notes)
 
 
 def test_bridge_25_09_fsdp_row_by_hand():
@@ -120,6 +122,10 @@ def test_bridge_rows_the_model_cannot_express_say_why():
     assert all(c.inputs is None for c in nemotron)
     # mb0291: no tokens/s in the source.
     assert cases["mb0291"].reason.startswith("no tokens/s per GPU")
+    # The rows with multi-token prediction (the recipe's mtp_num_layers, or "w/ MTP"
+    # in 25.11's name) express it; the others set none.
+    assert [label for label, c in cases.items() if c.inputs and c.inputs["mtp_layers"]] == [
+        "mb0091", "mb0137", "mb0181", "mb0218", "mb0256"]
 
 
 def test_bridge_partial_recompute_and_cuda_graph_rows_by_hand():
@@ -152,11 +158,14 @@ def test_moe_recipe_qwen3_235b_b200_row_by_hand():
 def test_moe_recipe_rows_without_a_figure_or_an_input():
     cases = _by_label(MOE_RECIPES)
     # The H100 DeepSeek-V3 rows have no TFLOP/s in the source; the B200 row
-    # recomputes the MLA up-projections (mla_recompute now expresses that) but
-    # trains a multi-token-prediction layer, which the model has no input for.
+    # recomputes the MLA up-projections (mla_recompute) and trains one
+    # multi-token-prediction layer (mtp_layers), and its measure counts it.
     for label in ("DeepSeek-V3 H100 BF16", "DeepSeek-V3 H100 FP8"):
         assert cases[label].reason.startswith("no TFLOP/s per GPU in the source")
-    assert cases["DeepSeek-V3 B200 MXFP8"].reason.startswith("multi-token prediction")
+    _has(cases["DeepSeek-V3 B200 MXFP8"], mtp_layers=1, mla_recompute=1)
+    x = apply_presets("refined", llm="deepseek-v3")
+    assert cases["DeepSeek-V3 B200 MXFP8"].work == pytest.approx(
+        megatron_flops(x, 2048, 4096, 1) / 256 / 1e12)
     bf16 = cases["Qwen3-30B-A3B H100 BF16"]
     # 32 GPUs t1 p1 ep8, GBS 256, MBS 1: d = 32, m = 8; no EP overlap in its YAML.
     _has(bf16, gradient_accum_steps=8, precision=0, ep_overlap=0.0, dp_overlap=1.0,

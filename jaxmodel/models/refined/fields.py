@@ -70,6 +70,15 @@ INPUTS: tuple[InputField, ...] = (
     switch("tied_embeddings", "input and output embeddings shared (1) or not (0)", 0),
     switch("causal_mask", "causal (decoder) attention (1): FlashAttention skips the masked "
             "half of the score blocks; without FlashAttention the full square is computed", 1),
+    # Sliding-window attention (the layer module's attention_keys): GPT-OSS
+    # (openai/gpt-oss-120b config.json: "sliding_window": 128, "layer_types"
+    # alternating sliding_attention / full_attention), Mistral 7B (every layer,
+    # 4096), Gemma 3 (5 of every 6 layers, 1024).
+    count("sliding_window", "tokens", "keys a query attends to in the sliding-window layers "
+           "(query i sees tokens i - w + 1 .. i); 0 = no sliding window", 0, low=0.0),
+    InputField("sliding_window_share", "fraction", "share of the layers with sliding-window "
+               "attention (GPT-OSS 0.5: every other layer); the others attend to the whole "
+               "sequence; unused when sliding_window is 0", False, 0.0, True, 1.0, 1.0),
     # Training software.  Defaults: current Megatron-LM practice for a model of
     # this size (Korthikanti et al. 2022: selective recompute with sequence
     # parallelism; FlashAttention; gradient reduction overlapped with the
@@ -220,6 +229,11 @@ INPUTS: tuple[InputField, ...] = (
     count("moe_layer_interval", "layers", "every n-th layer after the dense ones is MoE "
            "(1 = all)", 1),
     switch("attention", "attention: 0 multi-head / grouped-query, 1 multi-head latent (MLA)", 0),
+    # Multi-token prediction (formulas in jaxmodel.models.refined.mtp).
+    count("mtp_layers", "modules", "multi-token-prediction modules on the last pipeline stage "
+           "(DeepSeek-V3 sec. 2.2; Megatron-Core --mtp-num-layers): each one more layer of "
+           "the last layer's kind, a 2h -> h projection and the output layer and loss again; "
+           "0 = none", 0, low=0.0),
     count("q_lora_rank", "", "MLA query compression rank (0 = uncompressed queries)", 0,
            low=0.0),
     count("kv_lora_rank", "", "MLA key/value compression rank", 512, low=0.0),
@@ -321,8 +335,8 @@ OUTPUTS: tuple[OutputField, ...] = (
     SHARED_OUTPUTS["tokens_per_step"],
     OutputField("model_params_b", "billions of parameters", "parameters from the "
                 "architecture", "float"),
-    OutputField("total_params_b", "billions of parameters", "every parameter, all experts",
-                "float"),
+    OutputField("total_params_b", "billions of parameters", "every parameter, all experts "
+                "(and the multi-token-prediction modules)", "float"),
     OutputField("active_params_b", "billions of parameters", "parameters one token uses "
                 "(model FLOPs and MFU count these)", "float"),
     OutputField("expert_data_parallel", "replicas", "edp = t c d / (etp e), replicas of each "

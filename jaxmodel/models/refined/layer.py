@@ -13,6 +13,14 @@
   (Dao et al. 2022) recomputes QK^T inside its backward (``+ 2 b s^2 h``) and
   moves no ``s^2`` tensor through memory.  MFU counts model FLOPs (no
   recompute) against the true bf16 peak; HFU adds recompute.
+* **Sliding-window attention** (``sliding_window`` ``w`` in
+  ``sliding_window_share`` of the layers; Beltagy et al. 2020, Longformer
+  sec. 3.1; Jiang et al. 2023, Mistral 7B sec. 2): a query attends to the last
+  ``min(s, w)`` tokens, so those layers' ``s^2`` becomes ``s min(s, w)`` in
+  the FLOPs and the fused kernel runs only the band (``attention_keys``).
+  The stored activations do not change: training keeps Q, K, V and the output
+  of every token whatever the window (no score tensor with FlashAttention;
+  without it the eager path materialises the whole masked square).
 * **GEMMs**: each weight GEMM ``[tok, k] x [k, n]`` forward, its input
   gradient and its weight gradient, at the rate its shape reaches
   (``jaxmodel.models.refined.rates``); in a low ``precision`` (FP8,
@@ -148,6 +156,28 @@ def attention_width(x):
     return jnp.where(x.head_dim > 0.5, x.num_heads * x.head_dim, x.hidden_dim)
 
 
+def attention_keys(x):
+    """Keys per query in the average layer's attention core: ``(counted, executed)``.
+
+    Counted (model FLOPs and MFU): ``s`` in a full-attention layer (the whole
+    square, as Megatron-LM and SC21 count it) and ``m = min(s, w)`` in a
+    sliding-window layer (``w`` = ``sliding_window``).  Executed (the fused
+    kernel's time): with a causal mask the kernel skips the masked blocks,
+    so a full layer runs ``s / 2`` keys per query and a windowed one
+    ``m - m^2 / (2 s)`` (query ``i`` sees ``min(i + 1, w)`` keys; their mean
+    over the ``s`` queries, to O(1 / s)); without the mask ``s`` and ``m``.
+    ``sliding_window_share`` of the layers are windowed (GPT-OSS: every
+    other layer, ``w`` = 128); none when ``sliding_window`` is 0.
+    """
+    s = x.seq_length
+    on = x.sliding_window > 0.5
+    windowed = jnp.where(on, x.sliding_window_share, 0.0)
+    m = jnp.minimum(s, jnp.where(on, x.sliding_window, s))
+    counted = (1.0 - windowed) * s + windowed * m
+    causal = (1.0 - windowed) * 0.5 * s + windowed * (m - 0.5 * m * m / s)
+    return counted, jnp.where(x.causal_mask > 0.5, causal, counted)
+
+
 def layer_weight_params(x):
     """Weight-matrix parameters of one transformer layer.
 
@@ -255,13 +285,15 @@ def layer_times(x, g) -> LayerTimes:
     gemm_wgrad_s = jnp.where(plain, gemm_wgrad_s, moe_gemm[2])
 
     # Attention core, 4 b s^2 h per sequence counted in full (as MFU counts it);
-    # FlashAttention executes only the unmasked half of a causal square and
-    # recomputes QK^T in its backward (backward 2.5 x forward).  Without it the
-    # two batched GEMMs (unfused_s above), backward 2 x forward.
-    attn_fwd_flops = 4.0 * b * s * s * qw / (t * c)
+    # FlashAttention executes only the unmasked half of a causal square (and
+    # only the band of a sliding window: attention_keys) and recomputes QK^T
+    # in its backward (backward 2.5 x forward).  Without it the two batched
+    # GEMMs of the whole square (unfused_s above), backward 2 x forward.
+    _, executed_keys = attention_keys(x)
+    attn_fwd_flops = 4.0 * b * s * executed_keys * qw / (t * c)
     attn_fwd_flops = jnp.where(plain, attn_fwd_flops,
-                               b * s * s * moe.attention_core_flops(x) / (t * c))
-    flash_s = flash_attention_seconds(x, attn_fwd_flops, flash, peak)
+                               b * s * executed_keys * moe.attention_core_flops(x) / (t * c))
+    flash_s = flash_attention_seconds(x, attn_fwd_flops, peak)
     attn_fwd_s = jnp.where(flash > 0.5, flash_s, unfused_s)
     attn_bwd_s = 2.0 * attn_fwd_s
     # Selective recompute checkpoints the core attention: its forward runs again
@@ -373,18 +405,21 @@ def layer_flops(x, g, moe_layer_again):
     """FLOPs of one micro-batch through a whole layer (all ``t c`` ranks).
 
     Returns ``(active_w, attn_core, layer_hw_flops)``: the weights one token
-    uses, the attention core's forward FLOPs (the full square), and the
+    uses, the attention core's forward FLOPs (the full square, or the band of
+    the sliding-window layers: ``attention_keys``), and the
     hardware FLOPs of forward, backward and recompute.
     """
     full, selective, flash, plain, b, s = g.full, g.selective, g.flash, g.plain, g.b, g.s
     op_sac = g.op_sac
     active_w = jnp.where(plain, layer_weight_params(x), moe.layer_active_params(x))
-    attn_core = jnp.where(plain, 4.0 * b * s * s * attention_width(x),
-                          b * s * s * moe.attention_core_flops(x))
+    keys, _ = attention_keys(x)
+    attn_core = jnp.where(plain, 4.0 * b * s * keys * attention_width(x),
+                          b * s * keys * moe.attention_core_flops(x))
     # FLOPs of one micro-batch through a whole layer (all t c ranks), counted as
     # Megatron-LM and SC21 count them: the full attention square (a causal
-    # kernel's skipped half is a saving in time, not in counted FLOPs); the
-    # hardware count adds recompute.
+    # kernel's skipped half is a saving in time, not in counted FLOPs; a
+    # sliding window's band is all a windowed layer computes); the hardware
+    # count adds recompute.
     # Per-op recompute runs the forward GEMMs of op_sac_recomputed_params again.
     gemm_passes = 3.0 + full + op_sac * op_sac_recomputed_params(x) / layer_weight_params(x)
     attn_passes = 3.0 + full + selective + 0.5 * flash

@@ -35,6 +35,10 @@
   (sec. 4.3) and the logits sit on the last stage (10 bytes a logit, or the
   bf16 logits alone, 2, under Transformer Engine's in-place cross entropy:
   ``cross_entropy_fusion`` 2), the embedding's dropout mask on the first.
+* **Multi-token prediction** (``mtp_layers``, ``jaxmodel.models.refined.mtp``):
+  the last stage holds the modules' weights (and the input embedding of an
+  untied model), their blocks' activations as one more layer's each, their
+  inputs and a second set of logits.
 * **Other**: tensor-parallel overlap's userbuffers and ``reserved_memory_gb``
   (CUDA context, NCCL buffers, library workspaces, fragmentation).
 
@@ -48,7 +52,7 @@ from typing import NamedTuple
 
 from jaxmodel.deferred import jnp
 from jaxmodel.models.common import whole
-from jaxmodel.models.refined import moe
+from jaxmodel.models.refined import moe, mtp
 from jaxmodel.models.refined.layer import SCORE_BYTES, attention_width, layer_weight_params
 from jaxmodel.models.refined.rates import BF16, low_precision_gemms
 
@@ -179,12 +183,16 @@ class StageParams(NamedTuple):
     ``layer_params``: one layer's resident parameters on a GPU (MoE: attention,
     router and shared experts); ``expert_layer_params``: its routed experts'
     share, sharded by ``etp e`` (parallel folding) and held apart for their own
-    sharding and reduction; ``params_gpu``: the fuller of the first and a
-    middle stage.
+    sharding and reduction; ``params_gpu``: the fullest stage's;
+    ``mtp_params``, ``mtp_expert_params``: the multi-token-prediction modules'
+    resident and routed-expert parameters on a GPU of the last stage (the
+    embedding copy they need is in ``params_last``).
     """
 
     layer_params: object
     expert_layer_params: object
+    mtp_params: object
+    mtp_expert_params: object
     params_first: object
     params_last: object
     params_mid: object
@@ -205,10 +213,18 @@ def stage_params(x, g, layers_mid, layers_end) -> StageParams:
     params_first = layers_end * layer_params + embed * (
         1.0 + one_stage * (1.0 - x.tied_embeddings))
     params_last = layers_end * layer_params + embed
+    # The multi-token-prediction modules (and the input embedding they need) sit
+    # on the last stage, which is also the first when p = 1.
+    mtp_params = mtp.resident_params(x, g)
+    mtp_held = mtp_params + mtp.embedding_params(x, g)
+    params_first = params_first + one_stage * mtp_held
+    params_last = params_last + mtp_held
     params_mid = layers_mid * layer_params
-    params_gpu = jnp.maximum(params_first, has_mid * params_mid)
-    return StageParams(layer_params, expert_layer_params, params_first, params_last,
-                       params_mid, params_gpu)
+    # Without the modules the last stage holds what the first does (p > 1) or
+    # less (p = 1, where the first is the whole model).
+    params_gpu = jnp.maximum(jnp.maximum(params_first, params_last), has_mid * params_mid)
+    return StageParams(layer_params, expert_layer_params, mtp_params, mtp.expert_params(x, g),
+                       params_first, params_last, params_mid, params_gpu)
 
 
 class Memory(NamedTuple):
@@ -263,8 +279,12 @@ def stage_memory(x, g, params, layers_mid, layers_end, z, edp, score_bytes, kv_b
         jnp.where(zero_i == 1, 2.0 + gb + _OPTIMIZER_BYTES / edp,
                   jnp.where(zero_i == 2, 2.0 + (gb + _OPTIMIZER_BYTES) / edp,
                             (2.0 + gb + _OPTIMIZER_BYTES) / edp)))
-    expert_state = (per_param_expert + fp8 * (1.0 - x.fp8_param_gather) * _FP8_WEIGHT_BYTES
-                    ) * expert_layer_params
+    expert_bytes = per_param_expert + fp8 * (1.0 - x.fp8_param_gather) * _FP8_WEIGHT_BYTES
+    expert_state = expert_bytes * expert_layer_params
+    # The multi-token-prediction modules' FP8 weight copies and routed experts
+    # (their other parameters are in params_last).
+    mtp_state = (fp8 * (1.0 - x.fp8_param_gather) * _FP8_WEIGHT_BYTES * params.mtp_params
+                 + jnp.where(has_experts, expert_bytes * params.mtp_expert_params, 0.0))
 
     def state_bytes(held, layers):
         whole_stage = held * (BF16 + gb) - (BF16 - gathered_bytes) * layers * layer_params
@@ -315,16 +335,20 @@ def stage_memory(x, g, params, layers_mid, layers_end, z, edp, score_bytes, kv_b
         return layers - jnp.minimum(x.offload_layers, layers)
 
     working = working + offloading * stored
+    # Multi-token prediction (last stage): each module's block stores what a
+    # layer does, its inputs, and a second set of logits.
+    mtp_acts = (mtp.modules(x) * (stored + logits_mem)
+                + mtp.input_activation_bytes(x, g))
     acts_first = (kept(layers_end) * first_in_flight * stored + working
-                  + embedding_mem + one_stage * logits_mem)
-    acts_last = kept(layers_end) * interleave * stored + working + logits_mem
+                  + embedding_mem + one_stage * (logits_mem + mtp_acts))
+    acts_last = kept(layers_end) * interleave * stored + working + logits_mem + mtp_acts
     acts_mid = kept(layers_mid) * mid_in_flight * stored + working
     # Kernel workspaces: tensor-parallel overlap keeps userbuffers for the
     # gathered activation of a layer's GEMMs (3 of [s / c, b, h] in bf16).
     workspace = (x.tp_overlap > 0.0).astype(fdt) * 3.0 * act_bytes
     other = workspace + x.reserved_memory_gb * 1e9
-    state_first = state_bytes(params_first, layers_end)
-    state_last = state_bytes(params_last, layers_end)
+    state_first = state_bytes(params_first, layers_end) + one_stage * mtp_state
+    state_last = state_bytes(params_last, layers_end) + mtp_state
     state_mid = state_bytes(params_mid, layers_mid)
     mem_first = state_first + acts_first
     mem_last = pp_active * (state_last + acts_last)

@@ -14,7 +14,8 @@ concern, each with the physics and the sources of its terms:
 * ``tensor``, ``context``, ``pipeline``, ``data``: tensor, context, pipeline,
   and data (ZeRO) parallelism;
 * ``moe``: mixture of experts, expert parallelism and multi-head latent
-  attention.
+  attention;
+* ``mtp``: multi-token prediction (DeepSeek-V3's MTP modules).
 
 The step of the busiest pipeline stage:
 
@@ -42,7 +43,7 @@ from jaxmodel.deferred import jnp
 from jaxmodel.models.base import Model
 from jaxmodel.models.common import masked, next_whole_value, switch_steps, whole
 from jaxmodel.models.layout import CONTEXT, GPUS, PIPELINE, TENSOR, LayoutSpace, replica_step
-from jaxmodel.models.refined import moe, space
+from jaxmodel.models.refined import moe, mtp, space
 from jaxmodel.models.refined.context import cp_seconds
 from jaxmodel.models.refined.data import dp_seconds, optimizer_seconds
 from jaxmodel.models.refined.derived import derive
@@ -95,7 +96,16 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
 
     # --- one micro-batch: a layer and the output layer, the busiest stage ----
     lt = layer_times(x, g)
-    stage = busiest_stage(g, layers_mid, layers_end, lt)
+    # Multi-token prediction on the last stage: each module's block timed as a
+    # layer, its projection, and the output layer and loss again.
+    # (Selected by where, so that a sweep that fixes mtp_layers at 0 compiles
+    # the projection's GEMMs away.)
+    n_mtp = mtp.modules(x)
+    proj_f, proj_s = mtp.projection_seconds(x, g)
+    has_mtp = n_mtp > 0.5
+    stage = busiest_stage(g, layers_mid, layers_end, lt,
+                          (n_mtp, jnp.where(has_mtp, n_mtp * (proj_f + lt.logit_fwd_s), 0.0),
+                           jnp.where(has_mtp, n_mtp * (proj_s + lt.logit_s), 0.0)))
     micro_compute, stage_layers = stage.micro_compute, stage.stage_layers
     params = stage_params(x, g, layers_mid, layers_end)
     active_w, attn_core, layer_hw_flops = layer_flops(x, g, lt.moe_layer_again)
@@ -110,8 +120,8 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     stage_memory_s = (stage_layers * (lt.fwd_bytes + lt.bwd_bytes + lt.recompute_bytes
                                       + lt.accum_layer_bytes) / hbm_rate
                       + jnp.where(stage.last_busiest,
-                                  (lt.logit_bytes + lt.accum_logit_bytes) / hbm_rate
-                                  + lt.embed_grad_s, 0.0))
+                                  (1.0 + n_mtp) * (lt.logit_bytes + lt.accum_logit_bytes)
+                                  / hbm_rate + lt.embed_grad_s, 0.0))
     memory_bound = m * stage_memory_s + optimizer_s
 
     # --- model-parallel collectives, the pipeline, the experts ---------------
@@ -139,8 +149,11 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     # MFU as (ideal seconds per GPU) / step, each factor near 1: the job's
     # FLOPs (~1e20) times the tangent of used x step x peak (~1e19) overflows
     # float32 in the derivative of the quotient, though the value does not.
-    ideal_s = m * (L * layer_model_flops + logit_flops) / (t * c * p) / peak
-    hw_ideal_s = m * (L * layer_hw_flops + logit_flops) / (t * c * p) / peak
+    mtp_flops = mtp.model_flops(x, g, attn_core, logit_flops)
+    mtp_hw_flops = n_mtp * (layer_hw_flops + logit_flops
+                            + 3.0 * 2.0 * b * s * mtp.projection_params(x))
+    ideal_s = m * (L * layer_model_flops + logit_flops + mtp_flops) / (t * c * p) / peak
+    hw_ideal_s = m * (L * layer_hw_flops + logit_flops + mtp_hw_flops) / (t * c * p) / peak
     # The reported terms (ms, NaN where invalid).  The shares, rates and the
     # bottleneck are computed from these, not from the seconds above: a sweep
     # writes them anyway, and XLA's CPU backend then reads those materialised
@@ -177,12 +190,12 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
         valid_layout=valid,
         fits_in_memory=fits & well_formed,
         tokens_per_step=tokens_i,
-        model_params_b=(jnp.where(plain, model_params(x), moe.total_params(x)) / 1e9
-                        ).astype(fdt),
-        total_params_b=(jnp.where(plain, model_params(x), moe.total_params(x)) / 1e9
-                        ).astype(fdt),
-        active_params_b=(jnp.where(plain, model_params(x), moe.active_params(x)) / 1e9
-                         ).astype(fdt),
+        model_params_b=((jnp.where(plain, model_params(x), moe.total_params(x))
+                         + mtp.params(x)) / 1e9).astype(fdt),
+        total_params_b=((jnp.where(plain, model_params(x), moe.total_params(x))
+                         + mtp.params(x)) / 1e9).astype(fdt),
+        active_params_b=((jnp.where(plain, model_params(x), moe.active_params(x))
+                          + mtp.active_params(x)) / 1e9).astype(fdt),
         expert_data_parallel=jnp.where(
             well_formed, (t_i * c_i * d_i) // jnp.where(
                 whole(x.num_experts) == 1, 1, whole(etp) * whole(e)), 0),
@@ -219,6 +232,13 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     )
 
 
+def _unused(values) -> tuple[str, ...]:
+    """Inputs (and terms) a configuration does not use: a dense model's MoE inputs and
+    expert all-to-all; the windowed share without a sliding window."""
+    dense = (*moe.DENSE_UNUSED, MOE_COMM.output) if round(values["num_experts"]) == 1 else ()
+    return dense + (("sliding_window_share",) if round(values["sliding_window"]) == 0 else ())
+
+
 REFINED = Model(
     name="refined",
     description=DESCRIPTION,
@@ -245,10 +265,9 @@ REFINED = Model(
     memory_capacity="gpu_memory_gb",
     retired=RETIRED,
     fit_ranges=FIT_RANGES,
-    unused=lambda v: (*moe.DENSE_UNUSED, MOE_COMM.output) if round(v["num_experts"]) == 1
-    else (),
+    unused=_unused,
     hardware=HARDWARE,
     physics=tuple(f"jaxmodel.models.refined.{name}" for name in (
         "model", "layer", "rates", "memory", "tensor", "context", "pipeline", "data", "moe",
-        "validity", "space", "derived", "fields")) + ("jaxmodel.collectives",),
+        "mtp", "validity", "space", "derived", "fields")) + ("jaxmodel.collectives",),
 )

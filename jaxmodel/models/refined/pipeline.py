@@ -57,19 +57,26 @@ class Stage(NamedTuple):
     stage_b: object
 
 
-def busiest_stage(g, layers_mid, layers_end, lt) -> Stage:
-    """The last stage or a middle one, whichever takes longer (``lt``: ``LayerTimes``)."""
+def busiest_stage(g, layers_mid, layers_end, lt, end_extra) -> Stage:
+    """The last stage or a middle one, whichever takes longer (``lt``: ``LayerTimes``).
+
+    ``end_extra``: ``(layers, forward_s, total_s)`` the last stage runs beyond its
+    layers and the output layer, one micro-batch: the multi-token-prediction modules
+    (``jaxmodel.models.refined.mtp``), their blocks timed as the stage's layers.
+    """
     has_mid = g.has_mid
     layer_s, logit_s, embed_grad_s = lt.layer_s, lt.logit_s, lt.embed_grad_s
     layer_f, layer_w, logit_fwd_s = lt.layer_f, lt.layer_w, lt.logit_fwd_s
-    last_s = layers_end * layer_s + logit_s + embed_grad_s
+    extra_layers, extra_f, extra_s = end_extra
+    last_layers = layers_end + extra_layers
+    last_s = last_layers * layer_s + logit_s + embed_grad_s + extra_s
     mid_s = has_mid * layers_mid * layer_s
     last_busiest = last_s >= mid_s
     micro_compute = jnp.maximum(last_s, mid_s)
-    stage_layers = jnp.where(last_busiest, layers_end, layers_mid)
+    stage_layers = jnp.where(last_busiest, last_layers, layers_mid)
     # Forward / input-gradient / weight-gradient split of the busiest stage
     # (the zero-bubble schedules fill the bubble with W passes).
-    logit_f = jnp.where(last_busiest, logit_fwd_s, 0.0)
+    logit_f = jnp.where(last_busiest, logit_fwd_s + extra_f, 0.0)
     stage_f = stage_layers * layer_f + logit_f
     stage_w = stage_layers * layer_w
     stage_b = micro_compute - stage_f - stage_w

@@ -12,7 +12,8 @@
 * **Fused attention** (``flash_attention_seconds``): FlashAttention (Dao et al.
   2022) at ``attention_efficiency`` of the bf16 peak (``fa2_attention_efficiency``
   for FlashAttention-2, ``attention_kernel`` 1); with a causal mask it
-  executes only the unmasked half of the score blocks.
+  executes only the unmasked half of the score blocks, with a sliding window
+  only the band (``jaxmodel.models.refined.layer.attention_keys``).
 * **Memory-bound kernels** run at ``hbm_efficiency`` of ``hbm_bandwidth_tb_s``
   (streaming kernels reach 80-90% of datasheet bandwidth); the bytes each
   moves are counted in ``jaxmodel.models.refined.layer``.
@@ -88,17 +89,16 @@ def gemm_seconds(x, m, n, k, low_precision, hbm_rate):
     return 2.0 * m * n * k / (rate * eff)
 
 
-def flash_attention_seconds(x, flops, flash, peak):
-    """Seconds of a fused attention pass of ``flops`` (the full score square).
+def flash_attention_seconds(x, flops, peak):
+    """Seconds of a fused attention pass that executes ``flops``.
 
-    A causal kernel skips the masked half of the score blocks; ``flash`` (0/1)
-    says whether FlashAttention runs at all (without it the caller times the
-    two batched GEMMs instead, and this value is not selected).
+    ``flops`` are those the kernel runs: a causal kernel skips the masked
+    score blocks, a sliding-window one those outside the band
+    (``jaxmodel.models.refined.layer.attention_keys``).
     """
-    causal = jnp.where(x.causal_mask > 0.5, 0.5, 1.0) * flash + (1.0 - flash)
     efficiency = jnp.where(whole(x.attention_kernel) == 1, x.fa2_attention_efficiency,
                            x.attention_efficiency)
-    return causal * flops / (peak * efficiency)
+    return flops / (peak * efficiency)
 
 
 def low_precision_gemms(x):

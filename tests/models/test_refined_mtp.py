@@ -1,0 +1,95 @@
+"""Multi-token prediction (``jaxmodel.models.refined.mtp``), each term against a hand value.
+
+The toy configuration is ``test_refined.TOY`` (t = 4, p = 2, d = 1, a GPT layer of
+h = 1024 at s = 1024, 1e14 FLOP/s, 1e12 B/s HBM, the 2026 terms off); its per-layer
+hand values are those of ``test_refined_2026``.
+"""
+
+import pytest
+from test_refined import TOY
+
+import jaxmodel
+from jaxmodel.api import as_dicts
+from jaxmodel.models.refined import REFINED
+from jaxmodel.presets import apply_presets
+
+LAYER_US = 312.64342016  # one layer a micro-batch: GEMMs 3 x 64.42, attention 3.5 x 10.74, bytes
+LOGIT_US = 19.25185536  # the output layer: 3 x 5.36870912 GEMMs + 3,145,728 B of cross-entropy
+PROJ_US = 3 * 10.73741824  # [s, 2h] x [2h, h / t], three passes: 2 x 1024 x 2048 x 256 FLOP each
+TP_LAYER_US = 4 * 31.45728  # a layer's four all-reduces of [s, b, h] over t = 4
+
+
+def run(**changes) -> dict:
+    return as_dicts(REFINED, jaxmodel.evaluate(REFINED, x64=True, **{**TOY, **changes}))
+
+
+def approx(x):
+    return pytest.approx(x, rel=1e-10)
+
+
+def test_one_module_adds_a_layer_a_projection_and_the_output_layer_to_the_last_stage():
+    base, mtp = run(), run(mtp_layers=1)
+    # Per micro-batch the last stage runs one more layer, the output layer again and
+    # the projection; m = 4 micro-batches.  The optimizer steps 14 h^2 / t more
+    # parameters (the block's 12 h^2 and the projection's 2 h^2; tied, so no
+    # embedding copy) at 28 bytes each: 102.760448 us.
+    micro_us = LAYER_US + LOGIT_US + PROJ_US
+    assert (mtp["compute_time_ms"] - base["compute_time_ms"]) * 1e3 == approx(
+        4 * micro_us + 28 * 14 * 1024**2 / 4 / 1e6)
+    # The block's tensor-parallel all-reduces, as a layer's.
+    assert (mtp["tp_comm_ms"] - base["tp_comm_ms"]) * 1e3 == approx(4 * TP_LAYER_US)
+    # Model FLOPs: 3 (2 b s 14 h^2 + 4 b s^2 h) + 6 b s h V = 109,521,666,048 a
+    # micro-batch, m = 4, over t p = 8 GPUs at 1e14 FLOP/s.
+    ideal_us = (base["mfu_percent"] * base["step_time_ms"]) / 100 * 1e3
+    assert (mtp["mfu_percent"] * mtp["step_time_ms"]) / 100 * 1e3 - ideal_us == approx(
+        4 * 109_521_666_048 / 8 / 1e14 * 1e6)
+    assert mtp["total_params_b"] - base["total_params_b"] == approx(14 * 1024**2 / 1e9)
+    assert mtp["active_params_b"] - base["active_params_b"] == approx(14 * 1024**2 / 1e9)
+
+
+def test_module_memory_on_a_single_stage():
+    # p = 1 (4 GPUs): the one stage holds the module.  State: 14 h^2 / t parameters at
+    # 2 + 2 + 12 bytes = 58,720,256 B.  Activations: the block's as a layer's (s b h
+    # (10 + 24 / t) = 16,777,216 B), the two norm inputs and the projection input
+    # (8 s b h = 8,388,608 B), and the logits again (4 s b h / t + 10 s b V / t =
+    # 3,670,016 B).
+    base = run(num_gpus=4, pipeline_parallel=1)
+    mtp = run(num_gpus=4, pipeline_parallel=1, mtp_layers=1)
+    assert (mtp["model_state_gb_per_gpu"] - base["model_state_gb_per_gpu"]) * 1e9 == approx(
+        58_720_256)
+    assert (mtp["activation_gb_per_gpu"] - base["activation_gb_per_gpu"]) * 1e9 == approx(
+        16_777_216 + 8_388_608 + 3_670_016)
+
+
+def test_untied_last_stage_also_holds_the_input_embedding():
+    # Untied, p = 2: the last stage builds the input embedding for the module
+    # (V h / t = 262,144 parameters at 16 bytes) beside the block and projection.
+    base = run(tied_embeddings=0, gpu_memory_gb=1000)
+    mtp = run(tied_embeddings=0, gpu_memory_gb=1000, mtp_layers=1)
+    # The last stage is now the fuller: its optimizer step covers both.
+    extra = 14 * 1024**2 / 4 + 1024 * 1024 / 4
+    assert (mtp["compute_time_ms"] - base["compute_time_ms"]) * 1e3 == approx(
+        4 * (LAYER_US + LOGIT_US + PROJ_US) + 28 * extra / 1e6)
+
+
+def test_deepseek_v3_mtp_module_is_the_published_14b():
+    # DeepSeek-V3's MTP module (config.json: one MoE layer, MLA, 256 routed + 1 shared
+    # experts of 3 x 7168 x 2048): attention 48,758,784 (queries) + 20,905,984 (keys,
+    # values) + 117,440,512 (output) = 187,105,280; router 1,835,008; experts 257 x
+    # 44,040,192 = 11,318,329,344; projection 2 x 7168^2 = 102,760,448.
+    module = 187_105_280 + 1_835_008 + 11_318_329_344 + 102_760_448
+    values = apply_presets("refined", gpu="h800", llm="deepseek-v3")
+    base = as_dicts(REFINED, jaxmodel.evaluate(REFINED, x64=True, **values))
+    mtp = as_dicts(REFINED, jaxmodel.evaluate(REFINED, x64=True, **values, mtp_layers=1))
+    assert (mtp["total_params_b"] - base["total_params_b"]) * 1e9 == pytest.approx(
+        module, rel=1e-9)
+    # Active: attention, router, 8 routed + 1 shared experts, the projection.
+    active = 187_105_280 + 1_835_008 + 9 * 44_040_192 + 102_760_448
+    assert (mtp["active_params_b"] - base["active_params_b"]) * 1e9 == pytest.approx(
+        active, rel=1e-9)
+    # The Hugging Face checkpoint stores the module with its own embedding and head
+    # (2 V h = 1,853,358,080): 685B in all of which 671B the main model, both
+    # rounded to 1B, so 14 +- 1.
+    stored = module + 2 * 129_280 * 7168
+    assert 13e9 <= stored <= 15e9
+    assert base["total_params_b"] == pytest.approx(671, abs=0.5)
