@@ -569,11 +569,14 @@ def test_expert_layout_axes_for_the_search():
 # --- sensitivities --------------------------------------------------------------
 
 
+SENSITIVITY_WRT = ["moe_imbalance", "network_bandwidth_gb_s", "expert_parallel"]
+
+
 @pytest.mark.slow
 def test_sensitivities_to_imbalance_bandwidth_and_expert_parallelism():
     v = qwen3(moe_imbalance=1.2)
-    wrt = ["moe_imbalance", "network_bandwidth_gb_s", "expert_parallel"]
-    sens = jaxmodel.sensitivities(v, of=["step_time_ms"], wrt=wrt, model="refined", x64=True)
+    sens = jaxmodel.sensitivities(v, of=["step_time_ms"], wrt=SENSITIVITY_WRT, model="refined",
+                                  x64=True)
     d_imb = float(sens.gradient("step_time_ms", "moe_imbalance"))
     d_bw = float(sens.gradient("step_time_ms", "network_bandwidth_gb_s"))
     d_e = float(sens.gradient("step_time_ms", "expert_parallel"))
@@ -597,7 +600,8 @@ def test_imbalance_gradient_is_the_slope_through_the_tile_padding(monkeypatch):
     shape model off, GEMM time is linear in the rows, so that gradient equals
     the central difference of the same model with the padding taken out."""
     v = qwen3(moe_imbalance=1.2, gemm_shape_model=0)
-    sens = jaxmodel.sensitivities(v, of=["step_time_ms"], wrt=["moe_imbalance"],
+    # The same inputs as the test above: one gradient program for both.
+    sens = jaxmodel.sensitivities(v, of=["step_time_ms"], wrt=SENSITIVITY_WRT,
                                   model="refined", x64=True)
     grad = float(sens.gradient("step_time_ms", "moe_imbalance"))
     step = 1e-4 * v["moe_imbalance"]
