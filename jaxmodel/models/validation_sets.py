@@ -62,7 +62,9 @@ beside the rows that use it):
   0, ``flex`` (DeepEP or HybridEP) -> 1; EP all-to-all overlap on ->
   ``ep_overlap`` 1 (Combined 1F1B: the steady phase hides the all-to-all);
   multi-token prediction -> ``mtp_layers``, else not
-  expressible.
+  expressible; a custom pipeline layout whose chunks hold the module (an ``m``
+  in the MoE recipes' ``yaml_pp_layout``) -> ``mtp_in_pipeline_split`` 1, else
+  0 (Megatron-Bridge's CSV documents no layout: its rows keep the default).
 * Megatron (both Megatron sets, every row): the distributed optimizer
   (``zero_stage`` 1; NVIDIA's recipes and the MoE recipes' YAMLs use it);
   Megatron-FSDP or an ``fsdp`` group -> ``zero_stage`` 3; TP communication overlap
@@ -690,6 +692,13 @@ def _recipe_layers(row: Mapping[str, str]) -> Cell:
     layout = row["yaml_pp_layout"].strip()
     if layout:
         stages = _pipeline_stages(layout)
+        # An m in the layout (Megatron-Core's pipeline_parallel_layer_layout.py:
+        # the multi-token-prediction module) gives the module a unit of the split.
+        if "m" in layout:
+            return approx(f"custom pipeline layout {layout} as {stages // int(p)} even "
+                          "chunks per stage, embedding, loss and MTP module counted as "
+                          "layers", virtual_stages=stages // int(p),
+                          pipeline_split_embedding=1, mtp_in_pipeline_split=1)
         return approx(f"custom pipeline layout {layout} as {stages // int(p)} even chunks per "
                       "stage, embedding and loss counted as layers",
                       virtual_stages=stages // int(p), pipeline_split_embedding=1)

@@ -5,12 +5,17 @@ h = 1024 at s = 1024, 1e14 FLOP/s, 1e12 B/s HBM, the 2026 terms off); its per-la
 hand values are those of ``test_refined_2026``.
 """
 
+import math
+from types import SimpleNamespace
+
 import pytest
 from test_refined import TOY
 
 import jaxmodel
 from jaxmodel.api import as_dicts
 from jaxmodel.models.refined import REFINED
+from jaxmodel.models.refined.pipeline import layers_per_stage, uneven_note
+from jaxmodel.models.refined.validity import layout_reasons
 from jaxmodel.presets import apply_presets
 
 LAYER_US = 312.64342016  # one layer a micro-batch: GEMMs 3 x 64.42, attention 3.5 x 10.74, bytes
@@ -93,3 +98,75 @@ def test_deepseek_v3_mtp_module_is_the_published_14b():
     stored = module + 2 * 129_280 * 7168
     assert 13e9 <= stored <= 15e9
     assert base["total_params_b"] == pytest.approx(671, abs=0.5)
+
+
+# --- the modules as units of the pipeline split (mtp_in_pipeline_split) ----------------
+
+def _split(p, v, layers, e, mtp, switch):
+    x = SimpleNamespace(pipeline_split_embedding=float(e), mtp_layers=float(mtp),
+                        mtp_in_pipeline_split=float(switch))
+    g = SimpleNamespace(L=float(layers), p=float(p), v=float(v), one_stage=float(p == 1))
+    return tuple(float(n) for n in layers_per_stage(x, g))
+
+
+def test_deepseek_v3_custom_layouts_split_the_module_as_a_unit():
+    # Megatron-LM's DeepSeek-V3 layout Et*3|(tt|)*29,m|L at PP16 VPP2 (and Bridge's
+    # Et|(tt|)*30mL): 61 layers + embedding + loss + 1 module = 64 units over 32
+    # chunks, 2 a chunk, 4 a stage: the first holds 3 layers (+ the embedding), the
+    # last 2 (+ the module and the loss), the others 4.
+    assert _split(16, 2, 61, 1, 1, 1) == (4.0, 3.0, 2.0)
+    # Megatron-Core's default (the module beside the last stage's share): 63 units,
+    # still 2 a chunk; the last stage keeps 3 layers and the module on top.
+    assert _split(16, 2, 61, 1, 1, 0) == (4.0, 3.0, 3.0)
+    # The MoE recipe's Et*4|(tttt|)*14tmL (16 chunks, PP8 VPP2): 64 / 16 = 4 a chunk,
+    # 8 a stage: 7 layers on the first, 8 - 1 - 1 = 6 on the last.
+    assert _split(8, 2, 61, 1, 1, 1) == (8.0, 7.0, 6.0)
+    # One stage holds every layer, the module beside them.
+    assert _split(1, 1, 61, 1, 1, 1) == (64.0, 61.0, 61.0)
+
+
+def test_deepseek_v3_uneven_note_names_the_module_on_the_last_stage():
+    cfg = {"pipeline_parallel": 16, "virtual_stages": 2, "num_layers": 61,
+           "pipeline_split_embedding": 1, "mtp_layers": 1, "mtp_in_pipeline_split": 1}
+    assert uneven_note(cfg) == (
+        " Uneven pipeline: 61 layers over 16 stages (3.81 on average); the first stage "
+        "holds 3 layers (+ embedding), the last 2 (+ MTP module / output layer), the "
+        "others 4, and the busiest sets the pace.")
+
+
+def test_module_in_the_split_takes_a_layer_off_the_last_stage():
+    # TOY, 5 layers + embedding + loss + 1 module = 8 units over p = 2: 4 a stage;
+    # the first holds 3 layers, the last 4 - 1 - 1 = 2 and the module (without the
+    # switch: 7 units, still 4 a stage, and the last keeps 3 layers and the module).
+    # The last stage is the busier in both; per micro-batch it runs one layer less
+    # (m = 4), and its optimizer steps one layer's 12 h^2 / t parameters less at
+    # 28 bytes each.  One layer's tensor-parallel all-reduces less.
+    cfg = dict(num_layers=5, pipeline_split_embedding=1, mtp_layers=1, gpu_memory_gb=1000)
+    beside, unit = run(**cfg), run(**cfg, mtp_in_pipeline_split=1)
+    assert (beside["compute_time_ms"] - unit["compute_time_ms"]) * 1e3 == approx(
+        4 * LAYER_US + 28 * 12 * 1024**2 / 4 / 1e6)
+    assert (beside["tp_comm_ms"] - unit["tp_comm_ms"]) * 1e3 == approx(4 * TP_LAYER_US)
+
+
+def test_module_in_the_split_takes_a_layer_off_the_fullest_stage():
+    # m = 1: one micro-batch in flight, so the last stage (its layers, the module's
+    # block and inputs, two sets of logits) is the fullest with or without the
+    # switch.  With it, one layer less: 12 h^2 / t parameters at 2 + 2 + 12 bytes =
+    # 50,331,648 B of state and s b h (10 + 24 / t) = 16,777,216 B of activations.
+    cfg = dict(num_layers=5, pipeline_split_embedding=1, mtp_layers=1,
+               gradient_accum_steps=1)
+    beside, unit = run(**cfg), run(**cfg, mtp_in_pipeline_split=1)
+    assert (beside["model_state_gb_per_gpu"] - unit["model_state_gb_per_gpu"]) * 1e9 == (
+        approx(50_331_648))
+    assert (beside["activation_gb_per_gpu"] - unit["activation_gb_per_gpu"]) * 1e9 == (
+        approx(16_777_216))
+
+
+def test_module_in_the_split_fills_a_stage():
+    # 1 layer over p = 2 stages: invalid with the module beside the last stage's
+    # share (1 unit < 2 chunks); valid as t|mL, the module a unit of its own.
+    beside = run(num_layers=1, mtp_layers=1)
+    unit = run(num_layers=1, mtp_layers=1, mtp_in_pipeline_split=1)
+    assert math.isnan(beside["step_time_ms"]) and not math.isnan(unit["step_time_ms"])
+    reasons = layout_reasons({**TOY, "num_layers": 1, "mtp_layers": 1}, beside)
+    assert any("1 layers cannot fill 2 stages" in problem for problem, _ in reasons)

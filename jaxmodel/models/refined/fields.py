@@ -234,6 +234,11 @@ INPUTS: tuple[InputField, ...] = (
            "(DeepSeek-V3 sec. 2.2; Megatron-Core --mtp-num-layers): each one more layer of "
            "the last layer's kind, a 2h -> h projection and the output layer and loss again; "
            "0 = none", 0, low=0.0),
+    switch("mtp_in_pipeline_split", "the multi-token-prediction modules in the pipeline "
+            "split: 0 on the last stage beside its share of the layers (Megatron-Core's "
+            "default), 1 one unit of the split each, in place of a layer (a custom "
+            "--pipeline-model-parallel-layout with m, as Megatron's DeepSeek-V3 recipes "
+            "run)", 0),
     count("q_lora_rank", "", "MLA query compression rank (0 = uncompressed queries)", 0,
            low=0.0),
     count("kv_lora_rank", "", "MLA key/value compression rank", 512, low=0.0),

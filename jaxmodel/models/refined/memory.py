@@ -199,8 +199,9 @@ class StageParams(NamedTuple):
     params_gpu: object
 
 
-def stage_params(x, g, layers_mid, layers_end) -> StageParams:
-    """Parameters per GPU of the first, last and middle stages."""
+def stage_params(x, g, layers_mid, layers_end, layers_last) -> StageParams:
+    """Parameters per GPU of the first, last and middle stages (``layers_last``: the
+    last stage's decoder layers, ``jaxmodel.models.refined.pipeline.layers_per_stage``)."""
     t, V, h, plain, e, etp = g.t, g.V, g.h, g.plain, g.e, g.etp
     one_stage, has_mid = g.one_stage, g.has_mid
     layer_params = layer_weight_params(x) / t
@@ -212,7 +213,7 @@ def stage_params(x, g, layers_mid, layers_end) -> StageParams:
     embed = V * h / t
     params_first = layers_end * layer_params + embed * (
         1.0 + one_stage * (1.0 - x.tied_embeddings))
-    params_last = layers_end * layer_params + embed
+    params_last = layers_last * layer_params + embed
     # The multi-token-prediction modules (and the input embedding they need) sit
     # on the last stage, which is also the first when p = 1.
     mtp_params = mtp.resident_params(x, g)
@@ -242,8 +243,8 @@ class Memory(NamedTuple):
     fits: object
 
 
-def stage_memory(x, g, params, layers_mid, layers_end, z, edp, score_bytes, kv_bytes,
-                 act_bytes) -> Memory:
+def stage_memory(x, g, params, layers_mid, layers_end, layers_last, z, edp, score_bytes,
+                 kv_bytes, act_bytes) -> Memory:
     """Memory of each stage kind; the fullest one (``params``: ``StageParams``)."""
     fdt, zero_i, fp8, has_experts, schedule = g.fdt, g.zero_i, g.fp8, g.has_experts, g.schedule
     m, p, v, v_i, t, c, h, V = g.m, g.p, g.v, g.v_i, g.t, g.c, g.h, g.V
@@ -341,14 +342,14 @@ def stage_memory(x, g, params, layers_mid, layers_end, z, edp, score_bytes, kv_b
                 + mtp.input_activation_bytes(x, g))
     acts_first = (kept(layers_end) * first_in_flight * stored + working
                   + embedding_mem + one_stage * (logits_mem + mtp_acts))
-    acts_last = kept(layers_end) * interleave * stored + working + logits_mem + mtp_acts
+    acts_last = kept(layers_last) * interleave * stored + working + logits_mem + mtp_acts
     acts_mid = kept(layers_mid) * mid_in_flight * stored + working
     # Kernel workspaces: tensor-parallel overlap keeps userbuffers for the
     # gathered activation of a layer's GEMMs (3 of [s / c, b, h] in bf16).
     workspace = (x.tp_overlap > 0.0).astype(fdt) * 3.0 * act_bytes
     other = workspace + x.reserved_memory_gb * 1e9
     state_first = state_bytes(params_first, layers_end) + one_stage * mtp_state
-    state_last = state_bytes(params_last, layers_end) + mtp_state
+    state_last = state_bytes(params_last, layers_last) + mtp_state
     state_mid = state_bytes(params_mid, layers_mid)
     mem_first = state_first + acts_first
     mem_last = pp_active * (state_last + acts_last)

@@ -92,7 +92,7 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     fdt, well_formed, has_experts, plain = g.fdt, g.well_formed, g.has_experts, g.plain
     d, t, c, p, m, b, s, h, L, V = g.d, g.t, g.c, g.p, g.m, g.b, g.s, g.h, g.L, g.V
     e, etp, peak, hbm_rate = g.e, g.etp, g.peak, g.hbm_rate
-    layers_mid, layers_end = layers_per_stage(x, g)
+    layers_mid, layers_end, layers_last = layers_per_stage(x, g)
 
     # --- one micro-batch: a layer and the output layer, the busiest stage ----
     lt = layer_times(x, g)
@@ -103,11 +103,11 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     n_mtp = mtp.modules(x)
     proj_f, proj_s = mtp.projection_seconds(x, g)
     has_mtp = n_mtp > 0.5
-    stage = busiest_stage(g, layers_mid, layers_end, lt,
+    stage = busiest_stage(g, layers_mid, layers_last, lt,
                           (n_mtp, jnp.where(has_mtp, n_mtp * (proj_f + lt.logit_fwd_s), 0.0),
                            jnp.where(has_mtp, n_mtp * (proj_s + lt.logit_s), 0.0)))
     micro_compute, stage_layers = stage.micro_compute, stage.stage_layers
-    params = stage_params(x, g, layers_mid, layers_end)
+    params = stage_params(x, g, layers_mid, layers_end, layers_last)
     active_w, attn_core, layer_hw_flops = layer_flops(x, g, lt.moe_layer_again)
 
     # --- data parallelism and the optimizer step ------------------------------
@@ -136,8 +136,8 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     step = jnp.where(has_experts, step + moe_comm, step)
 
     # --- memory of each stage kind; the fullest one is reported ------------
-    mem = stage_memory(x, g, params, layers_mid, layers_end, z, edp, lt.score_bytes, kv_bytes,
-                       act_bytes)
+    mem = stage_memory(x, g, params, layers_mid, layers_end, layers_last, z, edp,
+                       lt.score_bytes, kv_bytes, act_bytes)
     fits = mem.fits
     valid = well_formed & fits
     state, activations, other, memory_gb = mem.state, mem.activations, mem.other, mem.memory_gb

@@ -10,7 +10,8 @@ cross-entropy loss.  Megatron-Core (``--mtp-num-layers``,
 with the decoder's last layer spec (an MoE layer in DeepSeek-V3), the
 projection ``eh_proj`` as a column-parallel linear, and, without a custom
 pipeline layout, places every module on the last pipeline stage, which then
-builds the input embedding as well.
+builds the input embedding as well; a custom layout can count each module as
+a unit of the split (``mtp_in_pipeline_split``, ``jaxmodel.models.refined.pipeline``).
 
 Per module and micro-batch, on the last stage:
 

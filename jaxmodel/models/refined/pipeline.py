@@ -2,10 +2,28 @@
 
 * **Split**: ``L`` layers (+ 2 units with ``pipeline_split_embedding``, the
   input embedding and the output layer + loss counted as one layer each,
-  Megatron-LM ``--account-for-embedding/loss-in-pipeline-split``) over ``p v``
-  chunks, the ceiling of the quotient per chunk; the busiest stage sets the
-  pace: the last (its layers and the output layer) or, with an uneven split,
-  a middle one holding a whole unit more.
+  Megatron-LM ``--account-for-embedding/loss-in-pipeline-split``; + one unit
+  per multi-token-prediction module with ``mtp_in_pipeline_split``, see
+  below) over ``p v`` chunks, the ceiling of the quotient per chunk; the
+  busiest stage sets the pace: the last (its layers and the output layer) or,
+  with an uneven split, a middle one holding a whole unit more.
+* **MTP in the split** (``mtp_in_pipeline_split``): Megatron-Core places the
+  ``mtp_layers`` modules on the last stage beside its share of the decoder
+  layers (0, the default); a custom layout
+  (``--pipeline-model-parallel-layout``, parsed by
+  ``megatron/core/transformer/pipeline_parallel_layer_layout.py``: ``E``
+  embedding, ``t`` decoder layer, ``m`` MTP module, ``L`` loss, ``|`` between
+  the ``p v`` chunks) can give each module a unit of the split instead (1):
+  Megatron-LM's DeepSeek-V3 guide ("Use flexible PP layout", docs/
+  discussions) and its custom-layout doc run ``Et*3|(tt|)*29,m|L`` (PP16
+  VPP2), Megatron-Bridge's recipe ``Et|(tt|)*30mL`` and the MoE recipes
+  ``Et*4|(tttt|)*14tmL``.  The modules then take the place of decoder layers
+  on the last stage: it holds ``v q - e - mtp_layers`` of them (never fewer
+  than 0) and the modules.  DeepSeek-V3, 61 layers + embedding + loss + 1
+  module over 32 chunks (p 16, v 2): 64 units, 2 a chunk, 4 a stage; the
+  first stage 3 layers and the embedding, the last 2 layers, the module and
+  the loss, the others 4 layers (without the switch, 63 units: 2 a chunk, the
+  last stage 3 layers and the module, 4 blocks beside the loss).
 * **Transfers**: 1F1B with ``v`` virtual stages per GPU (interleaved when
   ``v > 1``, Narayanan et al. 2021 sec. 2.2.2) makes ``2 v m``
   point-to-point transfers per step, each ``2 b s h / t`` bytes per GPU with
@@ -29,17 +47,26 @@ from jaxmodel.models.common import whole
 from jaxmodel.numerics import positive_part
 
 
+def mtp_units(x):
+    """Units of the split the multi-token-prediction modules take (module doc)."""
+    return x.mtp_in_pipeline_split * x.mtp_layers
+
+
 def layers_per_stage(x, g):
-    """``(layers_mid, layers_end)``: layers of a middle stage and of the first / last.
+    """``(layers_mid, layers_end, layers_last)``: decoder layers of a middle stage,
+    of the first and of the last (``layers_end`` less the modules' units with
+    ``mtp_in_pipeline_split``; the modules come on top, ``busiest_stage``).
 
     The ceil is a step: its gradient is that of the quotient (the relaxation).
     """
     L, p, v, one_stage = g.L, g.p, g.v, g.one_stage
-    q_exact = (L + 2.0 * x.pipeline_split_embedding) / (p * v)
+    mtp = mtp_units(x)
+    q_exact = (L + 2.0 * x.pipeline_split_embedding + mtp) / (p * v)
     q = q_exact + jax.lax.stop_gradient(jnp.ceil(q_exact - 1e-9) - q_exact)
     layers_mid = v * q
     layers_end = jnp.where(one_stage > 0.5, L, v * q - x.pipeline_split_embedding)
-    return layers_mid, layers_end
+    layers_last = jnp.where(one_stage > 0.5, L, jnp.maximum(layers_end - mtp, 0.0))
+    return layers_mid, layers_end, layers_last
 
 
 class Stage(NamedTuple):
@@ -57,7 +84,7 @@ class Stage(NamedTuple):
     stage_b: object
 
 
-def busiest_stage(g, layers_mid, layers_end, lt, end_extra) -> Stage:
+def busiest_stage(g, layers_mid, layers_last, lt, end_extra) -> Stage:
     """The last stage or a middle one, whichever takes longer (``lt``: ``LayerTimes``).
 
     ``end_extra``: ``(layers, forward_s, total_s)`` the last stage runs beyond its
@@ -68,7 +95,7 @@ def busiest_stage(g, layers_mid, layers_end, lt, end_extra) -> Stage:
     layer_s, logit_s, embed_grad_s = lt.layer_s, lt.logit_s, lt.embed_grad_s
     layer_f, layer_w, logit_fwd_s = lt.layer_f, lt.layer_w, lt.logit_fwd_s
     extra_layers, extra_f, extra_s = end_extra
-    last_layers = layers_end + extra_layers
+    last_layers = layers_last + extra_layers
     last_s = last_layers * layer_s + logit_s + embed_grad_s + extra_s
     mid_s = has_mid * layers_mid * layer_s
     last_busiest = last_s >= mid_s
@@ -108,12 +135,15 @@ def bubble_seconds(g, stage, tp, cp):
     return bubble
 
 
-def _stage_split(inputs: Mapping[str, float]) -> tuple[int, int, int]:
-    """(layers per middle stage, layers on the first and last, units per chunk)."""
+def _stage_split(inputs: Mapping[str, float]) -> tuple[int, int, int, int]:
+    """(layers per middle stage, layers on the first, on the last, MTP units)."""
     p, v = int(inputs["pipeline_parallel"]), int(inputs["virtual_stages"])
     layers, e = int(inputs["num_layers"]), int(inputs.get("pipeline_split_embedding", 0))
-    q = -(-(layers + 2 * e) // (p * v))
-    return v * q, (layers if p == 1 else v * q - e), q
+    mtp = int(inputs.get("mtp_in_pipeline_split", 0)) * int(inputs.get("mtp_layers", 0))
+    q = -(-(layers + 2 * e + mtp) // (p * v))
+    if p == 1:
+        return v * q, layers, layers, mtp
+    return v * q, v * q - e, max(v * q - e - mtp, 0), mtp
 
 
 def uneven_note(inputs: Mapping[str, float]) -> str:
@@ -121,14 +151,19 @@ def uneven_note(inputs: Mapping[str, float]) -> str:
     p, layers = int(inputs["pipeline_parallel"]), int(inputs["num_layers"])
     if p == 1:
         return ""
-    mid, end, _ = _stage_split(inputs)
+    mid, end, last, mtp = _stage_split(inputs)
     e = int(inputs.get("pipeline_split_embedding", 0))
-    if mid == end == layers / p:
+    if mid == end == last == layers / p:
         return ""
     others = f", the others {mid}" if p > 2 else ""
-    what = (f"the first and last stages hold {end} layer{'s' * (end != 1)} (+ embedding / "
-            f"output layer){others}" if e else f"the busiest stage holds {mid} layers")
+    if mtp:
+        what = (f"the first stage holds {end} layer{'s' * (end != 1)}"
+                f"{' (+ embedding)' * bool(e)}, the last {last} (+ MTP module"
+                f"{'s' * (mtp > 1)}{' / output layer' * bool(e)}){others}")
+    elif e:
+        what = (f"the first and last stages hold {end} layer{'s' * (end != 1)} (+ "
+                f"embedding / output layer){others}")
+    else:
+        what = f"the busiest stage holds {mid} layers"
     return (f" Uneven pipeline: {layers} layers over {p} stages ({layers / p:.2f} on "
             f"average); {what}, and the busiest sets the pace.")
-
-

@@ -57,8 +57,9 @@ def layout_axes(values: Mapping[str, float], also=frozenset()) -> dict[str, np.n
 
 def _pipeline_units(values: Mapping[str, float]) -> int:
     """What the pipeline splits: the layers, + the embedding and the output layer
-    with ``pipeline_split_embedding``."""
-    return int(values["num_layers"]) + 2 * int(values["pipeline_split_embedding"])
+    with ``pipeline_split_embedding``, + the MTP modules with ``mtp_in_pipeline_split``."""
+    return (int(values["num_layers"]) + 2 * int(values["pipeline_split_embedding"])
+            + int(values["mtp_in_pipeline_split"]) * int(values["mtp_layers"]))
 
 
 def admissible(values: Mapping[str, float],

@@ -4,7 +4,8 @@ A layout is valid (``valid_layout``) when it is well formed and the fullest
 stage fits in ``gpu_memory_gb`` (``fits_in_memory``, computed in
 ``jaxmodel.models.refined.memory``).  Well formed (``layout_ok``): at least
 one replica (``d = N / (t c p) >= 1``); ``num_layers`` (+ 2 with
-``pipeline_split_embedding``) at least the ``p v`` chunks (an uneven split is
+``pipeline_split_embedding``, + ``mtp_layers`` with ``mtp_in_pipeline_split``) at
+least the ``p v`` chunks (an uneven split is
 valid: the busiest stage sets the pace); ``hidden_dim``, ``num_heads`` and
 ``num_kv_heads`` divide by ``t``; ``num_heads`` divides by ``num_kv_heads``;
 the interleaved schedule needs ``m`` a multiple of ``p`` (Megatron-LM's
@@ -38,11 +39,12 @@ def layout_ok(x, d_i, t_i, c_i, p_i, v_i, m_i, schedule):
     """The layout rule without the memory fit (int64 counts in, bool out)."""
     heads_i, kv_i = whole(x.num_heads), whole(x.num_kv_heads)
     split_i = whole(x.pipeline_split_embedding)
+    mtp_i = whole(x.mtp_in_pipeline_split) * whole(x.mtp_layers)
     dc_i = jnp.maximum(d_i, 1) * c_i
     shard_i = jnp.where(whole(x.zero_shard_degree) == 0, dc_i, whole(x.zero_shard_degree))
     return (
         (d_i >= 1)
-        & (whole(x.num_layers) + 2 * split_i >= p_i * v_i)
+        & (whole(x.num_layers) + 2 * split_i + mtp_i >= p_i * v_i)
         & (whole(x.hidden_dim) % t_i == 0)
         & (heads_i % t_i == 0)
         & (kv_i % t_i == 0)
@@ -95,6 +97,7 @@ def layout_reasons(inputs: Mapping[str, float], outputs: Mapping[str, Any]
     layers, hidden = int(inputs["num_layers"]), int(inputs["hidden_dim"])
     heads, kv = int(inputs["num_heads"]), int(inputs["num_kv_heads"])
     e = int(inputs.get("pipeline_split_embedding", 0))
+    u = int(inputs.get("mtp_in_pipeline_split", 0)) * int(inputs.get("mtp_layers", 0))
     schedule = int(inputs.get("pipeline_schedule", 0))
     reasons = []
     precision = int(inputs.get("precision", 0))
@@ -118,11 +121,12 @@ def layout_reasons(inputs: Mapping[str, float], outputs: Mapping[str, Any]
             f"Use at least {t * c * p} GPUs, or lower tensor, context or pipeline "
             f"parallelism so that t x c x p <= {n}.",
         ))
-    if layers + 2 * e < p * v:
-        units = f"{layers} layers" + (" + embedding + output layer" if e else "")
+    if layers + 2 * e + u < p * v:
+        units = (f"{layers} layers" + (" + embedding + output layer" if e else "")
+                 + (f" + {u} MTP module{'s' * (u > 1)}" if u else ""))
         reasons.append((
             f"{units} cannot fill {p} stages x {v} virtual chunks",
-            f"Use fewer pipeline stages or virtual chunks (p x v <= {layers + 2 * e}).",
+            f"Use fewer pipeline stages or virtual chunks (p x v <= {layers + 2 * e + u}).",
         ))
     if hidden % t:
         reasons.append((
