@@ -172,6 +172,20 @@ def test_moe_recipe_rows_without_a_figure_or_an_input():
          virtual_stages=1)
 
 
+def test_layouts_with_the_mtp_module_count_it_in_the_pipeline_split():
+    # The B200 DeepSeek-V3 recipe's yaml_pp_layout Et*4|(tttt|)*14tmL: 16 chunks
+    # on PP8 (v = 2), the m a unit of the split.  No layout (the Qwen3 rows) keeps
+    # the module placement at its default.
+    cases = _by_label(MOE_RECIPES)
+    _has(cases["DeepSeek-V3 B200 MXFP8"], virtual_stages=2, pipeline_split_embedding=1,
+         mtp_in_pipeline_split=1)
+    _has(cases["Qwen3-235B-A22B B200 MXFP8"], mtp_in_pipeline_split=None)
+    # Megatron-Bridge's CSV documents no pipeline layout: its DeepSeek-V3 MTP rows
+    # leave the input at its default.
+    for label in ("mb0091", "mb0137", "mb0181", "mb0218", "mb0256"):
+        _has(_by_label(BRIDGE)[label], mtp_layers=1, mtp_in_pipeline_split=None)
+
+
 def test_torchtitan_interleaved_3d_row_by_hand():
     cases = _by_label(TORCHTITAN)
     case = cases["Table 5 FSDP 8, TP 8, PP 8 Interleaved 1F1B"]
