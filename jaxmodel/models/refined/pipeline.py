@@ -135,11 +135,16 @@ def bubble_seconds(g, stage, tp, cp):
     return bubble
 
 
+def split_mtp_units(inputs: Mapping[str, float]) -> int:
+    """``mtp_units`` host side, for one configuration."""
+    return int(inputs.get("mtp_in_pipeline_split", 0)) * int(inputs.get("mtp_layers", 0))
+
+
 def _stage_split(inputs: Mapping[str, float]) -> tuple[int, int, int, int]:
     """(layers per middle stage, layers on the first, on the last, MTP units)."""
     p, v = int(inputs["pipeline_parallel"]), int(inputs["virtual_stages"])
     layers, e = int(inputs["num_layers"]), int(inputs.get("pipeline_split_embedding", 0))
-    mtp = int(inputs.get("mtp_in_pipeline_split", 0)) * int(inputs.get("mtp_layers", 0))
+    mtp = split_mtp_units(inputs)
     q = -(-(layers + 2 * e + mtp) // (p * v))
     if p == 1:
         return v * q, layers, layers, mtp

@@ -32,6 +32,7 @@ import numpy as np
 
 from jaxmodel.models.refined import moe
 from jaxmodel.models.refined.moe import A2A_OVERLAP
+from jaxmodel.models.refined.pipeline import split_mtp_units
 
 VIRTUAL_STAGES = (1, 2, 4)
 # DeepSeek-V3 sends each token to at most 4 nodes (DeepSeek-AI 2024, sec. 2.1.2).
@@ -59,7 +60,7 @@ def _pipeline_units(values: Mapping[str, float]) -> int:
     """What the pipeline splits: the layers, + the embedding and the output layer
     with ``pipeline_split_embedding``, + the MTP modules with ``mtp_in_pipeline_split``."""
     return (int(values["num_layers"]) + 2 * int(values["pipeline_split_embedding"])
-            + int(values["mtp_in_pipeline_split"]) * int(values["mtp_layers"]))
+            + split_mtp_units(values))
 
 
 def admissible(values: Mapping[str, float],

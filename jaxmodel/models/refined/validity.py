@@ -31,7 +31,7 @@ from jaxmodel.deferred import jnp
 from jaxmodel.models.common import whole
 from jaxmodel.models.compute_drag import refined_compute_parts
 from jaxmodel.models.refined.fields import TERMS
-from jaxmodel.models.refined.pipeline import uneven_note
+from jaxmodel.models.refined.pipeline import split_mtp_units, uneven_note
 from jaxmodel.models.verdicts import _divisors_near, render_verdict
 
 
@@ -97,7 +97,7 @@ def layout_reasons(inputs: Mapping[str, float], outputs: Mapping[str, Any]
     layers, hidden = int(inputs["num_layers"]), int(inputs["hidden_dim"])
     heads, kv = int(inputs["num_heads"]), int(inputs["num_kv_heads"])
     e = int(inputs.get("pipeline_split_embedding", 0))
-    u = int(inputs.get("mtp_in_pipeline_split", 0)) * int(inputs.get("mtp_layers", 0))
+    u = split_mtp_units(inputs)
     schedule = int(inputs.get("pipeline_schedule", 0))
     reasons = []
     precision = int(inputs.get("precision", 0))
