@@ -110,10 +110,10 @@ def _split(p, v, layers, e, mtp, switch):
 
 
 def test_deepseek_v3_custom_layouts_split_the_module_as_a_unit():
-    # Megatron-LM's DeepSeek-V3 layout Et*3|(tt|)*29,m|L at PP16 VPP2 (and Bridge's
-    # Et|(tt|)*30mL): 61 layers + embedding + loss + 1 module = 64 units over 32
-    # chunks, 2 a chunk, 4 a stage: the first holds 3 layers (+ the embedding), the
-    # last 2 (+ the module and the loss), the others 4.
+    # Megatron-LM's and Megatron-Bridge's DeepSeek-V3 layout Et|(tt|)*30mL at PP16
+    # VPP2: 61 layers + embedding + loss + 1 module = 64 units over 32 chunks, 2 a
+    # chunk, 4 a stage: the first holds chunks Et and tt, 3 layers (+ the
+    # embedding), the last tt and mL, 2 (+ the module and the loss), the others 4.
     assert _split(16, 2, 61, 1, 1, 1) == (4.0, 3.0, 2.0)
     # Megatron-Core's default (the module beside the last stage's share): 63 units,
     # still 2 a chunk; the last stage keeps 3 layers and the module on top.

@@ -14,16 +14,21 @@
   ``megatron/core/transformer/pipeline_parallel_layer_layout.py``: ``E``
   embedding, ``t`` decoder layer, ``m`` MTP module, ``L`` loss, ``|`` between
   the ``p v`` chunks) can give each module a unit of the split instead (1):
-  Megatron-LM's DeepSeek-V3 guide ("Use flexible PP layout", docs/
-  discussions) and its custom-layout doc run ``Et*3|(tt|)*29,m|L`` (PP16
-  VPP2), Megatron-Bridge's recipe ``Et|(tt|)*30mL`` and the MoE recipes
-  ``Et*4|(tttt|)*14tmL``.  The modules then take the place of decoder layers
-  on the last stage: it holds ``v q - e - mtp_layers`` of them (never fewer
-  than 0) and the modules.  DeepSeek-V3, 61 layers + embedding + loss + 1
-  module over 32 chunks (p 16, v 2): 64 units, 2 a chunk, 4 a stage; the
-  first stage 3 layers and the embedding, the last 2 layers, the module and
-  the loss, the others 4 layers (without the switch, 63 units: 2 a chunk, the
-  last stage 3 layers and the module, 4 blocks beside the loss).
+  Megatron-LM's DeepSeek-V3 guide (docs/discussions, "Use flexible PP
+  layout") and Megatron-Bridge's H100 DeepSeek-V3 recipe run
+  ``Et|(tt|)*30mL``, Megatron-LM's MoE recipes (examples/moe_recipes)
+  ``Et*4|(tttt|)*14tmL`` and ``Et*3|(tt|)*29m|L``.  The modules then take
+  the place of decoder layers on the last stage: it holds
+  ``v q - e - mtp_layers`` of them (never fewer than 0) and the modules.
+  The even split is exact for ``Et|(tt|)*30mL``; the MoE recipes load their
+  first chunk more (the embedding and 4 or 3 layers), and ``Et*3|(tt|)*29m|L``
+  puts the module in a chunk before the loss's (on the stage before the
+  last), which the split approximates.  DeepSeek-V3, 61 layers + embedding
+  + loss + 1 module over 32 chunks (p 16, v 2): 64 units, 2 a chunk, 4 a
+  stage; the first stage 3 layers and the embedding, the last 2 layers, the
+  module and the loss, the others 4 layers (without the switch, 63 units: 2
+  a chunk, the last stage 3 layers and the module, 4 blocks beside the
+  loss).
 * **Transfers**: 1F1B with ``v`` virtual stages per GPU (interleaved when
   ``v > 1``, Narayanan et al. 2021 sec. 2.2.2) makes ``2 v m``
   point-to-point transfers per step, each ``2 b s h / t`` bytes per GPU with
