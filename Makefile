@@ -34,11 +34,14 @@ run-seed: $(STAMP)
 # On a workstation `make test` runs the fast set (pyproject's addopts skip
 # `slow`); under CI (CI=true, as .ci/run is run) the same command runs everything.
 TEST_MARKS := $(if $(filter true,$(CI)),-m '',)
-# Tests run in TEST_WORKERS pytest-xdist processes (one per core of a 2-core
-# machine); worksteal keeps each worker on a contiguous run of tests, so tests
-# of one module share that process's compiled programs.  A worker that crashes
-# fails only its test, which tests/conftest.py reruns once in a fresh worker.
-TEST_WORKERS ?= 2
+# Tests run in TEST_WORKERS pytest-xdist processes: three on a 2-core machine,
+# because a worker often waits (on the jaxmodel processes, kills and browser a
+# test drives): in the full CI run on 2 workers the workers themselves used 98
+# CPU-minutes in 71 minutes, and one ran alone for the last 15; worksteal keeps each worker on a contiguous run
+# of tests, so tests of one module share that process's compiled programs.  A
+# worker that crashes fails only its test, which tests/conftest.py reruns once
+# in a fresh worker.
+TEST_WORKERS ?= 3
 PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal
 
 test: $(STAMP)
