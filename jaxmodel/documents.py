@@ -575,6 +575,19 @@ def all_validation_text(doc: dict[str, Any]) -> str:
                 f"{r['row']} {r['memory_gb']:.0f}/{r['gpu_memory_gb']:.0f}")
     for (name, variant), rows in by_set.items():
         lines.append(f"- {name} ({variant}), {len(rows)}: {_rows_text(rows, 12)}")
+    lines += ["", "Measured more than once (identical inputs): the least |error| any model of "
+              "the rows' inputs can reach, max and mean over the set; the widest spread:", ""]
+    for s in doc["sets"]:
+        r = s.get("repeats") or {}
+        if not r.get("groups"):
+            continue
+        widest = r["widest"][0]
+        values = " / ".join(f"{v:.4g}" for v in widest["measured"])
+        lines.append(f"- {s['set']} ({s['variant']}): {r['groups']} configurations, "
+                     f"{r['rows']} rows; floor {r['floor_max_percent']:.1f} max, "
+                     f"{r['floor_mean_percent']:.1f} mean; widest "
+                     f"{', '.join(widest['rows'])}: {values} "
+                     f"({widest['spread_percent']:.0f}% apart)")
     if calibrated and doc["calibration_skipped"]:
         lines += ["", "No calibrated figure:", ""]
         for gpu, why in doc["calibration_skipped"].items():

@@ -21,6 +21,10 @@ unit: tokens/s or TFLOP/s per GPU by the source's FLOP count (``work / step``), 
 the model's MFU for the Megatron-LM H100 set (as ``validate --set`` does).  Rows the
 model calls invalid for another reason than memory are counted apart ("invalid").
 
+Repeats (``repeats``).  A configuration measured more than once (the same inputs in
+several releases) sets a floor under the error of any model of the rows' inputs
+where its measurements differ; the table names the widest and the floors.
+
 Calibrated (``--calibrated``): per GPU preset, over the out-of-the-box runs of all
 sets on it, k-fold cross-validation (k = 5, leave-one-out with fewer than 5 runs;
 run i is in fold i mod k, in table order): the cluster parameters are fitted on the
@@ -287,6 +291,44 @@ def calibrate_folds(sets: Sequence[SetRun], judged: list[list[Judged]],
     return skipped
 
 
+def repeats(js: Sequence[Judged]) -> dict[str, Any]:
+    """The runs whose inputs are identical: one configuration measured more than once.
+
+    Several sources list the same configuration in several releases; where those
+    measurements differ, no model of the rows' inputs can match them all.  Per
+    group of identical inputs (``m`` the lowest and ``M`` the highest measurement),
+    one prediction ``p`` for the group misses some run by at least
+    ``(M - m) / (M + m)`` (at ``p = 2 m M / (m + M)``), and the group's least summed
+    |error| is ``min_p sum_i |p / m_i - 1|``, reached at one of the ``m_i`` (the sum
+    is piecewise linear in ``p``).  The floors are these over the set: the largest
+    group floor (``floor_max_percent``) and the least summed |error| over all of the
+    set's scored runs (``floor_mean_percent``; a run measured once can be matched).
+    """
+    scored = [j for j in js if j.case.inputs is not None and math.isfinite(j.error_percent)]
+    groups: dict[tuple, list[Judged]] = {}
+    for j in scored:
+        groups.setdefault(tuple(sorted(j.case.inputs.items())), []).append(j)
+    found = []
+    for g in groups.values():
+        measured = np.array([j.case.measured for j in g], dtype=float)
+        if len(g) < 2 or not np.all(measured > 0):
+            continue
+        low, high = float(measured.min()), float(measured.max())
+        least = min(float(np.sum(np.abs(p / measured - 1.0))) for p in measured)
+        found.append({"rows": [j.case.label for j in g], "measured": measured.tolist(),
+                      "spread_percent": 100.0 * (high / low - 1.0),
+                      "floor_percent": 100.0 * (high - low) / (high + low), "least_sum": least})
+    found.sort(key=lambda r: -r["spread_percent"])
+    return {
+        "groups": len(found),
+        "rows": sum(len(r["rows"]) for r in found),
+        "floor_max_percent": max((r["floor_percent"] for r in found), default=0.0),
+        "floor_mean_percent": (100.0 * sum(r["least_sum"] for r in found) / len(scored)
+                               if scored else 0.0),
+        "widest": [{k: v for k, v in r.items() if k != "least_sum"} for r in found[:3]],
+    }
+
+
 def summarise(s: SetRun, js: Sequence[Judged]) -> dict[str, Any]:
     """The table's line for one set and variant."""
     expressed = [j for j in js if j.case.inputs is not None]
@@ -305,6 +347,7 @@ def summarise(s: SetRun, js: Sequence[Judged]) -> dict[str, Any]:
         "error_percent": _stats([j.error_percent for j in expressed]),
         "memory_error_percent": _stats([j.memory_error_percent for j in expressed]),
         "calibrated_error_percent": _stats([j.calibrated_error_percent for j in expressed]),
+        "repeats": repeats(js),
     }
 
 

@@ -292,6 +292,26 @@ def test_summary_counts_by_hand():
     assert line["memory_error_percent"]["n"] == 1
 
 
+def test_repeated_configurations_set_a_floor_by_hand():
+    # Two runs of one configuration measured 100 and 300, a third measured once.
+    same = {"num_gpus": 8.0, "micro_batch": 1.0}
+    runs = [Judged(Case("s", "r1", "h100-sxm", dict(same), measured=100.0, work=1.0),
+                   error_percent=5.0),
+            Judged(Case("s", "r2", "h100-sxm", dict(same), measured=300.0, work=1.0),
+                   error_percent=-60.0),
+            Judged(Case("s", "r3", "h100-sxm", {**same, "micro_batch": 2.0}, measured=50.0,
+                        work=1.0), error_percent=1.0)]
+    r = summarise(SetRun("s", OUT_OF_BOX, [j.case for j in runs]), runs)["repeats"]
+    assert (r["groups"], r["rows"]) == (1, 2)
+    # One prediction p for 100 and 300 misses one by (300 - 100) / (300 + 100) at best
+    # (p = 150: -50% and +50%) ...
+    assert r["floor_max_percent"] == pytest.approx(50.0)
+    # ... and sums |p/100 - 1| + |p/300 - 1| >= 2/3 (p = 100: 0 + 2/3), over 3 runs.
+    assert r["floor_mean_percent"] == pytest.approx(100.0 * (2.0 / 3.0) / 3.0)
+    assert r["widest"][0]["rows"] == ["r1", "r2"]
+    assert r["widest"][0]["spread_percent"] == pytest.approx(200.0)
+
+
 @pytest.mark.slow
 def test_validate_all_json_counts_and_the_existing_figures():
     result = runner.invoke(app, ["validate", "--all", "--format", "json"])
