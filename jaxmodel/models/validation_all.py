@@ -89,6 +89,12 @@ def _preset_memory(gpu: str) -> float:
     return float(GPUS[gpu].values[get_model(MODEL).memory_capacity])
 
 
+def _out_of_box(name: str, gpu: str, defaults) -> float:
+    """An input reset out of the box: the GPU preset's value (a cluster parameter),
+    else the model's default."""
+    return float(GPUS[gpu].values.get(name, defaults[name]))
+
+
 def sc21_cases() -> list[Case]:
     """SC21 Table 1 with its (documented) settings."""
     cases = []
@@ -110,7 +116,7 @@ def megatron_h100_cases(variant: str) -> list[Case]:
     for row in table.rows:
         x = _inputs_for(row, table, "mfu")
         if variant == OUT_OF_BOX:
-            x.update({k: defaults[k] for k in OUT_OF_THE_BOX["megatron-h100"]
+            x.update({k: _out_of_box(k, gpu, defaults) for k in OUT_OF_THE_BOX["megatron-h100"]
                       if k in MEGATRON_H100_SETTINGS})
             d = int(row["gpus"]) // int(row["tensor_parallel"] * row["pipeline_parallel"])
             x["gradient_accum_steps"] = int(row["global_batch"]) // (x["micro_batch"] * d)
@@ -134,7 +140,7 @@ def qwen3_cases(variant: str) -> list[Case]:
             if r.gpu != "h100":
                 reason = "the set's documented settings score the H100 rows only"
         else:
-            x.update({k: defaults[k] for k in OUT_OF_THE_BOX[MOE_SET]})
+            x.update({k: _out_of_box(k, gpu, defaults) for k in OUT_OF_THE_BOX[MOE_SET]})
             if "overlap" in r.notes:
                 x["ep_overlap"] = 1.0
             if "offload" in r.notes:

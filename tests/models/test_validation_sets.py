@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 import jaxmodel
 from jaxmodel import InputError
 from jaxmodel.cli import app
+from jaxmodel.models import get_model
 from jaxmodel.models.validation import (
     builtin_table,
     summary,
@@ -290,6 +291,22 @@ def test_summary_counts_by_hand():
     assert line["not_expressible"] == [{"row": "b", "reason": "no preset for X"}]
     assert line["error_percent"] == {"mean": 15.0, "median": 15.0, "max": 20.0, "n": 2}
     assert line["memory_error_percent"]["n"] == 1
+
+
+def test_out_of_the_box_cluster_parameters_are_the_gpu_presets():
+    """Regression: megatron-h100 out of the box reset attention_efficiency to the
+    model's default (0.55), not the H100 preset's (0.545)."""
+    from jaxmodel.models.presets import GPUS
+    from jaxmodel.models.validation_all import all_sets
+
+    capacity = get_model("refined").memory_capacity
+    for s in all_sets():
+        if not s.variant.endswith(OUT_OF_BOX):
+            continue
+        for c in (c for c in s.cases if c.inputs):
+            for name, value in GPUS[c.gpu].values.items():
+                if name != capacity and name in c.inputs:
+                    assert c.inputs[name] == pytest.approx(value), (s.name, c.label, name)
 
 
 def test_repeated_configurations_set_a_floor_by_hand():
