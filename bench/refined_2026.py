@@ -22,8 +22,11 @@ machine's load hits both alike; medians are reported.
 Target (issue 11): after costs at most 2x before: rate ratio >= 0.5.
 
   python bench/refined_2026.py [--rows 131072] [--rounds 3] [--baseline 6fe5bce]
+                               [--target 0.5] [--out refined_2026.json]
 
-Writes bench/results/refined_2026.json.
+Writes bench/results/refined_2026.json (``--out``).  Issue 24 (the sweep rate
+falls by at most 20% over the fidelity work) runs it as ``--baseline 3f1df1e
+--target 0.8 --out refined_issue24.json``: 3f1df1e is main before issues 24-29.
 """
 
 from __future__ import annotations
@@ -120,6 +123,12 @@ def sweep_rate(repeats: int) -> dict:
 
     text = (ROOT / "sweeps" / "default.toml").read_text()
     axes = text.split("[axes]")[1].split("[output]")[0]
+    # A baseline without an input the sweep names (the FP8 peaks zipped with the
+    # bf16 peak, which a bf16 sweep does not read) sweeps without that column.
+    names = set(get_model("refined").input_names)
+    axes = "\n".join(line for line in axes.splitlines()
+                     if "=" not in line or line.split("=")[0].strip() in names
+                     or line.lstrip().startswith("#"))
     plan = build_plan(parse_spec('model = "refined"\n[axes]' + axes, "refined"))
     with computing():
         start = time.perf_counter()
@@ -150,6 +159,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3,
                         help="before/after measurements, interleaved (medians reported)")
     parser.add_argument("--baseline", default="6fe5bce")
+    parser.add_argument("--target", type=float, default=0.5,
+                        help="least after/before rate and cost ratio (0.5: within 2x; "
+                             "issue 24's: 0.8)")
+    parser.add_argument("--out", default="refined_2026.json",
+                        help="file name under bench/results/")
     parser.add_argument("--measure-only", action="store_true",
                         help="print this package's refined model's figures as JSON")
     args = parser.parse_args()
@@ -169,8 +183,11 @@ def main() -> None:
         before = baseline_rate(args.baseline, args.rows, args.repeats)
         after = package_rates(str(ROOT), args.rows, args.repeats)
         rounds.append({"before": before, "after": after, "load_average": os.getloadavg()})
+    # A baseline without the 2026 terms (issue 11's) is compared at its defaults.
+    varied = "vmap, 2026 terms varied"
     rows = (("jit(vmap(apply)), every input a column", "vmap", "vmap"),
-            ("  the same, 2026 terms varied", "vmap", "vmap, 2026 terms varied"),
+            ("  the same, 2026 terms varied",
+             varied if all(varied in r["before"] for r in rounds) else "vmap", varied),
             ("engine in memory, default sweep axes", "sweep", "sweep"))
     print(f"{'path (median of ' + str(args.rounds) + ' interleaved rounds)':<40}"
           f"{'before /s':>11}{'after /s':>11}{'rate ratio':>11}"
@@ -198,12 +215,13 @@ def main() -> None:
               f"{r['after_cpu_s_per_million']:>7.3f}{r['cpu_cost_ratio_median']:>10.2f}x"
               f"{r['after_compile_s']:>10.1f}")
     # Ratios are before / after cost (= after / before rate): >= 0.5 is within 2x.
-    met = {k: v["cpu_cost_ratio_median"] >= 0.5 and v["rate_ratio_median"] >= 0.5
+    met = {k: v["cpu_cost_ratio_median"] >= args.target and v["rate_ratio_median"] >= args.target
            for k, v in summary.items()}
     for k, ok in met.items():
-        print(f"target (within 2x of before, ratio >= 0.5), {k}: {'met' if ok else 'NOT met'}")
-    out = ROOT / "bench" / "results" / "refined_2026.json"
+        print(f"target (ratio >= {args.target:g}), {k}: {'met' if ok else 'NOT met'}")
+    out = ROOT / "bench" / "results" / args.out
     out.write_text(json.dumps({"rows": args.rows, "baseline": args.baseline,
+                               "target": args.target,
                                "machine": platform.platform(), "jax": jax.__version__,
                                "summary": summary, "target_met": met, "rounds": rounds},
                               indent=2) + "\n")
