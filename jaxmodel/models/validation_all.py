@@ -29,7 +29,9 @@ Calibrated (``--calibrated``): per GPU preset, over the out-of-the-box runs of a
 sets on it, k-fold cross-validation (k = 5, leave-one-out with fewer than 5 runs;
 run i is in fold i mod k, in table order): the cluster parameters are fitted on the
 other folds' step times (``cross_validate``, handed in: the calibration machinery)
-and the held-out fold is predicted.  A GPU with too few runs to pin the parameters
+and the held-out fold is predicted; besides the model's cluster set, a GPU's fit
+takes the other achieved rates of its preset that its runs use (``RATES``: the
+FP8 GEMM ceiling, the attention fractions, the host's time per kernel).  A GPU with too few runs to pin the parameters
 down (fewer training runs than parameters) gets no calibrated figure.
 
 Evaluation is handed in (``evaluate``: ``jaxmodel.api.evaluate``'s signature), so
@@ -252,10 +254,41 @@ def judge(sets: Sequence[SetRun], evaluate: Callable[..., Any], *, x64: bool = T
     return judged
 
 
+# Beyond the model's cluster set (what ``jaxmodel calibrate`` fits by default),
+# the other achieved rates every GPU preset sets: the FP8 GEMM ceiling (most of
+# Megatron-Bridge's rows train in FP8, so the bf16 ceiling alone cannot move
+# them), the fused-attention fractions and the host's time per kernel.  A GPU's
+# fit takes those its runs use (``used_rates``).
+RATES = ("fp8_matmul_efficiency", "attention_efficiency", "fa2_attention_efficiency",
+         "host_kernel_us")
+# The relative change of a step that counts as a run using a rate, when the rate
+# moves by RATE_PROBE.
+RATE_PROBE = 1.1
+USED = 1e-4
+
+
+def used_rates(rows: Sequence[dict[str, float]], evaluate: Callable[..., Any]
+               ) -> tuple[str, ...]:
+    """The ``RATES`` that move some run's step: each scaled by ``RATE_PROBE`` in
+    turn, all in one batched evaluation."""
+    model = get_model(MODEL)
+    probes = [dict(r) for r in rows]
+    for name in RATES:
+        probes += [{**r, name: r[name] * RATE_PROBE} for r in rows]
+    batch = {k: np.array([r[k] for r in probes], dtype=np.float64) for k in model.input_names}
+    step = np.asarray(evaluate(model, x64=True, **batch).step_time_ms).reshape(
+        len(RATES) + 1, len(rows))
+    change = np.abs(step[1:] / step[0] - 1.0)
+    return tuple(n for n, c in zip(RATES, change, strict=True) if np.nanmax(c) > USED)
+
+
 def calibrate_folds(sets: Sequence[SetRun], judged: list[list[Judged]],
-                    cross_validate: Callable[..., np.ndarray], *, folds: int = FOLDS
-                    ) -> dict[str, str]:
+                    cross_validate: Callable[..., np.ndarray], *, folds: int = FOLDS,
+                    evaluate: Callable[..., Any] | None = None) -> dict[str, str]:
     """Fill ``calibrated`` of the out-of-the-box runs by k-fold per GPU (module doc).
+
+    The fitted parameters are the model's cluster set, and with ``evaluate`` also
+    the ``RATES`` that the GPU's runs use (``used_rates``).
 
     Returns a note per GPU that got no calibrated figure, and why.
     """
@@ -271,19 +304,19 @@ def calibrate_folds(sets: Sequence[SetRun], judged: list[list[Judged]],
     if not by_gpu:
         return {}
     size = max(len(js) for js in by_gpu.values())
-    fit = tuple(model.cluster)
     skipped = {}
     for gpu, js in by_gpu.items():
+        defaults = model.defaults
+        rows = [{**defaults, **j.case.inputs, capacity: LIFTED_MEMORY_GB} for j in js]
+        fit = tuple(model.cluster) + (used_rates(rows, evaluate) if evaluate else ())
         n = len(js)
         k = min(folds, n)
         assignment = np.arange(n) % k
         smallest_training = n - int(np.max(np.bincount(assignment)))
         if smallest_training < len(fit):
-            skipped[gpu] = (f"{n} run(s): fewer training runs than the {len(fit)} cluster "
+            skipped[gpu] = (f"{n} run(s): fewer training runs than the {len(fit)} fitted "
                             "parameters")
             continue
-        defaults = model.defaults
-        rows = [{**defaults, **j.case.inputs, capacity: LIFTED_MEMORY_GB} for j in js]
         inputs = {name: np.array([r[name] for r in rows], dtype=np.float64)
                   for name in model.input_names}
         # A throughput scales as 1 / step: the measured step is the predicted one
@@ -391,7 +424,8 @@ def validate_all(evaluate: Callable[..., Any], *,
     """
     sets = all_sets()
     judged = judge(sets, evaluate, x64=x64)
-    skipped = calibrate_folds(sets, judged, cross_validate) if cross_validate else {}
+    skipped = (calibrate_folds(sets, judged, cross_validate, evaluate=evaluate)
+               if cross_validate else {})
     return {
         "rule": "out of the box: per row only what the row and its source document; the "
                 "cluster parameters from the GPU preset",

@@ -309,6 +309,22 @@ def test_out_of_the_box_cluster_parameters_are_the_gpu_presets():
                     assert c.inputs[name] == pytest.approx(value), (s.name, c.label, name)
 
 
+@pytest.mark.slow
+def test_a_gpus_calibration_fits_the_rates_its_runs_use():
+    from jaxmodel.models.validation_all import used_rates
+
+    model = get_model("refined")
+    base = {**model.defaults, **apply_presets(model, gpu="h100-sxm", llm="llama3-8b")}
+    # A dense BF16 run with the default fused attention kernel: only the attention
+    # fraction of the four rates moves its step.
+    dense = {**base, "precision": 0.0, "attention_kernel": 0.0}
+    assert used_rates([dense], jaxmodel.evaluate) == ("attention_efficiency",)
+    # FlashAttention-2 instead, in FP8: its own fraction and the FP8 GEMM ceiling.
+    fa2 = {**dense, "attention_kernel": 1.0, "precision": 1.0}
+    assert used_rates([dense, fa2], jaxmodel.evaluate) == (
+        "fp8_matmul_efficiency", "attention_efficiency", "fa2_attention_efficiency")
+
+
 def test_repeated_configurations_set_a_floor_by_hand():
     # Two runs of one configuration measured 100 and 300, a third measured once.
     same = {"num_gpus": 8.0, "micro_batch": 1.0}

@@ -312,9 +312,16 @@ CLUSTER: tuple[str, ...] = (
 # is A100's 85.9%; H100's 80.1%), streaming kernels reach at most ~95% of HBM, NCCL's bus
 # bandwidth ~95% of NVLink and ~97% of InfiniBand line rate; a collective step
 # costs at least ~0.5 us on NVLink and ~1 us across nodes, at most tens of us.
+# The other achieved rates a fit may take (``--fit``, ``validate --all
+# --calibrated``): an FP8 GEMM's ceiling in the bf16 one's range; fused attention
+# from 15% of peak (below FlashAttention-2's backward on H100, ~32%) to 90%; a
+# host's time per eager kernel from 1 us to 100 us (wide bounds around the
+# presets' 16 us, derived in jaxmodel.models.presets).
 FIT_RANGES = {"matmul_efficiency": (0.3, 0.9), "hbm_efficiency": (0.4, 0.95),
               "intra_node_efficiency": (0.3, 0.95), "inter_node_efficiency": (0.3, 0.97),
-              "intra_node_latency_us": (0.5, 50.0), "inter_node_latency_us": (1.0, 100.0)}
+              "intra_node_latency_us": (0.5, 50.0), "inter_node_latency_us": (1.0, 100.0),
+              "fp8_matmul_efficiency": (0.3, 0.9), "attention_efficiency": (0.15, 0.9),
+              "fa2_attention_efficiency": (0.15, 0.9), "host_kernel_us": (1.0, 100.0)}
 
 # What a buyer or designer of the hardware can change, for ``--sensitivity`` of
 # ``best`` and ``plan``: the datasheet rates and capacity and the achieved GEMM
