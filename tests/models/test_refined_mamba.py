@@ -103,3 +103,21 @@ def test_without_mamba_layers_the_mamba_inputs_are_unused():
     assert set(mamba.HYBRID_INPUTS) <= set(dense)
     hybrid = REFINED.unused({**REFINED.defaults, **apply_presets(REFINED, llm="nemotron3-nano")})
     assert not set(mamba.HYBRID_INPUTS) & set(hybrid)
+
+
+def test_a_hybrid_layout_the_model_rejects_says_why():
+    base = {**apply_presets(REFINED, gpu="h100-sxm", llm="nemotron3-nano"), "num_gpus": 8,
+            "pipeline_parallel": 1, "gradient_accum_steps": 1}
+    # 8 Mamba groups split over t = 16: not whole (Megatron-Core asserts it).
+    out = jaxmodel.evaluate(REFINED, **{**base, "tensor_parallel": 16, "num_gpus": 16})
+    assert not bool(out.valid_layout)
+    reasons = REFINED.layout_reasons({**REFINED.defaults, **base, "tensor_parallel": 16,
+                                      "num_gpus": 16}, out._asdict())
+    assert ("tensor parallelism t = 16 does not divide mamba_groups 8"
+            in [problem for problem, _ in reasons])
+    # 23 Mamba-2 and 30 attention layers in 52.
+    bad = {**REFINED.defaults, **base, "tensor_parallel": 1, "attention_layers": 30}
+    out = jaxmodel.evaluate(REFINED, **bad)
+    assert not bool(out.valid_layout)
+    assert REFINED.layout_reasons(bad, out._asdict())[0][0] == (
+        "mamba_layers 23 + attention_layers 30 exceed the 52 layers")
