@@ -121,3 +121,30 @@ def test_a_hybrid_layout_the_model_rejects_says_why():
     assert not bool(out.valid_layout)
     assert REFINED.layout_reasons(bad, out._asdict())[0][0] == (
         "mamba_layers 23 + attention_layers 30 exceed the 52 layers")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("experts", [1, 128])
+def test_without_mamba_layers_the_mamba_inputs_change_no_bit(experts):
+    # mamba_layers 0: every other Mamba-2 input, set at random, changes no output
+    # by a single bit, for dense and MoE models (the model selects its own
+    # expressions by where).
+    from tests.models.test_moe import _equal, random_dense
+
+    n = 200
+    base = {k: np.asarray(v, float) for k, v in random_dense(n, 5).items()}
+    if experts > 1:
+        base.update(num_experts=np.full(n, 128.0), experts_per_token=np.full(n, 8.0),
+                    moe_ffn_hidden_dim=np.full(n, 768.0), expert_parallel=np.full(n, 8.0))
+    rng = np.random.default_rng(3)
+    knobs = dict(attention_layers=rng.choice([0, 4, 6], n), mamba_heads=rng.choice([64, 128], n),
+                 mamba_head_dim=rng.choice([64, 80], n), mamba_state_dim=rng.choice([64, 256], n),
+                 mamba_groups=rng.choice([1, 8], n), mamba_conv_kernel=rng.choice([2, 4], n),
+                 mamba_chunk_size=rng.choice([64, 256], n))
+    assert set(knobs) == set(mamba.HYBRID_INPUTS)
+    plain = jaxmodel.evaluate(REFINED, x64=True, **base)
+    knobbed = jaxmodel.evaluate(REFINED, x64=True, **base,
+                                **{k: np.asarray(v, float) for k, v in knobs.items()})
+    assert np.asarray(plain.valid_layout).any()
+    for name in REFINED.output_names:
+        assert _equal(getattr(plain, name), getattr(knobbed, name)), name

@@ -8,7 +8,8 @@ FFN and an FFN layer no mixer.  Here ``num_layers`` counts all of them (the
 pattern's length, as Megatron-Core does): ``mamba_layers`` are Mamba-2
 layers, ``attention_layers`` attention layers and the rest FFN layers, of
 which the ``dense_layers`` / ``moe_layer_interval`` rule picks the MoE ones
-(Nemotron-3: every FFN layer).  The refined model keeps its *average
+(Nemotron-3: every FFN layer; ``moe_view`` hands the MoE module the mixer
+layers as layers without an MoE FFN).  The refined model keeps its *average
 layer*: each block of a transformer layer (attention, FFN) enters weighted by
 the share of layers that have it (``attention_share``, ``ffn_share``), and the
 Mamba-2 mixer by ``mamba_share``; each layer kind's norm, residual add and
@@ -41,9 +42,11 @@ inner width, ``G`` groups of B and C, ``N`` state size, ``K`` conv width,
   ``mamba_chunk_scan_combined``) are tiled matmuls over ``Q x Q`` blocks
   fused with their masking, as FlashAttention is over its score blocks, so
   they run at the fused-attention kernel's efficiency
-  (``rates.flash_attention_seconds``); the paper's own comparison (sec. 9.3,
-  Fig. 10) puts the SSD kernel at or above FlashAttention-2's speed from
-  ``2k`` tokens on.
+  (``rates.flash_attention_seconds``).  This is an assumption: no per-FLOP
+  efficiency of the SSD kernels on H100 or B200 is published (the paper's
+  benchmarks, sec. 9.3, give wall-clock times against FlashAttention-2, which
+  does more FLOPs); at Nemotron-3 Nano's shapes the scan is 4% of a Mamba-2
+  layer's FLOPs, so a factor of two in its rate moves the layer by about that.
 * **Memory-bound bytes** (forward, per token, bf16; backward twice):
   the conv1d reads and writes ``d + 2 G N`` (4 bytes each), the gated
   RMSNorm reads ``y`` and ``z`` and writes its output (6 per ``d``), the
