@@ -121,6 +121,12 @@ def test_a_hybrid_layout_the_model_rejects_says_why():
     assert not bool(out.valid_layout)
     assert REFINED.layout_reasons(bad, out._asdict())[0][0] == (
         "mamba_layers 23 + attention_layers 30 exceed the 52 layers")
+    # Context parallelism of the Mamba-2 layers is not modelled: refused.
+    cp = {**REFINED.defaults, **base, "tensor_parallel": 1, "context_parallel": 2}
+    out = jaxmodel.evaluate(REFINED, **cp)
+    assert not bool(out.valid_layout)
+    assert REFINED.layout_reasons(cp, out._asdict())[0][0] == (
+        "context parallelism c = 2 of the Mamba-2 layers is not modelled")
 
 
 @pytest.mark.slow

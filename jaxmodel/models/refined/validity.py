@@ -14,9 +14,10 @@ requirement); ZB-H1 runs ``v = 1``, ZB-V ``v = 2``; ``seq_length`` divides by
 by ``c``); ``zero_shard_degree`` divides ``d c``; the expert layout
 (``moe_layout_ok``) folds onto the stage's GPUs; and the GPU has tensor cores
 for ``precision`` (``precision_ok``: its peak input above 0); a hybrid model's
-Mamba-2 and attention layers are at most ``num_layers`` and ``t`` divides
+Mamba-2 and attention layers are at most ``num_layers``, ``t`` divides
 ``mamba_heads`` and ``mamba_groups`` (``hybrid_ok``; Megatron-Core's
-MambaMixer splits both).  Timings are NaN for an
+MambaMixer splits both) and it runs without context parallelism (the
+Mamba-2 layers' is not modelled).  Timings are NaN for an
 invalid layout; ``memory_gb_per_gpu`` is reported whenever the layout itself
 is well formed, so the verdict can say by how much it does not fit.
 
@@ -64,11 +65,13 @@ def layout_ok(x, d_i, t_i, c_i, p_i, v_i, m_i, schedule):
 
 
 def hybrid_ok(x, t_i):
-    """A hybrid model's layers add up and its Mamba-2 heads and groups split over ``t``."""
+    """A hybrid model's layers add up, its Mamba-2 heads and groups split over ``t``, and
+    it has no context parallelism (not modelled for the Mamba-2 layers)."""
     mamba_i = whole(x.mamba_layers)
     return ((mamba_i == 0)
             | ((mamba_i + whole(x.attention_layers) <= whole(x.num_layers))
-               & (whole(x.mamba_heads) % t_i == 0) & (whole(x.mamba_groups) % t_i == 0)))
+               & (whole(x.mamba_heads) % t_i == 0) & (whole(x.mamba_groups) % t_i == 0)
+               & (whole(x.context_parallel) == 1)))
 
 
 # The peak input of each low precision (precision 1, 2, 3).
@@ -211,6 +214,10 @@ def hybrid_reasons(inputs: Mapping[str, float], t: int) -> list[tuple[str, str]]
         if value % t:
             reasons.append((f"tensor parallelism t = {t} does not divide {name} {value}",
                             f"Use a tensor-parallel degree that divides {value}."))
+    c = int(inputs.get("context_parallel", 1))
+    if c > 1:
+        reasons.append((f"context parallelism c = {c} of the Mamba-2 layers is not modelled",
+                        "Use context_parallel 1 for a hybrid model."))
     return reasons
 
 
