@@ -751,6 +751,64 @@ MOE_LLMS: dict[str, Preset] = {p.name: p for p in (
 LLMS.update(MOE_LLMS)
 
 
+def _hybrid(name, description, source, published, *, pattern, hidden, heads, kv_heads,
+            head_dim, ffn, mlp, vocab, seq, experts, top_k, expert_ffn, shared, mamba):
+    """A hybrid Mamba-2 / attention / MoE LLM (``jaxmodel.models.refined.mamba``).
+
+    ``pattern``: Megatron-Core's ``hybrid_layer_pattern`` (``M`` Mamba-2, ``*``
+    attention, ``E`` MoE FFN, ``-`` dense FFN), every character a layer; the
+    MoE layers are the FFN layers when ``experts`` > 1.  ``mamba``: ``(heads,
+    head_dim, state_dim, groups, conv_kernel, chunk_size)``."""
+    ffn_layers = pattern.count("E") + pattern.count("-")
+    if len(pattern) != pattern.count("M") + pattern.count("*") + ffn_layers:
+        raise ValueError(f"hybrid pattern {pattern!r}: only M, *, E and - are layers")
+    if pattern.count("E") and pattern.count("-"):
+        raise ValueError(f"hybrid pattern {pattern!r}: mixed E and - layers have no input")
+    values = {
+        "model_params_b": published.total_params_b,
+        "hidden_dim": hidden, "num_layers": len(pattern), "num_heads": heads,
+        "num_kv_heads": kv_heads, "head_dim": head_dim, "ffn_hidden_dim": ffn,
+        "mlp_weight_matrices": mlp, "vocab_size": vocab, "seq_length": seq,
+        "tied_embeddings": 0, "num_experts": experts, "experts_per_token": top_k,
+        "moe_ffn_hidden_dim": expert_ffn, "shared_experts": shared, "dense_layers": 0,
+        "moe_layer_interval": 1, "attention": 0,
+        "mamba_layers": pattern.count("M"), "attention_layers": pattern.count("*"),
+    }
+    values.update(zip(("mamba_heads", "mamba_head_dim", "mamba_state_dim", "mamba_groups",
+                       "mamba_conv_kernel", "mamba_chunk_size"), mamba, strict=True))
+    return Preset(name, description, source, values, published)
+
+
+# Hybrid Mamba-2 / MoE models.  Nemotron-3 Nano: Megatron-Bridge's
+# Nemotron3NanoProvider (src/megatron/bridge/models/nemotronh/
+# nemotron_h_provider.py: hybrid_layer_pattern, hidden 2688, 32 heads, 2 query
+# groups of kv_channels 128, 64 Mamba heads of 64, state 128, 128 experts of
+# 1856, top-6, a shared expert of 3712 = 2 x 1856, counted as 2 of f_e: the
+# same weights and FLOPs) over NemotronHModelProvider (8 Mamba groups,
+# squared-ReLU MLP: 2 weight matrices) and MambaModelProvider (untied
+# embeddings); the vocabulary (131,072), conv width 4 and chunk 128 from
+# nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16 config.json (vocab_size,
+# conv_kernel, chunk_size).  The published counts: NVIDIA's Nemotron 3
+# announcement (research.nvidia.com, "Nemotron 3 Nano is a 3.2B active (3.6B
+# with embeddings), 31.6B total parameter model").  seq 8192: Megatron-Bridge's
+# Nemotron-3 Nano pre-training performance recipes.
+# Nemotron-3 Super is published (Megatron-Bridge's Nemotron3SuperProvider) but
+# routes its experts in a latent space (LatentMoE, moe_latent_size), which
+# the model has no input for: no preset.
+HYBRID_LLMS: dict[str, Preset] = {p.name: p for p in (
+    _hybrid("nemotron3-nano", "Nemotron-3 Nano 30B-A3B (hybrid Mamba-2 / MoE, 128 experts, "
+            "top-6)",
+            "Megatron-Bridge Nemotron3NanoProvider; nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16 "
+            "config.json; NVIDIA: 31.6B total, 3.6B active with embeddings",
+            Published(31.6, 0.05, 3.6, 0.05, True),
+            pattern="MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME",
+            hidden=2688, heads=32, kv_heads=2, head_dim=128, ffn=1856, mlp=2, vocab=131072,
+            seq=8192, experts=128, top_k=6, expert_ffn=1856, shared=2,
+            mamba=(64, 64, 128, 8, 4, 128)),
+)}
+LLMS.update(HYBRID_LLMS)
+
+
 # What ``jaxmodel presets`` shows of each preset: (input, column header).
 # Dense LLM presets carry no expert counts: the table shows one expert, one per token.
 GPU_COLUMNS: tuple[tuple[str, str], ...] = (

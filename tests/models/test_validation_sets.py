@@ -117,10 +117,16 @@ def test_bridge_rows_the_model_cannot_express_say_why():
     nemotron = [cases[r["row_id"]] for r in _rows(BRIDGE.file)
                 if r["model_family"] == "Nemotron-3"]
     assert len(nemotron) == 9
-    assert cases["mb0057"].inputs is None
-    assert cases["mb0057"].reason == "no preset for Nemotron-3 Nano (hybrid Mamba-2/MoE)"
-    assert cases["mb0119"].reason == "no preset for Nemotron-3 Super (hybrid Mamba-2/MoE)"
-    assert all(c.inputs is None for c in nemotron)
+    # Nemotron-3 Nano (5 rows) is the nemotron3-nano preset: its 23 Mamba-2, 6
+    # attention and 23 MoE layers; Super (4 rows) routes in a latent space.
+    nano = ["mb0057", "mb0111", "mb0112", "mb0155", "mb0199"]
+    for label in nano:
+        _has(cases[label], **apply_presets("refined", llm="nemotron3-nano"))
+    _has(cases["mb0057"], num_gpus=16, tensor_parallel=1, pipeline_parallel=1,
+         expert_parallel=8, mamba_layers=23, attention_layers=6, num_layers=52)
+    super_ = [c for c in nemotron if c.label not in nano]
+    assert [c.label for c in super_] == ["mb0119", "mb0120", "mb0159", "mb0163"]
+    assert all(c.inputs is None and "LatentMoE" in c.reason for c in super_)
     # mb0291: no tokens/s in the source.
     assert cases["mb0291"].reason.startswith("no tokens/s per GPU")
     # The rows with multi-token prediction (the recipe's mtp_num_layers, or "w/ MTP"

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 from jaxmodel.deferred import jnp
 from jaxmodel.models.common import whole
-from jaxmodel.models.refined import moe
+from jaxmodel.models.refined import mamba, moe
 from jaxmodel.models.refined.rates import low_precision_gemms, network
 from jaxmodel.models.refined.validity import layout_ok
 
@@ -85,7 +85,8 @@ class Derived(NamedTuple):
       peak: the dense bf16 peak, FLOP/s.  hbm_rate: achieved HBM bytes/s.
       rep_split: ``t`` with sequence parallelism, else 1 (the replicated part).
       tok: tokens of one micro-batch on one GPU, ``b s / c``.
-      plain: a dense model with standard attention (``moe.is_plain``).
+      plain: a dense model with standard attention and no Mamba-2 layers
+        (``mamba.plain``).
       has_experts: MoE layers present.  e, etp: expert and expert-tensor degrees.
     """
 
@@ -180,6 +181,6 @@ def derive(x) -> Derived:
         # MoE and MLA (moe) enter by where: a dense model with standard
         # attention keeps its expressions bit for bit (XLA may fuse a sum with
         # a zero term differently).
-        plain=moe.is_plain(x), has_experts=moe.moe_layers(x) > 0.5,
+        plain=mamba.plain(x), has_experts=moe.moe_layers(x) > 0.5,
         e=x.expert_parallel, etp=x.expert_tensor_parallel,
     )

@@ -229,6 +229,18 @@ INPUTS: tuple[InputField, ...] = (
     count("moe_layer_interval", "layers", "every n-th layer after the dense ones is MoE "
            "(1 = all)", 1),
     switch("attention", "attention: 0 multi-head / grouped-query, 1 multi-head latent (MLA)", 0),
+    # Hybrid Mamba-2 models (formulas in jaxmodel.models.refined.mamba).
+    count("mamba_layers", "layers", "Mamba-2 layers of a hybrid model (Nemotron-H: M); "
+           "then num_layers counts every layer of the pattern, each a Mamba-2, attention "
+           "or FFN layer; 0 = none, every layer attention and FFN", 0, low=0.0),
+    count("attention_layers", "layers", "attention layers of a hybrid model (*), the rest "
+           "FFN layers (E or -); used with mamba_layers only", 0, low=0.0),
+    count("mamba_heads", "heads", "Mamba-2 heads H", 128),
+    count("mamba_head_dim", "", "Mamba-2 head dimension P (inner width H P)", 64),
+    count("mamba_state_dim", "", "Mamba-2 state size N", 128),
+    count("mamba_groups", "groups", "Mamba-2 groups of B and C", 8),
+    count("mamba_conv_kernel", "", "Mamba-2 causal conv1d width", 4),
+    count("mamba_chunk_size", "tokens", "Mamba-2 SSD chunk length Q", 128),
     # Multi-token prediction (formulas in jaxmodel.models.refined.mtp).
     count("mtp_layers", "modules", "multi-token-prediction modules on the last pipeline stage "
            "(DeepSeek-V3 sec. 2.2; Megatron-Core --mtp-num-layers): each one more layer of "

@@ -38,9 +38,11 @@
   (``cuda_graphs``) keep only the GPU's gap between them
   (``GRAPH_KERNEL_GAP_US``).
 
-A new layer kind (a Mamba-2 layer, say) adds its parameters, GEMM shapes,
-bytes and kernels here, selected by ``jnp.where`` as the MoE layer is
-(``jaxmodel.models.refined.moe``).
+A new layer kind adds its parameters, GEMM shapes, bytes and kernels here,
+selected by ``jnp.where`` as the MoE layer (``jaxmodel.models.refined.moe``)
+and the Mamba-2 layer of a hybrid model (``jaxmodel.models.refined.mamba``:
+its projections with the attention GEMMs, its SSD scan beside the attention
+core, one norm and residual add per layer of each kind) are.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ from typing import NamedTuple
 
 from jaxmodel.deferred import jnp
 from jaxmodel.models.common import whole
-from jaxmodel.models.refined import moe
+from jaxmodel.models.refined import mamba, moe
 from jaxmodel.models.refined.rates import BF16, flash_attention_seconds, gemm_seconds
 
 # Bytes moved by the memory-bound kernels of one layer's forward pass, per
@@ -272,8 +274,11 @@ def layer_times(x, g) -> LayerTimes:
         dense = (sum(gemm(tok, n_, k_, fp8) for n_, k_ in shapes),
                  sum(gemm(tok, k_, n_, fp8) for n_, k_ in shapes),
                  sum(gemm(k_, n_, tok, fp8) for n_, k_ in shapes))
-        layer = moe.layer_gemm_seconds(x, tok, lambda m_, n_, k_: gemm(m_, n_, k_, fp8),
-                                       hbm_rate)
+        layer = moe.layer_gemm_seconds(
+            x, tok, lambda m_, n_, k_: gemm(m_, n_, k_, fp8), hbm_rate,
+            mixer=lambda att, passes: mamba.mixer(
+                x, att, sum(passes(n_, k_) for n_, k_ in mamba.gemm_shapes(x))),
+            ffn_share=mamba.ffn_share(x))
         unfused = gemm(rows, s, head_dim, 0.0) + gemm(rows, head_dim, s, 0.0)
         logit = (gemm(tok, V / t, h, 0.0), gemm(tok, h, V / t, 0.0), gemm(h, V / t, tok, 0.0))
         return dense, layer, unfused, logit
@@ -292,7 +297,8 @@ def layer_times(x, g) -> LayerTimes:
     _, executed_keys = attention_keys(x)
     attn_fwd_flops = 4.0 * b * s * executed_keys * qw / (t * c)
     attn_fwd_flops = jnp.where(plain, attn_fwd_flops,
-                               b * s * executed_keys * moe.attention_core_flops(x) / (t * c))
+                               b * s * executed_keys
+                               * mamba.mixer(x, moe.attention_core_flops(x), 0.0) / (t * c))
     flash_s = flash_attention_seconds(x, attn_fwd_flops, peak)
     attn_fwd_s = jnp.where(flash > 0.5, flash_s, unfused_s)
     attn_bwd_s = 2.0 * attn_fwd_s
@@ -300,21 +306,43 @@ def layer_times(x, g) -> LayerTimes:
     # in the backward pass, FlashAttention's too (Megatron-Core's
     # checkpoint_core_attention); FlashAttention's own backward recomputes QK^T.
     attn_recompute_s = (full + selective + 0.5 * flash) * attn_fwd_s
+    # A hybrid model's SSD scan (mamba.scan_flops_per_token) in its share of the
+    # layers, at the fused attention kernel's rate; backward twice the forward,
+    # again in full recompute.
+    hybrid = mamba.hybrid(x)
+    scan_fwd_s = mamba.mamba_share(x) * flash_attention_seconds(
+        x, tok * mamba.scan_flops_per_token(x) / t, peak)
 
     # Memory-bound bytes of one layer's forward pass per GPU (backward twice).
     hidden_bytes = _HIDDEN_BYTES * tok * h / rep_split
+    # A hybrid model's layer has one norm and one residual add.
+    hidden_bytes = jnp.where(hybrid, mamba.HALF * hidden_bytes, hidden_bytes)
     mlp_bytes = 2.0 * x.mlp_weight_matrices * tok * f / t
     # MoE: the FFN activation at the layer's width, and token permutation.
     mlp_bytes = jnp.where(plain, mlp_bytes,
-                          2.0 * x.mlp_weight_matrices * tok * moe.ffn_width(x) / t
+                          2.0 * x.mlp_weight_matrices * tok * jnp.where(
+                              hybrid, mamba.ffn_width(x), moe.ffn_width(x)) / t
                           + moe.permute_bytes(x, tok / t))
+    # ... and its Mamba-2 mixers' conv1d, gated norm and scan traffic.
+    mlp_bytes = jnp.where(hybrid, mlp_bytes + mamba.mamba_share(x) * tok / t
+                          * mamba.forward_bytes_per_token(x), mlp_bytes)
     score_bytes = (1.0 - flash) * SCORE_BYTES * a * s * tok / t
+    score_bytes = jnp.where(hybrid, mamba.attention_share(x) * score_bytes, score_bytes)
     # Low precision: each GEMM input is quantised in the forward pass, each
     # output gradient in the backward pass, at the precision's bytes per
     # element (derived.CAST_BYTES_PER_ELEMENT: amax, cast, transpose, scales).
     qkv_n = qw * (1.0 + 2.0 * kv / a) / t
     cast_fwd = tok * (2.0 * h / rep_split + qw / t + f / t)
     cast_bwd = tok * (qkv_n + 2.0 * h / rep_split + (x.mlp_weight_matrices - 1.0) * f / t)
+    # Hybrid: each layer's pre-norm output and its second GEMM's input (the
+    # attention output, the Mamba-2 gated norm output, the FFN activation);
+    # the output gradients of its first GEMM (QKV, in-projection, FC1) and of
+    # its second (h).
+    fwd_in = mamba.mixer(x, qw / t, mamba.inner_width(x) / t) + mamba.ffn_share(x) * f / t
+    bwd_out = (mamba.mixer(x, qkv_n, mamba.in_proj_width(x) / t)
+               + mamba.ffn_share(x) * (x.mlp_weight_matrices - 1.0) * f / t)
+    cast_fwd = jnp.where(hybrid, tok * (h / rep_split + fwd_in), cast_fwd)
+    cast_bwd = jnp.where(hybrid, tok * (h / rep_split + bwd_out), cast_bwd)
     fwd_bytes = hidden_bytes + mlp_bytes + score_bytes + g.cast_bytes * cast_fwd
     bwd_bytes = (2.0 * (hidden_bytes + mlp_bytes + score_bytes)
                  + g.cast_bytes * cast_bwd)
@@ -325,7 +353,7 @@ def layer_times(x, g) -> LayerTimes:
     # Norm recompute (norm_recompute, without full recompute): both norms'
     # forward again, each reading and writing [s b h] in bf16.
     recompute_bytes = recompute_bytes + (1.0 - full) * x.norm_recompute * (
-        _NORMS_PER_LAYER * 2.0 * BF16 * tok * h / rep_split)
+        jnp.where(hybrid, 1.0, _NORMS_PER_LAYER) * 2.0 * BF16 * tok * h / rep_split)
     # MoE fine-grained recompute (moe_recompute): the expert activation, or the
     # whole MoE layer's forward (its GEMMs, memory traffic and all-to-alls).
     moe_act_again, moe_layer_again = moe.recompute_flags(x)
@@ -338,7 +366,10 @@ def layer_times(x, g) -> LayerTimes:
         + attn_recompute_s + recompute_bytes / hbm_rate)
     layer_recompute = jnp.where(plain, layer_recompute,
                                 layer_recompute + moe_layer_again * moe_gemm[3])
+    layer_f = jnp.where(hybrid, layer_f + scan_fwd_s, layer_f)
+    layer_recompute = jnp.where(hybrid, layer_recompute + full * scan_fwd_s, layer_recompute)
     layer_b = gemm_dgrad_s + attn_bwd_s + bwd_bytes / hbm_rate + layer_recompute
+    layer_b = jnp.where(hybrid, layer_b + 2.0 * scan_fwd_s, layer_b)
     # Gradient accumulation into the buffer (grad_buffer_traffic): the weight-
     # gradient GEMMs' epilogue reads and writes grad_buffer_bytes per weight of
     # the layer on this GPU instead of the bf16 output counted in gemm_wgrad_s.
@@ -347,7 +378,8 @@ def layer_times(x, g) -> LayerTimes:
     gb_traffic = x.grad_buffer_traffic
     accum_bytes = gb_traffic * (2.0 * x.grad_buffer_bytes - BF16)
     grad_layer_params = jnp.where(plain, layer_weight_params(x) / t,
-                                  moe.layer_resident_params(x) / t)
+                                  jnp.where(hybrid, mamba.layer_resident_params(x),
+                                            moe.layer_resident_params(x)) / t)
     accum_layer_bytes = accum_bytes * grad_layer_params
     layer_w = gemm_wgrad_s + accum_layer_bytes / hbm_rate
     # Fixed cost per kernel (launch and ramp, not hidden when kernels are short):
@@ -356,9 +388,21 @@ def layer_times(x, g) -> LayerTimes:
     launch_s = x.kernel_overhead_us * 1e-6
     graphed_s = jnp.minimum(x.kernel_overhead_us, GRAPH_KERNEL_GAP_US) * 1e-6
     graphs = whole(x.cuda_graphs)
+    # A hybrid model's average layer: each block's half of a transformer
+    # layer's kernels in its share of the layers, the Mamba-2 layer's own; a
+    # per-layer graph captures the mixers (attention and mamba scopes).
     layer_graphed = jnp.where(graphs == 2, _LAYER_KERNELS,
                               jnp.where(graphs == 1, _ATTN_SCOPE_KERNELS, 0.0))
     layer_kernel_s = (layer_graphed * graphed_s + (_LAYER_KERNELS - layer_graphed) * launch_s)
+    eager_layer = (_LAYER_KERNELS - layer_graphed) * (1.0 + full / 3.0)
+    mixer_kernels = mamba.mixer(x, _ATTN_SCOPE_KERNELS, mamba.MAMBA_LAYER_KERNELS)
+    hybrid_kernels = mixer_kernels + mamba.ffn_share(x) * (_LAYER_KERNELS - _ATTN_SCOPE_KERNELS)
+    hybrid_graphed = jnp.where(graphs == 2, hybrid_kernels,
+                               jnp.where(graphs == 1, mixer_kernels, 0.0))
+    layer_kernel_s = jnp.where(hybrid, hybrid_graphed * graphed_s
+                               + (hybrid_kernels - hybrid_graphed) * launch_s, layer_kernel_s)
+    eager_layer = jnp.where(hybrid, (hybrid_kernels - hybrid_graphed) * (1.0 + full / 3.0),
+                            eager_layer)
     layer_b = layer_b + layer_kernel_s * (1.0 + (full + op_sac) / 3.0)
     # MoE: the router, dispatch and permutation kernels and one GEMM per local
     # expert and pass (moe.layer_extra_kernels), a third again with full recompute.
@@ -368,7 +412,6 @@ def layer_times(x, g) -> LayerTimes:
     # A dropless MoE layer's eager kernels at the host's pace (moe.host_paced_seconds).
     moe_again = 1.0 + (full + moe_layer_again) / 3.0
     eager_moe = (moe_kernels - moe_graphed) * moe_again
-    eager_layer = (_LAYER_KERNELS - layer_graphed) * (1.0 + full / 3.0)
     layer_b = jnp.where(plain, layer_b, layer_b
                         + (moe_graphed * graphed_s + (moe_kernels - moe_graphed) * launch_s)
                         * moe_again
@@ -411,10 +454,15 @@ def layer_flops(x, g, moe_layer_again):
     """
     full, selective, flash, plain, b, s = g.full, g.selective, g.flash, g.plain, g.b, g.s
     op_sac = g.op_sac
-    active_w = jnp.where(plain, layer_weight_params(x), moe.layer_active_params(x))
+    hybrid = mamba.hybrid(x)
+    active_w = jnp.where(plain, layer_weight_params(x), jnp.where(
+        hybrid, mamba.layer_active_params(x), moe.layer_active_params(x)))
     keys, _ = attention_keys(x)
     attn_core = jnp.where(plain, 4.0 * b * s * keys * attention_width(x),
-                          b * s * keys * moe.attention_core_flops(x))
+                          b * s * keys * mamba.mixer(x, moe.attention_core_flops(x), 0.0))
+    # A hybrid model's SSD scan: model FLOPs beside the attention core, three
+    # passes and full recompute's fourth.
+    scan_core = b * s * mamba.mamba_share(x) * mamba.scan_flops_per_token(x)
     # FLOPs of one micro-batch through a whole layer (all t c ranks), counted as
     # Megatron-LM and SC21 count them: the full attention square (a causal
     # kernel's skipped half is a saving in time, not in counted FLOPs; a
@@ -424,6 +472,9 @@ def layer_flops(x, g, moe_layer_again):
     gemm_passes = 3.0 + full + op_sac * op_sac_recomputed_params(x) / layer_weight_params(x)
     attn_passes = 3.0 + full + selective + 0.5 * flash
     layer_hw_flops = (gemm_passes * 2.0 * b * s * active_w + attn_passes * attn_core)
+    layer_hw_flops = jnp.where(hybrid, layer_hw_flops + (3.0 + full) * scan_core,
+                               layer_hw_flops)
+    attn_core = jnp.where(hybrid, attn_core + scan_core, attn_core)
     # The MoE recompute runs the MoE block's forward GEMMs again.
     layer_hw_flops = jnp.where(plain, layer_hw_flops, layer_hw_flops + moe_layer_again * 2.0
                                * b * s * moe.moe_fraction(x) * moe.moe_block_active_params(x))

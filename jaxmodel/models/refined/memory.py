@@ -52,7 +52,7 @@ from typing import NamedTuple
 
 from jaxmodel.deferred import jnp
 from jaxmodel.models.common import whole
-from jaxmodel.models.refined import moe, mtp
+from jaxmodel.models.refined import mamba, moe, mtp
 from jaxmodel.models.refined.layer import SCORE_BYTES, attention_width, layer_weight_params
 from jaxmodel.models.refined.rates import BF16, low_precision_gemms
 
@@ -122,8 +122,10 @@ def layer_activation_bytes(x, recompute_code, sp):
                   + (1.0 - x.norm_recompute) * _NORM_GEMM_INPUTS * (BF16 - fp8)
                   + _DROPOUT_MASK_BYTES * dropout)
     # MLA's compressed latents are not split by tensor parallelism (moe).
-    replicated = jnp.where(moe.is_plain(x), replicated,
-                           replicated + moe.latent_activation_bytes(x)) / rep_split
+    replicated = jnp.where(mamba.plain(x), replicated,
+                           replicated + moe.latent_activation_bytes(x))
+    # A hybrid model's layer has one norm, one GEMM after it and one dropout.
+    replicated = jnp.where(mamba.hybrid(x), mamba.HALF * replicated, replicated) / rep_split
     attention = (4.0 + 4.0 * x.num_kv_heads / x.num_heads + fp8) * attention_width(x) / h
 
     def ffn(width):
@@ -134,9 +136,11 @@ def layer_activation_bytes(x, recompute_code, sp):
     # MoE and attention variants (jaxmodel.models.refined.moe): attention tensors scale
     # with a d_h / h (MLA: its own tensors), the FFN with its width, plus the
     # dispatched token copies.
-    moe_parallel = (moe.attention_activation_bytes(x) + ffn(moe.ffn_width(x))
+    # A hybrid model's Mamba-2 mixers store theirs (mamba.activation_bytes).
+    moe_parallel = (mamba.mixer(x, moe.attention_activation_bytes(x), mamba.activation_bytes(x))
+                    + ffn(jnp.where(mamba.hybrid(x), mamba.ffn_width(x), moe.ffn_width(x)))
                     + moe.dispatch_activation_bytes(x) - moe.recomputed_activation_bytes(x)) / t
-    parallel = jnp.where(moe.is_plain(x), parallel, moe_parallel)
+    parallel = jnp.where(mamba.plain(x), parallel, moe_parallel)
     scores = ((1.0 - x.flash_attention) * (2.0 + 3.0 * dropout) * x.num_heads * s
               / (h * t))
     none = sbh * (replicated + parallel + scores)
@@ -208,7 +212,8 @@ def stage_params(x, g, layers_mid, layers_end, layers_last) -> StageParams:
     # MoE: every TP group holds the attention, router and shared experts;
     # the routed experts are sharded by etp x e (parallel folding) and held
     # apart (expert_layer_params) for their own sharding and reduction.
-    layer_params = jnp.where(plain, layer_params, moe.layer_resident_params(x) / t)
+    layer_params = jnp.where(plain, layer_params, jnp.where(
+        mamba.hybrid(x), mamba.layer_resident_params(x), moe.layer_resident_params(x)) / t)
     expert_layer_params = moe.layer_expert_params(x) / (etp * e)
     embed = V * h / t
     params_first = layers_end * layer_params + embed * (

@@ -15,7 +15,8 @@ concern, each with the physics and the sources of its terms:
   and data (ZeRO) parallelism;
 * ``moe``: mixture of experts, expert parallelism and multi-head latent
   attention;
-* ``mtp``: multi-token prediction (DeepSeek-V3's MTP modules).
+* ``mtp``: multi-token prediction (DeepSeek-V3's MTP modules);
+* ``mamba``: Mamba-2 layers of hybrid models (Nemotron-H, Nemotron-3).
 
 The step of the busiest pipeline stage:
 
@@ -43,7 +44,7 @@ from jaxmodel.deferred import jnp
 from jaxmodel.models.base import Model
 from jaxmodel.models.common import masked, next_whole_value, switch_steps, whole
 from jaxmodel.models.layout import CONTEXT, GPUS, PIPELINE, TENSOR, LayoutSpace, replica_step
-from jaxmodel.models.refined import moe, mtp, space
+from jaxmodel.models.refined import mamba, moe, mtp, space
 from jaxmodel.models.refined.context import cp_seconds
 from jaxmodel.models.refined.data import dp_seconds, optimizer_seconds
 from jaxmodel.models.refined.derived import derive
@@ -87,6 +88,8 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     Returns:
       ``RefinedOutputs``.  Timings are NaN for an invalid layout.
     """
+    # A hybrid model's mixer layers have no MoE FFN (mamba.moe_view).
+    x = mamba.moe_view(x)
     g = derive(x)
     n_i, t_i, c_i, d_i, used_i, tokens_i = g.n_i, g.t_i, g.c_i, g.d_i, g.used_i, g.tokens_i
     fdt, well_formed, has_experts, plain = g.fdt, g.well_formed, g.has_experts, g.plain
@@ -177,6 +180,9 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     )
 
     formed = partial(masked, well_formed, dtype=fdt)
+    hybrid = mamba.hybrid(x)
+    total = jnp.where(hybrid, mamba.total_params(x), moe.total_params(x))
+    active = jnp.where(hybrid, mamba.active_params(x), moe.active_params(x))
     # The run: a used GPU computes for compute / step of each step and waits
     # the rest; idle GPUs and the job's nodes are paid and powered too.
     run = run_totals(x, num_gpus=n_i.astype(fdt), used_gpus=used_i.astype(fdt),
@@ -190,12 +196,12 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
         valid_layout=valid,
         fits_in_memory=fits & well_formed,
         tokens_per_step=tokens_i,
-        model_params_b=((jnp.where(plain, model_params(x), moe.total_params(x))
-                         + mtp.params(x)) / 1e9).astype(fdt),
-        total_params_b=((jnp.where(plain, model_params(x), moe.total_params(x))
-                         + mtp.params(x)) / 1e9).astype(fdt),
-        active_params_b=((jnp.where(plain, model_params(x), moe.active_params(x))
-                          + mtp.active_params(x)) / 1e9).astype(fdt),
+        model_params_b=((jnp.where(plain, model_params(x), total) + mtp.params(x))
+                        / 1e9).astype(fdt),
+        total_params_b=((jnp.where(plain, model_params(x), total) + mtp.params(x))
+                        / 1e9).astype(fdt),
+        active_params_b=((jnp.where(plain, model_params(x), active) + mtp.active_params(x))
+                         / 1e9).astype(fdt),
         expert_data_parallel=jnp.where(
             well_formed, (t_i * c_i * d_i) // jnp.where(
                 whole(x.num_experts) == 1, 1, whole(etp) * whole(e)), 0),
@@ -234,9 +240,12 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
 
 def _unused(values) -> tuple[str, ...]:
     """Inputs (and terms) a configuration does not use: a dense model's MoE inputs and
-    expert all-to-all; the windowed share without a sliding window."""
+    expert all-to-all; the Mamba-2 inputs without Mamba-2 layers; the windowed
+    share without a sliding window."""
     dense = (*moe.DENSE_UNUSED, MOE_COMM.output) if round(values["num_experts"]) == 1 else ()
-    return dense + (("sliding_window_share",) if round(values["sliding_window"]) == 0 else ())
+    ssm = mamba.HYBRID_INPUTS if round(values["mamba_layers"]) == 0 else ()
+    return dense + ssm + (("sliding_window_share",) if round(values["sliding_window"]) == 0
+                          else ())
 
 
 REFINED = Model(
@@ -269,5 +278,5 @@ REFINED = Model(
     hardware=HARDWARE,
     physics=tuple(f"jaxmodel.models.refined.{name}" for name in (
         "model", "layer", "rates", "memory", "tensor", "context", "pipeline", "data", "moe",
-        "mtp", "validity", "space", "derived", "fields")) + ("jaxmodel.collectives",),
+        "mtp", "mamba", "validity", "space", "derived", "fields")) + ("jaxmodel.collectives",),
 )

@@ -594,7 +594,7 @@ def wgrad_accumulate_seconds(elements, accumulate_bytes, hbm_rate):
     return (2.0 * accumulate_bytes - DISPATCH_BYTES) * elements / hbm_rate
 
 
-def layer_gemm_seconds(x, tokens, gemm, hbm_rate):
+def layer_gemm_seconds(x, tokens, gemm, hbm_rate, mixer=None, ffn_share=None):
     """Forward, input-gradient and weight-gradient seconds of the average
     layer's weight GEMMs on one GPU, and the forward of its MoE block alone
     (router, shared and routed experts: what ``moe`` recompute runs again);
@@ -608,6 +608,10 @@ def layer_gemm_seconds(x, tokens, gemm, hbm_rate):
       gemm: ``gemm(m, n, k) -> seconds`` of one ``[m, k] x [k, n]`` GEMM at its
         shape's efficiency.
       hbm_rate: achieved memory bandwidth, bytes/s (weights of grouped GEMMs).
+      mixer: ``mixer(attention, passes) -> seconds`` of the average layer's
+        mixer from its attention GEMMs' and ``passes(n, k)`` (a hybrid model's
+        Mamba-2 layers, ``jaxmodel.models.refined.mamba``); None: attention.
+      ffn_share: the share of the layers with an FFN block (None: every layer).
     """
     h, t, a, kv, dh = x.hidden_dim, x.tensor_parallel, x.num_heads, x.num_kv_heads, head_dim(x)
     w, f, fe = x.mlp_weight_matrices, x.ffn_hidden_dim, x.moe_ffn_hidden_dim
@@ -622,6 +626,8 @@ def layer_gemm_seconds(x, tokens, gemm, hbm_rate):
     mla = (jnp.where(rq > 0.5, q_lora, q_full) + p(rkv + dr, h) + p(2.0 * a * dh / t, rkv)
            + p(h, a * dh / t))
     attention = jnp.where(x.attention > 0.5, mla, gqa)
+    if mixer is not None:
+        attention = mixer(attention, p)
     dense = p((w - 1.0) * f / t, h) + p(h, f / t)
     # MoE layer: the router on the rank's sequence-parallel tokens, the shared
     # experts as a TP-split FFN of width S f_e, the routed experts grouped.
@@ -638,7 +644,8 @@ def layer_gemm_seconds(x, tokens, gemm, hbm_rate):
               + _grouped_passes(gemm, groups, rows, h, fe / etp, hbm_rate, gb, on))
     frac = moe_fraction(x)
     block = frac * (router + shared + routed)
-    return jnp.concatenate([attention + (1.0 - frac) * dense + block, block[:1]])
+    dense_share = (1.0 if ffn_share is None else ffn_share) - frac
+    return jnp.concatenate([attention + dense_share * dense + block, block[:1]])
 
 
 def combined_1f1b_share(g):

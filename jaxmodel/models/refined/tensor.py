@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from jaxmodel.collectives import all_reduce
 from jaxmodel.deferred import jnp
-from jaxmodel.models.refined import moe
+from jaxmodel.models.refined import mamba, moe
 from jaxmodel.models.refined.rates import BF16
 
 
@@ -28,7 +28,9 @@ def tp_seconds(x, g, lt, stage_layers):
     act_bytes = BF16 * tok * h
     tp_count = 4.0 + 2.0 * full
     # MoE layers: the routed experts need no TP collective (moe.tp_collectives_per_layer).
-    tp_count = jnp.where(plain, tp_count, moe.tp_collectives_per_layer(x, full))
+    tp_count = jnp.where(plain, tp_count, jnp.where(
+        mamba.hybrid(x), mamba.tp_collectives_per_layer(x, full),
+        moe.tp_collectives_per_layer(x, full)))
     tp_layer = tp_count * all_reduce(act_bytes, t, jnp.minimum(t, G), net)
     gemm_layer = gemm_fwd_s * (1.0 + full) + gemm_dgrad_s + gemm_wgrad_s
     # Overlap pipelines each collective with its GEMM in t chunks (userbuffers

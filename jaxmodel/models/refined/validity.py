@@ -13,7 +13,11 @@ requirement); ZB-H1 runs ``v = 1``, ZB-V ``v = 2``; ``seq_length`` divides by
 ``2 c`` (and, with all-to-all context parallelism, ``a / t`` and ``kv / t``
 by ``c``); ``zero_shard_degree`` divides ``d c``; the expert layout
 (``moe_layout_ok``) folds onto the stage's GPUs; and the GPU has tensor cores
-for ``precision`` (``precision_ok``: its peak input above 0).  Timings are NaN for an
+for ``precision`` (``precision_ok``: its peak input above 0); a hybrid model's
+Mamba-2 and attention layers are at most ``num_layers``, ``t`` divides
+``mamba_heads`` and ``mamba_groups`` (``hybrid_ok``; Megatron-Core's
+MambaMixer splits both) and it runs without context parallelism (the
+Mamba-2 layers' is not modelled).  Timings are NaN for an
 invalid layout; ``memory_gb_per_gpu`` is reported whenever the layout itself
 is well formed, so the verdict can say by how much it does not fit.
 
@@ -56,7 +60,18 @@ def layout_ok(x, d_i, t_i, c_i, p_i, v_i, m_i, schedule):
         & (shard_i <= dc_i) & (dc_i % jnp.maximum(shard_i, 1) == 0)
         & moe_layout_ok(x, t_i, c_i * d_i)
         & precision_ok(x)
+        & hybrid_ok(x, t_i)
     )
+
+
+def hybrid_ok(x, t_i):
+    """A hybrid model's layers add up, its Mamba-2 heads and groups split over ``t``, and
+    it has no context parallelism (not modelled for the Mamba-2 layers)."""
+    mamba_i = whole(x.mamba_layers)
+    return ((mamba_i == 0)
+            | ((mamba_i + whole(x.attention_layers) <= whole(x.num_layers))
+               & (whole(x.mamba_heads) % t_i == 0) & (whole(x.mamba_groups) % t_i == 0)
+               & (whole(x.context_parallel) == 1)))
 
 
 # The peak input of each low precision (precision 1, 2, 3).
@@ -169,6 +184,7 @@ def layout_reasons(inputs: Mapping[str, float], outputs: Mapping[str, Any]
             f"Use a divisor of {d * c}, or 0 for all of them.",
         ))
     reasons += moe_layout_reasons(inputs, outputs)
+    reasons += hybrid_reasons(inputs, t)
     memory = outputs.get("memory_gb_per_gpu")
     if not reasons and memory is not None and not bool(outputs.get("fits_in_memory", True)):
         need, have = float(memory), float(inputs["gpu_memory_gb"])
@@ -178,6 +194,30 @@ def layout_reasons(inputs: Mapping[str, float], outputs: Mapping[str, Any]
             "Use more pipeline, tensor or context parallelism, full activation recompute, "
             "sequence parallelism, ZeRO, or a smaller micro-batch.",
         ))
+    return reasons
+
+
+def hybrid_reasons(inputs: Mapping[str, float], t: int) -> list[tuple[str, str]]:
+    """(problem, fix) pairs for a hybrid model's layers (``hybrid_ok``)."""
+    mamba = int(inputs.get("mamba_layers", 0))
+    if not mamba:
+        return []
+    reasons = []
+    attention, layers = int(inputs.get("attention_layers", 0)), int(inputs["num_layers"])
+    if mamba + attention > layers:
+        reasons.append((
+            f"mamba_layers {mamba} + attention_layers {attention} exceed the {layers} layers",
+            "Count each layer of the hybrid pattern once: num_layers is its length.",
+        ))
+    for name in ("mamba_heads", "mamba_groups"):
+        value = int(inputs.get(name, 1))
+        if value % t:
+            reasons.append((f"tensor parallelism t = {t} does not divide {name} {value}",
+                            f"Use a tensor-parallel degree that divides {value}."))
+    c = int(inputs.get("context_parallel", 1))
+    if c > 1:
+        reasons.append((f"context parallelism c = {c} of the Mamba-2 layers is not modelled",
+                        "Use context_parallel 1 for a hybrid model."))
     return reasons
 
 

@@ -1,0 +1,156 @@
+"""Mamba-2 layers of hybrid models (``jaxmodel.models.refined.mamba``): one layer's
+parameters and scan FLOPs by hand, Nemotron-3 Nano's counts against the published
+figures and its step's model FLOPs by hand, and its Megatron-Bridge rows."""
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+import jaxmodel
+from jaxmodel.models.refined import mamba
+from jaxmodel.models.refined.model import REFINED
+from jaxmodel.presets import apply_presets, get_preset
+
+
+def _small(**changes):
+    # h 64, H 4 heads of P 16 (d = 64), G 2 groups, state N 8, conv 4, chunk Q 16.
+    values = dict(hidden_dim=64.0, mamba_heads=4.0, mamba_head_dim=16.0, mamba_groups=2.0,
+                  mamba_state_dim=8.0, mamba_conv_kernel=4.0, mamba_chunk_size=16.0,
+                  tensor_parallel=1.0, precision=0.0)
+    return SimpleNamespace(**{k: np.float64(v) for k, v in {**values, **changes}.items()})
+
+
+def test_one_mamba_layer_parameters_by_hand():
+    x = _small()
+    # in_proj h -> z (64) + x (64) + B, C (2 x 2 x 8) + dt (4) = 164: 64 x 164 = 10,496;
+    # out_proj 64 x 64 = 4,096; conv1d over x, B, C (96 channels), width 4 and a bias:
+    # 96 x 5 = 480; A, D, dt bias 3 x 4 = 12; the gated norm's 64.
+    assert float(mamba.in_proj_width(x)) == 164
+    assert float(mamba.gemm_params(x)) == 10_496 + 4_096
+    assert float(mamba.layer_params(x)) == 10_496 + 4_096 + 480 + 12 + 64
+    # Tensor parallelism splits the projections' inner side (heads and groups).
+    x2 = _small(tensor_parallel=2.0)
+    assert [tuple(map(float, s)) for s in mamba.gemm_shapes(x2)] == [(82, 64), (64, 32)]
+
+
+def test_one_mamba_layer_scan_flops_by_hand():
+    # Per token: C B^T per group 2 Q N = 256 (x 2 groups), per head the masked block
+    # applied to x 2 Q P = 512, the chunk state B^T x 2 N P = 256 and the states'
+    # outputs C h 2 N P = 256 (x 4 heads): 512 + 4 x 1024 = 4,608.
+    assert float(mamba.scan_flops_per_token(_small())) == 512 + 4 * 1024
+
+
+def test_one_mamba_layer_bytes_by_hand():
+    x = _small()
+    # conv1d read + write of 96 channels (4 x 96), gated norm y, z in and out (6 x 64),
+    # scan x, B, C in and y out (2 x 160), fp32 chunk states 8 x 4 x 16 x 8 / 16 = 256.
+    assert float(mamba.forward_bytes_per_token(x)) == 384 + 384 + 320 + 256
+    # Stored per s b h: in_proj output 2 x 164, y 2 x 64, the out_proj input 2 x 64
+    # (1 x 64 under FP8), over h = 64.
+    assert float(mamba.activation_bytes(x)) == (328 + 128 + 128) / 64
+    assert float(mamba.activation_bytes(_small(precision=1.0))) == (328 + 128 + 64) / 64
+
+
+# Nemotron-3 Nano by hand (Megatron-Bridge Nemotron3NanoProvider, HF config.json):
+# h 2688, 23 Mamba-2 layers (64 heads of 64, 8 groups, state 128, conv 4), 6 attention
+# layers (32 heads of 128, 2 KV heads), 23 MoE layers (router, 128 experts of 1856
+# with squared ReLU: 2 matrices, top-6, a shared expert of 3712), V 131,072, untied.
+H, V = 2688, 131072
+MAMBA = H * (2 * 4096 + 2 * 8 * 128 + 64) + 4096 * H + (4096 + 2048) * 5 + 3 * 64 + 4096
+ATTENTION = 2 * H * 32 * 128 + 2 * H * 2 * 128
+EXPERT = 2 * H * 1856
+ROUTER = H * 128
+EMBEDDINGS = 2 * V * H
+
+
+def test_nemotron3_nano_counts_by_hand_and_published():
+    assert MAMBA == 38_742_208 and ATTENTION == 23_396_352
+    total = 23 * MAMBA + 6 * ATTENTION + 23 * (ROUTER + 130 * EXPERT) + EMBEDDINGS
+    active = 23 * MAMBA + 6 * ATTENTION + 23 * (ROUTER + 8 * EXPERT) + EMBEDDINGS
+    values = apply_presets(REFINED, llm="nemotron3-nano")
+    out = jaxmodel.evaluate(REFINED, x64=True, **values)
+    assert float(out.total_params_b) * 1e9 == pytest.approx(total, rel=1e-12)
+    assert float(out.active_params_b) * 1e9 == pytest.approx(active, rel=1e-12)
+    # NVIDIA: "3.2B active (3.6B with embeddings), 31.6B total parameters".
+    published = get_preset("llm", "nemotron3-nano").published
+    assert float(out.total_params_b) == pytest.approx(published.total_params_b, abs=0.05)
+    assert float(out.active_params_b) == pytest.approx(published.active_params_b, abs=0.05)
+    # Without the input embedding (a lookup): 3.2B.
+    assert float(out.active_params_b) - V * H / 1e9 == pytest.approx(3.2, abs=0.05)
+
+
+def test_nemotron3_nano_step_model_flops_by_hand():
+    # One GPU, one sequence of 8192: the step's model FLOPs (from MFU, the step and
+    # the peak) are three passes of 2 x the active layer weights, the 6 attention
+    # layers' full square 4 a d_h s, the 23 scans, and the logits 2 h V, per token.
+    s = 8192
+    values = {**apply_presets(REFINED, gpu="h100-sxm", llm="nemotron3-nano"),
+              "num_gpus": 1, "tensor_parallel": 1, "pipeline_parallel": 1,
+              "expert_parallel": 1, "gradient_accum_steps": 1, "micro_batch": 1,
+              "seq_length": s, "gpu_memory_gb": 10_000}
+    out = jaxmodel.evaluate(REFINED, x64=True, **values)
+    flops = (float(out.mfu_percent) / 100 * float(out.step_time_ms) / 1e3
+             * values["compute_tflops"] * 1e12)
+    layers = 23 * MAMBA + 6 * ATTENTION + 23 * (ROUTER + 8 * EXPERT)
+    scan = 2 * 8 * 128 * 128 + 64 * (2 * 128 * 64 + 4 * 128 * 64)
+    per_token = 3 * (2 * layers + 6 * 4 * 32 * 128 * s + 23 * scan + 2 * H * V)
+    assert flops == pytest.approx(s * per_token, rel=1e-9)
+
+
+def test_without_mamba_layers_the_mamba_inputs_are_unused():
+    dense = REFINED.unused(REFINED.defaults)
+    assert set(mamba.HYBRID_INPUTS) <= set(dense)
+    hybrid = REFINED.unused({**REFINED.defaults, **apply_presets(REFINED, llm="nemotron3-nano")})
+    assert not set(mamba.HYBRID_INPUTS) & set(hybrid)
+
+
+def test_a_hybrid_layout_the_model_rejects_says_why():
+    base = {**apply_presets(REFINED, gpu="h100-sxm", llm="nemotron3-nano"), "num_gpus": 8,
+            "pipeline_parallel": 1, "gradient_accum_steps": 1}
+    # 8 Mamba groups split over t = 16: not whole (Megatron-Core asserts it).
+    out = jaxmodel.evaluate(REFINED, **{**base, "tensor_parallel": 16, "num_gpus": 16})
+    assert not bool(out.valid_layout)
+    reasons = REFINED.layout_reasons({**REFINED.defaults, **base, "tensor_parallel": 16,
+                                      "num_gpus": 16}, out._asdict())
+    assert ("tensor parallelism t = 16 does not divide mamba_groups 8"
+            in [problem for problem, _ in reasons])
+    # 23 Mamba-2 and 30 attention layers in 52.
+    bad = {**REFINED.defaults, **base, "tensor_parallel": 1, "attention_layers": 30}
+    out = jaxmodel.evaluate(REFINED, **bad)
+    assert not bool(out.valid_layout)
+    assert REFINED.layout_reasons(bad, out._asdict())[0][0] == (
+        "mamba_layers 23 + attention_layers 30 exceed the 52 layers")
+    # Context parallelism of the Mamba-2 layers is not modelled: refused.
+    cp = {**REFINED.defaults, **base, "tensor_parallel": 1, "context_parallel": 2}
+    out = jaxmodel.evaluate(REFINED, **cp)
+    assert not bool(out.valid_layout)
+    assert REFINED.layout_reasons(cp, out._asdict())[0][0] == (
+        "context parallelism c = 2 of the Mamba-2 layers is not modelled")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("experts", [1, 128])
+def test_without_mamba_layers_the_mamba_inputs_change_no_bit(experts):
+    # mamba_layers 0: every other Mamba-2 input, set at random, changes no output
+    # by a single bit, for dense and MoE models (the model selects its own
+    # expressions by where).
+    from tests.models.test_moe import _equal, random_dense
+
+    n = 200
+    base = {k: np.asarray(v, float) for k, v in random_dense(n, 5).items()}
+    if experts > 1:
+        base.update(num_experts=np.full(n, 128.0), experts_per_token=np.full(n, 8.0),
+                    moe_ffn_hidden_dim=np.full(n, 768.0), expert_parallel=np.full(n, 8.0))
+    rng = np.random.default_rng(3)
+    knobs = dict(attention_layers=rng.choice([0, 4, 6], n), mamba_heads=rng.choice([64, 128], n),
+                 mamba_head_dim=rng.choice([64, 80], n), mamba_state_dim=rng.choice([64, 256], n),
+                 mamba_groups=rng.choice([1, 8], n), mamba_conv_kernel=rng.choice([2, 4], n),
+                 mamba_chunk_size=rng.choice([64, 256], n))
+    assert set(knobs) == set(mamba.HYBRID_INPUTS)
+    plain = jaxmodel.evaluate(REFINED, x64=True, **base)
+    knobbed = jaxmodel.evaluate(REFINED, x64=True, **base,
+                                **{k: np.asarray(v, float) for k, v in knobs.items()})
+    assert np.asarray(plain.valid_layout).any()
+    for name in REFINED.output_names:
+        assert _equal(getattr(plain, name), getattr(knobbed, name)), name
