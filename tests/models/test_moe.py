@@ -114,7 +114,7 @@ def test_megatron_flop_count_reproduces_the_published_step_times():
 def dispatch_inputs(**kw):
     base = dict(expert_parallel=32.0, experts_per_token=8.0, hidden_dim=4096.0,
                 moe_dispatcher=0.0, max_nodes_per_token=0.0, moe_imbalance=1.0,
-                capacity_factor=0.0, expert_tensor_parallel=1.0)
+                capacity_factor=0.0, expert_tensor_parallel=1.0, moe_latent_size=0.0)
     base.update(kw)
     return SimpleNamespace(**base)
 
@@ -297,7 +297,7 @@ def test_moe_recompute_drops_activations_by_hand():
     # Under FP8 the FC2 and FC1 inputs are saved in FP8 (1 byte): moe_act
     # k f_e / h = 3; moe (4 + 1) k f_e / h + k = 15 + 8 = 23.  Full recompute
     # (2) makes both moot.
-    x = SimpleNamespace(**apply_presets(REFINED, llm="qwen3-235b-a22b"))
+    x = SimpleNamespace(**apply_presets(REFINED, llm="qwen3-235b-a22b"), moe_latent_size=0.0)
     x.moe_imbalance, x.capacity_factor = 1.0, 0.0
     x.moe_dispatcher, x.expert_parallel = np.float32(1), np.float32(8)  # DeepEP: one permute
     for precision, expected in ((0, {0: 0.0, 1: 6.0, 2: 34.0}), (1, {0: 0.0, 1: 3.0, 2: 23.0})):
@@ -358,7 +358,7 @@ def test_flat_dispatcher_permutes_twice():
     # each way (8 bytes per routed copy and hidden element each); DeepEP fuses
     # the global one; without expert parallelism there is one.  Qwen3: 2048
     # tokens x 8 copies x 4096.
-    x = SimpleNamespace(**apply_presets(REFINED, llm="qwen3-235b-a22b"))
+    x = SimpleNamespace(**apply_presets(REFINED, llm="qwen3-235b-a22b"), moe_latent_size=0.0)
     x.moe_imbalance, x.capacity_factor = 1.0, 0.0
     one = 8 * 8 * 2048 * 4096
     for dispatcher, e, passes in ((0.0, 8.0, 2), (1.0, 8.0, 1), (0.0, 1.0, 1)):
@@ -686,3 +686,70 @@ def test_validate_rejects_an_unknown_set():
     result = runner.invoke(app, ["validate", "--set", "nope"])
     assert result.exit_code == 2
     assert "set: got 'nope'" in result.output
+
+
+# --- LatentMoE (moe_latent_size) ----------------------------------------------
+
+
+def _latent_layer(**changes):
+    # h 64, latent l 16, E 8 experts of f_e 32 (w 2, squared ReLU), top-2, one
+    # shared expert of 32; every layer MoE; EP 4 over nodes of 2 GPUs, t 1.
+    values = {**REFINED.defaults, "hidden_dim": 64.0, "moe_latent_size": 16.0,
+              "num_experts": 8.0, "experts_per_token": 2.0, "moe_ffn_hidden_dim": 32.0,
+              "mlp_weight_matrices": 2.0, "shared_experts": 1.0, "dense_layers": 0.0,
+              "moe_layer_interval": 1.0, "num_layers": 4.0, "expert_parallel": 4.0,
+              "tensor_parallel": 1.0, "expert_tensor_parallel": 1.0, "moe_dispatcher": 0.0,
+              "moe_imbalance": 1.0, "capacity_factor": 0.0, "precision": 0.0,
+              "mamba_layers": 0.0}
+    values.update(changes)
+    return SimpleNamespace(**{k: np.float64(v) for k, v in values.items()})
+
+
+def test_one_latent_moe_layer_parameters_by_hand():
+    x = _latent_layer()
+    # Router h E = 512; a routed expert w l f_e = 2 x 16 x 32 = 1,024 (on the
+    # latent); the shared expert w h f_e = 4,096 (on h); the projections
+    # h -> l and l -> h, 2 x 64 x 16 = 2,048.
+    assert float(moe.routed_expert_params(x)) == 1024
+    assert float(moe.expert_params(x)) == 4096
+    assert float(moe.latent_projection_params(x)) == 2048
+    # Active: router, 2 routed, the shared expert, the projections: 8,704.
+    assert float(moe.moe_block_active_params(x)) == 512 + 2 * 1024 + 4096 + 2048
+    # Held by every rank: router, shared expert, projections; the 8 routed experts apart.
+    assert float(moe.moe_block_resident_params(x)) == 512 + 4096 + 2048
+    assert float(moe.layer_expert_params(x)) == 8 * 1024
+    # Without a latent space the routed experts are w h f_e and nothing is added.
+    plain = _latent_layer(moe_latent_size=0.0)
+    assert float(moe.routed_expert_params(plain)) == 4096
+    assert float(moe.latent_projection_params(plain)) == 0
+    assert float(moe.moe_block_active_params(plain)) == 512 + 3 * 4096
+
+
+def test_one_latent_moe_layer_bytes_by_hand():
+    x = _latent_layer()
+    # 128 tokens x 2 copies at the latent width 16 x 2 bytes = 8,192 bytes; EP 4
+    # with 2 ranks a node: 1/4 of them to the node peer, 2/4 over the NIC.
+    intra, inter = moe.dispatch_bytes(128.0, x, 2.0)
+    assert (float(intra), float(inter)) == (8192 / 4, 8192 * 2 / 4)
+    # Permutation: 8 bytes x 2 passes (flat, EP > 1) x 2 copies x 128 tokens x 16.
+    assert float(moe.permute_bytes(x, 128.0)) == 8 * 2 * 2 * 128 * 16
+    # Stored per s b h: the 2 dispatched copies and the combined latent (the
+    # input of fc2_latent_proj), 2 bytes x 3 x 16 / 64 = 1.5; FP8: 0.75.
+    assert float(moe.dispatch_activation_bytes(x)) == 1.5
+    assert float(moe.dispatch_activation_bytes(_latent_layer(precision=1.0))) == 0.75
+
+
+def test_one_latent_moe_layer_flops_by_hand():
+    # With a GEMM that takes its FLOPs as seconds and free memory, the MoE
+    # block's forward is 2 T per active weight: the router on h, the shared
+    # expert on h, 2 T copies through the experts on l, the projections on T
+    # tokens once each (before the dispatch, after the combine).  T = 256: each
+    # of the 2 local experts gets k T e / E = 256 rows, whole 128-row tiles.
+    x = _latent_layer()
+    T = 256.0
+    out = moe.layer_gemm_seconds(x, T, lambda m, n, k: 2.0 * m * n * k, np.inf)
+    router, shared = 2 * T * 64 * 8, 2 * T * 2 * 64 * 32
+    routed = 2 * (2 * T) * 2 * 16 * 32
+    latent = 2 * T * 2 * 64 * 16
+    assert float(out[3]) == router + shared + routed + latent
+    assert float(out[3]) == 2 * T * float(moe.moe_block_active_params(x))

@@ -220,7 +220,7 @@ def test_mla_activations_by_hand():
 def test_routed_copies_keep_only_the_expert_input():
     # Qwen3-235B (94 MoE layers of 94): k = 8 permuted copies of the expert FC1
     # input, 2 bytes each (FP8: 1), per element of s b h.
-    x = SimpleNamespace(**apply_presets(REFINED, llm="qwen3-235b-a22b"))
+    x = SimpleNamespace(**apply_presets(REFINED, llm="qwen3-235b-a22b"), moe_latent_size=0.0)
     x.moe_imbalance, x.capacity_factor = 1.0, 0.0
     for precision, per_copy in ((0, 2.0), (1, 1.0)):
         x.precision = np.float64(precision)

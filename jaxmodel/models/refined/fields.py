@@ -224,6 +224,9 @@ INPUTS: tuple[InputField, ...] = (
     count("moe_ffn_hidden_dim", "", "feed-forward hidden size of one expert f_e", 2048),
     count("shared_experts", "experts", "always-active experts of size f_e per MoE layer", 0,
            low=0.0),
+    count("moe_latent_size", "", "LatentMoE: routed experts work in a latent space of this "
+           "width l, projected h -> l before the dispatch and back after the combine "
+           "(Megatron-Core moe_latent_size; 0 = none, experts on h)", 0, low=0.0),
     count("dense_layers", "layers", "leading layers with a dense FFN of ffn_hidden_dim", 0,
            low=0.0),
     count("moe_layer_interval", "layers", "every n-th layer after the dense ones is MoE "

@@ -151,7 +151,7 @@ def layer_active_params(x):
 def layer_resident_params(x):
     """Weights of a hybrid's average layer every tensor-parallel group holds: the
     mixers, dense FFNs, routers and shared experts (``x``: ``moe_view``)."""
-    block = moe.router_params(x) + x.shared_experts * moe.expert_params(x)
+    block = moe.moe_block_resident_params(x)
     return (_mixed(x, moe.attention_params(x), layer_params(x))
             + _ffn(x, block, moe.dense_ffn_params(x)))
 

@@ -20,6 +20,21 @@ FFN width, ``S`` shared experts, ``w`` FFN weight matrices: 3 SwiGLU, 2 GeLU):
 * **MoE layer parameters**: router ``h E`` + ``E`` routed experts and ``S``
   shared experts of ``w h f_e`` each.  Active per token: the router, ``k``
   routed and the ``S`` shared experts.
+* **LatentMoE** (``moe_latent_size`` ``l`` > 0; Megatron-Core
+  ``moe_latent_size``, Nemotron-3 Super): the routed experts work in a latent
+  space of width ``l``.  Per token, once, before the dispatch, ``fc1_latent_proj``
+  projects ``h -> l``; the dispatch, the ``k`` experts (``w l f_e`` each: FC1
+  ``l -> f_e``, FC2 ``f_e -> l``) and the combine run at width ``l``; after the
+  combine ``fc2_latent_proj`` projects the summed ``l`` back to ``h``.  The
+  router and the shared experts see ``h`` (Megatron-Core's ``MoELayer`` routes
+  the hidden states, then projects; the shared experts take the layer input).
+  So the layer adds ``2 h l`` weights (active for every token, held by every
+  rank: the projections are not split) and two GEMMs ``[T, h] x [h, l]`` and
+  ``[T, l] x [l, h]``; every routed-token quantity below (expert GEMMs,
+  dispatch and combine bytes, permutation, the stored dispatched copies)
+  takes ``l`` in place of ``h``, and the combined latent ``T l`` (the input
+  of ``fc2_latent_proj``) is stored as well (``2 - fp8`` bytes).  ``l`` 0 is a
+  plain MoE layer, every formula unchanged.
 * **Attention** (``attention`` 0): Q and output ``2 h a d_h``, K and V
   ``2 h kv d_h`` (``d_h = h / a`` unless ``head_dim`` is set: Qwen3 uses 128
   with ``a d_h = 2 h``).  **MLA** (``attention`` 1, DeepSeek-V2 sec. 2.1):
@@ -124,6 +139,7 @@ A2A_COMM_SMS = 20.0
 
 # The inputs that a dense model (num_experts = 1) does not use.
 DENSE_UNUSED = ("experts_per_token", "moe_ffn_hidden_dim", "shared_experts", "dense_layers",
+                "moe_latent_size",
                 "moe_layer_interval", "q_lora_rank", "kv_lora_rank", "qk_rope_dim",
                 "expert_tensor_parallel", "moe_dispatcher", "max_nodes_per_token",
                 "moe_overlap", "moe_imbalance", "capacity_factor", "moe_recompute",
@@ -186,8 +202,28 @@ def dense_ffn_params(x):
 
 
 def expert_params(x):
-    """One expert (routed or shared): ``w h f_e``."""
+    """One shared expert (or a routed one without a latent space): ``w h f_e``."""
     return x.mlp_weight_matrices * x.hidden_dim * x.moe_ffn_hidden_dim
+
+
+def has_latent(x):
+    """True where the routed experts work in a latent space (``moe_latent_size`` > 0)."""
+    return x.moe_latent_size > 0.5
+
+
+def routed_width(x):
+    """Width of a routed token copy: ``l`` (``moe_latent_size``) under LatentMoE, else ``h``."""
+    return jnp.where(has_latent(x), x.moe_latent_size, x.hidden_dim)
+
+
+def routed_expert_params(x):
+    """One routed expert: ``w h f_e``, or ``w l f_e`` in a latent space."""
+    return x.mlp_weight_matrices * routed_width(x) * x.moe_ffn_hidden_dim
+
+
+def latent_projection_params(x):
+    """LatentMoE's two projections ``h -> l`` and ``l -> h``: ``2 h l`` (0 without)."""
+    return jnp.where(has_latent(x), 2.0 * x.hidden_dim * x.moe_latent_size, 0.0)
 
 
 def router_params(x):
@@ -203,27 +239,35 @@ def _per_layer(x, moe_value, dense_value):
 
 def layer_active_params(x):
     """Weight parameters one token meets in the average layer (router included)."""
-    moe = router_params(x) + (x.experts_per_token + x.shared_experts) * expert_params(x)
-    return attention_params(x) + _per_layer(x, moe, dense_ffn_params(x))
+    return attention_params(x) + _per_layer(x, moe_block_active_params(x), dense_ffn_params(x))
 
 
 def moe_block_active_params(x):
     """Weights one token meets in an MoE layer's MoE block: the router and the
     ``k + S`` experts."""
-    return router_params(x) + (x.experts_per_token + x.shared_experts) * expert_params(x)
+    plain_moe = router_params(x) + (x.experts_per_token + x.shared_experts) * expert_params(x)
+    latent = (router_params(x) + x.experts_per_token * routed_expert_params(x)
+              + x.shared_experts * expert_params(x) + latent_projection_params(x))
+    return jnp.where(has_latent(x), latent, plain_moe)
+
+
+def moe_block_resident_params(x):
+    """Weights of an MoE block every tensor-parallel group holds: the router,
+    the shared experts and LatentMoE's projections."""
+    return router_params(x) + x.shared_experts * expert_params(x) + latent_projection_params(x)
 
 
 def layer_resident_params(x):
     """Weights of the average layer held by every tensor-parallel group
     (everything but the routed experts): attention, dense FFN or router and
     shared experts."""
-    moe = router_params(x) + x.shared_experts * expert_params(x)
-    return attention_params(x) + _per_layer(x, moe, dense_ffn_params(x))
+    return attention_params(x) + _per_layer(x, moe_block_resident_params(x),
+                                            dense_ffn_params(x))
 
 
 def layer_expert_params(x):
     """Routed-expert weights of the average layer (all ``E``), sharded by ``etp e``."""
-    return _per_layer(x, x.num_experts * expert_params(x), 0.0)
+    return _per_layer(x, x.num_experts * routed_expert_params(x), 0.0)
 
 
 def embedding_params(x):
@@ -276,7 +320,7 @@ def dispatch_bytes(tokens, x, gpus_per_node):
     """
     e, k = x.expert_parallel, x.experts_per_token
     g = ep_ranks_per_node(x, gpus_per_node)
-    copy = tokens * x.hidden_dim * DISPATCH_BYTES * load_factor(x)
+    copy = tokens * routed_width(x) * DISPATCH_BYTES * load_factor(x)
     flat_intra = copy * k * (g - 1.0) / e
     flat_inter = copy * k * (e - g) / e
     nodes = e / g
@@ -320,7 +364,7 @@ def dispatch_seconds(tokens, x, gpus_per_node, net):
     """
     e = x.expert_parallel
     g = ep_ranks_per_node(x, gpus_per_node)
-    buffer = tokens * x.hidden_dim * DISPATCH_BYTES * load_factor(x) * x.experts_per_token
+    buffer = tokens * routed_width(x) * DISPATCH_BYTES * load_factor(x) * x.experts_per_token
     flat = all_to_all(buffer, e, g, net)
     intra, inter = dispatch_bytes(tokens, x, gpus_per_node)
     deep = all_to_all_two_level(intra, inter, e, g, net)
@@ -368,7 +412,7 @@ def permute_bytes(x, tokens):
     to their experts and back, forward pass, the average layer
     (``permute_passes`` of them each way)."""
     return (PERMUTE_BYTES * permute_passes(x) * x.experts_per_token * load_factor(x)
-            * moe_fraction(x) * tokens * x.hidden_dim)
+            * moe_fraction(x) * tokens * routed_width(x))
 
 
 def layer_comm_seconds(x, tokens, gpus_per_node, net, full_recompute):
@@ -377,7 +421,7 @@ def layer_comm_seconds(x, tokens, gpus_per_node, net, full_recompute):
     expert tensor parallelism, an all-gather and a reduce-scatter of the routed
     tokens in the ETP group, forward and backward."""
     etp = x.expert_tensor_parallel
-    routed = DISPATCH_BYTES * tokens * x.hidden_dim * x.experts_per_token * load_factor(x)
+    routed = DISPATCH_BYTES * tokens * routed_width(x) * x.experts_per_token * load_factor(x)
     etp_s = all_gather(routed * etp, etp, jnp.minimum(etp, gpus_per_node), net)
     return a2a_per_moe_layer(full_recompute) * (
         dispatch_seconds(tokens, x, gpus_per_node, net) + etp_s)
@@ -450,9 +494,21 @@ def latent_activation_bytes(x):
 def dispatch_activation_bytes(x):
     """Routed token copies the average layer stores per ``s b h``: ``k`` copies
     (times the load) of the permuted expert FC1 input (2 bytes; 1 under FP8,
-    the grouped GEMM saves its FP8 cast)."""
-    return ((DISPATCH_ACTIVATION_BYTES - low_precision_gemms(x)) * x.experts_per_token
-            * moe_fraction(x) * load_factor(x))
+    the grouped GEMM saves its FP8 cast), each ``l / h`` as wide under
+    LatentMoE, which also stores the combined latent, the input of
+    ``fc2_latent_proj`` (``(2 - fp8) l / h``; ``fc1_latent_proj``'s input is the
+    norm output the layer count keeps)."""
+    bytes_ = DISPATCH_ACTIVATION_BYTES - low_precision_gemms(x)
+    plain_moe = bytes_ * x.experts_per_token * moe_fraction(x) * load_factor(x)
+    return jnp.where(has_latent(x), _latent_copies_bytes(x) * moe_fraction(x), plain_moe)
+
+
+def _latent_copies_bytes(x):
+    """LatentMoE's stored routed copies and combined latent per ``s b h`` of
+    one MoE layer: ``(2 - fp8) (k load + 1) l / h``."""
+    bytes_ = DISPATCH_ACTIVATION_BYTES - low_precision_gemms(x)
+    return (bytes_ * (x.experts_per_token * load_factor(x) + 1.0)
+            * x.moe_latent_size / x.hidden_dim)
 
 
 def recomputed_activation_bytes(x):
@@ -463,7 +519,8 @@ def recomputed_activation_bytes(x):
     (recomputed from the FC1 output it keeps; 1 byte under FP8, the FC2
     input's cast).  ``moe``: everything inside the MoE layer, the FC1 output
     and activation of every expert, ``(2 (w - 1) + 2 - fp8) (k + S) f_e / h``,
-    and the dispatched copies (``dispatch_activation_bytes``); its input stays
+    and the dispatched copies and LatentMoE's combined latent
+    (``dispatch_activation_bytes``); its input stays
     (the norm output the layer count keeps).
     """
     act, layer = recompute_flags(x)
@@ -471,7 +528,9 @@ def recomputed_activation_bytes(x):
     width = (k + x.shared_experts) * fe
     fc2_input = 2.0 - low_precision_gemms(x)
     whole_layer = ((2.0 * (x.mlp_weight_matrices - 1.0) + fc2_input) * width / h
-                   + (DISPATCH_ACTIVATION_BYTES - low_precision_gemms(x)) * k * load_factor(x))
+                   + jnp.where(has_latent(x), _latent_copies_bytes(x),
+                               (DISPATCH_ACTIVATION_BYTES - low_precision_gemms(x)) * k
+                               * load_factor(x)))
     return moe_fraction(x) * (act * fc2_input * k * fe / h + layer * whole_layer)
 
 
@@ -640,10 +699,15 @@ def layer_gemm_seconds(x, tokens, gemm, hbm_rate, mixer=None, ffn_share=None):
     rows = expert_gemm_tokens(rank_tokens, x) * etp
     gb = x.grad_buffer_bytes
     on = x.grad_buffer_traffic
-    routed = (_grouped_passes(gemm, groups, rows, (w - 1.0) * fe / etp, h, hbm_rate, gb, on)
-              + _grouped_passes(gemm, groups, rows, h, fe / etp, hbm_rate, gb, on))
+    d = routed_width(x)
+    routed = (_grouped_passes(gemm, groups, rows, (w - 1.0) * fe / etp, d, hbm_rate, gb, on)
+              + _grouped_passes(gemm, groups, rows, d, fe / etp, hbm_rate, gb, on))
+    # LatentMoE: fc1_latent_proj before the dispatch, fc2_latent_proj after the
+    # combine, on the rank's tokens, not split.
+    latent = jnp.maximum(x.moe_latent_size, 1.0)
+    latent = has_latent(x) * (p(latent, h, rank_tokens) + p(h, latent, rank_tokens))
     frac = moe_fraction(x)
-    block = frac * (router + shared + routed)
+    block = frac * (router + shared + routed + latent)
     dense_share = (1.0 if ffn_share is None else ffn_share) - frac
     return jnp.concatenate([attention + dense_share * dense + block, block[:1]])
 
