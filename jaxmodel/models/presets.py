@@ -752,13 +752,15 @@ LLMS.update(MOE_LLMS)
 
 
 def _hybrid(name, description, source, published, *, pattern, hidden, heads, kv_heads,
-            head_dim, ffn, mlp, vocab, seq, experts, top_k, expert_ffn, shared, mamba):
+            head_dim, ffn, mlp, vocab, seq, experts, top_k, expert_ffn, shared, mamba,
+            latent=0):
     """A hybrid Mamba-2 / attention / MoE LLM (``jaxmodel.models.refined.mamba``).
 
     ``pattern``: Megatron-Core's ``hybrid_layer_pattern`` (``M`` Mamba-2, ``*``
     attention, ``E`` MoE FFN, ``-`` dense FFN), every character a layer; the
     MoE layers are the FFN layers when ``experts`` > 1.  ``mamba``: ``(heads,
-    head_dim, state_dim, groups, conv_kernel, chunk_size)``."""
+    head_dim, state_dim, groups, conv_kernel, chunk_size)``; ``latent``: the
+    LatentMoE width (``moe_latent_size``, 0: none)."""
     ffn_layers = pattern.count("E") + pattern.count("-")
     if len(pattern) != pattern.count("M") + pattern.count("*") + ffn_layers:
         raise ValueError(f"hybrid pattern {pattern!r}: only M, *, E and - are layers")
@@ -773,6 +775,7 @@ def _hybrid(name, description, source, published, *, pattern, hidden, heads, kv_
         "moe_ffn_hidden_dim": expert_ffn, "shared_experts": shared, "dense_layers": 0,
         "moe_layer_interval": 1, "attention": 0,
         "mamba_layers": pattern.count("M"), "attention_layers": pattern.count("*"),
+        "moe_latent_size": latent,
     }
     values.update(zip(("mamba_heads", "mamba_head_dim", "mamba_state_dim", "mamba_groups",
                        "mamba_conv_kernel", "mamba_chunk_size"), mamba, strict=True))
@@ -792,9 +795,21 @@ def _hybrid(name, description, source, published, *, pattern, hidden, heads, kv_
 # announcement (research.nvidia.com, "Nemotron 3 Nano is a 3.2B active (3.6B
 # with embeddings), 31.6B total parameter model").  seq 8192: Megatron-Bridge's
 # Nemotron-3 Nano pre-training performance recipes.
-# Nemotron-3 Super is published (Megatron-Bridge's Nemotron3SuperProvider) but
-# routes its experts in a latent space (LatentMoE, moe_latent_size), which
-# the model has no input for: no preset.
+# Nemotron-3 Super: Megatron-Bridge's Nemotron3SuperProvider (the same file:
+# hybrid_override_pattern of 88 layers, 40 Mamba-2, 8 attention, 40 MoE;
+# hidden 4096, 32 heads, 2 query groups of kv_channels 128, 128 Mamba heads of
+# 64, state 128, 512 experts of 2688, top-22, a shared expert of 5376 = 2 x
+# 2688, counted as 2 of f_e, moe_latent_size 1024) over NemotronHModelProvider
+# (8 Mamba groups, squared ReLU: 2 weight matrices); vocabulary 131,072, conv
+# width 4 and chunk 128 from nvidia/NVIDIA-Nemotron-3-Super-120B-A12B's
+# config.json (vocab_size, conv_kernel, chunk_size, and n_groups 8,
+# moe_latent_size 1024 alike).  Its MTP modules (the provider's mtp_num_layers
+# 2, pattern "*E") are left to the runs (mtp_layers), as for DeepSeek-V3: the
+# published count leaves them out.  Published: NVIDIA's Nemotron 3 Super
+# technical report (abstract: "a 120 billion (active 12 billion) parameter
+# hybrid Mamba-Attention Mixture-of-Experts model"; the checkpoint's name
+# 120B-A12B); the active count without the input embedding (as Nano's 3.2B).
+# seq 8192: the Bridge's Nemotron-3 Super pre-training performance recipes.
 HYBRID_LLMS: dict[str, Preset] = {p.name: p for p in (
     _hybrid("nemotron3-nano", "Nemotron-3 Nano 30B-A3B (hybrid Mamba-2 / MoE, 128 experts, "
             "top-6)",
@@ -805,6 +820,16 @@ HYBRID_LLMS: dict[str, Preset] = {p.name: p for p in (
             hidden=2688, heads=32, kv_heads=2, head_dim=128, ffn=1856, mlp=2, vocab=131072,
             seq=8192, experts=128, top_k=6, expert_ffn=1856, shared=2,
             mamba=(64, 64, 128, 8, 4, 128)),
+    _hybrid("nemotron3-super", "Nemotron-3 Super 120B-A12B (hybrid Mamba-2 / LatentMoE, "
+            "512 experts, top-22, latent 1024)",
+            "Megatron-Bridge Nemotron3SuperProvider; nvidia/NVIDIA-Nemotron-3-Super-120B-A12B "
+            "config.json; NVIDIA: 120B total, 12B active",
+            Published(120.0, 0.5, 12.0, 0.5, False),
+            pattern="MEMEMEM*EMEMEMEM*EMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*"
+                    "EMEMEMEM*EMEMEMEME",
+            hidden=4096, heads=32, kv_heads=2, head_dim=128, ffn=2688, mlp=2, vocab=131072,
+            seq=8192, experts=512, top_k=22, expert_ffn=2688, shared=2,
+            mamba=(128, 64, 128, 8, 4, 128), latent=1024),
 )}
 LLMS.update(HYBRID_LLMS)
 

@@ -154,3 +154,35 @@ def test_without_mamba_layers_the_mamba_inputs_change_no_bit(experts):
     assert np.asarray(plain.valid_layout).any()
     for name in REFINED.output_names:
         assert _equal(getattr(plain, name), getattr(knobbed, name)), name
+
+
+# Nemotron-3 Super by hand (Megatron-Bridge Nemotron3SuperProvider, HF config.json):
+# h 4096, 40 Mamba-2 layers (128 heads of 64, 8 groups, state 128, conv 4), 8 attention
+# layers (32 heads of 128, 2 KV heads), 40 LatentMoE layers (router on h, 512 experts
+# of 2688 with squared ReLU on the latent 1024, top-22, a shared expert of 5376 on h,
+# the projections h -> 1024 -> h), V 131,072, untied; MTP modules not in the preset.
+SH, SL = 4096, 1024
+S_MAMBA = (SH * (2 * 8192 + 2 * 8 * 128 + 128) + 8192 * SH + (8192 + 2048) * 5 + 3 * 128
+           + 8192)
+S_ATTENTION = 2 * SH * 32 * 128 + 2 * SH * 2 * 128
+S_EXPERT = 2 * SL * 2688
+S_BLOCK = SH * 512 + 2 * SH * 5376 + 2 * SH * SL
+
+
+def test_nemotron3_super_counts_by_hand_and_published():
+    total = 40 * S_MAMBA + 8 * S_ATTENTION + 40 * (S_BLOCK + 512 * S_EXPERT) + 2 * V * SH
+    active = 40 * S_MAMBA + 8 * S_ATTENTION + 40 * (S_BLOCK + 22 * S_EXPERT) + 2 * V * SH
+    values = apply_presets(REFINED, llm="nemotron3-super")
+    assert (values["mamba_layers"], values["attention_layers"], values["num_layers"],
+            values["moe_latent_size"]) == (40, 8, 88, 1024)
+    out = jaxmodel.evaluate(REFINED, x64=True, **values)
+    assert float(out.total_params_b) * 1e9 == pytest.approx(total, rel=1e-12)
+    assert float(out.active_params_b) * 1e9 == pytest.approx(active, rel=1e-12)
+    assert total == 120_668_322_816 and active == 12_769_852_416
+    # NVIDIA: "120 billion (active 12 billion)", the active count without the
+    # input embedding (12.23B here), within 1% and the rounding of the figure.
+    pub = get_preset("llm", "nemotron3-super").published
+    assert not pub.active_counts_input_embedding
+    assert abs(total / 1e9 - pub.total_params_b) <= 0.01 * pub.total_params_b + 0.5
+    active_pub = (active - V * SH) / 1e9
+    assert abs(active_pub - pub.active_params_b) <= 0.01 * pub.active_params_b + 0.5
