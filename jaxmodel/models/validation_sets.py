@@ -37,7 +37,8 @@ beside the rows that use it):
   GPT-OSS's alternating sliding-window attention is the preset's (window 128 in
   every other layer).  Nemotron-3 Nano is the ``nemotron3-nano`` preset (its
   Mamba-2, attention and MoE layers: ``jaxmodel.models.refined.mamba``);
-  Nemotron-3 Super's LatentMoE has no input: not expressible.
+  Nemotron-3 Super the ``nemotron3-super`` preset (its LatentMoE:
+  ``moe_latent_size``, ``jaxmodel.models.refined.moe``).
 * Precision: BF16 -> ``precision`` 0; FP8 with per-tensor (current or delayed)
   scaling -> ``precision`` 1; block-scaled FP8 (MXFP8, 1x128/128x128 blockwise) ->
   ``precision`` 2; NVFP4 -> ``precision`` 3.  Megatron-Bridge 25.09 states no
@@ -449,8 +450,7 @@ BRIDGE_LLMS: dict[str, Cell] = {
     "Qwen3_235B_a22B (tokendrop)": _token_drop("qwen3-235b-a22b"),
     "GPT OSS 120B": llm("gpt-oss-120b"),
     "Nemotron_3_Nano": llm("nemotron3-nano"),
-    "Nemotron_3_Super": Missing("Nemotron-3 Super's LatentMoE (experts in a latent space, "
-                                "Megatron-Bridge moe_latent_size) has no input"),
+    "Nemotron_3_Super": llm("nemotron3-super"),
 }
 RECIPE_NOT_READ = ("25.09: no recipe read (its configs are not parsed); the recipe's settings "
                    "at the model's defaults")

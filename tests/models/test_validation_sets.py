@@ -118,7 +118,8 @@ def test_bridge_rows_the_model_cannot_express_say_why():
                 if r["model_family"] == "Nemotron-3"]
     assert len(nemotron) == 9
     # Nemotron-3 Nano (5 rows) is the nemotron3-nano preset: its 23 Mamba-2, 6
-    # attention and 23 MoE layers; Super (4 rows) routes in a latent space.
+    # attention and 23 MoE layers; Super (4 rows) the nemotron3-super preset: its
+    # LatentMoE (moe_latent_size 1024) and the recipe's 2 MTP modules.
     nano = ["mb0057", "mb0111", "mb0112", "mb0155", "mb0199"]
     for label in nano:
         _has(cases[label], **apply_presets("refined", llm="nemotron3-nano"))
@@ -126,13 +127,19 @@ def test_bridge_rows_the_model_cannot_express_say_why():
          expert_parallel=8, mamba_layers=23, attention_layers=6, num_layers=52)
     super_ = [c for c in nemotron if c.label not in nano]
     assert [c.label for c in super_] == ["mb0119", "mb0120", "mb0159", "mb0163"]
-    assert all(c.inputs is None and "LatentMoE" in c.reason for c in super_)
+    for case in super_:
+        _has(case, **apply_presets("refined", llm="nemotron3-super"), mtp_layers=2,
+             num_gpus=64, expert_parallel=64, pipeline_parallel=1)
+    _has(cases["mb0119"], tensor_parallel=1, moe_latent_size=1024, mamba_layers=40,
+         attention_layers=8, num_layers=88)
+    _has(cases["mb0120"], tensor_parallel=2)
     # mb0291: no tokens/s in the source.
     assert cases["mb0291"].reason.startswith("no tokens/s per GPU")
     # The rows with multi-token prediction (the recipe's mtp_num_layers, or "w/ MTP"
     # in 25.11's name) express it; the others set none.
     assert [label for label, c in cases.items() if c.inputs and c.inputs["mtp_layers"]] == [
-        "mb0091", "mb0137", "mb0181", "mb0218", "mb0256"]
+        "mb0091", "mb0119", "mb0120", "mb0137", "mb0159", "mb0163", "mb0181", "mb0218",
+        "mb0256"]
 
 
 def test_bridge_partial_recompute_and_cuda_graph_rows_by_hand():
