@@ -34,7 +34,7 @@ REFINED_70B = ["--model", "refined", "--gpu", "h100-sxm", "--llm", "llama3-70b",
                "--num-gpus", "1024"]
 DEEPSEEK = ["--model", "refined", "--gpu", "h800", "--llm", "deepseek-v3", "--num-gpus", "2048",
             "--global-batch-tokens", "62914560", "--vary", "recompute", "--vary", "zero_stage",
-            "--vary", "precision=0,1", "--vary", "pipeline_schedule",
+            "--vary", "precision", "--vary", "pipeline_schedule",
             "--vary", "virtual_stages=1,2,4,8"]
 # name -> (arguments, target cold ratio, target warm ratio, target peak RSS in GB)
 COMMANDS = {

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import datetime as _dt
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, is_dataclass
 from importlib.metadata import version
 from typing import Any
 
@@ -22,9 +22,11 @@ import numpy as np
 import pyarrow as pa
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from jaxmodel.api import program_key
 from jaxmodel.errors import SpecError, closest
 from jaxmodel.expr import parse
 from jaxmodel.precision import computing, float_dtype
+from jaxmodel.program_cache import CachedProgram, program_dir
 from jaxmodel.reduce import CONFIG_ID
 from jaxmodel.sink import Column, input_column, output_column
 from jaxmodel.space import IndexSpace, batch_axes
@@ -168,8 +170,10 @@ class Plan:
         # A small search or sweep runs for less than XLA's default optimisation
         # costs to compile (jaxmodel.xla_options); a large one keeps the defaults.
         options = compiler_options(self.num_chunks * self.padded)
+        self._options = options
         self._reduce_step = jax.jit(self._reduce_fn, donate_argnums=0,
                                     compiler_options=options)
+        self._kept_step: tuple | None = None  # (arguments' tree, CachedProgram, state's tree)
         self._step = jax.jit(self._step_fn, compiler_options=options)
         self._slices: dict[int, Callable] = {}
         self._constants: dict[str, np.ndarray] | None = None
@@ -295,8 +299,55 @@ class Plan:
     def reduce_step(self, state, chunk: int):
         """Fold chunk ``chunk`` into the reducer state (asynchronously)."""
         start = chunk * self.chunk_size
-        return self._reduce_step(state, np.int64(start), self.space.start_digits(start),
-                                 self.offsets, self.tables)
+        args = (state, np.int64(start), self.space.start_digits(start), self.offsets,
+                self.tables)
+        key = self.program_key() if program_dir() is not None else None
+        if key is None:
+            return self._reduce_step(*args)
+        return self._kept_reduce_step(key, args)
+
+    def program_key(self) -> dict[str, Any] | None:
+        """What fixes the reduce step beside the jaxmodel package, for
+        :class:`jaxmodel.program_cache.CachedProgram`; None where that is not
+        known, so the step is traced every time.
+
+        Only a search's candidate table (``best``, ``plan``, co-design) on one
+        device: its spec's text holds the model, the question (hence the
+        reducer), every fixed input's value and a SHA-256 of the candidate
+        rows.  A sweep's text may name files its program depends on, extras
+        close over callers' kernels, and several devices shard the program.
+        """
+        model = program_key(self.model)
+        if (model is None or self.spec.table is None or self.reducer is None or self.extras
+                or not is_dataclass(self.reducer) or self.mesh.devices.size != 1):
+            return None
+        return {**model, "spec": self.spec.text, "reducer": repr(self.reducer),
+                "chunk_size": self.chunk_size, "padded": self.padded,
+                "num_groups": self.num_groups, "x64": self.x64,
+                "columns": [c.name for c in self.columns], "constant": sorted(self.constant)}
+
+    def _kept_reduce_step(self, key: dict[str, Any], args: tuple):
+        """The reduce step as a :class:`~jaxmodel.program_cache.CachedProgram`: its
+        arguments' leaves in, the new state's leaves and the two counts out (the
+        state keeps its tree).  The state is not donated: an exported program
+        has no donation, and a search's state is a few thousand rows."""
+        leaves, tree = jax.tree_util.tree_flatten(args)
+        if self._kept_step is None or self._kept_step[0] != tree:
+            state_tree = jax.tree_util.tree_structure(args[0])
+
+            def reduce_step(*xs):
+                state, count, valid = self._reduce_fn(*jax.tree_util.tree_unflatten(tree, xs))
+                out, out_tree = jax.tree_util.tree_flatten(state)
+                if out_tree != state_tree:
+                    raise TypeError(f"reduce step: state {out_tree} out, {state_tree} in")
+                return (*out, count, valid)
+
+            program = CachedProgram("program.reduce_step", reduce_step,
+                                    {**key, "arguments": str(tree)}, self._options)
+            self._kept_step = (tree, program, state_tree)
+        _, program, state_tree = self._kept_step
+        *out, count, valid = program(*leaves)
+        return jax.tree_util.tree_unflatten(state_tree, out), count, valid
 
     def init_state(self, loaded=None):
         """A fresh reducer state (or ``loaded``, a checkpoint's), replicated on the mesh

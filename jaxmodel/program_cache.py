@@ -7,7 +7,10 @@ the model and lowers it to StableHLO before it can look: a third of a warm
 (bench/README.md, issue 26).  This module keeps the lowered program itself
 (``jax.export``'s serialized ``Exported``) and calls it, which jax lowers in a
 fraction of the time and whose XLA compile hits the persistent cache as
-before: a warm ``sensitivity`` took 42.9 s instead of 151.9 s.  (On the CPU,
+before: a warm ``sensitivity`` took 42.9 s instead of 151.9 s.  Its users:
+``eval``/``validate`` (:func:`jaxmodel.api.batched`), ``sensitivity``, ``solve``
+and the reduce step of a search over a candidate table (``best``, ``plan``;
+:meth:`jaxmodel.program.Plan.program_key`).  (On the CPU,
 jax's lowering of such a call first loads jaxlib's LAPACK bindings, which
 import SciPy, about a second.)
 

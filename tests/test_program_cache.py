@@ -13,6 +13,7 @@ import jaxmodel
 from jaxmodel import api, program_cache, sensitivity, solving
 from jaxmodel.api import resolve_inputs
 from jaxmodel.precision import computing
+from jaxmodel.program import Plan
 from jaxmodel.program_cache import (
     CachedProgram,
     digest_of,
@@ -20,6 +21,7 @@ from jaxmodel.program_cache import (
     read_entry,
     write_entry,
 )
+from jaxmodel.searching import search
 from jaxmodel.xla_options import quick_compile
 
 N = 16
@@ -159,6 +161,60 @@ def test_solve_hit_gives_the_uncached_solution(cache):
         a, b = getattr(cached, name), getattr(plain, name)
         assert a.dtype == b.dtype
         np.testing.assert_array_equal(a, b, err_msg=name)
+
+
+def seed_search(**changes):
+    """A small search of the seed model (46 GPUs, idle allowed) with all three
+    reducers, over chunks of 64 candidates on one device."""
+    seed = jaxmodel.get_model("seed")
+    values = dict(seed.defaults, model_params_b=13.0, num_gpus=46.0, hidden_dim=5120.0,
+                  num_layers=40.0, seq_length=2048.0, link_bandwidth_gb_s=100.0)
+    return search(seed, {**values, **changes}, global_batch=96, top=7, allow_idle=True,
+                  group_by=("tensor_parallel",), chunk=64, devices=jax.devices()[:1],
+                  pareto=("used_gpus", "throughput_tokens_s", True, False))
+
+
+def assert_same_search(a, b):
+    assert (a.candidates, a.valid, a.chunks) == (b.candidates, b.valid, b.chunks)
+    for part in ("top", "per_group", "pareto"):
+        x, y = getattr(a, part), getattr(b, part)
+        assert x.keys() == y.keys()
+        for name in x:
+            assert x[name].dtype == y[name].dtype, (part, name)
+            np.testing.assert_array_equal(x[name], y[name], err_msg=f"{part} {name}")
+
+
+def test_search_hit_gives_the_uncached_result_without_tracing(cache, monkeypatch):
+    enable_program_cache(None)
+    plain = seed_search()
+    assert plain.valid > 7 and plain.chunks > 1  # every chunk folds through the program
+    enable_program_cache(cache.parent)
+    first = seed_search()  # miss: exported and written
+    assert len(entries(cache)) == 1
+
+    def no_trace(*args, **kwargs):
+        raise AssertionError("the reduce step was traced where the entry should be read")
+
+    # a second process: a new Plan, which must not trace its step
+    monkeypatch.setattr(Plan, "_reduce_fn", no_trace)
+    second = seed_search()
+    assert_same_search(first, plain)
+    assert_same_search(second, plain)
+    assert len(entries(cache)) == 1
+    # another search (another fixed input, so other candidates' outputs) misses
+    monkeypatch.undo()
+    other = seed_search(link_bandwidth_gb_s=200.0)
+    assert len(entries(cache)) == 2
+    assert not np.array_equal(other.top["throughput_tokens_s"], plain.top["throughput_tokens_s"])
+
+
+def test_a_search_the_key_cannot_fix_is_not_kept(cache):
+    own = dataclasses.replace(jaxmodel.get_model("seed"), description="a caller's own variant")
+    assert api.program_key(own) is None
+    values = dict(own.defaults, num_gpus=46.0, hidden_dim=5120.0, num_layers=40.0,
+                  seq_length=2048.0)
+    search(own, values, global_batch=96, allow_idle=True, chunk=64, devices=jax.devices()[:1])
+    assert entries(cache) == []
 
 
 def test_a_changed_key_misses(cache, monkeypatch):
