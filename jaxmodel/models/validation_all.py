@@ -31,8 +31,9 @@ run i is in fold i mod k, in table order): the cluster parameters are fitted on 
 other folds' step times (``cross_validate``, handed in: the calibration machinery)
 and the held-out fold is predicted; besides the model's cluster set, a GPU's fit
 takes the other achieved rates of its preset that its runs use (``RATES``: the
-FP8 GEMM ceiling, the attention fractions, the host's time per kernel).  A GPU with too few runs to pin the parameters
-down (fewer training runs than parameters) gets no calibrated figure.
+FP8 GEMM ceiling, the attention fractions, the host's time per kernel).  A GPU
+with too few runs to pin the parameters down (fewer training runs than
+parameters) gets no calibrated figure.
 
 Evaluation is handed in (``evaluate``: ``jaxmodel.api.evaluate``'s signature), so
 that this module does not depend on the public API; all the runs of all the sets
