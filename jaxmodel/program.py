@@ -174,6 +174,7 @@ class Plan:
         self._reduce_step = jax.jit(self._reduce_fn, donate_argnums=0,
                                     compiler_options=options)
         self._kept_step: tuple | None = None  # (arguments' tree, CachedProgram, state's tree)
+        self._kept_key: tuple | None = None  # (program_key(),), found once: every chunk asks
         self._step = jax.jit(self._step_fn, compiler_options=options)
         self._slices: dict[int, Callable] = {}
         self._constants: dict[str, np.ndarray] | None = None
@@ -301,7 +302,11 @@ class Plan:
         start = chunk * self.chunk_size
         args = (state, np.int64(start), self.space.start_digits(start), self.offsets,
                 self.tables)
-        key = self.program_key() if program_dir() is not None else None
+        if program_dir() is None:
+            return self._reduce_step(*args)
+        if self._kept_key is None:
+            self._kept_key = (self.program_key(),)
+        key = self._kept_key[0]
         if key is None:
             return self._reduce_step(*args)
         return self._kept_reduce_step(key, args)
