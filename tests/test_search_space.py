@@ -130,3 +130,35 @@ def test_a_fractional_layout_option_is_pinned_at_its_value(monkeypatch):
     assert "stopped before the search" in result.output
     assert seen == {"moe_overlap": 0.5, "tensor_parallel": 2}
     assert isinstance(seen["tensor_parallel"], int)
+
+
+def test_cross_where_keeps_the_crossed_rows_a_rule_admits_in_order():
+    from jaxmodel.models.layout import cross_where
+
+    cand = {"t": np.array([1, 2, 4]), "p": np.array([1, 1, 2])}
+    axes = {"v": np.array([1, 3]), "z": np.array([0, 1])}
+    # Rows (t, p, v, z), the last axis fastest; the rule keeps t v <= 4.
+    expected = [(t, p, v, z) for t, p in [(1, 1), (2, 1), (4, 2)]
+                for v in (1, 3) for z in (0, 1) if t * v <= 4]
+    for block_rows in (1, 4, 5, 1 << 20):  # a block of 1, 1, 1 and 3 rows of cand
+        out = cross_where(cand, axes, lambda b: b["t"] * b["v"] <= 4, block_rows=block_rows)
+        assert list(zip(*(out[k].tolist() for k in ("t", "p", "v", "z")), strict=True)) \
+            == expected
+    empty = cross_where({k: v[:0] for k, v in cand.items()}, axes, lambda b: b["t"] > 0)
+    assert all(len(v) == 0 for v in empty.values()) and set(empty) == {"t", "p", "v", "z"}
+
+
+def test_blockwise_candidates_equal_the_whole_cross(monkeypatch):
+    # A search's candidates, crossed and cut a block at a time (issue 26), are
+    # the whole cross cut once: same columns, rows, order and dtypes.
+    import jaxmodel.models.layout as layout
+
+    values = {**REFINED.defaults, **jaxmodel.presets.apply_presets(REFINED, llm="llama3-70b"),
+              "num_gpus": 64}
+    vary = {"recompute": [0, 1, 2], "virtual_stages": [1, 2, 3, 5]}
+    whole = REFINED.layout.candidates(values, 256, vary=vary)
+    monkeypatch.setattr(layout, "CROSS_BLOCK_ROWS", 200)
+    blocks = REFINED.layout.candidates(values, 256, vary=vary)
+    assert len(whole["tensor_parallel"]) > 1000 and list(blocks) == list(whole)
+    for k, v in whole.items():
+        assert blocks[k].dtype == v.dtype and np.array_equal(blocks[k], v), k
