@@ -92,6 +92,47 @@ def evaluate(model: str | Model = DEFAULT_MODEL, *, x64: bool = False, **inputs:
     return model.outputs_type(*(np.asarray(v).reshape(shape) for v in host))
 
 
+# Output dtypes by field kind, as evaluate returns them with x64.
+_HOST_DTYPES = {"float": np.float64, "int": np.int64, "bool": np.bool_, "category": np.int32}
+
+
+def evaluate_on_host(model: str | Model = DEFAULT_MODEL, **inputs: Any):
+    """:func:`evaluate` in float64 with NumPy: no jax, no trace, no compile.
+
+    The model's own function runs once on the whole batch with NumPy as its
+    array module (``jaxmodel.deferred.on_host``): every model term is
+    elementwise, so a batch of rows is one call, as the vmapped program's is.
+    It is how one configuration is answered for a person (``jaxmodel eval``,
+    ``validate``): a few milliseconds, where jax's first evaluation of the
+    refined model traces and compiles it for seconds to minutes (issue 26).
+    The numbers are those of ``evaluate(..., x64=True)`` to the last bits
+    (tests/test_host_eval.py); a sweep, a search and autodiff stay on jax.
+
+    Returns:
+      The model's outputs ``NamedTuple`` of numpy arrays of the broadcast
+      shape, dtypes as :func:`evaluate`'s with ``x64``.
+
+    Raises:
+      InputError: an unknown input name or a value outside an input's domain.
+      ValueError: the model does not declare ``on_host``.
+    """
+    from jaxmodel.deferred import on_host
+
+    model = get_model(model)
+    if not model.on_host:
+        raise ValueError(f"model {model.name!r} does not declare on_host; use evaluate")
+    arrays = resolve_inputs(model, inputs)
+    shape = next(iter(arrays.values())).shape
+    n = int(np.prod(shape, dtype=np.int64))
+    with on_host():
+        flat = model.inputs_type(*(a.reshape(-1).astype(np.float64) for a in arrays.values()))
+        out = model.apply(flat)
+        # (an output that no input moves comes back a scalar: spread it over the rows)
+        return model.outputs_type(*(
+            np.broadcast_to(np.asarray(v).astype(_HOST_DTYPES[f.kind]), (n,)).reshape(shape)
+            .copy() for f, v in zip(model.outputs, out, strict=True)))
+
+
 def as_dicts(model: Model, outputs) -> dict[str, Any]:
     """Outputs of one configuration as Python scalars, categories as names."""
     row: dict[str, Any] = {}

@@ -6,25 +6,40 @@ from the same modules: importing jax there would cost ``jaxmodel --help``,
 ``jaxmodel presets`` and every one-line error about a second (issue 26).
 These modules write ``from jaxmodel.deferred import jnp`` instead of
 ``import jax.numpy as jnp``; the first attribute looked up imports jax.
+
+Inside :func:`on_host` the same names are NumPy instead, in this thread only:
+a model written against ``jnp`` (and ``jax.lax.stop_gradient``) then runs as
+plain NumPy arrays, with no trace and no compile, which is how one
+configuration is evaluated for a person (``jaxmodel.api.evaluate_on_host``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
-from types import ModuleType
+import threading
+from collections.abc import Iterator
+from types import ModuleType, SimpleNamespace
 from typing import Any
+
+import numpy as np
+
+_HOST = threading.local()
 
 
 class Deferred:
     """A module imported when one of its attributes is first looked up."""
 
-    __slots__ = ("_name", "_module")
+    __slots__ = ("_name", "_module", "_host")
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, host: Any):
         self._name = name
         self._module: ModuleType | None = None
+        self._host = host
 
     def __getattr__(self, attr: str) -> Any:
+        if getattr(_HOST, "on", False):
+            return getattr(self._host, attr)
         module = self._module
         if module is None:
             module = self._module = importlib.import_module(self._name)
@@ -34,5 +49,22 @@ class Deferred:
         return f"<deferred module {self._name!r}>"
 
 
-jax = Deferred("jax")
-jnp = Deferred("jax.numpy")
+# What a model may call of jax on the host: stop_gradient is the identity
+# there (there is no gradient to stop).  Anything else is an AttributeError.
+_HOST_JAX = SimpleNamespace(lax=SimpleNamespace(stop_gradient=lambda v: v), numpy=np)
+
+jax = Deferred("jax", _HOST_JAX)
+jnp = Deferred("jax.numpy", np)
+
+
+@contextlib.contextmanager
+def on_host() -> Iterator[None]:
+    """``jnp`` and ``jax`` are NumPy in this block, in this thread (module doc);
+    NumPy's floating-point warnings are off, as jax has none."""
+    before = getattr(_HOST, "on", False)
+    _HOST.on = True
+    try:
+        with np.errstate(all="ignore"):
+            yield
+    finally:
+        _HOST.on = before

@@ -29,7 +29,7 @@ from jaxmodel.api import as_dicts, evaluate
 from jaxmodel.models import Model
 from jaxmodel.models.presets import GPU_COLUMNS, GPUS, LLM_COLUMNS, LLMS, Preset
 from jaxmodel.models.validation import SETS, Table, summary, table_summary
-from jaxmodel.profile import evaluate_with_profile
+from jaxmodel.profile import answer, evaluate_with_profile
 from jaxmodel.report import printed_inputs, seed_document
 from jaxmodel.sensitivity import Sensitivities, gradient_unit, stepped_inputs
 from jaxmodel.solving import Solution, describe
@@ -54,7 +54,7 @@ def evaluation_document(model: Model, values: Mapping[str, float], *, x64: bool 
     if profile:
         point, curves = evaluate_with_profile(model, values, x64=x64)
     else:
-        point, curves = evaluate(model, x64=x64, **values), None
+        point, curves = answer(model, x64=x64, **values), None
     outputs = as_dicts(model, point)
     wall_ms = (time.perf_counter() - start) * 1e3
     return seed_document(model, values, outputs, model.verdict(values, outputs), curves=curves,

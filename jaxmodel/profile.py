@@ -6,8 +6,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from jaxmodel.api import evaluate
-from jaxmodel.models import Model
+from jaxmodel.api import evaluate, evaluate_on_host
+from jaxmodel.models import Model, get_model
 from jaxmodel.models.layout import BANDWIDTH, GPUS, PIPELINE, TENSOR
 
 PROFILE_POINTS = 48
@@ -39,12 +39,23 @@ def profile_points(inputs: Mapping[str, float]) -> tuple[np.ndarray, np.ndarray]
     return gpus, bandwidths
 
 
+def answer(model: Model | str, *, x64: bool = False, **inputs):
+    """A few configurations for a person: on the host in float64 where the model
+    runs there (``evaluate_on_host``: no compile), else jax's ``evaluate``
+    (``evaluate``'s arguments, so it can be handed where ``evaluate`` is)."""
+    model = get_model(model)
+    if model.on_host:
+        return evaluate_on_host(model, **inputs)
+    return evaluate(model, x64=x64, **inputs)
+
+
 def evaluate_with_profile(model: Model, inputs: Mapping[str, float], *, x64: bool = False):
     """The configuration's outputs and both curves, evaluated in one batch.
 
-    One batch, so one compiled program: evaluating the configuration on its
-    own compiled the model a second time for another shape, half of a cold
-    ``jaxmodel eval --model refined`` (bench/README.md, issue 26).
+    One batch (:func:`answer`: on the host where the model runs there, else
+    one compiled program: evaluating the configuration on its own compiled the
+    model a second time for another shape, half of a cold ``jaxmodel eval
+    --model refined``; bench/README.md, issue 26).
 
     Returns:
       ``(outputs, curves)``: ``model.outputs_type`` of the configuration (0-d
@@ -56,7 +67,7 @@ def evaluate_with_profile(model: Model, inputs: Mapping[str, float], *, x64: boo
     batch = {k: np.full(2 * n + 1, v, dtype=np.float64) for k, v in inputs.items()}
     batch[GPUS][1:n + 1] = gpus
     batch[BANDWIDTH][n + 1:] = bandwidths
-    out = evaluate(model, x64=x64, **batch)
+    out = answer(model, x64=x64, **batch)
     mfu = np.asarray(out.mfu_percent, dtype=np.float64)
     curves = {"eff_vs_gpus": (gpus, mfu[1:n + 1]), "eff_vs_bw": (bandwidths, mfu[n + 1:]),
               "at": {GPUS: int(inputs[GPUS]), BANDWIDTH: float(inputs[BANDWIDTH])}}

@@ -159,18 +159,24 @@ def test_validation_documents_carry_the_published_figures():
     assert "| 163 |" in last and doc["runs"][-1]["measured_tflops"] == 163
 
 
-def test_eval_evaluates_the_configuration_and_its_curves_in_one_program():
+@pytest.mark.parametrize("on_host, programs", [(False, 1), (True, 0)])
+def test_eval_evaluates_the_configuration_and_its_curves_in_one_program(on_host, programs):
     """Issue 26: the configuration was evaluated alone, then its profile curves as a
-    batch: the model compiled twice (half of a cold refined eval).  Now one batch."""
+    batch: the model compiled twice (half of a cold refined eval).  Now one batch:
+    one program, or none where the model runs on the host."""
+    import dataclasses
+
     import jax
     from jax import monitoring
 
     from jaxmodel.api import as_dicts
     from jaxmodel.report import printed_outputs
+    from jaxmodel.xla_options import quick_options
 
-    model = jaxmodel.get_model("seed")
+    model = dataclasses.replace(jaxmodel.get_model("seed"), on_host=on_host)
     values = {**model.defaults, "num_gpus": 96.0}
     jax.clear_caches()
+    quick_options()  # (its one-time probe lowers a program of its own)
     lowered = []
 
     def on_duration(event, _secs, **_kw):
@@ -182,7 +188,7 @@ def test_eval_evaluates_the_configuration_and_its_curves_in_one_program():
         doc = evaluation_document(model, values, x64=True)
     finally:
         monitoring.unregister_event_duration_listener(on_duration)
-    assert len(lowered) == 1
+    assert len(lowered) == programs
     # the configuration's outputs are those it has evaluated alone
     alone = as_dicts(model, jaxmodel.evaluate(model, x64=True, **values))
     assert doc["outputs"] == {**printed_outputs(model, alone),

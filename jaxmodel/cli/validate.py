@@ -84,7 +84,7 @@ def validate_command(
     if set_name == MOE_SET and (config or calibrate):
         raise SpecError(f"--set: got {MOE_SET!r} with --config/--calibrate; allowed: "
                         "sc21, megatron-h100 or a --data file")
-    from jaxmodel.api import evaluate
+    from jaxmodel.profile import answer as evaluate  # on the host, no compile (issue 26)
 
     if set_name == MOE_SET:
         rows = validate_moe(read_moe_runs(data) if data else None, evaluate=evaluate)
@@ -113,16 +113,18 @@ def validate_command(
 
 
 def _validate_all(data, set_name, config, calibrate, calibrated, output_format, output) -> None:
-    from jaxmodel.api import evaluate
-    from jaxmodel.calibration import cross_validate, write_atomic
     from jaxmodel.models.validation_all import validate_all
+    from jaxmodel.profile import answer as evaluate  # on the host, no compile (issue 26)
 
     for flag, given in (("--data", data), ("--set", set_name), ("--config", config),
                         ("--calibrate/--fit", calibrate)):
         if given:
             raise SpecError(f"{flag}: not with --all (it runs every set, out of the box; "
                             "use --calibrated for the k-fold calibrated column)")
-    doc = validate_all(evaluate, cross_validate=cross_validate if calibrated else None)
+    cross_validate = None
+    if calibrated:
+        from jaxmodel.calibration import cross_validate  # jax and optimistix, when asked
+    doc = validate_all(evaluate, cross_validate=cross_validate)
     if output_format == "json":
         text = json.dumps(doc)
     elif output_format == "markdown":
@@ -130,6 +132,8 @@ def _validate_all(data, set_name, config, calibrate, calibrated, output_format, 
     else:
         text = all_validation_text(doc)
     if output:
+        from jaxmodel.calibration import write_atomic
+
         write_atomic(output, text if text.endswith("\n") else text + "\n")
     else:
         typer.echo(text)

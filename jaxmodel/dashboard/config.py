@@ -23,6 +23,7 @@ import jaxmodel
 from jaxmodel.dashboard.data import DashboardError, Source
 from jaxmodel.errors import JaxmodelError
 from jaxmodel.models import Model
+from jaxmodel.profile import answer
 
 
 def inputs_of_row(src: Source, row: Mapping[str, Any]) -> dict[str, float]:
@@ -72,9 +73,10 @@ class Evaluation:
 
 
 def evaluate(model: Model, inputs: Mapping[str, float], *, x64: bool = False) -> Evaluation:
-    """``jaxmodel.evaluate`` on one configuration."""
+    """One configuration, on the host where the model runs there (no compile:
+    ``jaxmodel.profile.answer``), else ``jaxmodel.evaluate``."""
     try:
-        out = jaxmodel.evaluate(model, x64=x64, **inputs)
+        out = answer(model, x64=x64, **inputs)
     except JaxmodelError as e:
         raise DashboardError(str(e)) from None
     values: dict[str, Any] = {}

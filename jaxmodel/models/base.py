@@ -82,6 +82,10 @@ class Model:
       hardware: the inputs a hardware designer or buyer can change (peak
         rates, bandwidths, capacities, achieved efficiencies): what
         ``best --sensitivity`` and ``plan --sensitivity`` weigh by default.
+      on_host: ``apply`` calls only ``jnp`` and ``jax.lax.stop_gradient`` from
+        ``jaxmodel.deferred`` and is elementwise over a batch, so NumPy can run
+        it (``jaxmodel.api.evaluate_on_host``: one configuration for a person,
+        without a compile); False: every evaluation goes through jax.
     """
 
     name: str
@@ -110,6 +114,7 @@ class Model:
         default=None, compare=False)
     hardware: tuple[str, ...] = ()
     physics: tuple[str, ...] = ()
+    on_host: bool = False
 
     def __post_init__(self) -> None:
         """Check the declarations against each other (a model is built once, at import).

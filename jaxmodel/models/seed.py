@@ -309,5 +309,6 @@ SEED = Model(
     # bandwidth (what ``jaxmodel calibrate`` fits by default).
     cluster=("compute_tflops", "link_bandwidth_gb_s"),
     hardware=("compute_tflops", "link_bandwidth_gb_s"),
+    on_host=True,  # tests/test_host_eval.py
     physics=("jaxmodel.models.seed",),
 )

@@ -55,7 +55,23 @@ def test_answers_without_importing_jax(args, code, says, tmp_path):
 
 
 def test_a_command_that_computes_imports_jax(tmp_path):
-    """The probe can see jax: a command that evaluates the model imports it."""
-    report, stdout, _ = _run(["eval", "--no-profile"], tmp_path)
+    """The probe can see jax: a command that runs a jax program imports it."""
+    report, stdout, _ = _run(["sensitivity", "--model", "seed", "--of", "mfu_percent",
+                              "--format", "json"], tmp_path)
     assert report == {"code": 0, "jax": True}
     assert json.loads(stdout)["outputs"]
+
+
+@pytest.mark.parametrize("model", ["seed", "refined"])
+def test_eval_answers_on_the_host_without_jax(model, tmp_path):
+    """One configuration and its profile curves: NumPy on the host (issue 26)."""
+    report, stdout, message = _run(["eval", "--model", model, "--format", "json"], tmp_path)
+    assert report == {"code": 0, "jax": False}, message
+    doc = json.loads(stdout)
+    assert doc["outputs"]["step_time_ms"] > 0 and len(doc["profile"]["eff_vs_bw"]) == 48
+
+
+def test_validate_all_answers_on_the_host_without_jax(tmp_path):
+    report, stdout, message = _run(["validate", "--all", "--format", "json"], tmp_path)
+    assert report == {"code": 0, "jax": False}, message
+    assert len(json.loads(stdout)["runs"]) == 150

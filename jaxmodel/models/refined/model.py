@@ -276,6 +276,7 @@ REFINED = Model(
     fit_ranges=FIT_RANGES,
     unused=_unused,
     hardware=HARDWARE,
+    on_host=True,  # tests/test_host_eval.py
     physics=tuple(f"jaxmodel.models.refined.{name}" for name in (
         "model", "layer", "rates", "memory", "tensor", "context", "pipeline", "data", "moe",
         "mtp", "mamba", "validity", "space", "derived", "fields")) + ("jaxmodel.collectives",),
