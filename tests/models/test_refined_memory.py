@@ -81,6 +81,12 @@ def test_per_op_selective_recompute_keeps_torchtitans_saved_outputs():
                             hidden_dim=4096, num_heads=32, num_kv_heads=8,
                             ffn_hidden_dim=14336, micro_batch=2, sp=0) == approx(
             15.53125 * 2 * 8192 * 4096)
+    # ... and so with sequence_parallel set (torchtitan's rows set it whatever t):
+    # without TP there is no reduce-scatter, so nothing more is saved.
+    assert _layer_bytes(recompute=3, dropout=0, precision=0, tensor_parallel=1,
+                        hidden_dim=4096, num_heads=32, num_kv_heads=8,
+                        ffn_hidden_dim=14336, micro_batch=2, sp=1) == approx(
+        15.53125 * 2 * 8192 * 4096)
 
 
 def test_per_op_selective_recompute_runs_every_other_matmul_again():

@@ -166,15 +166,19 @@ def op_sac_activation_bytes(x, sp):
     (h t)``) and, with three matrices, w2 (row-parallel: each TP rank's partial
     sum of all ``h``, 2), the attention output (``2 a d_h / (h t)``) with its
     fp32 log-sum-exp (``4 a / (h t)``), and the checkpoint's input (2); with
-    sequence parallelism the two reduce-scatter outputs (``2 + 2``) and the
-    input are split by ``t``.  The outputs are bf16 under FP8 too (the matmuls
-    are counted whatever their precision).  Llama 3 8B without TP: ``2 + 2 + 0.5
-    + 2 + 2 x 3.5 + 2 + 0.03 = 15.5``.
+    sequence parallelism the two reduce-scatter outputs (``2 + 2``; none
+    without TP, ``t`` 1) and the input are split by ``t``.  The outputs are bf16
+    under FP8 too (the matmuls are counted whatever their precision).  Llama 3
+    8B without TP: ``2 + 2 + 0.5 + 2 + 2 x 3.5 + 2 + 0.03 = 15.5``.
     """
     h, t, a = x.hidden_dim, x.tensor_parallel, x.num_heads
     qw = attention_width(x)
     rep_split = jnp.where(sp > 0.5, t, jnp.ones_like(t))
-    replicated = (BF16 + sp * 2.0 * BF16) / rep_split
+    # The reduce-scatters exist only where tensor parallelism does (torchtitan
+    # applies its TP plan only when tp > 1: parallelize_llama, apply_tp), however
+    # sequence_parallel is set.
+    reduce_scatters = sp * (t > 1.5).astype(t.dtype)
+    replicated = (BF16 + reduce_scatters * 2.0 * BF16) / rep_split
     saved_mms = (BF16 * qw * (2.0 + x.num_kv_heads / a) + 4.0 * a
                  + BF16 * x.ffn_hidden_dim) / (h * t)
     return replicated + saved_mms + BF16 * (x.mlp_weight_matrices - 2.0)
