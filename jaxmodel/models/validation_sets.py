@@ -81,6 +81,7 @@ beside the rows that use it):
   TP with sequence-parallel norms (``sequence_parallel`` 1); AsyncTP ->
   ``tp_overlap`` 1; Float8 (torchao, tensor-wise scaling) -> ``precision`` 1;
   context parallelism's default all-gather rotation -> ``cp_comm`` 1;
+  its loss, PyTorch's F.cross_entropy on fp32 logits -> ``cross_entropy_fusion`` 3;
   ``torch.compile`` -> the model's fused elementwise kernels (listed), eager ->
   not expressible; with PP, torchtitan's default of as many micro-batches as
   stages, and 2 stages per rank for the interleaved schedule (listed); a blank
@@ -881,8 +882,11 @@ TORCHTITAN = SetTable(
                 "reserved memory)",
     file="torchtitan_llama3_h100.csv",
     # torchtitan's Llama attention is F.scaled_dot_product_attention, whose flash
-    # backend is FlashAttention-2 (attention_kernel 1).
-    every_row=(exact(sequence_parallel=1, cp_comm=1),
+    # backend is FlashAttention-2 (attention_kernel 1).  Its loss (train.py
+    # loss_fn, left uncompiled: "compiling loss function causes CUDA errors") is
+    # F.cross_entropy on the model's fp32 logits, loss-parallel under TP
+    # (cross_entropy_fusion 3).
+    every_row=(exact(sequence_parallel=1, cp_comm=1, cross_entropy_fusion=3),
                approx("attention by PyTorch SDPA's flash backend (FlashAttention-2)",
                       attention_kernel=1), NO_DROPOUT),
     columns={

@@ -81,6 +81,12 @@ def test_per_op_selective_recompute_keeps_torchtitans_saved_outputs():
                             hidden_dim=4096, num_heads=32, num_kv_heads=8,
                             ffn_hidden_dim=14336, micro_batch=2, sp=0) == approx(
             15.53125 * 2 * 8192 * 4096)
+    # ... and so with sequence_parallel set (torchtitan's rows set it whatever t):
+    # without TP there is no reduce-scatter, so nothing more is saved.
+    assert _layer_bytes(recompute=3, dropout=0, precision=0, tensor_parallel=1,
+                        hidden_dim=4096, num_heads=32, num_kv_heads=8,
+                        ffn_hidden_dim=14336, micro_batch=2, sp=1) == approx(
+        15.53125 * 2 * 8192 * 4096)
 
 
 def test_per_op_selective_recompute_runs_every_other_matmul_again():
@@ -185,6 +191,34 @@ def test_transformer_engines_cross_entropy_keeps_only_the_bf16_logits():
     assert in_place["activation_gb_per_gpu"] == approx(19 * SBH / 1e9)
     # The loss kernel's traffic is a fused kernel's either way.
     assert in_place["step_time_ms"] == approx(fused["step_time_ms"])
+
+
+def test_pytorch_cross_entropy_holds_three_or_four_fp32_logit_tensors():
+    # torchtitan's loss, F.cross_entropy on fp32 logits (cross_entropy_fusion 3),
+    # at its backward pass: the saved log_softmax output, nll_loss_backward's
+    # gradient and log_softmax's gradient, 3 x 4 = 12 bytes a logit; under loss
+    # parallelism (t > 1) DTensor's fused backward, (grad_input + exp(x)) *
+    # grad_output, holds x, grad_input, exp(x) and the sum: 16.  TOY (t = 4) with
+    # 4096 tokens of vocabulary, every layer offloaded: the layer in transit 16,
+    # the output layer's input 1 and s V / t = 1 s b h of logits at 16: 33 s b h.
+    torch_ce = run(offload_layers=9, vocab_size=4096, cross_entropy_fusion=3)
+    assert torch_ce["activation_gb_per_gpu"] == approx(33 * SBH / 1e9)
+    # Without TP (t = 1, 2 GPUs): the layer in transit 10 + 24 = 34 s b h, the
+    # output layer's input 4, and s V = 4 s b h of logits at 12 bytes: 86.
+    one = run(offload_layers=9, vocab_size=4096, cross_entropy_fusion=3, tensor_parallel=1,
+              num_gpus=2)
+    assert one["activation_gb_per_gpu"] == approx(86 * SBH / 1e9)
+    # Its traffic: 76 bytes a logit under loss parallelism instead of a fused
+    # kernel's 12 (TOY: s V / t = 262,144 logits a micro-batch, 4 micro-batches,
+    # 1e12 B/s).
+    fused = run(offload_layers=9, vocab_size=4096)
+    assert torch_ce["compute_time_ms"] - fused["compute_time_ms"] == approx(
+        4 * 64 * 1024 * 4096 / 4 / 1e12 * 1e3)
+    # ... and 36 without TP (cast 6, log_softmax 8, zeros 4, its backward 12,
+    # cast back 6): 24 bytes more on each of the s V = 4,194,304 logits.
+    one_fused = run(offload_layers=9, vocab_size=4096, tensor_parallel=1, num_gpus=2)
+    assert one["compute_time_ms"] - one_fused["compute_time_ms"] == approx(
+        4 * 24 * 1024 * 4096 / 1e12 * 1e3)
 
 
 def approx32(x):

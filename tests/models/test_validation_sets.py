@@ -242,6 +242,8 @@ def test_torchtitan_context_parallel_row_and_selective_ac():
     assert case.work == 1 * 2 * 131072 / 8
     # torchtitan's selective AC is its per-op policy (recompute 3).
     _has(cases["Table 3 FSDP 128 (1D) FSDP + torch.compile"], recompute=3)
+    # Its loss is PyTorch's F.cross_entropy on fp32 logits (cross_entropy_fusion 3).
+    _has(case, cross_entropy_fusion=3)
     assert "torch.compile" in cases["Table 1 FSDP 8 (1D) FSDP"].reason
 
 

@@ -107,7 +107,9 @@ INPUTS: tuple[InputField, ...] = (
             "(Megatron-Core without --cross-entropy-loss-fusion), 1 a fused kernel that keeps "
             "an fp32 softmax (10 bytes a logit in memory), 2 Transformer Engine's, which "
             "writes the gradient into the bf16 logits in place (2 bytes a logit; "
-            "--cross-entropy-fusion-impl te)", 1, high=2.0),
+            "--cross-entropy-fusion-impl te), 3 PyTorch's F.cross_entropy on fp32 logits "
+            "(torchtitan: log_softmax and nll_loss, 12 bytes a logit, 16 under loss "
+            "parallelism)", 1, high=3.0),
     switch("pipeline_schedule", "0 1F1B (interleaved when v > 1), 1 ZB-H1 (v = 1), 2 ZB-V "
             "(v = 2); Qi et al. 2023", 0, high=2.0),
     switch("pipeline_split_embedding", "count the input embedding and the output layer + "

@@ -76,6 +76,15 @@ _LOGIT_BYTES = 12.0
 #   logit): fp32 copy 6, max 4, subtract 8, exp 8, sum 4, divide 8 forward;
 #   scale the saved softmax 8 and cast to bf16 6 backward = 52 bytes.
 _LOGIT_UNFUSED_BYTES = 52.0
+#   PyTorch's F.cross_entropy on fp32 logits (cross_entropy_fusion 3,
+#   torchtitan), each kernel reading its inputs and writing its output once:
+#   cast to fp32 6, log_softmax 8, forward; nll_loss_backward's zeros 4,
+#   _log_softmax_backward_data 12, cast back to bf16 6, backward = 36 bytes.
+#   Under loss parallelism (t > 1) DTensor's decomposition (torch/distributed/
+#   tensor/parallel/loss.py): cast 6, amax 4, subtract 8, exp 8, sum 4, subtract
+#   8 forward; zeros 4, exp 8, add 12, multiply 8, cast back 6 backward = 76.
+_LOGIT_TORCH_BYTES = 36.0
+_LOGIT_TORCH_PARALLEL_BYTES = 76.0
 # Kernels per layer and micro-batch, forward and backward (Megatron-Core with
 # Transformer Engine: norms, 4 GEMMs + 8 gradient GEMMs, attention, bias,
 # activation and dropout-add kernels, TP/SP collectives, casts and copies).
@@ -422,6 +431,9 @@ def layer_times(x, g) -> LayerTimes:
     # Output layer and loss (last stage): logits GEMM in bf16, fused softmax
     # cross-entropy memory-bound.
     ce_bytes = jnp.where(x.cross_entropy_fusion > 0.5, _LOGIT_BYTES, _LOGIT_UNFUSED_BYTES)
+    ce_bytes = jnp.where(x.cross_entropy_fusion > 2.5,
+                         jnp.where(t > 1.5, _LOGIT_TORCH_PARALLEL_BYTES, _LOGIT_TORCH_BYTES),
+                         ce_bytes)
     logit_bytes = ce_bytes * tok * V / t
     logit_fwd_s = logit_gemms[0]
     # The output layer's weight gradient accumulates into the buffer as well.

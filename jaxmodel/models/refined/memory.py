@@ -34,7 +34,8 @@
   in host memory (one layer's in transit stays).  The output layer's input
   (sec. 4.3) and the logits sit on the last stage (10 bytes a logit, or the
   bf16 logits alone, 2, under Transformer Engine's in-place cross entropy:
-  ``cross_entropy_fusion`` 2), the embedding's dropout mask on the first.
+  ``cross_entropy_fusion`` 2; 12, or 16 under loss parallelism, with PyTorch's
+  F.cross_entropy: 3), the embedding's dropout mask on the first.
 * **Multi-token prediction** (``mtp_layers``, ``jaxmodel.models.refined.mtp``):
   the last stage holds the modules' weights (and the input embedding of an
   untied model), their blocks' activations as one more layer's each, their
@@ -71,6 +72,20 @@ _LOGIT_MEMORY_BYTES = 10.0
 # max and sum per token) and backward returns that same tensor as the gradient,
 # written in place: no fp32 copy of the [s, b, V / t] logits exists.
 _LOGIT_IN_PLACE_BYTES = 2.0
+# ... with PyTorch's F.cross_entropy on the fp32 logits (cross_entropy_fusion 3;
+# torchtitan's loss_fn, not compiled, on the model's ``output(h).float()``,
+# with ``del pred`` before ``loss.backward()``), at the loss's backward pass,
+# where the step's memory peaks (every layer's activations still stored): the
+# log_softmax output it saved (fp32, 4; the bf16 and fp32 logits are freed by
+# then), nll_loss_backward's gradient (``zeros_like`` then a scatter, 4) and
+# _log_softmax_backward_data's output (4): 12 bytes (PyTorch
+# tools/autograd/derivatives.yaml: _log_softmax saves ``result``).  Under loss
+# parallelism (torchtitan's default with TP: the logits sharded over the vocabulary),
+# DTensor's _nll_loss_and_log_softmax_backward (torch/distributed/tensor/
+# parallel/loss.py) computes ``(grad_input + torch.exp(x)) * grad_output``: the
+# saved output, ``grad_input``, ``exp(x)`` and their sum live at once, 16 bytes.
+_LOGIT_TORCH_BYTES = 12.0
+_LOGIT_TORCH_PARALLEL_BYTES = 16.0
 # A layer's stored activations per s b h (layer_activation_bytes): the inputs of
 # its two norms (bf16, 2 + 2); its two GEMM inputs that follow a norm (QKV and
 # FC1), 2 bytes each in bf16, 1 in FP8; its two dropout masks (1 byte each).
@@ -166,15 +181,19 @@ def op_sac_activation_bytes(x, sp):
     (h t)``) and, with three matrices, w2 (row-parallel: each TP rank's partial
     sum of all ``h``, 2), the attention output (``2 a d_h / (h t)``) with its
     fp32 log-sum-exp (``4 a / (h t)``), and the checkpoint's input (2); with
-    sequence parallelism the two reduce-scatter outputs (``2 + 2``) and the
-    input are split by ``t``.  The outputs are bf16 under FP8 too (the matmuls
-    are counted whatever their precision).  Llama 3 8B without TP: ``2 + 2 + 0.5
-    + 2 + 2 x 3.5 + 2 + 0.03 = 15.5``.
+    sequence parallelism the two reduce-scatter outputs (``2 + 2``; none
+    without TP, ``t`` 1) and the input are split by ``t``.  The outputs are bf16
+    under FP8 too (the matmuls are counted whatever their precision).  Llama 3
+    8B without TP: ``2 + 2 + 0.5 + 2 + 2 x 3.5 + 2 + 0.03 = 15.5``.
     """
     h, t, a = x.hidden_dim, x.tensor_parallel, x.num_heads
     qw = attention_width(x)
     rep_split = jnp.where(sp > 0.5, t, jnp.ones_like(t))
-    replicated = (BF16 + sp * 2.0 * BF16) / rep_split
+    # The reduce-scatters exist only where tensor parallelism does (torchtitan
+    # applies its TP plan only when tp > 1: parallelize_llama, apply_tp), however
+    # sequence_parallel is set.
+    reduce_scatters = sp * (t > 1.5).astype(t.dtype)
+    replicated = (BF16 + reduce_scatters * 2.0 * BF16) / rep_split
     saved_mms = (BF16 * qw * (2.0 + x.num_kv_heads / a) + 4.0 * a
                  + BF16 * x.ffn_hidden_dim) / (h * t)
     return replicated + saved_mms + BF16 * (x.mlp_weight_matrices - 2.0)
@@ -326,8 +345,10 @@ def stage_memory(x, g, params, layers_mid, layers_end, layers_last, z, edp, scor
     # Output layer (Korthikanti et al. sec. 4.3, its input 4 s b h / t) and the
     # logits: bf16 (2), the fp32 copy the fused cross-entropy works on (4) and
     # the fp32 softmax it keeps for the backward pass (4).
-    logit_bytes = jnp.where(x.cross_entropy_fusion > 1.5, _LOGIT_IN_PLACE_BYTES,
-                            _LOGIT_MEMORY_BYTES)
+    torch_bytes = jnp.where(t > 1.5, _LOGIT_TORCH_PARALLEL_BYTES, _LOGIT_TORCH_BYTES)
+    logit_bytes = jnp.where(x.cross_entropy_fusion > 2.5, torch_bytes,
+                            jnp.where(x.cross_entropy_fusion > 1.5, _LOGIT_IN_PLACE_BYTES,
+                                      _LOGIT_MEMORY_BYTES))
     logits_mem = 4.0 * tok * h / t + logit_bytes * tok * V / t
     # The embedding's dropout mask (1 byte per element) for each micro-batch in flight.
     embedding_mem = x.dropout * tok * h / rep_split * first_in_flight
