@@ -118,17 +118,32 @@ def test_zero_stage_memory():
 
 def test_fsdp_traffic():
     # ZeRO-3 over z = d = 2 ranks in the node: per micro-batch each of the 4 layers
-    # gathers its 2 B x P_GPU / 4 weights twice (forward, backward) and
-    # reduce-scatters its gradients once; each is 1/2 x bytes / 1e11 B/s, in all
-    # 1/2 x 2 P_GPU / 1e11 = 128.45056 us per pass over the stage.
+    # gathers its 2 B x LAYER_P weights twice (forward, backward) and
+    # reduce-scatters its gradients once; each pass over the 4 layers is
+    # 1/2 x 2 x 4 LAYER_P / 1e11 B/s = 125.82912 us.  The stage's embedding
+    # (V h / t = 262,144 parameters), the root unit, is gathered once (kept for
+    # the backward pass) and reduce-scattered once: 1/2 x 2 x 262,144 / 1e11 =
+    # 2.62144 us each.
     out = run(num_gpus=16, zero_stage=3)
-    assert out["dp_allreduce_raw_ms"] == approx(4 * 3 * 128.45056e-3)
-    # dp_overlap = 0 in TOY: everything exposed, plus nothing else.
+    assert out["dp_allreduce_raw_ms"] == approx(4 * (3 * 125.82912 + 2 * 2.62144) * 1e-3)
+    # dp_overlap = 0 in TOY: everything exposed, and the edges: the root's gather
+    # and reduce-scatter and the first layer's gather (125.82912 / 4) again.
     assert out["dp_allreduce_ms"] == approx(
-        4 * (128.45056 + 2 * 128.45056 + 128.45056 / 4) * 1e-3)
+        4 * (125.82912 + 2 * 125.82912 + 2.62144 + 125.82912 / 4 + 2.62144) * 1e-3)
     # Invalid shard degree: 3 does not divide d c = 2.
     bad = run(num_gpus=16, zero_stage=3, zero_shard_degree=3)
     assert not bad["valid_layout"]
+
+
+def test_fsdp_root_unit_is_exposed_whatever_the_overlap():
+    # dp_overlap = 1: each layer's gather (31.45728 us) hides behind the previous
+    # layer's compute and the backward pass hides the gathers and reduce-scatters
+    # (251.65824 us against ~600 us of backward).  Left per micro-batch: the
+    # root's gather (2.62144 us), which nothing precedes, the first layer's
+    # gather (31.45728 us), and the root's reduce-scatter (2.62144 us), which
+    # waits for the input embedding's gradient, the last of the backward pass.
+    out = run(num_gpus=16, zero_stage=3, dp_overlap=1.0)
+    assert out["dp_allreduce_ms"] == approx(4 * (2.62144 + 31.45728 + 2.62144) * 1e-3)
 
 
 def test_zero1_param_gather_overlap():

@@ -9,8 +9,10 @@
   weights for the forward pass and again for the backward pass and
   reduce-scatters its gradients, every micro-batch, one collective per layer
   (once a step with ``fsdp_keep_gathered``: weights stay gathered across the
-  micro-batches); FP8 primary weights (``fp8_param_gather``) are gathered as
-  FP8.
+  micro-batches); the stage's other weights (embeddings, output layer) are
+  the root unit, gathered once and reduce-scattered once, both exposed (the
+  first collective of the forward pass and the last of the backward pass);
+  FP8 primary weights (``fp8_param_gather``) are gathered as FP8.
   The data x context group has stride ``t``: ``G / t`` of it share a node.
 * **Overlap**: gradients are final only during the backward pass of the last
   micro-batch, so a fraction ``dp_overlap`` of that window hides the
@@ -103,23 +105,40 @@ def dp_seconds(x, g, params, stage, layer_hw_flops, active_w, attn_core):
     # gradients, one collective per layer (latency per layer); the next
     # layer's gather is prefetched behind the current layer's compute
     # (dp_overlap of the pass), the first one never is.
+    # The stage's weights outside its decoder layers (input embedding, final
+    # norm, output layer) are one more unit, the root (torchtitan's
+    # parallelize_llama.apply_fsdp: fully_shard on each block, then on the whole
+    # model), in bf16 (Float8 converts the blocks' linears only).  It is
+    # gathered first, before any compute of the forward pass can hide it, and
+    # kept for the backward pass (fully_shard: "The root FSDP state has its
+    # value specially set to False as a heuristic since its parameters would
+    # typically be immediately all-gathered for backward"); its gradients are
+    # final only when the input embedding's is, the last of the backward pass,
+    # so its reduce-scatter has nothing left to hide behind.  Both are exposed.
     n_coll = jnp.maximum(stage_layers, 1.0)
-    layer_gather = n_coll * all_gather(weight_bytes / n_coll, z, per_node, net)
-    layer_scatter = n_coll * reduce_scatter(grad_bytes / n_coll, z, per_node, net)
+    root_params = positive_part(params_gpu - stage_layers * params.layer_params)
+    root_gather = all_gather(BF16 * root_params, z, per_node, net)
+    root_scatter = reduce_scatter(x.grad_buffer_bytes * root_params, z, per_node, net)
+    block_bytes = positive_part(weight_bytes - BF16 * root_params)
+    block_grads = positive_part(grad_bytes - x.grad_buffer_bytes * root_params)
+    layer_gather = n_coll * all_gather(block_bytes / n_coll, z, per_node, net)
+    layer_scatter = n_coll * reduce_scatter(block_grads / n_coll, z, per_node, net)
+    edges = root_gather + layer_gather / n_coll + root_scatter
     fsdp_micro = (positive_part(layer_gather - x.dp_overlap * stage_f)
                   + positive_part(layer_gather + layer_scatter
                                   - x.dp_overlap * (micro_compute - stage_f))
-                  + layer_gather / n_coll)
-    fsdp_raw = m * (2.0 * layer_gather + layer_scatter) + shard_sync
+                  + edges)
+    fsdp_raw = m * (2.0 * layer_gather + layer_scatter + root_gather + root_scatter) \
+        + shard_sync
     fsdp_exposed = m * fsdp_micro + positive_part(shard_sync - window)
     # Weights kept gathered across micro-batches (fsdp_keep_gathered): each
     # layer gathered once, in the first micro-batch's forward pass, and its
     # gradients reduce-scattered once, in the last one's backward pass.
     keep = x.fsdp_keep_gathered
-    kept_raw = layer_gather + layer_scatter + shard_sync
+    kept_raw = layer_gather + layer_scatter + root_gather + root_scatter + shard_sync
     kept_exposed = (positive_part(layer_gather - x.dp_overlap * stage_f)
                     + positive_part(layer_scatter - x.dp_overlap * (micro_compute - stage_f))
-                    + layer_gather / n_coll + positive_part(shard_sync - window))
+                    + edges + positive_part(shard_sync - window))
     fsdp_raw = keep * kept_raw + (1.0 - keep) * fsdp_raw
     fsdp_exposed = keep * kept_exposed + (1.0 - keep) * fsdp_exposed
     zero12_raw = scattered + gathered
