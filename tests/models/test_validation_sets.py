@@ -233,6 +233,17 @@ def test_every_torchtitan_row_runs_on_the_grand_teton_h100():
         assert 1671 / 2 < case.inputs["compute_tflops"] < 989, case.label
 
 
+def test_torchtitan_loss_is_eager_pytorch():
+    # torchtitan 9dec370 (the benchmark's, Dec 2024), train.py: loss_fn is
+    # F.cross_entropy(pred.flatten(0, 1).float(), ...) with its torch.compile
+    # commented out ("compiling loss function causes CUDA errors"): the unfused
+    # ops on fp32 logits (cross_entropy_fusion 0), compiled blocks or not.
+    for case in read_set(TORCHTITAN):
+        if case.inputs is not None:
+            _has(case, cross_entropy_fusion=0)
+            assert any("F.cross_entropy" in n for n in case.notes), case.label
+
+
 def test_torchtitan_context_parallel_row_and_selective_ac():
     cases = _by_label(TORCHTITAN)
     case = cases["Table 2 FSDP 2, CP 4 FSDP + CP + torch.compile + Float8"]
