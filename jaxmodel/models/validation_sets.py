@@ -833,8 +833,9 @@ def _titan_fsdp(row: Mapping[str, str]) -> Cell:
     d = _replicas(row, "num_gpus")
     if int(_number(row["fsdp"])) != d:
         raise InputError("fsdp", row["fsdp"], f"#GPUs / (t c p) = {d}")
-    # FSDP2 shards over the data x context ranks and prefetches the next all-gather.
-    return exact(zero_stage=3, zero_shard_degree=0, param_gather_overlap=1.0)
+    # FSDP2 shards over the data x context ranks and prefetches the next all-gather;
+    # it copies each gather's output and the gradients around its collectives.
+    return exact(zero_stage=3, zero_shard_degree=0, param_gather_overlap=1.0, fsdp_copies=1)
 
 
 def _titan_schedule(row: Mapping[str, str]) -> Cell:

@@ -146,6 +146,28 @@ def test_fsdp_root_unit_is_exposed_whatever_the_overlap():
     assert out["dp_allreduce_ms"] == approx(4 * (2.62144 + 31.45728 + 2.62144) * 1e-3)
 
 
+def test_fsdp2_copies_around_the_collectives():
+    # ZeRO-3 over d = 2, bf16, grad_buffer_bytes 2, HBM 1e12 B/s; per micro-batch
+    # the 4 layers (4 LAYER_P = 12,582,912 parameters) are gathered twice and the
+    # root (262,144) once, each copy-out reading and writing 2 bytes a weight:
+    # 2 x (2 x 2 x 12,582,912 + 2 x 262,144) = 101,711,872 B; every gradient
+    # copied into the reduce-scatter input, read 2 and write 2 bytes:
+    # 4 x 12,845,056 = 51,380,224 B.  153,092,096 B x m = 4 -> 612.368384 us.
+    def extra(**changes):
+        on, off = run(fsdp_copies=1, **changes), run(fsdp_copies=0, **changes)
+        assert on["memory_bound_ms"] - off["memory_bound_ms"] == approx(
+            on["compute_time_ms"] - off["compute_time_ms"])
+        return on["step_time_ms"] - off["step_time_ms"]
+
+    assert extra(num_gpus=16, zero_stage=3) == approx(0.612368384)
+    # Kept gathered: each once a step, the layers gathered once:
+    # 2 x (2 x 12,582,912 + 2 x 262,144) + 51,380,224 = 102,760,448 B.
+    assert extra(num_gpus=16, zero_stage=3, fsdp_keep_gathered=1) == approx(0.102760448)
+    # Nothing to gather over one rank (d = 1), nor without ZeRO-3.
+    assert extra(zero_stage=3) == 0.0
+    assert extra(num_gpus=16, zero_stage=1) == 0.0
+
+
 def test_zero1_param_gather_overlap():
     # ZeRO-1 over d = 2: reduce-scatter + all-gather, each 1/2 x 2 P_GPU / 1e11 B/s
     # (128.45056 us); param_gather_overlap = 1 hides the gather behind the

@@ -208,7 +208,8 @@ def test_torchtitan_interleaved_3d_row_by_hand():
     # datasheet's GB); seq 8192 assumed.
     _has(case, num_gpus=512, tensor_parallel=8, pipeline_parallel=8, virtual_stages=2,
          micro_batch=4, gradient_accum_steps=8, recompute=2, precision=1, tp_overlap=1.0,
-         zero_stage=3, zero_shard_degree=0, param_gather_overlap=1.0, sequence_parallel=1,
+         zero_stage=3, zero_shard_degree=0, param_gather_overlap=1.0, fsdp_copies=1,
+         sequence_parallel=1,
          gpu_memory_gb=96 * GIB, seq_length=8192, hidden_dim=16384)
     assert case.gpu == "h100-96gb-500w" and case.memory_gb == pytest.approx(96 * GIB)
     assert case.work == 32 * 8 * 8192 / 512

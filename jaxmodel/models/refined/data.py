@@ -12,7 +12,9 @@
   micro-batches); the stage's other weights (embeddings, output layer) are
   the root unit, gathered once and reduce-scattered once, both exposed (the
   first collective of the forward pass and the last of the backward pass);
-  FP8 primary weights (``fp8_param_gather``) are gathered as FP8.
+  FP8 primary weights (``fp8_param_gather``) are gathered as FP8.  PyTorch's
+  FSDP2 (``fsdp_copies``) also copies each gather's output into the parameters
+  and the gradients into the reduce-scatter input, on the compute stream.
   The data x context group has stride ``t``: ``G / t`` of it share a node.
 * **Overlap**: gradients are final only during the backward pass of the last
   micro-batch, so a fraction ``dp_overlap`` of that window hides the
@@ -156,6 +158,35 @@ def dp_seconds(x, g, params, stage, layer_hw_flops, active_w, attn_core):
     dp_raw = jnp.where(has_experts, dp_raw + expert_dp_raw, dp_raw)
     dp = jnp.where(has_experts, dp + positive_part(expert_dp_raw - window), dp)
     return z, edp, dp_raw, dp
+
+
+def fsdp_copy_seconds(x, g, params, stage_layers, z):
+    """Seconds a step of PyTorch FSDP2's copies (``fsdp_copies`` 1, ZeRO-3 over
+    ``z`` > 1 ranks), memory-bound on the compute stream.
+
+    torch.distributed.fsdp fully_shard (_fsdp_collectives.py): after each
+    all-gather, ``foreach_all_gather_copy_out`` waits for it on the current
+    stream and copies the flat output into every parameter's unsharded tensor
+    (``split_with_sizes_copy``: read and write the gathered weights, 2 bytes
+    each in bf16, 1 in FP8 with ``fp8_param_gather``); before each
+    reduce-scatter, ``foreach_reduce`` copies the unsharded bf16 gradients
+    into the reduce-scatter input in the reduce dtype (``_chunk_cat``, on the
+    current stream too: read 2, write ``grad_buffer_bytes``; torchtitan reduces
+    in fp32, 4).  The layers are gathered twice a micro-batch (forward, and
+    again for backward), the root unit (the stage's other weights, bf16) once,
+    and every gradient copied in once; kept gathered (``fsdp_keep_gathered``),
+    each once a step.  The shard's own copy-in before the all-gather (1 / z of
+    the weights, on a side stream) is left out.
+    """
+    layer_params = stage_layers * params.layer_params
+    root_params = positive_part(params.params_gpu - layer_params)
+    element = BF16 - (BF16 - 1.0) * g.fp8 * x.fp8_param_gather
+    keep = x.fsdp_keep_gathered
+    copy_out = 2.0 * (element * layer_params * (2.0 - keep) + BF16 * root_params)
+    copy_in = (BF16 + x.grad_buffer_bytes) * (layer_params + root_params)
+    passes = keep + (1.0 - keep) * g.m
+    on = (g.zero_i == 3) & (z > 1.5) & (x.fsdp_copies > 0.5)
+    return jnp.where(on, passes * (copy_out + copy_in) / g.hbm_rate, 0.0)
 
 
 def optimizer_seconds(x, g, params, stage_layers, z, edp):
