@@ -189,7 +189,7 @@ INPUTS: tuple[InputField, ...] = (
                0.55, 1.0),
     InputField("fa2_attention_efficiency", "fraction", "achievable fraction of the bf16 peak "
                "in FlashAttention-2's kernels, forward and backward (attention_kernel 1)",
-               False, 0.0, False, 0.335, 1.0),
+               False, 0.0, False, 0.326, 1.0),
     switch("attention_kernel", "fused attention kernel: 0 the GPU's fastest (cuDNN / "
             "FlashAttention-3, Transformer Engine's; attention_efficiency), 1 "
             "FlashAttention-2 (PyTorch SDPA's flash backend; fa2_attention_efficiency)", 0),
