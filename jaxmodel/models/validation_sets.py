@@ -858,13 +858,19 @@ def _titan_seq(row: Mapping[str, str]) -> Cell:
 def _titan_batch(row: Mapping[str, str]) -> Cell:
     local, p = _number(row["local_batch_size"]), _number(row["pp"], 1)
     if p == 1:
-        return exact(micro_batch=local, gradient_accum_steps=1)
+        # FSDP2 keeps no gradient buffer (Megatron-Core DDP's, grad_buffer_traffic):
+        # each backward's bf16 gradients go straight to the reduce-scatter (its
+        # copy-in is fsdp_copies'), the sharded ones are new tensors.
+        return exact(micro_batch=local, gradient_accum_steps=1, grad_buffer_traffic=0)
     if local % p:
         return Missing(f"local batch {local:g} does not split into {p:g} micro-batches")
     # Under PP torchtitan's FSDP2 does not reshard after forward
     # (parallelize_llama.py apply_fsdp: "to avoid per-microbatch all-gathers"),
     # and the pipeline stage syncs gradients on the last backward only
     # (torch.distributed.pipelining's backward_maybe_with_nosync).
+    # Across the micro-batches autograd accumulates the unsharded gradients
+    # (grad += new), which the gradient buffer's accumulation traffic stands for
+    # (grad_buffer_traffic left at 1).
     return approx("as many micro-batches as pipeline stages (torchtitan's default)",
                   micro_batch=local / p, gradient_accum_steps=p, fsdp_keep_gathered=1)
 
