@@ -176,7 +176,8 @@ def fsdp_copy_seconds(x, g, params, stage_layers, z):
     again for backward), the root unit (the stage's other weights, bf16) once,
     and every gradient copied in once; kept gathered (``fsdp_keep_gathered``),
     each once a step.  The shard's own copy-in before the all-gather (1 / z of
-    the weights, on a side stream) is left out.
+    the weights, on a side stream) is left out, and so are routed experts'
+    weights (held apart, ``expert_layer_params``; no FSDP2 MoE run is modelled).
     """
     layer_params = stage_layers * params.layer_params
     root_params = positive_part(params.params_gpu - layer_params)
