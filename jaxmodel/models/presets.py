@@ -103,12 +103,21 @@ class Preset:
 #   generation, not a ceiling.)
 #
 # FlashAttention-2 (fa2_attention_efficiency, for attention_kernel 1: PyTorch
-# SDPA's flash backend, which torchtitan runs): on H100 forward 370 and
+# SDPA's flash backend, which torchtitan runs): on H100 forward 333 and
 # backward 318 TFLOP/s (the same FlashAttention-3 figures, FlashAttention-2's
-# bars, head dim 128, seqlen 8k) -> 0.335 (the Azure harness's 327.9 / 989 =
-# 0.332 agrees); MI300X's attention_efficiency above is already
-# FlashAttention-2's.  Blackwell's and MI355X's FlashAttention-2 speeds are not
-# published: their presets keep their attention_efficiency (assumed).
+# bars, head dim 128, seqlen 8k) -> 0.326.  The forward is the paper's causal
+# panel (Fig. 5, "with causal mask", head dim 128: 319, 333, 335 at 4k, 8k,
+# 16k; without the mask 368, 370, 370): a causal LM runs the causal kernel,
+# whose rate counts the executed half of the square as the model does
+# (layer.attention_keys), and it is flat from 8k on, so it holds for the long
+# rows too.  The backward figure (Fig. 6) is published without the mask only.
+# (The Azure harness's non-causal fwd+bwd 327.9 / 989 = 0.332.)  cuDNN's
+# causal forward is lower too (529 at 8k against 600) but still climbing with
+# the sequence (518, 529, 539 at 4k, 8k, 16k), so its 8k figure would not
+# hold for the 16K-128K rows: attention_efficiency keeps the unmasked one.
+# MI300X's attention_efficiency above is already FlashAttention-2's.
+# Blackwell's and MI355X's FlashAttention-2 speeds are not published: their
+# presets keep their attention_efficiency (assumed).
 #
 # HBM (hbm_efficiency): the mean of the four STREAM kernels Copy, Scale (Mul),
 # Add and Triad (Dot is a reduction) over the datasheet bandwidth;
@@ -181,7 +190,7 @@ def _attention(forward: float, backward: float) -> float:
 _ATTN_H100 = _attention(600 / 989, 518 / 989)
 _ATTN_BLACKWELL = _attention(1613 / 1.3 / 2250, 1613 / 1.3 / 2250 * 518 / 600)
 _ATTN_MI300X = round(328.6 / 1307.4, 3)
-_FA2_H100 = _attention(370 / 989, 318 / 989)
+_FA2_H100 = _attention(333 / 989, 318 / 989)
 
 
 def _datasheet_memory_gb(gib: float) -> float:

@@ -834,8 +834,9 @@ def _titan_fsdp(row: Mapping[str, str]) -> Cell:
     d = _replicas(row, "num_gpus")
     if int(_number(row["fsdp"])) != d:
         raise InputError("fsdp", row["fsdp"], f"#GPUs / (t c p) = {d}")
-    # FSDP2 shards over the data x context ranks and prefetches the next all-gather.
-    return exact(zero_stage=3, zero_shard_degree=0, param_gather_overlap=1.0)
+    # FSDP2 shards over the data x context ranks and prefetches the next all-gather;
+    # it copies each gather's output and the gradients around its collectives.
+    return exact(zero_stage=3, zero_shard_degree=0, param_gather_overlap=1.0, fsdp_copies=1)
 
 
 def _titan_schedule(row: Mapping[str, str]) -> Cell:
@@ -858,13 +859,19 @@ def _titan_seq(row: Mapping[str, str]) -> Cell:
 def _titan_batch(row: Mapping[str, str]) -> Cell:
     local, p = _number(row["local_batch_size"]), _number(row["pp"], 1)
     if p == 1:
-        return exact(micro_batch=local, gradient_accum_steps=1)
+        # FSDP2 keeps no gradient buffer (Megatron-Core DDP's, grad_buffer_traffic):
+        # each backward's bf16 gradients go straight to the reduce-scatter (its
+        # copy-in is fsdp_copies'), the sharded ones are new tensors.
+        return exact(micro_batch=local, gradient_accum_steps=1, grad_buffer_traffic=0)
     if local % p:
         return Missing(f"local batch {local:g} does not split into {p:g} micro-batches")
     # Under PP torchtitan's FSDP2 does not reshard after forward
     # (parallelize_llama.py apply_fsdp: "to avoid per-microbatch all-gathers"),
     # and the pipeline stage syncs gradients on the last backward only
     # (torch.distributed.pipelining's backward_maybe_with_nosync).
+    # Across the micro-batches autograd accumulates the unsharded gradients
+    # (grad += new), which the gradient buffer's accumulation traffic stands for
+    # (grad_buffer_traffic left at 1).
     return approx("as many micro-batches as pipeline stages (torchtitan's default)",
                   micro_batch=local / p, gradient_accum_steps=p, fsdp_keep_gathered=1)
 
@@ -882,10 +889,13 @@ TORCHTITAN = SetTable(
                 "reserved memory)",
     file="torchtitan_llama3_h100.csv",
     # torchtitan's Llama attention is F.scaled_dot_product_attention, whose flash
-    # backend is FlashAttention-2 (attention_kernel 1).  Its loss (train.py
-    # loss_fn, left uncompiled: "compiling loss function causes CUDA errors") is
-    # F.cross_entropy on the model's fp32 logits, loss-parallel under TP
-    # (cross_entropy_fusion 3).
+    # backend is FlashAttention-2 (attention_kernel 1).  The loss is eager
+    # PyTorch at the benchmark's torchtitan (9dec370, Dec 2024): train.py's
+    # loss_fn is F.cross_entropy(pred.flatten(0, 1).float(), ...), and its
+    # torch.compile is commented out ("TODO: compiling loss function causes CUDA
+    # errors, turning off for now"); torch.compile wraps the transformer blocks
+    # only.  F.cross_entropy on the fp32 logits, loss-parallel under TP, is
+    # cross_entropy_fusion 3.
     every_row=(exact(sequence_parallel=1, cp_comm=1, cross_entropy_fusion=3),
                approx("attention by PyTorch SDPA's flash backend (FlashAttention-2)",
                       attention_kernel=1), NO_DROPOUT),

@@ -293,12 +293,14 @@ def test_fsdp_kept_gathered_holds_the_stage_whole_and_gathers_once():
     assert (kept["model_state_gb_per_gpu"] - per_mb["model_state_gb_per_gpu"]) * 1e9 == approx(
         P_GPU * 4 - 6 * LAYER_P)
     # 16 GPUs (d = 2): every micro-batch gathers each layer twice and
-    # reduce-scatters it once (m = 4: 12 collectives of the same bytes, bf16
-    # weights and bf16 gradients); kept gathered, one gather and one
-    # reduce-scatter a step: 2 / 12 of the traffic.
+    # reduce-scatters it once, and the root unit (the embedding, V h / t =
+    # 262,144 parameters) once each (m = 4; bf16 weights and bf16 gradients,
+    # 1/2 x bytes / 1e11 B/s: 125.82912 us for the 4 layers, 2.62144 us for the
+    # root); kept gathered, one gather and one reduce-scatter of each a step.
     per_mb = run(zero_stage=3, num_gpus=16)
     kept = run(zero_stage=3, num_gpus=16, fsdp_keep_gathered=1)
-    assert kept["dp_allreduce_raw_ms"] == approx(per_mb["dp_allreduce_raw_ms"] * 2 / 12)
+    assert per_mb["dp_allreduce_raw_ms"] == approx(4 * (3 * 125.82912 + 2 * 2.62144) * 1e-3)
+    assert kept["dp_allreduce_raw_ms"] == approx((2 * 125.82912 + 2 * 2.62144) * 1e-3)
 
 
 def test_fp8_param_gather_gathers_fp8_weights():
@@ -309,12 +311,13 @@ def test_fp8_param_gather_gathers_fp8_weights():
     gathered = run(zero_stage=3, precision=1, fp8_param_gather=1)
     assert (copies["model_state_gb_per_gpu"] - gathered["model_state_gb_per_gpu"]) * 1e9 == (
         approx(10 * LAYER_P))
-    # d = 2: the layers' weights are gathered as FP8, the embedding in bf16
-    # (V h / t = 262,144 parameters); the gradients stay bf16: per micro-batch
-    # 2 gathers of (4 LAYER_P + 2 x 262,144) bytes and one reduce-scatter of
-    # 2 P_GPU bytes, against 3 of 2 P_GPU.
+    # d = 2: the layers' weights are gathered as FP8, the embedding in bf16; the
+    # gradients stay bf16.
     copies = run(zero_stage=3, precision=1, num_gpus=16)
     gathered = run(zero_stage=3, precision=1, fp8_param_gather=1, num_gpus=16)
-    fp8_bytes = 4 * LAYER_P + 2 * 262_144
+    # The layers' gathers move 4 LAYER_P bytes in FP8 (8 LAYER_P in bf16), their
+    # reduce-scatter 8 LAYER_P; the embedding (the root unit, R = 262,144
+    # parameters) is gathered once in bf16 and reduce-scattered once: 4 R.
+    root = 262_144
     assert gathered["dp_allreduce_raw_ms"] == approx(
-        copies["dp_allreduce_raw_ms"] * (2 * fp8_bytes + 2 * P_GPU) / (3 * 2 * P_GPU))
+        copies["dp_allreduce_raw_ms"] * (16 * LAYER_P + 4 * root) / (24 * LAYER_P + 4 * root))

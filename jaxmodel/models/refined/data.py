@@ -9,8 +9,12 @@
   weights for the forward pass and again for the backward pass and
   reduce-scatters its gradients, every micro-batch, one collective per layer
   (once a step with ``fsdp_keep_gathered``: weights stay gathered across the
-  micro-batches); FP8 primary weights (``fp8_param_gather``) are gathered as
-  FP8.
+  micro-batches); the stage's other weights (embeddings, output layer) are
+  the root unit, gathered once and reduce-scattered once, both exposed (the
+  first collective of the forward pass and the last of the backward pass);
+  FP8 primary weights (``fp8_param_gather``) are gathered as FP8.  PyTorch's
+  FSDP2 (``fsdp_copies``) also copies each gather's output into the parameters
+  and the gradients into the reduce-scatter input, on the compute stream.
   The data x context group has stride ``t``: ``G / t`` of it share a node.
 * **Overlap**: gradients are final only during the backward pass of the last
   micro-batch, so a fraction ``dp_overlap`` of that window hides the
@@ -103,23 +107,40 @@ def dp_seconds(x, g, params, stage, layer_hw_flops, active_w, attn_core):
     # gradients, one collective per layer (latency per layer); the next
     # layer's gather is prefetched behind the current layer's compute
     # (dp_overlap of the pass), the first one never is.
+    # The stage's weights outside its decoder layers (input embedding, final
+    # norm, output layer) are one more unit, the root (torchtitan's
+    # parallelize_llama.apply_fsdp: fully_shard on each block, then on the whole
+    # model), in bf16 (Float8 converts the blocks' linears only).  It is
+    # gathered first, before any compute of the forward pass can hide it, and
+    # kept for the backward pass (fully_shard: "The root FSDP state has its
+    # value specially set to False as a heuristic since its parameters would
+    # typically be immediately all-gathered for backward"); its gradients are
+    # final only when the input embedding's is, the last of the backward pass,
+    # so its reduce-scatter has nothing left to hide behind.  Both are exposed.
     n_coll = jnp.maximum(stage_layers, 1.0)
-    layer_gather = n_coll * all_gather(weight_bytes / n_coll, z, per_node, net)
-    layer_scatter = n_coll * reduce_scatter(grad_bytes / n_coll, z, per_node, net)
+    root_params = positive_part(params_gpu - stage_layers * params.layer_params)
+    root_gather = all_gather(BF16 * root_params, z, per_node, net)
+    root_scatter = reduce_scatter(x.grad_buffer_bytes * root_params, z, per_node, net)
+    block_bytes = positive_part(weight_bytes - BF16 * root_params)
+    block_grads = positive_part(grad_bytes - x.grad_buffer_bytes * root_params)
+    layer_gather = n_coll * all_gather(block_bytes / n_coll, z, per_node, net)
+    layer_scatter = n_coll * reduce_scatter(block_grads / n_coll, z, per_node, net)
+    edges = root_gather + layer_gather / n_coll + root_scatter
     fsdp_micro = (positive_part(layer_gather - x.dp_overlap * stage_f)
                   + positive_part(layer_gather + layer_scatter
                                   - x.dp_overlap * (micro_compute - stage_f))
-                  + layer_gather / n_coll)
-    fsdp_raw = m * (2.0 * layer_gather + layer_scatter) + shard_sync
+                  + edges)
+    fsdp_raw = m * (2.0 * layer_gather + layer_scatter + root_gather + root_scatter) \
+        + shard_sync
     fsdp_exposed = m * fsdp_micro + positive_part(shard_sync - window)
     # Weights kept gathered across micro-batches (fsdp_keep_gathered): each
     # layer gathered once, in the first micro-batch's forward pass, and its
     # gradients reduce-scattered once, in the last one's backward pass.
     keep = x.fsdp_keep_gathered
-    kept_raw = layer_gather + layer_scatter + shard_sync
+    kept_raw = layer_gather + layer_scatter + root_gather + root_scatter + shard_sync
     kept_exposed = (positive_part(layer_gather - x.dp_overlap * stage_f)
                     + positive_part(layer_scatter - x.dp_overlap * (micro_compute - stage_f))
-                    + layer_gather / n_coll + positive_part(shard_sync - window))
+                    + edges + positive_part(shard_sync - window))
     fsdp_raw = keep * kept_raw + (1.0 - keep) * fsdp_raw
     fsdp_exposed = keep * kept_exposed + (1.0 - keep) * fsdp_exposed
     zero12_raw = scattered + gathered
@@ -137,6 +158,36 @@ def dp_seconds(x, g, params, stage, layer_hw_flops, active_w, attn_core):
     dp_raw = jnp.where(has_experts, dp_raw + expert_dp_raw, dp_raw)
     dp = jnp.where(has_experts, dp + positive_part(expert_dp_raw - window), dp)
     return z, edp, dp_raw, dp
+
+
+def fsdp_copy_seconds(x, g, params, stage_layers, z):
+    """Seconds a step of PyTorch FSDP2's copies (``fsdp_copies`` 1, ZeRO-3 over
+    ``z`` > 1 ranks), memory-bound on the compute stream.
+
+    torch.distributed.fsdp fully_shard (_fsdp_collectives.py): after each
+    all-gather, ``foreach_all_gather_copy_out`` waits for it on the current
+    stream and copies the flat output into every parameter's unsharded tensor
+    (``split_with_sizes_copy``: read and write the gathered weights, 2 bytes
+    each in bf16, 1 in FP8 with ``fp8_param_gather``); before each
+    reduce-scatter, ``foreach_reduce`` copies the unsharded bf16 gradients
+    into the reduce-scatter input in the reduce dtype (``_chunk_cat``, on the
+    current stream too: read 2, write ``grad_buffer_bytes``; torchtitan reduces
+    in fp32, 4).  The layers are gathered twice a micro-batch (forward, and
+    again for backward), the root unit (the stage's other weights, bf16) once,
+    and every gradient copied in once; kept gathered (``fsdp_keep_gathered``),
+    each once a step.  The shard's own copy-in before the all-gather (1 / z of
+    the weights, on a side stream) is left out, and so are routed experts'
+    weights (held apart, ``expert_layer_params``; no FSDP2 MoE run is modelled).
+    """
+    layer_params = stage_layers * params.layer_params
+    root_params = positive_part(params.params_gpu - layer_params)
+    element = BF16 - (BF16 - 1.0) * g.fp8 * x.fp8_param_gather
+    keep = x.fsdp_keep_gathered
+    copy_out = 2.0 * (element * layer_params * (2.0 - keep) + BF16 * root_params)
+    copy_in = (BF16 + x.grad_buffer_bytes) * (layer_params + root_params)
+    passes = keep + (1.0 - keep) * g.m
+    on = (g.zero_i == 3) & (z > 1.5) & (x.fsdp_copies > 0.5)
+    return jnp.where(on, passes * (copy_out + copy_in) / g.hbm_rate, 0.0)
 
 
 def optimizer_seconds(x, g, params, stage_layers, z, edp):

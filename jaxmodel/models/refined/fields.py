@@ -134,6 +134,10 @@ INPUTS: tuple[InputField, ...] = (
             "step, but the whole stage's weights (bf16, FP8 with fp8_param_gather) and "
             "gradients (grad_buffer_bytes) are held; 0 gathers each layer again every "
             "micro-batch", 0),
+    switch("fsdp_copies", "with ZeRO-3 / FSDP, PyTorch FSDP2's copies on the compute stream "
+            "(1): each all-gather's output copied out into the parameters and the gradients "
+            "copied into the reduce-scatter input in grad_buffer_bytes; 0: the collectives "
+            "work in place (Megatron-FSDP's buffers)", 0),
     InputField("tp_overlap", "fraction", "share of the tensor-parallel collectives hidden "
                "behind the GEMMs they feed (Megatron-Core --tp-comm-overlap)", False, 0.0,
                True, 0.0, 1.0),
@@ -187,7 +191,7 @@ INPUTS: tuple[InputField, ...] = (
                0.55, 1.0),
     InputField("fa2_attention_efficiency", "fraction", "achievable fraction of the bf16 peak "
                "in FlashAttention-2's kernels, forward and backward (attention_kernel 1)",
-               False, 0.0, False, 0.335, 1.0),
+               False, 0.0, False, 0.326, 1.0),
     switch("attention_kernel", "fused attention kernel: 0 the GPU's fastest (cuDNN / "
             "FlashAttention-3, Transformer Engine's; attention_efficiency), 1 "
             "FlashAttention-2 (PyTorch SDPA's flash backend; fa2_attention_efficiency)", 0),

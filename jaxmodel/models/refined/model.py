@@ -46,7 +46,7 @@ from jaxmodel.models.common import masked, next_whole_value, switch_steps, whole
 from jaxmodel.models.layout import CONTEXT, GPUS, PIPELINE, TENSOR, LayoutSpace, replica_step
 from jaxmodel.models.refined import mamba, moe, mtp, space
 from jaxmodel.models.refined.context import cp_seconds
-from jaxmodel.models.refined.data import dp_seconds, optimizer_seconds
+from jaxmodel.models.refined.data import dp_seconds, fsdp_copy_seconds, optimizer_seconds
 from jaxmodel.models.refined.derived import derive
 from jaxmodel.models.refined.fields import (
     CLUSTER,
@@ -116,8 +116,10 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     # --- data parallelism and the optimizer step ------------------------------
     z, edp, dp_raw, dp = dp_seconds(x, g, params, stage, layer_hw_flops, active_w, attn_core)
     optimizer_s = optimizer_seconds(x, g, params, stage_layers, z, edp)
+    # FSDP2's copies around its collectives (memory-bound, on the compute stream).
+    copies_s = fsdp_copy_seconds(x, g, params, stage_layers, z)
 
-    compute = m * micro_compute + optimizer_s
+    compute = m * micro_compute + optimizer_s + copies_s
     stage_recompute = stage_layers * lt.layer_recompute
     recompute_s = m * stage_recompute
     stage_memory_s = (stage_layers * (lt.fwd_bytes + lt.bwd_bytes + lt.recompute_bytes
@@ -125,7 +127,7 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
                       + jnp.where(stage.last_busiest,
                                   (1.0 + n_mtp) * (lt.logit_bytes + lt.accum_logit_bytes)
                                   / hbm_rate + lt.embed_grad_s, 0.0))
-    memory_bound = m * stage_memory_s + optimizer_s
+    memory_bound = m * stage_memory_s + optimizer_s + copies_s
 
     # --- model-parallel collectives, the pipeline, the experts ---------------
     act_bytes, tp = tp_seconds(x, g, lt, stage_layers)
