@@ -334,6 +334,11 @@ def layer_times(x, g) -> LayerTimes:
     qkv_n = qw * (1.0 + 2.0 * kv / a) / t
     cast_fwd = tok * (2.0 * h / rep_split + qw / t + f / t)
     cast_bwd = tok * (qkv_n + 2.0 * h / rep_split + (x.mlp_weight_matrices - 1.0) * f / t)
+    # MoE: the FFN block's casts are those of its shared and routed experts'
+    # GEMMs, the routed ones on every routed copy (moe.ffn_cast_elements).
+    moe_fwd, moe_bwd = moe.ffn_cast_elements(x, t, rep_split)
+    cast_fwd = jnp.where(plain, cast_fwd, tok * (h / rep_split + qw / t + moe_fwd))
+    cast_bwd = jnp.where(plain, cast_bwd, tok * (qkv_n + h / rep_split + moe_bwd))
     # Hybrid: each layer's pre-norm output and its second GEMM's input (the
     # attention output, the Mamba-2 gated norm output, the FFN activation);
     # the output gradients of its first GEMM (QKV, in-projection, FC1) and of
