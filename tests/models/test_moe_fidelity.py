@@ -123,3 +123,38 @@ def test_fp8_casts_of_routed_copies_in_the_model():
     hbm = v["hbm_bandwidth_tb_s"] * 1e12 * v["hbm_efficiency"]
     hand = 4 * 94 * 6 * 4096 * 4 * ((4096 + 1536) + (2 * 1536 + 4096)) / hbm * 1e3
     assert dd == pytest.approx(hand, rel=1e-9)
+
+
+def test_hybrid_moe_casts_by_hand():
+    # Nemotron-3 Nano (52 layers: 23 Mamba-2, 6 attention, 23 MoE FFN; h 2688,
+    # f_e 1856, k 6, two shared experts, squared ReLU w = 2).  The model hands
+    # the MoE module the mixer layers as leading layers without MoE
+    # (mamba.moe_view: dense_layers 29), and the FFN layers' share 23 / 52.
+    # An MoE FFN layer forward: the shared experts' input h and FC2 input
+    # 2 f_e, the 6 routed copies of h and f_e; backward the same by symmetry
+    # (w - 1 = 1): 2688 + 3712 + 6 x (2688 + 1856) = 33,664 each way.
+    x = _x("nemotron3-nano", dense_layers=29.0)
+    share = 23 / 52
+    assert float(moe.moe_fraction(x)) == pytest.approx(share, rel=1e-6)
+    fwd, bwd = moe.ffn_cast_elements(x, 1.0, 1.0, share)
+    assert float(fwd) == pytest.approx(share * 33_664, rel=1e-6)
+    assert float(bwd) == pytest.approx(share * 33_664, rel=1e-6)
+
+
+@pytest.mark.slow
+def test_fp8_casts_of_routed_copies_in_a_hybrid():
+    # Nemotron-3 Nano on 8 H100 (e8, 4 micro-batches of 8192 tokens): from 3 to
+    # 6 experts a token, 3 more routed copies in each of the 23 MoE layers,
+    # cast at 6 bytes an element over (h + f_e) forward and (f_e + h) backward.
+    def run(precision, k):
+        v = apply_presets(REFINED, gpu="h100-sxm", llm="nemotron3-nano")
+        v.update(num_gpus=8, tensor_parallel=1, pipeline_parallel=1, virtual_stages=1,
+                 expert_parallel=8, micro_batch=1, gradient_accum_steps=4, moe_dispatcher=1,
+                 gpu_memory_gb=1000, precision=precision, experts_per_token=k)
+        return float(jaxmodel.evaluate(REFINED, x64=True, **v).memory_bound_ms)
+
+    dd = (run(1, 6) - run(1, 3)) - (run(0, 6) - run(0, 3))
+    v = {**REFINED.defaults, **apply_presets(REFINED, gpu="h100-sxm", llm="nemotron3-nano")}
+    hbm = v["hbm_bandwidth_tb_s"] * 1e12 * v["hbm_efficiency"]
+    hand = 4 * 23 * 6 * 8192 * 3 * (2 * (2688 + 1856)) / hbm * 1e3
+    assert dd == pytest.approx(hand, rel=1e-9)

@@ -767,7 +767,7 @@ def sm_contention_seconds(x, hidden):
 
 
 
-def ffn_cast_elements(x, t, rep_split):
+def ffn_cast_elements(x, t, rep_split, ffn_share=1.0):
     """Elements the low-precision casts of the average layer's FFN block
     quantise, per token of the micro-batch: ``(forward, backward)``.
 
@@ -788,8 +788,9 @@ def ffn_cast_elements(x, t, rep_split):
     ``1 / etp`` of ``f_e``).  Shared experts are a TP-split FFN of width
     ``S f_e``; LatentMoE's two projections (inputs ``h`` and ``l``, output
     gradients ``l`` and ``h``) run on the rank's tokens.  MoE layers take
-    their share (``moe_fraction``), dense layers the dense FFN's; a dense
-    model gives the dense FFN's exactly.
+    their share (``moe_fraction``), the other FFN layers (``ffn_share`` of the
+    layers have an FFN block: a hybrid's mixer layers have none) the dense
+    FFN's; a dense model gives the dense FFN's exactly.
     """
     w, fe, f, h = x.mlp_weight_matrices, x.moe_ffn_hidden_dim, x.ffn_hidden_dim, x.hidden_dim
     etp = x.expert_tensor_parallel
@@ -802,6 +803,6 @@ def ffn_cast_elements(x, t, rep_split):
     bwd_moe = (shared * ((w - 1.0) * s_fe / t + h / rep_split)
                + copies * ((w - 1.0) * fe / etp + d) + latent)
     frac = moe_fraction(x)
-    fwd = frac * fwd_moe + (1.0 - frac) * (h / rep_split + f / t)
-    bwd = frac * bwd_moe + (1.0 - frac) * ((w - 1.0) * f / t + h / rep_split)
+    fwd = frac * fwd_moe + (ffn_share - frac) * (h / rep_split + f / t)
+    bwd = frac * bwd_moe + (ffn_share - frac) * ((w - 1.0) * f / t + h / rep_split)
     return fwd, bwd
