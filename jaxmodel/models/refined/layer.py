@@ -343,6 +343,11 @@ def layer_times(x, g) -> LayerTimes:
     qkv_n = qw * (1.0 + 2.0 * kv / a) / t
     cast_fwd = tok * (2.0 * h / rep_split + qw / t + f / t)
     cast_bwd = tok * (qkv_n + 2.0 * h / rep_split + (x.mlp_weight_matrices - 1.0) * f / t)
+    # MoE: the FFN block's casts are those of its shared and routed experts'
+    # GEMMs, the routed ones on every routed copy (moe.ffn_cast_elements).
+    moe_fwd, moe_bwd = moe.ffn_cast_elements(x, t, rep_split)
+    cast_fwd = jnp.where(plain, cast_fwd, tok * (h / rep_split + qw / t + moe_fwd))
+    cast_bwd = jnp.where(plain, cast_bwd, tok * (qkv_n + h / rep_split + moe_bwd))
     # Hybrid: each layer's pre-norm output and its second GEMM's input (the
     # attention output, the Mamba-2 gated norm output, the FFN activation);
     # the output gradients of its first GEMM (QKV, in-projection, FC1) and of
@@ -350,6 +355,16 @@ def layer_times(x, g) -> LayerTimes:
     fwd_in = mamba.mixer(x, qw / t, mamba.inner_width(x) / t) + mamba.ffn_share(x) * f / t
     bwd_out = (mamba.mixer(x, qkv_n, mamba.in_proj_width(x) / t)
                + mamba.ffn_share(x) * (x.mlp_weight_matrices - 1.0) * f / t)
+    # A hybrid with MoE FFN layers: the mixer layers' own, the FFN layers'
+    # from their blocks (moe.ffn_cast_elements over the FFN layers' share).
+    fs = mamba.ffn_share(x)
+    hyb_fwd, hyb_bwd = moe.ffn_cast_elements(x, t, rep_split, fs)
+    mixer_in = (1.0 - fs) * h / rep_split
+    moe_hybrid = moe.moe_fraction(x) > 0.0
+    fwd_in = jnp.where(moe_hybrid, mixer_in + mamba.mixer(x, qw / t, mamba.inner_width(x) / t)
+                       + hyb_fwd - h / rep_split, fwd_in)
+    bwd_out = jnp.where(moe_hybrid, mixer_in + mamba.mixer(x, qkv_n, mamba.in_proj_width(x) / t)
+                        + hyb_bwd - h / rep_split, bwd_out)
     cast_fwd = jnp.where(hybrid, tok * (h / rep_split + fwd_in), cast_fwd)
     cast_bwd = jnp.where(hybrid, tok * (h / rep_split + bwd_out), cast_bwd)
     fwd_bytes = hidden_bytes + mlp_bytes + score_bytes + g.cast_bytes * cast_fwd

@@ -77,6 +77,9 @@ as Megatron-Core requires sequence parallelism with TP and MoE):
   each way (``permute_passes``); routed experts need no TP collective
   (``tp_collectives_per_layer``); ``moe_host_overhead_us`` of host time per
   MoE forward pass (the dropless dispatch's device-to-host sync).
+* **Low-precision casts** (``ffn_cast_elements``): under FP8 / FP4 the routed
+  experts quantise every routed copy (``k`` per token) of their GEMM inputs
+  forward and output gradients backward, not one token's worth.
 * **Fine-grained recompute** (``moe_recompute``): the expert activation
   (``moe_act``) or the whole MoE layer (``moe``: its forward GEMMs, traffic
   and two more all-to-alls) runs again; the activations it drops are not
@@ -761,3 +764,45 @@ def sm_contention_seconds(x, hidden):
     count of passes, so the SMs are charged here.)
     """
     return hidden * jnp.minimum(A2A_COMM_SMS / x.num_sms, 1.0)
+
+
+
+def ffn_cast_elements(x, t, rep_split, ffn_share=1.0):
+    """Elements the low-precision casts of the average layer's FFN block
+    quantise, per token of the micro-batch: ``(forward, backward)``.
+
+    Under FP8 / FP4 every GEMM input is quantised in the forward pass and
+    every output gradient in the backward pass (``derived.CAST_BYTES_PER_ELEMENT``
+    bytes each).  A dense FFN quantises its input ``h`` and the FC2 input ``f``
+    forward, the FC1 and FC2 output gradients ``(w - 1) f`` and ``h`` backward
+    (per GPU: ``h / rep_split``, ``f / t``).  In an MoE layer the routed
+    experts' GEMMs run on the ``k`` routed copies of each token (times the
+    load), and Transformer Engine's GroupedLinear quantises each expert's
+    slice of them (``split_quantize`` of the permuted input into the
+    ``m_splits`` pieces, TE's ``fused_multi_cast_transpose`` in older releases:
+    TransformerEngine issue 1499), so per token the casts take ``k`` copies of
+    the FC1 input ``d`` (``h``, or ``l`` under LatentMoE) and of the FC2
+    input ``f_e`` forward, of the FC1 output gradient ``(w - 1) f_e`` and the
+    FC2 output gradient ``d`` backward (per GPU: the ``1 / t`` of the tokens
+    the rank routes; with expert tensor parallelism ``etp`` ways more rows of
+    ``1 / etp`` of ``f_e``).  Shared experts are a TP-split FFN of width
+    ``S f_e``; LatentMoE's two projections (inputs ``h`` and ``l``, output
+    gradients ``l`` and ``h``) run on the rank's tokens.  MoE layers take
+    their share (``moe_fraction``), the other FFN layers (``ffn_share`` of the
+    layers have an FFN block: a hybrid's mixer layers have none) the dense
+    FFN's; a dense model gives the dense FFN's exactly.
+    """
+    w, fe, f, h = x.mlp_weight_matrices, x.moe_ffn_hidden_dim, x.ffn_hidden_dim, x.hidden_dim
+    etp = x.expert_tensor_parallel
+    d = routed_width(x)
+    copies = x.experts_per_token * load_factor(x) * etp / t
+    shared = jnp.where(x.shared_experts > 0.5, 1.0, 0.0)
+    s_fe = x.shared_experts * fe
+    latent = jnp.where(has_latent(x), (h + x.moe_latent_size) / t, 0.0)
+    fwd_moe = (shared * (h / rep_split + s_fe / t) + copies * (d + fe / etp) + latent)
+    bwd_moe = (shared * ((w - 1.0) * s_fe / t + h / rep_split)
+               + copies * ((w - 1.0) * fe / etp + d) + latent)
+    frac = moe_fraction(x)
+    fwd = frac * fwd_moe + (ffn_share - frac) * (h / rep_split + f / t)
+    bwd = frac * bwd_moe + (ffn_share - frac) * ((w - 1.0) * f / t + h / rep_split)
+    return fwd, bwd
