@@ -48,6 +48,7 @@ COMMANDS = {
                                       10.0, None, 3.0),
     "best (DeepSeek-V3)": (["best", *DEEPSEEK], 15.0, 4.0, None),
     "validate": (["validate"], 20.0, None, None),
+    "validate --all": (["validate", "--all"], 20.0, None, None),
 }
 BARE = [sys.executable, "-c", "import jax; jax.numpy.zeros(1)"]
 

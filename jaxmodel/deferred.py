@@ -49,9 +49,16 @@ class Deferred:
         return f"<deferred module {self._name!r}>"
 
 
-# What a model may call of jax on the host: stop_gradient is the identity
-# there (there is no gradient to stop).  Anything else is an AttributeError.
-_HOST_JAX = SimpleNamespace(lax=SimpleNamespace(stop_gradient=lambda v: v), numpy=np)
+# What a model may call of jax on the host: stop_gradient drops the tangent of
+# jaxmodel.dual's forward mode (of a plain array, the identity).  Anything else
+# is an AttributeError.
+def _stop_gradient(v: Any) -> Any:
+    from jaxmodel.dual import stop_gradient  # a Dual's value without its tangent
+
+    return stop_gradient(v)
+
+
+_HOST_JAX = SimpleNamespace(lax=SimpleNamespace(stop_gradient=_stop_gradient), numpy=np)
 
 jax = Deferred("jax", _HOST_JAX)
 jnp = Deferred("jax.numpy", np)

@@ -176,7 +176,7 @@ def invalid_sensitivity_text(model: Model, values: Mapping[str, float], *,
                              x64: bool = False) -> str:
     """One line for a configuration whose layout is invalid (its sensitivities are
     undefined): what is wrong with it, as its verdict says."""
-    outputs = as_dicts(model, evaluate(model, x64=x64, **values))
+    outputs = as_dicts(model, answer(model, x64=x64, **values))
     reasons = model.layout_reasons(values, outputs) if model.layout_reasons else []
     why = "; ".join(r for r, _ in reasons) or model.verdict(values, outputs)
     return f"sensitivities ({model.name} model): undefined, the layout is invalid: {why}"

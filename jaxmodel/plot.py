@@ -808,10 +808,10 @@ def tornado_data(model: Model, inputs: Mapping[str, float], output: str = "step_
     Raises:
       PlotError: the layout is invalid (nothing to rank).
     """
-    from jaxmodel.sensitivity import sensitivities
+    from jaxmodel.sensitivity import answer_sensitivities
 
-    s = sensitivities(dict(inputs), of=[output], wrt=wrt, kind="elasticity", model=model,
-                      x64=x64)
+    s = answer_sensitivities(dict(inputs), of=[output], wrt=wrt, kind="elasticity",
+                             model=model, x64=x64)
     if not bool(s.valid):
         raise PlotError("tornado: the layout is invalid, its sensitivities are undefined "
                         "(see jaxmodel eval)")

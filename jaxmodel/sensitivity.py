@@ -363,6 +363,102 @@ def sensitivities(
     )
 
 
+def sensitivities_on_host(
+    inputs: Mapping[str, Any] | None = None,
+    of: Sequence[str] | None = None,
+    wrt: Sequence[str] | None = None,
+    kind: Kind = "gradient",
+    model: str | Model = DEFAULT_MODEL,
+) -> Sensitivities:
+    """:func:`sensitivities` in float64 with NumPy: no jax, no trace, no compile.
+
+    The model runs once on the batch with :class:`jaxmodel.dual.Dual` inputs
+    (forward mode with jax's rules, every continuous input in ``wrt`` a
+    direction of the one pass), and once more per stepped input; the columns
+    are :func:`sensitivity_kernel`'s, masked and divided as there.  For a few
+    configurations (a person's question, the dashboard's tornado) this takes
+    milliseconds and memory of ``k x rows`` floats a value (``k`` inputs),
+    where the jax program of the refined model compiled for minutes (issue 26).
+
+    Args and returns: as :func:`sensitivities` (always float64).
+
+    Raises:
+      ValueError: the model does not declare ``on_host``.
+    """
+    from jaxmodel.deferred import on_host
+    from jaxmodel.dual import Dual, seeded
+
+    model = get_model(model)
+    if not model.on_host:
+        raise ValueError(f"model {model.name!r} does not declare on_host; use sensitivities")
+    of, wrt, kind = check_request(model, of, wrt, kind)
+    arrays = resolve_inputs(model, inputs or {})
+    shape = next(iter(arrays.values())).shape
+    flat = {k: a.reshape(-1).astype(np.float64) for k, a in arrays.items()}
+    n = next(iter(flat.values())).size
+    steps = stepped_inputs(model)
+    smooth = [w for w in wrt if w not in steps]
+    stepped = [w for w in wrt if w in steps]
+    k = len(smooth)
+    grads: dict[tuple[str, str], np.ndarray] = {}
+    elast: dict[tuple[str, str], np.ndarray] = {}
+    with on_host():
+        x = model.inputs_type(*(seeded(flat[f], smooth.index(f), k) if f in smooth else flat[f]
+                                for f in model.input_names))
+        out = model.apply(x)
+        y = {o: np.broadcast_to(np.asarray(getattr(out, o).primal if isinstance(
+            getattr(out, o), Dual) else getattr(out, o), np.float64), (n,)) for o in of}
+        for o in of:
+            v = getattr(out, o)
+            tangent = (np.broadcast_to(v.tangent, (k, n)) if isinstance(v, Dual)
+                       else np.zeros((k, n)))
+            for i, w in enumerate(smooth):
+                # (as the kernel: the model's where(valid, v, nan) has a 0 tangent)
+                dy = np.where(np.isfinite(y[o]), tangent[i], np.nan)
+                grads[o, w] = dy
+                elast[o, w] = _elasticity(dy, flat[w], y[o])
+        plain = model.inputs_type(*(flat[f] for f in model.input_names))
+        nxt = {}
+        for w in stepped:
+            x0 = flat[w]
+            x1 = np.broadcast_to(np.asarray(steps[w](plain), np.float64), (n,))
+            nxt[w] = x1
+            y1 = model.apply(plain._replace(**{w: x1}))
+            for o in of:
+                dy = np.broadcast_to(np.asarray(getattr(y1, o), np.float64), (n,)) - y[o]
+                grads[o, w] = dy / (x1 - x0)
+                elast[o, w] = _elasticity(dy / (x1 - x0), x0, y[o])
+    columns = {}
+    for o in of:
+        for w in wrt:
+            if kind in ("gradient", "both"):
+                columns[gradient_column(o, w)] = np.asarray(grads[o, w]).reshape(shape)
+            if kind in ("elasticity", "both"):
+                columns[elasticity_column(o, w)] = np.asarray(elast[o, w]).reshape(shape)
+    vals = {o: np.asarray(v).reshape(shape) for o, v in y.items()}
+    valid = np.logical_and.reduce([np.isfinite(v) for v in vals.values()])
+    return Sensitivities(kind=kind, of=of, wrt=wrt, columns=columns, values=vals,
+                         valid=np.asarray(valid).reshape(shape),
+                         stepped_to={w: np.asarray(v).reshape(shape) for w, v in nxt.items()})
+
+
+def answer_sensitivities(
+    inputs: Mapping[str, Any] | None = None,
+    of: Sequence[str] | None = None,
+    wrt: Sequence[str] | None = None,
+    kind: Kind = "gradient",
+    model: str | Model = DEFAULT_MODEL,
+    x64: bool = False,
+) -> Sensitivities:
+    """A few configurations for a person (``jaxmodel sensitivity``, the tornado):
+    :func:`sensitivities_on_host` where the model runs there (float64, no
+    compile), else :func:`sensitivities`."""
+    model = get_model(model)
+    if model.on_host:
+        return sensitivities_on_host(inputs, of=of, wrt=wrt, kind=kind, model=model)
+    return sensitivities(inputs, of=of, wrt=wrt, kind=kind, model=model, x64=x64)
+
+
 _CACHE: dict[tuple, Callable] = {}
 
 

@@ -73,3 +73,89 @@ def test_on_host_is_numpy_in_this_block_only():
     with on_host():
         assert jnp.where is np.where
     assert "jax" not in sys.modules or jnp.where is not np.where
+
+
+# -- sensitivities on the host (jaxmodel.dual) --------------------------------------------
+
+
+def test_dual_rules_are_jaxs_on_kinks_and_branches():
+    """Each rule against jax.jvp of the same function, at ties and branch points."""
+    import jax
+    import jax.numpy as jnp
+
+    from jaxmodel.dual import Dual, seeded
+
+    x0 = np.array([0.0, 1.0, 2.0, 3.0, -1.5, 4.0])
+    y0 = np.array([1.0, 1.0, 3.0, 2.0, 0.5, 4.0])
+
+    def f(xp, x, y):
+        return (xp.maximum(x, y) * 2.0 + xp.minimum(x, 1.0) - xp.clip(y, 1.0, 3.0)
+                + xp.where(x > y, x * y, y / (1.0 + x * x)) + abs(x) + x ** 2 + y ** 0.5
+                + xp.floor(x * 1.7) + xp.round(y * 2.3) + xp.mod(x + 7.0, 2.0)
+                + xp.select([x < 0, x < 2], [x * 3.0, y], 1.0)
+                + xp.stack([x, y])[1] * xp.concatenate([x, y])[:6])
+
+    with jax.enable_x64(True):
+        for direction in ((1.0, 0.0), (0.0, 1.0)):
+            _, want = jax.jvp(lambda x, y: f(jnp, x, y), (x0, y0),
+                              (np.full(6, direction[0]), np.full(6, direction[1])))
+            dx, dy = seeded(x0, 0, 2), seeded(y0, 1, 2)
+            with on_host():
+                got = f(np, dx, dy)
+            assert isinstance(got, Dual)
+            tangent = got.tangent[0] * direction[0] + got.tangent[1] * direction[1]
+            np.testing.assert_allclose(tangent, np.asarray(want), rtol=1e-12, atol=1e-12)
+
+
+def test_a_ufunc_without_a_rule_is_refused():
+    from jaxmodel.dual import seeded
+
+    with pytest.raises(TypeError, match="arctan"):
+        np.arctan(seeded(np.ones(2), 0, 1))
+
+
+def _assert_same_sensitivities(ref, got, batch):
+    """Every column within 1e-9 of its scale: an elasticity absolutely, a gradient
+    d y / d x relative to y / x (a derivative that is 0 up to rounding may come
+    out as 0 or as rounding noise)."""
+    assert ref.columns.keys() == got.columns.keys()
+    for o in ref.of:
+        for w in ref.wrt:
+            for column, scale in ((f"d_{o}__d_{w}", np.abs(np.asarray(ref.values[o], np.float64))
+                                   / np.maximum(np.abs(np.asarray(batch[w])), 1e-300)),
+                                  (f"e_{o}__{w}", 1.0)):
+                if column not in ref.columns:
+                    continue
+                a, b = np.asarray(ref.columns[column], np.float64), got.columns[column]
+                np.testing.assert_array_equal(np.isnan(a), np.isnan(b), err_msg=column)
+                ok = np.isnan(a) | (np.abs(a - b) <= 1e-9 * (np.abs(a) + scale))
+                assert ok.all(), (column, a[~ok][:3], b[~ok][:3])
+    for w, v in ref.stepped_to.items():
+        np.testing.assert_array_equal(np.asarray(v, np.float64), got.stepped_to[w])
+    np.testing.assert_array_equal(ref.valid, got.valid)
+
+
+def test_seed_sensitivities_on_the_host_are_jaxs():
+    from jaxmodel.sensitivity import sensitivities, sensitivities_on_host
+
+    model = jaxmodel.get_model("seed")
+    batch = random_inputs(model, 64, seed=5)
+    wrt = list(model.input_names)  # stepped num_gpus among them
+    _assert_same_sensitivities(
+        sensitivities(batch, wrt=wrt, kind="both", model=model, x64=True),
+        sensitivities_on_host(batch, wrt=wrt, kind="both", model=model), batch)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("gpu,llm", [("h100-sxm", "llama3-70b"), ("b200", "deepseek-v3"),
+                                     ("b200", "nemotron3-nano")])
+def test_refined_sensitivities_on_the_host_are_jaxs(gpu, llm):
+    from jaxmodel.sensitivity import continuous_inputs, sensitivities, sensitivities_on_host
+
+    batch = _layouts(gpu, llm, 40, seed=7)
+    wrt = list(continuous_inputs(REFINED)) + ["num_gpus", "recompute", "zero_stage"]
+    _assert_same_sensitivities(
+        sensitivities(batch, of=["mfu_percent", "step_time_ms", "memory_gb_per_gpu"], wrt=wrt,
+                      kind="both", model=REFINED, x64=True),
+        sensitivities_on_host(batch, of=["mfu_percent", "step_time_ms", "memory_gb_per_gpu"],
+                              wrt=wrt, kind="both", model=REFINED), batch)

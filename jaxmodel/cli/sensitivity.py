@@ -19,7 +19,7 @@ from jaxmodel.documents import (
     sensitivity_table,
 )
 from jaxmodel.report import to_json
-from jaxmodel.sensitivity import sensitivities
+from jaxmodel.sensitivity import answer_sensitivities
 
 
 def _names(values: list[str] | None) -> list[str] | None:
@@ -63,8 +63,8 @@ def sensitivity_command(
     # By default every continuous input this configuration uses (a dense model
     # lists no MoE inputs).
     names = asked or list(m.used(m.continuous, values))
-    s = sensitivities(values, of=_names(of), wrt=names,
-                      kind="both" if table else kind, model=m, x64=x64)
+    s = answer_sensitivities(values, of=_names(of), wrt=names,
+                             kind="both" if table else kind, model=m, x64=x64)
     if table and not bool(s.valid):
         typer.echo(invalid_sensitivity_text(m, values, x64=x64))
     elif table:

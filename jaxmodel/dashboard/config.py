@@ -1,9 +1,10 @@
-"""One configuration of a sweep, evaluated live by the jax model.
+"""One configuration of a sweep, evaluated live by the model.
 
 A dataset row holds the inputs the sweep wrote; the others are the sweep's
 fixed ``[base]`` values (from the spec stored in the dataset).  The
 breakdown, the tornado and the what-if panel all go through the package API
-(:func:`jaxmodel.evaluate`, :func:`jaxmodel.sensitivities`) and the model's
+(:func:`jaxmodel.profile.answer`, :func:`jaxmodel.sensitivity.answer_sensitivities`:
+on the host where the model runs there, else jax) and the model's
 declared fields; the step-time terms are the model's declared ``terms``, so
 nothing here re-implements the model.
 """
@@ -19,11 +20,11 @@ from typing import Any
 
 import numpy as np
 
-import jaxmodel
 from jaxmodel.dashboard.data import DashboardError, Source
 from jaxmodel.errors import JaxmodelError
 from jaxmodel.models import Model
 from jaxmodel.profile import answer
+from jaxmodel.sensitivity import answer_sensitivities
 
 
 def inputs_of_row(src: Source, row: Mapping[str, Any]) -> dict[str, float]:
@@ -102,9 +103,11 @@ class Tornado:
     elasticities: tuple[float, ...]
 
 
-# The tornado's time limit.  Its first call for a model compiles the model with
-# its tangents (about a minute for the refined model on a busy 2-core machine,
-# bench/README.md); the program's memory does not grow with the inputs
+# The tornado's time limit.  A model that runs on the host (seed, refined) is
+# differentiated there in milliseconds (jaxmodel.sensitivity.answer_sensitivities);
+# another one's first call compiles the model with its tangents (about a
+# minute for the refined model on a busy 2-core machine, bench/README.md), and
+# the program's memory does not grow with the inputs
 # (jaxmodel.sensitivity._derivatives).  One worker: clicks never compile two
 # programs at once, and a call past the limit goes on in the background, so
 # the next click finds its program compiled.
@@ -121,7 +124,7 @@ def tornado(model: Model, inputs: Mapping[str, float], output: str = "step_time_
       DashboardError: an invalid layout (its sensitivities are undefined), a bad
         name, or not done within ``seconds``.
     """
-    job = _TORNADO_WORKER.submit(jaxmodel.sensitivities, dict(inputs), of=[output],
+    job = _TORNADO_WORKER.submit(answer_sensitivities, dict(inputs), of=[output],
                                  kind="elasticity", model=model, x64=x64)
     try:
         s = job.result(timeout=seconds)

@@ -56,10 +56,19 @@ def test_answers_without_importing_jax(args, code, says, tmp_path):
 
 def test_a_command_that_computes_imports_jax(tmp_path):
     """The probe can see jax: a command that runs a jax program imports it."""
-    report, stdout, _ = _run(["sensitivity", "--model", "seed", "--of", "mfu_percent",
-                              "--format", "json"], tmp_path)
+    report, stdout, _ = _run(["best", "--model", "seed", "--num-gpus", "64", "--format",
+                              "json"], tmp_path)
     assert report == {"code": 0, "jax": True}
-    assert json.loads(stdout)["outputs"]
+    assert json.loads(stdout)["top"]
+
+
+@pytest.mark.parametrize("model", ["seed", "refined"])
+def test_sensitivity_answers_on_the_host_without_jax(model, tmp_path):
+    """Every continuous input, by forward mode on the host (issue 26)."""
+    report, stdout, message = _run(["sensitivity", "--model", model, "--of", "mfu_percent"],
+                                   tmp_path)
+    assert report == {"code": 0, "jax": False}, message
+    assert len(json.loads(stdout)["elasticity"]["mfu_percent"]) > 5
 
 
 @pytest.mark.parametrize("model", ["seed", "refined"])
