@@ -47,7 +47,9 @@ beside the rows that use it):
   The unfused path would store the ``2 a s^2`` bytes of probabilities per layer
   and micro-batch (77 GB more on an H100 row): it does not fit, so these rows did
   not run it.  The kernel is taken to skip the key blocks outside the window (not
-  documented; without the skip the rows run 2-3% slower).  Nemotron-3 Nano is the
+  documented; without the skip the rows run 2-3% slower).  Its YaRN RoPE is fused
+  (the perf recipes' ``_benchmark_common``: ``apply_rope_fusion = True``, one read
+  and one write of q and k: not costed).  Nemotron-3 Nano is the
   ``nemotron3-nano`` preset (its Mamba-2, attention and MoE layers:
   ``jaxmodel.models.refined.mamba``); Nemotron-3 Super the ``nemotron3-super``
   preset (its LatentMoE: ``moe_latent_size``, ``jaxmodel.models.refined.moe``).
