@@ -699,6 +699,9 @@ def _moe(name, description, source, published, *, hidden, layers, heads, kv_head
 # alternating full/windowed) and adds a learned sink logit per head to the
 # softmax's denominator: a few FLOPs per query and head against the core's
 # 4 d_h min(s, w) = 32,768 in a windowed layer (below 0.01%: not costed).
+# Megatron-Core/Transformer Engine run the sink inside cuDNN's fused attention
+# (softmax_type "learnable", cuDNN >= 9.13.1): the fused kernel's rate, no
+# s x s scores (jaxmodel.models.validation_sets, the Bridge decisions).
 _GPT_OSS_WINDOW = (128, 0.5)
 _GPT_OSS_ATTENTION = ("Sliding window 128 in every other layer (config.json sliding_window, "
                       "layer_types); the per-head attention sink logit is not costed")

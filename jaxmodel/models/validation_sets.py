@@ -35,10 +35,24 @@ beside the rows that use it):
   ``jaxmodel.models.presets``).
 * LLMs: the presets of ``jaxmodel.presets``, by the name the source prints.
   GPT-OSS's alternating sliding-window attention is the preset's (window 128 in
-  every other layer).  Nemotron-3 Nano is the ``nemotron3-nano`` preset (its
-  Mamba-2, attention and MoE layers: ``jaxmodel.models.refined.mamba``);
-  Nemotron-3 Super the ``nemotron3-super`` preset (its LatentMoE:
-  ``moe_latent_size``, ``jaxmodel.models.refined.moe``).
+  every other layer).  Its attention runs the fused kernel (``flash_attention`` 1,
+  ``attention_kernel`` 0, the defaults): Megatron-Bridge's ``GPTOSSProvider``
+  (src/megatron/bridge/models/gpt_oss/gpt_oss_provider.py, ``provide``) keeps the
+  default backend with Transformer Engine >= 2.8 and falls back to Megatron-Core's
+  unfused "local" sink attention only below it; the 120B perf configs set no
+  backend.  TE disables FlashAttention for a non-vanilla ``softmax_type`` and runs
+  the learnable sink in cuDNN's fused attention from cuDNN 9.13.1 (sbhd/bshd; THD
+  only from 9.18, TransformerEngine issue #2483); the NeMo container has cuDNN
+  9.13.1 and runs Bridge's GPT-OSS on FusedAttention (NVIDIA-NeMo/RL issue #1685).
+  The unfused path would store the ``2 a s^2`` bytes of probabilities per layer
+  and micro-batch (77 GB more on an H100 row): it does not fit, so these rows did
+  not run it.  The kernel is taken to skip the key blocks outside the window (not
+  documented; without the skip the rows run 2-3% slower).  Its YaRN RoPE is fused
+  (the perf recipes' ``_benchmark_common``: ``apply_rope_fusion = True``, one read
+  and one write of q and k: not costed).  Nemotron-3 Nano is the
+  ``nemotron3-nano`` preset (its Mamba-2, attention and MoE layers:
+  ``jaxmodel.models.refined.mamba``); Nemotron-3 Super the ``nemotron3-super``
+  preset (its LatentMoE: ``moe_latent_size``, ``jaxmodel.models.refined.moe``).
 * Precision: BF16 -> ``precision`` 0; FP8 with per-tensor (current or delayed)
   scaling -> ``precision`` 1; block-scaled FP8 (MXFP8, 1x128/128x128 blockwise) ->
   ``precision`` 2; NVFP4 -> ``precision`` 3.  Megatron-Bridge 25.09 states no

@@ -102,6 +102,30 @@ def test_bridge_gpt_oss_selective_recompute_row_by_hand():
     assert not any("sliding-window" in n for n in case.notes)
 
 
+def test_bridge_gpt_oss_rows_run_the_fused_sink_kernel():
+    # GPT-OSS's learnable sink runs in cuDNN's fused attention (TE >= 2.8, cuDNN
+    # >= 9.13.1: validation_sets' Bridge decisions), so every GPT-OSS row keeps the
+    # fused kernel and the causal mask.  The unfused alternative is ruled out by
+    # memory: it stores the bf16 probabilities, 2 a s^2 bytes per layer and
+    # micro-batch.  mb0096 (H100, p4, MBS 1): the first stage holds p = 4
+    # micro-batches of 36 / 4 = 9 layers in 1F1B, 36 x 2 x 64 x 4096^2 = 77.3 GB
+    # more than the fused run, past the H100's 80 GB.
+    model = get_model("refined")
+    rows = [c for c in read_set(BRIDGE) if c.inputs and c.inputs.get("hidden_dim") == 2880]
+    assert len(rows) == 10
+    for case in rows:
+        x = {**model.defaults, **case.inputs}
+        assert (x["flash_attention"], x["attention_kernel"], x["causal_mask"]) == (1, 0, 1)
+    case = _by_label(BRIDGE)["mb0096"]
+    fused = jaxmodel.api.evaluate_on_host(model, **{**model.defaults, **case.inputs})
+    unfused = jaxmodel.api.evaluate_on_host(
+        model, **{**model.defaults, **case.inputs, "flash_attention": 0})
+    extra = 36 * 2 * 64 * 4096**2 / 1e9
+    assert float(unfused.memory_gb_per_gpu - fused.memory_gb_per_gpu) == pytest.approx(
+        extra, rel=1e-3)
+    assert float(fused.fits_in_memory) == 1 and float(unfused.fits_in_memory) == 0
+
+
 def test_bridge_25_09_fsdp_row_by_hand():
     # mb0287: 25.09 Llama 3 8B on 8 H100, FSDP 8 (#GPUs / (t p) = 8: all ranks), no
     # precision printed (a primary figure: per-tensor FP8), no recipe read.
