@@ -108,10 +108,12 @@ _LAYER_KERNELS = 60.0
 # (skills/mbridge-perf-cuda-graphs/SKILL.md, pitfall 13: Qwen3-30B-A3B, H100
 # BF16, all-to-all dispatcher, attn + moe_router + moe_preprocess graphs:
 # 42.00 s an iteration against 41.36 s eager, no gain).  The full-iteration
-# graph (2) needs static shapes, which dropless MoE gets by padding each
-# rank's expert input to a fixed capacity (Megatron-Bridge's
-# _enable_full_iteration_cuda_graph: moe_expert_rank_capacity_factor, paged
-# stashing): no token counts reach the host, so no sync and no host pace.
+# graph (2) needs static shapes, which dropless MoE gets by sizing each
+# rank's dispatch and grouped-expert buffers to a fixed capacity (Megatron-
+# Bridge's full-iteration recipes: moe_expert_rank_capacity_factor 1.5, paged
+# stashing; Megatron-LM docs/user-guide/features/paged_stash.md, "sync-free
+# expert execution": no per-step device query of the token counts): the
+# graph covers the experts too, no count reaches the host, no host pace.
 GRAPH_KERNEL_GAP_US = 0.5
 _ATTN_SCOPE_KERNELS = 30.0
 _MOE_SCOPE_KERNELS = 8.0
