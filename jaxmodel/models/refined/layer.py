@@ -101,6 +101,19 @@ _LAYER_KERNELS = 60.0
 # GEMM and its two gradients, top-k/softmax and auxiliary-loss kernels forward
 # and backward, the dispatch layout: 8 of moe.MOE_LAYER_KERNELS); the expert
 # GEMMs, dispatch and combine stay eager.  Full iteration (2): every kernel.
+# In a dropless MoE layer the per-layer graphs leave the host's pace
+# (moe.host_paced_seconds) where it was: the token-count sync stays in every
+# MoE layer, so the host still sets the layer's pace and a replayed kernel
+# saves only its launch gap.  Megatron-Bridge measured exactly that
+# (skills/mbridge-perf-cuda-graphs/SKILL.md, pitfall 13: Qwen3-30B-A3B, H100
+# BF16, all-to-all dispatcher, attn + moe_router + moe_preprocess graphs:
+# 42.00 s an iteration against 41.36 s eager, no gain).  The full-iteration
+# graph (2) needs static shapes, which dropless MoE gets by sizing each
+# rank's dispatch and grouped-expert buffers to a fixed capacity (Megatron-
+# Bridge's full-iteration recipes: moe_expert_rank_capacity_factor 1.5, paged
+# stashing; Megatron-LM docs/user-guide/features/paged_stash.md, "sync-free
+# expert execution": no per-step device query of the token counts): the
+# graph covers the experts too, no count reaches the host, no host pace.
 GRAPH_KERNEL_GAP_US = 0.5
 _ATTN_SCOPE_KERNELS = 30.0
 _MOE_SCOPE_KERNELS = 8.0
@@ -418,29 +431,31 @@ def layer_times(x, g) -> LayerTimes:
     layer_graphed = jnp.where(graphs == 2, _LAYER_KERNELS,
                               jnp.where(graphs == 1, _ATTN_SCOPE_KERNELS, 0.0))
     layer_kernel_s = (layer_graphed * graphed_s + (_LAYER_KERNELS - layer_graphed) * launch_s)
-    eager_layer = (_LAYER_KERNELS - layer_graphed) * (1.0 + full / 3.0)
     mixer_kernels = mamba.mixer(x, _ATTN_SCOPE_KERNELS, mamba.MAMBA_LAYER_KERNELS)
     hybrid_kernels = mixer_kernels + mamba.ffn_share(x) * (_LAYER_KERNELS - _ATTN_SCOPE_KERNELS)
     hybrid_graphed = jnp.where(graphs == 2, hybrid_kernels,
                                jnp.where(graphs == 1, mixer_kernels, 0.0))
     layer_kernel_s = jnp.where(hybrid, hybrid_graphed * graphed_s
                                + (hybrid_kernels - hybrid_graphed) * launch_s, layer_kernel_s)
-    eager_layer = jnp.where(hybrid, (hybrid_kernels - hybrid_graphed) * (1.0 + full / 3.0),
-                            eager_layer)
     layer_b = layer_b + layer_kernel_s * (1.0 + (full + op_sac) / 3.0)
     # MoE: the router, dispatch and permutation kernels and one GEMM per local
     # expert and pass (moe.layer_extra_kernels), a third again with full recompute.
     moe_kernels = moe.layer_extra_kernels(x)
     moe_graphed = jnp.where(graphs == 2, moe_kernels,
                             jnp.where(graphs == 1, moe.moe_fraction(x) * _MOE_SCOPE_KERNELS, 0.0))
-    # A dropless MoE layer's eager kernels at the host's pace (moe.host_paced_seconds).
     moe_again = 1.0 + (full + moe_layer_again) / 3.0
-    eager_moe = (moe_kernels - moe_graphed) * moe_again
+    # The kernels at the host's pace in a dropless layer: all of them unless
+    # the whole iteration is one graph (per-layer graphs keep the sync, see
+    # GRAPH_KERNEL_GAP_US above).
+    unsynced = jnp.where(graphs == 2, 0.0, 1.0)
+    paced_layer = unsynced * jnp.where(hybrid, hybrid_kernels, _LAYER_KERNELS) \
+        * (1.0 + full / 3.0)
+    paced_moe = unsynced * moe_kernels * moe_again
     layer_b = jnp.where(plain, layer_b, layer_b
                         + (moe_graphed * graphed_s + (moe_kernels - moe_graphed) * launch_s)
                         * moe_again
                         + moe.host_seconds(x, full + moe_layer_again)
-                        + moe.host_paced_seconds(x, eager_layer, eager_moe, launch_s))
+                        + moe.host_paced_seconds(x, paced_layer, paced_moe, launch_s))
     layer_s = layer_f + layer_b + layer_w
 
     # Output layer and loss (last stage): logits GEMM in bf16, fused softmax

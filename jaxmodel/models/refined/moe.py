@@ -90,8 +90,9 @@ as Megatron-Core requires sequence parallelism with TP and MoE):
   the SMs, and the compute beside it loses that share (``sm_contention_seconds``).
 * **Host pace** (``host_paced_seconds``): a dropless MoE layer syncs its token
   counts to the host every forward pass, so the host cannot run ahead and each
-  eager kernel of the layer costs ``host_kernel_us`` (derived in the GPU presets
-  from a published measurement) in place of ``kernel_overhead_us``.
+  kernel of the layer costs ``host_kernel_us`` (derived in the GPU presets
+  from a published measurement) in place of ``kernel_overhead_us``, those of
+  per-layer CUDA graphs too (the sync stays; none under a full-iteration graph).
 * **Expert tensor parallelism** ``etp``: an all-gather and a reduce-scatter of
   the routed tokens in the ETP group, forward and backward.
 * **Memory**: expert weights, gradients and optimizer state sharded by
@@ -590,10 +591,14 @@ def host_paced_seconds(x, eager_layer_kernels, eager_moe_kernels, launch_s):
     deepseek-v3-gb200-optimization).  Each such kernel then costs
     ``host_kernel_us`` instead of the ``kernel_overhead_us`` the model charges
     it elsewhere (never less).  Counted for the MoE layers' share
-    (``moe_fraction``) of the layer's eager kernels (``eager_layer_kernels``,
+    (``moe_fraction``) of the layer's paced kernels (``eager_layer_kernels``,
     per layer) and for the MoE kernels (``eager_moe_kernels``, already the
     average layer's); 0 for a dense model or a token-dropping one (no sync:
-    the host runs ahead).
+    the host runs ahead).  The caller passes the kernels of per-layer CUDA
+    graphs among them: a graph of the attention, router and preprocessing
+    scopes leaves the sync in place and was measured not to shorten the
+    iteration (Megatron-Bridge skills/mbridge-perf-cuda-graphs/SKILL.md,
+    pitfall 13); a full-iteration graph passes none (static shapes, no sync).
     """
     paced = jnp.maximum(x.host_kernel_us * 1e-6 - launch_s, 0.0)
     return dropless(x) * paced * (moe_fraction(x) * eager_layer_kernels + eager_moe_kernels)
