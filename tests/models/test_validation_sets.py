@@ -125,6 +125,22 @@ def test_bridge_25_09_recipes_are_read():
         assert not any(n.startswith("25.09: no recipe read") for n in case.notes), label
 
 
+def test_bridge_25_09_llama_405b_and_layout_mismatch():
+    from jaxmodel.models import validation_sets as vs
+
+    # mb0289: 25.09 Llama 3.1 405B on 1024 H100, t8 p8 c2 v8: the recipe's TP
+    # overlap (userbuffers, t > 1), no recompute, no CUDA graphs, and the embedding
+    # and loss counted in the pipeline split (llama31_405b_pretrain_config).
+    # d = 1024 / (8 x 2 x 8) = 8; m = 512 / (1 x 8) = 64.
+    _has(_by_label(BRIDGE)["mb0289"], tensor_parallel=8, context_parallel=2,
+         virtual_stages=8, gradient_accum_steps=64, tp_overlap=1, recompute=0,
+         cuda_graphs=0, pipeline_split_embedding=1)
+    # A layout whose chunks are not the row's p x v is listed, not applied.
+    row = {r["row_id"]: r for r in _rows(BRIDGE.file)}["mb0290"]
+    (way,) = vs._bridge_layout({**row, "vp": "2"})
+    assert way.inputs == {} and "(32 chunks) not the row's p x v = 16" in way.note
+
+
 def test_bridge_25_09_deepseek_h100_row_by_hand():
     # mb0290: 25.09 DeepSeek-V3 (dropless) on 1024 H100, t2 p8 v4 e64, MBS 1, GBS 8192.
     # deepseek_v3_h100_bf16_config (scripts/performance/configs/deepseek/
