@@ -80,7 +80,12 @@ beside the rows that use it):
   multi-token prediction -> ``mtp_layers``, else not
   expressible; a custom pipeline layout whose chunks hold the module (an ``m``
   in the MoE recipes' ``yaml_pp_layout``) -> ``mtp_in_pipeline_split`` 1, else
-  0 (Megatron-Bridge's CSV documents no layout: its rows keep the default).
+  0 (Megatron-Bridge's CSV documents no layout: its rows keep the default, except
+  25.09's, whose layouts ``BRIDGE_2509`` reads).
+* Megatron-Bridge 25.09: the CSV reads no recipe for it; its settings (recompute, CUDA
+  graphs, dispatcher, TP and EP overlap, FSDP, MTP, pipeline layout) come from the
+  25.09-era performance scripts, ``BRIDGE_2509`` (the source and how it is dated
+  there), fed to the same readers as the later releases' recipe columns.
 * Megatron (both Megatron sets, every row): the distributed optimizer
   (``zero_stage`` 1; NVIDIA's recipes and the MoE recipes' YAMLs use it);
   Megatron-FSDP or an ``fsdp`` group -> ``zero_stage`` 3; TP communication overlap
@@ -470,9 +475,104 @@ BRIDGE_LLMS: dict[str, Cell] = {
 RECIPE_NOT_READ = ("25.09: no recipe read (its configs are not parsed); the recipe's settings "
                    "at the model's defaults")
 
+# Megatron-Bridge 25.09's recipe settings, read from the per-model performance scripts of
+# that era (NVIDIA-NeMo/Megatron-Bridge at commit 27dfb3df3c2cba55e54ec67016061048d4ce03c1,
+# scripts/performance/configs/<family>/<model>_llm_pretrain.py, one function per GPU
+# and precision; scripts/performance/utils/helpers.py for the overrides they call).
+# Dated by content, as the commit's date is not in the index: those functions set
+# exactly the layouts 25.09 publishes (DeepSeek-V3 H100 t2 p8 v4 e64 GBS 8192 and B200
+# t1 p16 e8; Llama 3.1 405B t8 p8 c2 v8 and t4 p8 c2 v8; Qwen3 235B t2 p8 v4 e32 and
+# t1 p8 v2 e8; Llama 3 70B H100 FP8 t4 p8 v5), and they predate the 25.11 layout
+# (``*_workload_base_configs.py``, functions named by GPU count); the same commit's
+# perf_matrix YAMLs (configs/deepseek/deepseek_v3_llm_pretrain.yaml: H100 v2, B200 t2)
+# do not match the table, so they are not what ran.  Keyed by (model, system): 25.09
+# states no precision, and its two figures (parentheses) share one config.
+#
+# Column -> value as the later releases' recipe_* columns write them (the same readers
+# below).  A column left out keeps RECIPE_NOT_READ.  Per script:
+#  * llama3/llama3_8b_llm_pretrain.py: llama3_8b_b200_fp8_config calls
+#    set_cuda_graph_overrides(cuda_graphs=True), which sets model.enable_cuda_graph
+#    (Megatron-Core's per-layer graphs, helpers.py); llama3_8b_h100_fp8_config with
+#    fp8_recipe "cs" calls set_megatron_fsdp_overrides(use_megatron_fsdp=True) and no
+#    CUDA graphs.  No recompute set (the base recipe's: none, as read for 25.11).
+#  * llama3/llama3_70b_llm_pretrain.py, llama31/llama31_405b_llm_pretrain.py: the
+#    H100/B200 FP8 functions set cfg.comm_overlap.tp_comm_overlap_cfg (userbuffers) on
+#    the recipe's CommOverlapConfig(tp_comm_overlap=True), no CUDA graphs, no
+#    recompute (the recipes' _llama3_common sets none), no FSDP, no offload.
+#  * deepseek/deepseek_v3_llm_pretrain.py: recompute_granularity "selective";
+#    deepseek_v3_h100_bf16_config: recompute_modules ["mla_up_proj", "mlp"], DeepEP
+#    (enable_deepep=True), moe_a2a_1f1b_overrides (overlap_moe_expert_parallel_comm),
+#    layout "Et|(tt|)*30mL", dropless; deepseek_v3_b200_bf16_config: ["mla_up_proj"],
+#    token drop, no DeepEP, no a2a overlap, layout None (the recipe's (16, 1) map:
+#    embedding + 4 | 4 x 14 | 1 + MTP + loss).  These are the functions whose defaults
+#    are the rows' variants (H100 "dropless", B200 "tokendrop"); the same file's *_fp8_
+#    functions pass get_precision_config("bf16") and flip those defaults, so they are
+#    not read.  No CUDA graphs; no comm_overlap_config, so the recipe's
+#    CommOverlapConfig(tp_comm_overlap=False) (src/megatron/bridge/recipes/deepseek/
+#    deepseek_v3.py at 05d003fb8985ccde5cc8c33a72f750e38c1e76ff, _deepseek_v3_common,
+#    which also sets mtp_num_layers = 1 and the (pp, vp) -> layout map).
+#  * qwen3/qwen3_235b_a22b_llm_pretrain.py: set_qwen3_235b_a22b_specific_overrides
+#    (recompute None, token drop); CommOverlapConfig(tp_comm_overlap=True); no CUDA
+#    graphs (H100, B200); no a2a overlap, no DeepEP.
+#  * qwen3/qwen3_30b_a3b_llm_pretrain.py: not stored at that commit; read in the
+#    index's version of the same era (the same helpers.py calls; the search index's
+#    file id 45585163543, its commit not named): set_qwen3_specific_overrides
+#    (recompute None, token drop), CommOverlapConfig(tp_comm_overlap=True), no a2a
+#    overlap; qwen3_30b_a3b_b200_fp8_config calls set_cuda_graph_overrides(
+#    cuda_graphs=True) (per layer), the H100 function none.  Its H100 function has v12
+#    where the table has v24 (listed as a mismatch).  (The later **kwargs versions,
+#    e.g. 58fa56a3eabd488eb04c36b3d13812a958c9f82e, graph the full iteration on B200:
+#    not 25.09's.)
+# MoE dispatcher where no DeepEP: the scripts set none, so Megatron-Core's alltoall or
+# allgather (both ``moe_dispatcher`` 0).
+_LLAMA_2509 = {"recipe_recompute_granularity": "None", "recipe_cuda_graph_impl": "none",
+               "recipe_moe_token_dispatcher": "alltoall", "recipe_tp_comm_overlap": "True",
+               "recipe_ep_a2a_overlap": "False", "recipe_megatron_fsdp": "False",
+               "recipe_mtp_num_layers": "0", "recipe_parallel_mismatch": "none"}
+# llama31_405b_pretrain_config (src/megatron/bridge/recipes/llama/llama3.py, the
+# _llama3_common era: the search index's file id 2525890528) sets
+# account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split;
+# the perf script keeps them.
+_LLAMA_405B_2509 = {**_LLAMA_2509, "pipeline_split_embedding": "True"}
+_QWEN_2509 = _LLAMA_2509
+_DEEPSEEK_2509 = {**_LLAMA_2509, "recipe_recompute_granularity": "selective",
+                  "recipe_tp_comm_overlap": "False", "recipe_mtp_num_layers": "1"}
+BRIDGE_2509_COMMIT = "27dfb3df3c2cba55e54ec67016061048d4ce03c1"
+BRIDGE_2509: dict[tuple[str, str], dict[str, str]] = {
+    ("LLAMA3_8B", "DGX-B200"): {**_LLAMA_2509, "recipe_cuda_graph_impl": "local",
+                                "recipe_cuda_graph_scope": "full",
+                                "recipe_tp_comm_overlap": "False"},
+    ("LLAMA3_8B", "DGX-H100"): {**_LLAMA_2509, "recipe_tp_comm_overlap": "False",
+                                "recipe_megatron_fsdp": "True"},
+    ("LLAMA3_70B", "DGX-H100"): _LLAMA_2509,
+    ("LLAMA3.1_405B", "DGX-B200"): _LLAMA_405B_2509,
+    ("LLAMA3.1_405B", "DGX-H100"): _LLAMA_405B_2509,
+    ("DeepSeekV3 (dropless)", "DGX-H100"): {
+        **_DEEPSEEK_2509, "recipe_recompute_modules": '["mla_up_proj", "mlp"]',
+        "recipe_moe_token_dispatcher": "flex (DeepEP)", "recipe_ep_a2a_overlap": "True",
+        "pipeline_layout": "Et|(tt|)*30mL"},
+    ("DeepSeekV3 (tokendrop)", "DGX-B200"): {
+        **_DEEPSEEK_2509, "recipe_recompute_modules": '["mla_up_proj"]',
+        # The recipe's layout_map[(16, 1)] as a layout string.
+        "pipeline_layout": "Et*4|(t*4|)*14tmL"},
+    ("Qwen3_30B_a3B (tokendrop)", "DGX-B200"): {
+        **_QWEN_2509, "recipe_cuda_graph_impl": "local", "recipe_cuda_graph_scope": "full"},
+    ("Qwen3_30B_a3B (tokendrop)", "DGX-H100"): {
+        **_QWEN_2509, "recipe_parallel_mismatch": "vp: table=24 recipe=12"},
+    ("Qwen3_235B_a22B (tokendrop)", "DGX-B200"): _QWEN_2509,
+    ("Qwen3_235B_a22B (tokendrop)", "DGX-H100"): _QWEN_2509,
+}
 
-def _unread(row: Mapping[str, str]) -> bool:
-    return not row["recipe_precision_recipe"].strip()
+
+def _recipe(row: Mapping[str, str]) -> Mapping[str, str]:
+    """The row with 25.09's recipe settings (``BRIDGE_2509``) filled in."""
+    if row["release"].strip() != "25.09":
+        return row
+    return {**row, **BRIDGE_2509.get((row["model"].strip(), row["system"].strip()), {})}
+
+
+def _unread(row: Mapping[str, str], column: str) -> bool:
+    return not _recipe(row).get(column, "").strip()
 
 
 def _bridge_precision(row: Mapping[str, str]) -> Cell:
@@ -492,12 +592,13 @@ def _bridge_precision(row: Mapping[str, str]) -> Cell:
     # (training/mixed_precision.py: bf16_with_fp8_current_scaling_mixed,
     # bf16_with_mxfp8_mixed) set fp8_param_gather=True: FP8 primary weights.
     # NVFP4 parameters are not supported there (fp4_param_gather raises).
-    gather = 1 if level in (1, 2) and not _unread(row) else 0
+    gather = 1 if level in (1, 2) and row["recipe_precision_recipe"].strip() else 0
     return exact(precision=level, fp8_param_gather=gather)
 
 
 def _bridge_recompute(row: Mapping[str, str]) -> Cell:
-    if _unread(row):
+    row = _recipe(row)
+    if _unread(row, "recipe_recompute_granularity"):
         return approx(RECIPE_NOT_READ)
     return megatron_recompute(row["recipe_recompute_granularity"],
                               row["recipe_recompute_method"],
@@ -506,9 +607,10 @@ def _bridge_recompute(row: Mapping[str, str]) -> Cell:
 
 
 def _bridge_graphs(row: Mapping[str, str]) -> Cell:
+    row = _recipe(row)
     impl = row["recipe_cuda_graph_impl"].strip()
     scope = row["recipe_cuda_graph_scope"].strip()
-    if _unread(row):
+    if _unread(row, "recipe_cuda_graph_impl"):
         return approx(RECIPE_NOT_READ)
     if impl == "none":
         return graphs(0)
@@ -523,8 +625,9 @@ def _bridge_graphs(row: Mapping[str, str]) -> Cell:
 
 
 def _bridge_dispatcher(row: Mapping[str, str]) -> Cell:
+    row = _recipe(row)
     text = row["recipe_moe_token_dispatcher"]
-    if _unread(row):
+    if _unread(row, "recipe_moe_token_dispatcher"):
         return approx(RECIPE_NOT_READ)
     if "flex" in text:
         return exact(moe_dispatcher=1)
@@ -534,15 +637,17 @@ def _bridge_dispatcher(row: Mapping[str, str]) -> Cell:
 
 
 def _bridge_tp_overlap(row: Mapping[str, str]) -> Cell:
+    row = _recipe(row)
     text = row["recipe_tp_comm_overlap"].strip()
-    if _unread(row):
+    if _unread(row, "recipe_tp_comm_overlap"):
         return approx(RECIPE_NOT_READ)
     on = text == "True" and _number(row["tp"], 1) > 1
     return exact(tp_overlap=1.0 if on else 0.0)
 
 
 def _bridge_ep_overlap(row: Mapping[str, str]) -> Cell:
-    if _unread(row):
+    row = _recipe(row)
+    if _unread(row, "recipe_ep_a2a_overlap"):
         return approx(RECIPE_NOT_READ)
     if row["recipe_ep_a2a_overlap"].strip() == "True":
         return exact(ep_overlap=1.0)
@@ -550,6 +655,7 @@ def _bridge_ep_overlap(row: Mapping[str, str]) -> Cell:
 
 
 def _bridge_fsdp(row: Mapping[str, str]) -> Cell:
+    row = _recipe(row)
     group = _number(row["fsdp"], 0)
     megatron_fsdp = row["recipe_megatron_fsdp"].strip() == "True"
     if group > 0 or megatron_fsdp:
@@ -567,16 +673,39 @@ def _bridge_offload(row: Mapping[str, str]) -> Cell:
 
 
 def _bridge_mtp(row: Mapping[str, str]) -> Cell:
+    row = _recipe(row)
     text = row["recipe_mtp_num_layers"].strip()
     return multi_token_prediction(int(text) if text.isdigit() else int("MTP" in row["model"]))
 
 
 def _bridge_mismatch(row: Mapping[str, str]) -> Cell:
+    row = _recipe(row)
     text = row["recipe_parallel_mismatch"].strip()
     if not text or text.startswith("none"):
         return NOTHING
     return approx("recipe settings read from a recipe of another layout (the row's "
                   "recipe_parallel_mismatch; the row's own layout is used)")
+
+
+def _bridge_layout(row: Mapping[str, str]) -> Cell:
+    """A custom pipeline layout (``BRIDGE_2509``) as even chunks: the row's p x v chunks,
+    with the embedding, the loss and an MTP module counted as layers of the split; or
+    Megatron's account_for_embedding/loss_in_pipeline_split alone."""
+    row = _recipe(row)
+    layout = row.get("pipeline_layout", "").strip()
+    if not layout:
+        if row.get("pipeline_split_embedding", "").strip() == "True":
+            return exact(pipeline_split_embedding=1)
+        return NOTHING
+    stages = _pipeline_stages(layout)
+    chunks = int(_number(row["pp"], 1) * _number(row["vp"], 1))
+    if stages != chunks:
+        return approx(f"recipe pipeline layout {layout} ({stages} chunks) not the row's "
+                      f"p x v = {chunks}: the row's own layout is used")
+    mtp = {"mtp_in_pipeline_split": 1} if "m" in layout else {}
+    return approx(f"custom pipeline layout {layout} as even chunks, embedding, loss"
+                  + (" and MTP module" if mtp else "") + " counted as layers",
+                  pipeline_split_embedding=1, **mtp)
 
 
 def _bridge_measure(row: Mapping[str, str], x: Mapping[str, float]
@@ -628,6 +757,7 @@ BRIDGE = SetTable(
         "recipe_activation_offload": _bridge_offload,
         "recipe_mtp_num_layers": _bridge_mtp,
         "recipe_parallel_mismatch": _bridge_mismatch,
+        "pipeline_layout": _bridge_layout,
     },
     blank={"cp": 1, "vp": 1, "ep": 1, "tp": 1, "pp": 1},
     measure=_bridge_measure,

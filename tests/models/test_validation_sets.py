@@ -128,12 +128,60 @@ def test_bridge_gpt_oss_rows_run_the_fused_sink_kernel():
 
 def test_bridge_25_09_fsdp_row_by_hand():
     # mb0287: 25.09 Llama 3 8B on 8 H100, FSDP 8 (#GPUs / (t p) = 8: all ranks), no
-    # precision printed (a primary figure: per-tensor FP8), no recipe read.
+    # precision printed (a primary figure: per-tensor FP8).  Its recipe
+    # (llama3_8b_h100_fp8_config, fp8_recipe "cs"): Megatron-FSDP, no CUDA graphs, no
+    # recompute (the base recipe sets none, so not the model's default core_attn).
     case = _by_label(BRIDGE)["mb0287"]
     _has(case, num_gpus=8, zero_stage=3, zero_shard_degree=0, precision=1, micro_batch=1,
-         gradient_accum_steps=16)
+         gradient_accum_steps=16, recompute=0, cuda_graphs=0, tp_overlap=0)
     assert any(n.startswith("25.09 states no precision") for n in case.notes)
-    assert any(n.startswith("25.09: no recipe read") for n in case.notes)
+    assert not any(n.startswith("25.09: no recipe read") for n in case.notes)
+
+
+def test_bridge_25_09_recipes_are_read():
+    # Every 25.09 row takes its settings from BRIDGE_2509 (the 25.09-era perf
+    # scripts): none is left at the model's defaults.
+    cases = _by_label(BRIDGE)
+    rows = [r["row_id"] for r in _rows(BRIDGE.file) if r["release"] == "25.09"]
+    assert len(rows) == 16  # mb0278-mb0293 (mb0291 has no tokens/s)
+    for label in rows:
+        case = cases[label]
+        assert not any(n.startswith("25.09: no recipe read") for n in case.notes), label
+
+
+def test_bridge_25_09_llama_405b_and_layout_mismatch():
+    from jaxmodel.models import validation_sets as vs
+
+    # mb0289: 25.09 Llama 3.1 405B on 1024 H100, t8 p8 c2 v8: the recipe's TP
+    # overlap (userbuffers, t > 1), no recompute, no CUDA graphs, and the embedding
+    # and loss counted in the pipeline split (llama31_405b_pretrain_config).
+    # d = 1024 / (8 x 2 x 8) = 8; m = 512 / (1 x 8) = 64.
+    _has(_by_label(BRIDGE)["mb0289"], tensor_parallel=8, context_parallel=2,
+         virtual_stages=8, gradient_accum_steps=64, tp_overlap=1, recompute=0,
+         cuda_graphs=0, pipeline_split_embedding=1)
+    # A layout whose chunks are not the row's p x v is listed, not applied.
+    row = {r["row_id"]: r for r in _rows(BRIDGE.file)}["mb0290"]
+    (way,) = vs._bridge_layout({**row, "vp": "2"})
+    assert way.inputs == {} and "(32 chunks) not the row's p x v = 16" in way.note
+
+
+def test_bridge_25_09_deepseek_h100_row_by_hand():
+    # mb0290: 25.09 DeepSeek-V3 (dropless) on 1024 H100, t2 p8 v4 e64, MBS 1, GBS 8192.
+    # deepseek_v3_h100_bf16_config (scripts/performance/configs/deepseek/
+    # deepseek_v3_llm_pretrain.py at 27dfb3df): selective recompute of mla_up_proj and
+    # mlp (mla_recompute 1; the dense MLP not counted, listed), DeepEP (flex ->
+    # moe_dispatcher 1), moe_a2a_1f1b_overrides (ep_overlap 1), no TP overlap (the
+    # DeepSeek recipe's CommOverlapConfig(tp_comm_overlap=False)), no CUDA graphs,
+    # the recipe's one MTP module, layout Et|(tt|)*30mL: 32 chunks = p x v = 8 x 4,
+    # with the embedding, loss and MTP module in the split.
+    # d = 1024 / (2 x 8) = 64; m = 8192 / (1 x 64) = 128.
+    case = _by_label(BRIDGE)["mb0290"]
+    _has(case, tensor_parallel=2, pipeline_parallel=8, virtual_stages=4, expert_parallel=64,
+         gradient_accum_steps=128, recompute=0, moe_recompute=0, mla_recompute=1,
+         moe_dispatcher=1, ep_overlap=1, tp_overlap=0, cuda_graphs=0, mtp_layers=1,
+         pipeline_split_embedding=1, mtp_in_pipeline_split=1, precision=1)
+    assert any("mlp" in n for n in case.notes)
+    assert any(n.startswith("custom pipeline layout Et|(tt|)*30mL") for n in case.notes)
 
 
 def test_bridge_rows_the_model_cannot_express_say_why():
@@ -159,11 +207,12 @@ def test_bridge_rows_the_model_cannot_express_say_why():
     _has(cases["mb0120"], tensor_parallel=2)
     # mb0291: no tokens/s in the source.
     assert cases["mb0291"].reason.startswith("no tokens/s per GPU")
-    # The rows with multi-token prediction (the recipe's mtp_num_layers, or "w/ MTP"
-    # in 25.11's name) express it; the others set none.
+    # The rows with multi-token prediction (the recipe's mtp_num_layers, 25.09's
+    # DeepSeek-V3 recipe's one module, or "w/ MTP" in 25.11's name) express it; the
+    # others set none.
     assert [label for label, c in cases.items() if c.inputs and c.inputs["mtp_layers"]] == [
         "mb0091", "mb0119", "mb0120", "mb0137", "mb0159", "mb0163", "mb0181", "mb0218",
-        "mb0256"]
+        "mb0256", "mb0282", "mb0283", "mb0290"]
 
 
 def test_bridge_partial_recompute_and_cuda_graph_rows_by_hand():
