@@ -471,6 +471,8 @@ def test_validate_all_json_counts_and_the_existing_figures():
             stats["mean_abs_error_percent"], rel=1e-6)
         assert lines[key]["error_percent"]["max"] == pytest.approx(
             stats["max_abs_error_percent"], rel=1e-6)
+    # Issue 24's Show: SC21 stays within 4% mean with its documented settings.
+    assert lines["sc21", DOCUMENTED + " = " + OUT_OF_BOX]["error_percent"]["mean"] <= 4.0
     # Only torchtitan measured memory.
     assert [s["set"] for s in doc["sets"] if s["memory_error_percent"]["n"]] == ["torchtitan"]
 
