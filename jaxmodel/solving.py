@@ -40,6 +40,14 @@ reached), ``solve_reached`` (bool), ``solve_limit_<output>`` and
 ``solve_blocked`` (bool: some grid values of ``vary`` make the configuration
 invalid, e.g. a relaxed layer count that no longer splits over the stages, so
 "not reached" may be the layout rules' doing rather than the output's range).
+
+The solver is written once, against ``jnp``.  The sweep's ``[solve]`` table and
+:func:`solve` trace it (vmapped over rows, compiled); for a model that runs on
+the host (``Model.on_host``), :func:`solve_on_host` runs the same code eagerly
+with NumPy, one row at a time: the loop in Python, the derivatives by
+``jaxmodel.dual``'s forward mode (jax's rules), in float64 (issue 26: the
+command line's answer in about a second, where compiling the solver for the
+refined model took most of a minute).  :func:`answer_solve` chooses.
 """
 
 from __future__ import annotations
@@ -277,7 +285,10 @@ def _solver(model: Model, output: str, vary: str, expansions: int, iterations: i
         # An end that is itself a root needs no refinement.
         safe_a = jnp.where(found, a, x0)
         safe_b = jnp.where(found, b, x0 + 1.0)
-        root = _rtsafe(gdg, safe_a, safe_b, jnp.where(found, ga, -1.0), iterations)
+        # (no bracket, no steps: the root is not used, and on the host each step
+        # is a model call)
+        root = _rtsafe(gdg, safe_a, safe_b, jnp.where(found, ga, -1.0),
+                       jnp.where(found, iterations, 0))
         root = jnp.where(ga == 0, a, jnp.where(gb == 0, b, root))
         residual, droot = gdg(root)
         refined = found & (jnp.abs(residual) <= _tolerance(target, root, droot))

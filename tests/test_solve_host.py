@@ -2,10 +2,6 @@
 (issue 26): the same solver code, run eagerly with NumPy and forward mode on the
 host instead of traced, vmapped and compiled."""
 
-import json
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 from test_sensitivity import random_valid_configs
@@ -116,7 +112,10 @@ def test_seed_blocked_by_layout_rules(configs):
     ("step_time_ms", "compute_tflops", [0.8, 1e-3], {"reached"}),
 ])
 def test_refined_questions_give_the_jax_answers(output, vary, factors, kinds):
-    batch = _layouts("h100-sxm", "llama3-70b", 4, seed=11)
+    batch = _layouts("h100-sxm", "llama3-70b", 200, seed=11)  # (most do not fit)
+    valid = np.flatnonzero(np.isfinite(evaluate_on_host(REFINED, **batch).mfu_percent))[:4]
+    assert valid.size == 4
+    batch = {k: v[valid] for k, v in batch.items()}
     got = _compare(REFINED, batch, output, vary, _targets(REFINED, batch, output, factors))
     seen = {"reached": got.reached.any(), "blocked": got.blocked.any(),
             "infinite": (~got.reached & np.isinf(got.limit_at)).any()}
@@ -144,26 +143,3 @@ def test_solve_on_host_needs_an_on_host_model():
     with pytest.raises(ValueError, match="does not declare on_host"):
         solve_on_host({}, "mfu_percent=60", "link_bandwidth_gb_s", model=plain)
 
-
-PROBE = """
-import json, sys
-from jaxmodel.cli import main
-try:
-    main(sys.argv[1:])
-except SystemExit as e:
-    code = e.code
-print(json.dumps({"code": code, "jax": "jax" in sys.modules}), file=sys.stderr)
-"""
-
-
-@pytest.mark.parametrize("model", ["seed", "refined"])
-def test_cli_solve_answers_on_the_host_without_jax(model, tmp_path):
-    args = ["solve", "--model", model, "--target", "mfu_percent=30", "--vary",
-            "link_bandwidth_gb_s"]
-    result = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True,
-                            text=True, cwd=tmp_path, timeout=300)
-    *message, report = result.stderr.strip().splitlines()
-    assert json.loads(report) == {"code": 0, "jax": False}, message
-    doc = json.loads(result.stdout)
-    assert doc["reached"] is True
-    assert doc["solved"]["mfu_percent"] == pytest.approx(30.0, rel=1e-9)
