@@ -434,7 +434,7 @@ def solve_on_host(
 
 # A person's question on the host, a batch larger than this on jax (one model call
 # per step and row on the host, against one compiled program for all rows).
-HOST_ROWS = 64
+HOST_ROWS = 8
 
 
 def answer_solve(
