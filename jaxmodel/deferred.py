@@ -64,6 +64,11 @@ jax = Deferred("jax", _HOST_JAX)
 jnp = Deferred("jax.numpy", np)
 
 
+def hosted() -> bool:
+    """Whether this thread is inside :func:`on_host` (``jnp`` is NumPy)."""
+    return getattr(_HOST, "on", False)
+
+
 @contextlib.contextmanager
 def on_host() -> Iterator[None]:
     """``jnp`` and ``jax`` are NumPy in this block, in this thread (module doc);

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jaxmodel.api import as_dicts, evaluate
+from jaxmodel.api import as_dicts
 from jaxmodel.models import Model
 from jaxmodel.models.presets import GPU_COLUMNS, GPUS, LLM_COLUMNS, LLMS, Preset
 from jaxmodel.models.validation import SETS, Table, summary, table_summary
@@ -211,7 +211,7 @@ def solve_document(model: Model, values: Mapping[str, float], s: Solution, *,
         "blocked_by_invalid_layouts": bool(s.blocked),
     }
     if s.reached and not model.input_field(s.vary).integer:
-        check = as_dicts(model, evaluate(model, x64=x64, **{**values, s.vary: float(s.solved)}))
+        check = as_dicts(model, answer(model, x64=x64, **{**values, s.vary: float(s.solved)}))
         doc["solved"][s.output] = _signed(check[s.output])
     doc["answer"] = describe(s, model, inputs=values)
     return doc

@@ -40,6 +40,14 @@ reached), ``solve_reached`` (bool), ``solve_limit_<output>`` and
 ``solve_blocked`` (bool: some grid values of ``vary`` make the configuration
 invalid, e.g. a relaxed layer count that no longer splits over the stages, so
 "not reached" may be the layout rules' doing rather than the output's range).
+
+The solver is written once, against ``jnp``.  The sweep's ``[solve]`` table and
+:func:`solve` trace it (vmapped over rows, compiled); for a model that runs on
+the host (``Model.on_host``), :func:`solve_on_host` runs the same code eagerly
+with NumPy, one row at a time: the loop in Python, the derivatives by
+``jaxmodel.dual``'s forward mode (jax's rules), in float64 (issue 26: the
+command line's answer in about a second, where compiling the solver for the
+refined model took most of a minute).  :func:`answer_solve` chooses.
 """
 
 from __future__ import annotations
@@ -52,12 +60,13 @@ from typing import Any
 
 import numpy as np
 
-from jaxmodel.api import evaluate, program_key, resolve_inputs
-from jaxmodel.deferred import jax, jnp
+from jaxmodel.api import program_key, resolve_inputs
+from jaxmodel.deferred import hosted, jax, jnp
 from jaxmodel.errors import SpecError
 from jaxmodel.models import DEFAULT_MODEL, Model, get_model
 from jaxmodel.models.layout import BANDWIDTH
 from jaxmodel.precision import computing, float_dtype
+from jaxmodel.profile import answer
 from jaxmodel.program_cache import CachedProgram
 
 # The question is checked in the spec layer, for the API, the CLI and the
@@ -111,7 +120,64 @@ def _rtsafe(fdf, a, b, ga, iterations):
         return xl, xh, x, dx_old, dx, g, dg, i + 1
 
     init = (xl, xh, x, dx_old, dx, g, dg, jnp.zeros((), jnp.int32))
-    return jax.lax.while_loop(cond, body, init)[2]
+    return _while_loop(cond, body, init)[2]
+
+
+# -- the same solver under jax or on the host ----------------------------------------------
+# The solver below is written once, against ``jnp``.  Under jax it is traced
+# (vmapped over rows, ``jax.jvp`` derivatives, ``jax.lax.while_loop``); inside
+# ``jaxmodel.deferred.on_host`` (``jnp`` is NumPy) these three helpers run the
+# same steps eagerly on one row: a Python loop, ``jaxmodel.dual``'s forward
+# mode (jax's rules), and the model evaluated once on the whole grid (every
+# model term is elementwise, as ``evaluate_on_host`` relies on).
+
+
+def _while_loop(cond, body, init):
+    """``jax.lax.while_loop``, or the same loop in Python on the host."""
+    if not hosted():
+        return jax.lax.while_loop(cond, body, init)
+    state = init
+    while bool(cond(state)):
+        state = body(state)
+    return state
+
+
+def _jvp(f, v):
+    """``(f(v), df/dv)`` for an elementwise ``f``: ``jax.jvp`` with a unit tangent,
+    or on the host one pass on a :class:`jaxmodel.dual.Dual`."""
+    if not hosted():
+        return jax.jvp(f, (v,), (jnp.ones_like(v),))
+    from jaxmodel.dual import Dual
+
+    v = np.asarray(v)
+    out = f(Dual(v, np.ones((1, *v.shape), v.dtype)))
+    if not isinstance(out, Dual):  # an output that ``vary`` does not move
+        return out, np.zeros_like(out)
+    return out.primal, out.tangent[0]
+
+
+def _replaced(x, vary, v):
+    """``x`` with ``vary`` set to ``v``; on the host every other input spread to
+    ``v``'s shape (one row evaluated at many points: the model stacks its
+    per-pass terms on a leading axis, which needs the batch axis on every input,
+    as ``evaluate_on_host``'s flat batch has it)."""
+    if not hosted():
+        return x._replace(**{vary: v})
+    shape = np.shape(v)
+    return x._replace(**{f: v if f == vary else np.broadcast_to(getattr(x, f), shape)
+                         for f in x._fields})
+
+
+def _map(f, points):
+    """``jax.vmap(f)(points)``; on the host ``f`` on all points at once (the model
+    is elementwise), each result spread over the points (an output that
+    ``vary`` does not move comes back a scalar)."""
+    if not hosted():
+        return jax.vmap(f)(points)
+    out = f(points)
+    if isinstance(out, tuple):
+        return tuple(np.broadcast_to(o, points.shape) for o in out)
+    return np.broadcast_to(out, points.shape)
 
 
 def solve_columns(output: str, vary: str) -> list[str]:
@@ -192,10 +258,10 @@ def _solver(model: Model, output: str, vary: str, expansions: int, iterations: i
         dtype = x0.dtype
 
         def g(v):
-            return getattr(model.apply(x._replace(**{vary: v})), output) - target
+            return getattr(model.apply(_replaced(x, vary, v)), output) - target
 
         def gdg(v):
-            return jax.jvp(g, (v,), (jnp.ones_like(v),))
+            return _jvp(g, v)
 
         low = jnp.asarray(field.low, dtype)
         up = x0 + jnp.maximum(jnp.abs(x0), 1.0) * jnp.asarray(up_factor, dtype)
@@ -207,7 +273,7 @@ def _solver(model: Model, output: str, vary: str, expansions: int, iterations: i
             grid.insert(0, low[None])
         pts = jnp.concatenate(grid)
         i0 = expansions + int(field.low_inclusive)
-        gv, dgv = jax.vmap(gdg)(pts)
+        gv, dgv = _map(gdg, pts)
 
         finite = jnp.isfinite(gv)
         change = finite[:-1] & finite[1:] & (jnp.sign(gv[:-1]) * jnp.sign(gv[1:]) <= 0)
@@ -219,7 +285,10 @@ def _solver(model: Model, output: str, vary: str, expansions: int, iterations: i
         # An end that is itself a root needs no refinement.
         safe_a = jnp.where(found, a, x0)
         safe_b = jnp.where(found, b, x0 + 1.0)
-        root = _rtsafe(gdg, safe_a, safe_b, jnp.where(found, ga, -1.0), iterations)
+        # (no bracket, no steps: the root is not used, and on the host each step
+        # is a model call)
+        root = _rtsafe(gdg, safe_a, safe_b, jnp.where(found, ga, -1.0),
+                       jnp.where(found, iterations, 0))
         root = jnp.where(ga == 0, a, jnp.where(gb == 0, b, root))
         residual, droot = gdg(root)
         refined = found & (jnp.abs(residual) <= _tolerance(target, root, droot))
@@ -240,7 +309,7 @@ def _solver(model: Model, output: str, vary: str, expansions: int, iterations: i
         # Ends first: where the grid's far points equal the end's value to
         # rounding, the limit is attributed to the end ("infinite bandwidth").
         all_pts = jnp.concatenate([end_pts, pts])
-        all_g = jnp.concatenate([jax.vmap(g)(end_pts), gv])
+        all_g = jnp.concatenate([_map(g, end_pts), gv])
         upward = gv[i0] < 0
         score = jnp.where(jnp.isfinite(all_g), jnp.where(upward, all_g, -all_g), -jnp.inf)
         best = jnp.argmax(score)
@@ -307,6 +376,92 @@ def solve(
       SpecError: a bad output / input name or target.
     """
     model = get_model(model)
+    output, value, vary, arrays, targets, shape = _question(model, inputs, target, vary, x64)
+    dtype = float_dtype(x64)
+    with computing():
+        flat = model.inputs_type(*(np.broadcast_to(a, shape).reshape(-1).astype(dtype)
+                                   for a in arrays.values()))
+        targets = targets.astype(dtype)
+        program = _batched(model, output, vary, targets.size <= QUICK_ROWS)
+        cols, start_value = jax.device_get(program(flat, targets))
+    return _solution(output, value, vary, arrays, shape, dtype, cols, start_value)
+
+
+def solve_on_host(
+    inputs: Mapping[str, Any] | None = None,
+    target: tuple[str, float] | str = ("mfu_percent", 60.0),
+    vary: str = BANDWIDTH,
+    model: str | Model = DEFAULT_MODEL,
+) -> Solution:
+    """:func:`solve` in float64 with NumPy: no jax, no trace, no compile.
+
+    The same solver (:func:`_solver`: the same grid, ``rtsafe`` steps, cap and
+    tolerance) runs eagerly on each row inside ``jaxmodel.deferred.on_host``,
+    its derivatives by forward mode on the host (``jaxmodel.dual``), the grid
+    evaluated in one call of the model.  A row takes milliseconds to a few
+    tenths of a second (one model call per step), where jax compiled the
+    solver for the refined model for most of a minute (issue 26): for a
+    person's few configurations, not a sweep's million.
+
+    Args and returns: as :func:`solve` (always float64).
+
+    Raises:
+      ValueError: the model does not declare ``on_host``.
+      InputError, SpecError: as :func:`solve`.
+    """
+    from jaxmodel.deferred import on_host
+
+    model = get_model(model)
+    if not model.on_host:
+        raise ValueError(f"model {model.name!r} does not declare on_host; use solve")
+    output, value, vary, arrays, targets, shape = _question(model, inputs, target, vary, True)
+    flat = {k: np.broadcast_to(a, shape).reshape(-1).astype(np.float64)
+            for k, a in arrays.items()}
+    solver = _solver(model, output, vary, EXPANSIONS, ITERATIONS)
+    names = solve_columns(output, vary)
+    rows = []
+    with on_host():
+        for i in range(targets.size):
+            x = model.inputs_type(*(np.asarray(flat[f][i]) for f in model.input_names))
+            cols = solver(x, np.asarray(targets[i]))
+            rows.append((*(cols[c] for c in names), getattr(model.apply(x), output)))
+    *cols, start_value = (np.array([r[j] for r in rows]).reshape(-1) for j in range(len(names) + 1))
+    cols[names.index("solve_reached")] = cols[names.index("solve_reached")].astype(bool)
+    cols[names.index("solve_blocked")] = cols[names.index("solve_blocked")].astype(bool)
+    return _solution(output, value, vary, arrays, shape, np.float64,
+                     dict(zip(names, cols, strict=True)), start_value)
+
+
+# A person's question on the host, a batch larger than this on jax (one model call
+# per step and row on the host, against one compiled program for all rows).
+HOST_ROWS = 8
+
+
+def answer_solve(
+    inputs: Mapping[str, Any] | None = None,
+    target: tuple[str, float] | str = ("mfu_percent", 60.0),
+    vary: str = BANDWIDTH,
+    model: str | Model = DEFAULT_MODEL,
+    x64: bool = False,
+) -> Solution:
+    """A few configurations for a person (``jaxmodel solve``): :func:`solve_on_host`
+    where the model runs there and the batch has at most ``HOST_ROWS`` rows
+    (float64, no compile), else :func:`solve`."""
+    model = get_model(model)
+    if model.on_host:
+        arrays = resolve_inputs(model, inputs or {})
+        rows = int(np.prod(next(iter(arrays.values())).shape, dtype=np.int64))
+        value = parse_target(target)[1] if isinstance(target, str) else target[1]
+        rows = max(rows, int(np.size(value)))
+        if rows <= HOST_ROWS:
+            return solve_on_host(inputs, target, vary, model=model)
+    return solve(inputs, target, vary, model=model, x64=x64)
+
+
+def _question(model: Model, inputs, target, vary, x64: bool):
+    """The question checked: ``(output, value, vary, arrays, targets, shape)`` with
+    the inputs resolved (``arrays``, unbroadcast), the targets flat over the
+    broadcast ``shape`` (float64)."""
     output, value = parse_target(target) if isinstance(target, str) else target
     values = np.asarray(value)
     if values.ndim == 0:
@@ -326,13 +481,12 @@ def solve(
     except ValueError:
         raise SpecError(f"solve.target: got shape {values.shape}; allowed: a shape that "
                         "broadcasts with the inputs") from None
-    dtype = float_dtype(x64)
-    with computing():
-        flat = model.inputs_type(*(np.broadcast_to(a, shape).reshape(-1).astype(dtype)
-                                   for a in arrays.values()))
-        targets = np.broadcast_to(values, shape).reshape(-1).astype(dtype)
-        program = _batched(model, output, vary, targets.size <= QUICK_ROWS)
-        cols, start_value = jax.device_get(program(flat, targets))
+    targets = np.broadcast_to(values, shape).reshape(-1).astype(np.float64)
+    return output, value, vary, arrays, targets, shape
+
+
+def _solution(output, value, vary, arrays, shape, dtype, cols, start_value) -> Solution:
+    """The :class:`Solution` of the flat columns, in the batch's ``shape``."""
 
     def arr(v):
         return np.asarray(v).reshape(shape)
@@ -416,7 +570,7 @@ def whole_number_answer(solution: Solution, model: Model, inputs: Mapping[str, f
         hi = min(hi, field.high)
     cands = sorted({lo, hi}, key=lambda c: abs(c - float(np.asarray(s.start).reshape(-1)[0])))
     x64 = np.asarray(s.solved).dtype == np.float64
-    values = getattr(evaluate(model, x64=x64, **{**inputs, s.vary: np.array(cands)}), s.output)
+    values = getattr(answer(model, x64=x64, **{**inputs, s.vary: np.array(cands)}), s.output)
     for c, v in zip(cands, values, strict=True):
         if math.isfinite(v) and ((v >= target) if up else (v <= target)):
             return c, float(v)

@@ -15,7 +15,7 @@ from jaxmodel.cli.common import (
 )
 from jaxmodel.documents import solve_document
 from jaxmodel.report import to_json
-from jaxmodel.solving import describe, parse_target, solve
+from jaxmodel.solving import answer_solve, describe, parse_target
 
 
 @with_input_options
@@ -40,7 +40,7 @@ def solve_command(
 ) -> None:
     """Solve an inverse question: which value of one input reaches a target output."""
     m, values = gather_inputs(model, config, inputs)
-    s = solve(values, parse_target(target), vary, model=m, x64=x64)
+    s = answer_solve(values, parse_target(target), vary, model=m, x64=x64)
     if output_format == "text":
         typer.echo(describe(s, m, inputs=values))
     else:

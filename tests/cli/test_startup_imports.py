@@ -84,3 +84,15 @@ def test_validate_all_answers_on_the_host_without_jax(tmp_path):
     report, stdout, message = _run(["validate", "--all", "--format", "json"], tmp_path)
     assert report == {"code": 0, "jax": False}, message
     assert len(json.loads(stdout)["runs"]) == 150
+
+
+@pytest.mark.parametrize("model", ["seed", "refined"])
+def test_solve_answers_on_the_host_without_jax(model, tmp_path):
+    """The solver run eagerly on the host (``jaxmodel.solving.solve_on_host``, issue 26);
+    the answer, evaluated again, gives the target."""
+    report, stdout, message = _run(["solve", "--model", model, "--target", "mfu_percent=30",
+                                    "--vary", "link_bandwidth_gb_s"], tmp_path)
+    assert report == {"code": 0, "jax": False}, message
+    doc = json.loads(stdout)
+    assert doc["reached"] is True
+    assert doc["solved"]["mfu_percent"] == pytest.approx(30.0, rel=1e-9)
