@@ -29,7 +29,9 @@
 * **Memory-bound kernels** (layer norms, bias-dropout-add, activation, softmax
   and dropout of the attention scores, cross-entropy, quantisation casts) at
   ``hbm_efficiency`` of ``hbm_bandwidth_tb_s``, with the bytes each moves
-  counted below (Megatron-LM's fused kernels).
+  counted below (Megatron-LM's fused kernels; with ``elementwise_fusion`` 0
+  eager PyTorch's one kernel an op, torchtitan's Llama layer op by op:
+  ``eager_elementwise``).
 * **Gradient-buffer traffic** (``grad_buffer_traffic``): the weight-gradient
   GEMMs accumulate into the buffer, and the input embedding's dense gradient
   is added to it (Megatron-Core DDP with gradient accumulation fusion).
