@@ -35,7 +35,7 @@ def _layouts(gpu: str, llm: str, n: int, seed: int) -> dict[str, np.ndarray]:
     values = {**REFINED.defaults, **presets.apply_presets(REFINED, gpu=gpu, llm=llm),
               "num_gpus": 256}
     vary = {"recompute": [0, 1, 2], "precision": [0, 1, 2], "zero_stage": [0, 1, 3],
-            "cuda_graphs": [0, 1, 2], "pipeline_schedule": [0, 1]}
+            "cuda_graphs": [0, 1, 2], "pipeline_schedule": [0, 1], "elementwise_fusion": [0, 1]}
     cand = REFINED.layout.candidates(values, 1024, vary=vary)
     rows = np.random.default_rng(seed).choice(len(cand["tensor_parallel"]), n, replace=False)
     batch = {k: np.full(n, float(v)) for k, v in values.items()}

@@ -102,7 +102,7 @@ beside the rows that use it):
   context parallelism's default all-gather rotation -> ``cp_comm`` 1;
   its loss, PyTorch's F.cross_entropy on fp32 logits -> ``cross_entropy_fusion`` 3;
   ``torch.compile`` -> the model's fused elementwise kernels (listed), eager ->
-  not expressible; with PP, torchtitan's default of as many micro-batches as
+  ``elementwise_fusion`` 0; with PP, torchtitan's default of as many micro-batches as
   stages, and 2 stages per rank for the interleaved schedule (listed); a blank
   sequence length -> 8192, torchtitan's Llama 3 default (listed, as the file's
   note asks).
@@ -1067,8 +1067,9 @@ TORCHTITAN = SetTable(
         "torch_compile": {
             "yes": approx("torch.compile's fused elementwise kernels as the model's fused "
                           "kernels"),
-            "no": Missing("eager PyTorch (no torch.compile): unfused elementwise kernels have "
-                          "no input"),
+            # Eager: torchtitan's Llama code op by op (fp32 RMSNorm, RoPE via
+            # view_as_complex, SwiGLU, residual adds, repeat_kv), each its own kernel.
+            "no": exact(elementwise_fusion=0),
         },
         # Float8 (torchao) with FSDP's float8 all-gather, as torchtitan's
         # docs/float8.md runs it (--float8.enable_fsdp_float8_all_gather): the

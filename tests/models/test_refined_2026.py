@@ -651,3 +651,37 @@ def test_sliding_window_saves_the_same_in_an_moe_layer():
     saved = (run(**moe)["step_time_ms"]
              - run(**moe, sliding_window=256, sliding_window_share=0.5)["step_time_ms"])
     assert saved * 1e3 == pytest.approx(_attention_step_us(384), rel=1e-9)
+
+
+# --- eager PyTorch elementwise ops (elementwise_fusion 0) ----------------------------
+
+
+def test_eager_elementwise_ops_charge_torchtitans_unfused_kernels():
+    # TOY with a Llama layer: SwiGLU (3 matrices) and GQA (a = 8, kv = 4), t = 4, no
+    # SP.  Per token on a GPU: h = 1024 (replicated), q = h / t = 256, k = v = 128,
+    # f / t = 1024.  Eager, op by op (torchtitan's model.py and norms.py), bytes:
+    #   forward: 2 fp32 RMSNorms and 2 residual adds 84 x 1024 = 86,016; RoPE on q
+    #   and k 20 x 384 = 7,680; repeat_kv 2 B x (128 read + 256 written) x 2 (k, v)
+    #   = 1,536; silu 4 + product 6 = 10 x 1024 = 10,240: 105,472, less the fused
+    #   22 x 1024 + 6 x 1024 = 28,672 -> 76,800;
+    #   backward: 196 x 1024 = 200,704; 7,680; 1,536; 18 x 1024 = 18,432: 228,352,
+    #   less twice the fused 57,344 -> 171,008.
+    # x 1024 tokens: 78,643,200 + 175,112,192 = 253,755,392 B = 253.755392 us at
+    # 1e12 B/s per layer and micro-batch; 16 of them on the busiest stage.
+    # Kernels: forward 16 + 2 + 6 + 1 + 1 + 2 = 28, backward 32 + 2 + 6 + 1 + 2 + 2
+    # = 45, less the 6 + 6 fused ones already counted: 61 more at 1 us.
+    llama = dict(mlp_weight_matrices=3, num_kv_heads=4, kernel_overhead_us=1.0)
+    fused, eager = (run(**llama, elementwise_fusion=e)["compute_time_ms"] for e in (1, 0))
+    assert eager - fused == approx(16 * (253.755392 + 61) * 1e-3)
+    # Per-op recompute (torchtitan's op SAC keeps only matmul and attention
+    # outputs) runs the 22 extra forward kernels and their 78,643,200 B again.
+    fused3, eager3 = (run(**llama, recompute=3, elementwise_fusion=e)["compute_time_ms"]
+                      for e in (1, 0))
+    assert (eager3 - fused3) - (eager - fused) == approx(16 * (78.6432 + 22) * 1e-3)
+    # Without GQA (kv = a = 8) repeat_kv returns its input: no copies, 4 kernels
+    # fewer; RoPE on q and k of 256 each, 20 x 512 = 10,240 each way.  Forward
+    # 86,016 + 10,240 + 10,240 - 28,672 = 77,824; backward 200,704 + 10,240 +
+    # 18,432 - 57,344 = 172,032; x 1024 tokens = 255,852,544 B.
+    mha = dict(llama, num_kv_heads=8)
+    fused_m, eager_m = (run(**mha, elementwise_fusion=e)["compute_time_ms"] for e in (1, 0))
+    assert eager_m - fused_m == approx(16 * (255.852544 + 57) * 1e-3)

@@ -330,7 +330,19 @@ def test_torchtitan_context_parallel_row_and_selective_ac():
     _has(cases["Table 3 FSDP 128 (1D) FSDP + torch.compile"], recompute=3)
     # Its loss is PyTorch's F.cross_entropy on fp32 logits (cross_entropy_fusion 3).
     _has(case, cross_entropy_fusion=3)
-    assert "torch.compile" in cases["Table 1 FSDP 8 (1D) FSDP"].reason
+
+
+
+def test_every_torchtitan_row_is_expressed_eager_or_compiled():
+    # torchtitan's Table 1 and 3 "FSDP" rows run without torch.compile: eager
+    # PyTorch's one kernel an elementwise op (elementwise_fusion 0); every other row
+    # compiles its blocks (the model's fused kernels, elementwise_fusion 1).
+    cases = _by_label(TORCHTITAN)
+    assert all(case.inputs is not None for case in cases.values())
+    fusion = {label: case.inputs.get("elementwise_fusion", 1) for label, case in cases.items()}
+    assert {label for label, v in fusion.items() if v == 0} == {
+        "Table 1 FSDP 8 (1D) FSDP", "Table 3 FSDP 128 (1D) FSDP"}
+    assert sum(v == 1 for v in fusion.values()) == 16
 
 
 def test_a_value_the_table_does_not_know_is_a_one_line_error(tmp_path):

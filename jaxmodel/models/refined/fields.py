@@ -110,6 +110,10 @@ INPUTS: tuple[InputField, ...] = (
             "--cross-entropy-fusion-impl te), 3 PyTorch's F.cross_entropy on fp32 logits "
             "(torchtitan: log_softmax and nll_loss, 12 bytes a logit, 16 under loss "
             "parallelism)", 1, high=3.0),
+    switch("elementwise_fusion", "elementwise ops: 0 eager PyTorch, one kernel an op "
+            "(torchtitan without torch.compile: fp32 RMSNorm, RoPE, SwiGLU, residual adds, "
+            "repeat_kv), 1 fused kernels (Megatron-Core / Transformer Engine, torch.compile)",
+            1),
     switch("pipeline_schedule", "0 1F1B (interleaved when v > 1), 1 ZB-H1 (v = 1), 2 ZB-V "
             "(v = 2); Qi et al. 2023", 0, high=2.0),
     switch("pipeline_split_embedding", "count the input embedding and the output layer + "

@@ -29,7 +29,9 @@
 * **Memory-bound kernels** (layer norms, bias-dropout-add, activation, softmax
   and dropout of the attention scores, cross-entropy, quantisation casts) at
   ``hbm_efficiency`` of ``hbm_bandwidth_tb_s``, with the bytes each moves
-  counted below (Megatron-LM's fused kernels).
+  counted below (Megatron-LM's fused kernels; with ``elementwise_fusion`` 0
+  eager PyTorch's one kernel an op, torchtitan's Llama layer op by op:
+  ``eager_elementwise``).
 * **Gradient-buffer traffic** (``grad_buffer_traffic``): the weight-gradient
   GEMMs accumulate into the buffer, and the input embedding's dense gradient
   is added to it (Megatron-Core DDP with gradient accumulation fusion).
@@ -61,6 +63,55 @@ from jaxmodel.models.refined.rates import BF16, flash_attention_seconds, gemm_se
 #   [s b h] tensors: 2 layer norms (read 2, write 2) + 2 bias-dropout-add
 #   (read input and residual, write output and mask: 7)    = 22 bytes.
 _HIDDEN_BYTES = 22.0
+# Eager PyTorch (elementwise_fusion 0): torchtitan's Llama layer without
+# torch.compile, every elementwise op its own kernel that reads its inputs and
+# writes its output once (bf16 2 bytes, fp32 4, per element; a per-row [tok, 1]
+# tensor counted as a kernel of no bytes).  Source: pytorch/torchtitan at the
+# Dec 2024 benchmark, torchtitan/models/llama/model.py and models/norms.py:
+#   RMSNorm (norm_type "rmsnorm", the llama3 configs' choice: norms.py RMSNorm,
+#   not the Triton fused_rmsnorm): (x.float() * rsqrt(x.pow(2).mean(-1) + eps))
+#   .type_as(x) * weight, per [s b h] element: float() 6, pow 8, mean 4, add
+#   and rsqrt 0, multiply 8, type_as 6, * weight 4 = 36 bytes, 8 kernels.
+#   Its autograd backward: * weight (input gradient 4, g * y 6 and its sum 2:
+#   12, 3 kernels), type_as 6, x * r (g * r 8, g * x 12 and its row sum 4:
+#   24, 3), mean (expand / N: 4, 1), rsqrt and add (3 kernels, per row),
+#   pow (derivatives.yaml pow_backward: x.pow(1) 8, * 2 8, * g 12: 28, 3),
+#   the two gradients of x.float() summed 12, float() 6 = 92 bytes, 16 kernels.
+#   Residual adds h = x + attn, out = h + ffn: read 4, write 2 = 6 bytes,
+#   1 kernel each; backward the residual stream's gradient summed with the
+#   norm's (6 bytes, 1 kernel each).
+#   Per layer on [s b h]: 2 x 36 + 2 x 6 = 84 bytes forward, 2 x 92 + 2 x 6
+#   = 196 backward (the fused count, _HIDDEN_BYTES, is replaced).
+_EAGER_HIDDEN_BYTES = (84.0, 196.0)
+#   Rotary embedding (apply_rotary_emb, view_as_complex in fp32) per element of
+#   q and of k: float() 6, complex multiply by freqs_cis 8 (freqs_cis [s, d/2]
+#   left to the cache), view_as_real and flatten views, type_as 6 = 20 bytes,
+#   3 kernels; backward the same three (cast 6, grad * conj(freqs) 8, cast 6).
+_EAGER_ROPE_BYTES = 20.0
+#   repeat_kv (n_rep = a / kv > 1): unsqueeze.expand.reshape copies k and v,
+#   reading kv d_h and writing a d_h elements each (2 bytes apiece); backward
+#   sums the copies back (the same bytes), 2 kernels each way: 2 bytes per
+#   element of q and k widths each for k and v, 4 per (q + kv) element.  The
+#   transposes around F.scaled_dot_product_attention are views; its flash
+#   backend reads them with head-interleaved strides and allocates its output
+#   [b, s, a, d_h], so output.transpose(1, 2).contiguous() copies nothing.
+_EAGER_REPEAT_KV_BYTES = 4.0
+#   SwiGLU w2(F.silu(w1(x)) * w3(x)) per [s b f] element: silu 4 and the
+#   product 6 forward (10, 2 kernels); backward the product's two gradients
+#   6 + 6 and silu_backward 6 (18, 3 kernels).  An activation of one input
+#   (two weight matrices) is 4 and 6, 1 kernel each; each further gate adds
+#   a product (6 forward, 12 backward, 1 and 2 kernels).  Replaces mlp_bytes.
+_EAGER_ACT_BYTES = (4.0, 6.0)
+_EAGER_GATE_BYTES = (6.0, 12.0)
+#   Kernels, forward (backward): norms 16 (32), residual adds 2 (2), RoPE 6
+#   (6), the activation 1 (1): 25 (41); each gate 1 (2), repeat_kv 2 (2):
+#   28 + 45 = 73 for Llama 3.  _LAYER_KERNELS counts one fused kernel for each
+#   norm, residual add, the RoPE and the activation (6 forward, 6 backward);
+#   eager adds the rest.
+_EAGER_FWD_KERNELS = 25.0
+_EAGER_BWD_KERNELS = 41.0
+_EAGER_REPEAT_KV_KERNELS = 2.0
+_FUSED_ELEMENTWISE_KERNELS = 6.0
 # Norms per layer (before attention and before the MLP), recomputed with
 # norm_recompute (Megatron-Core --recompute-modules layernorm).
 _NORMS_PER_LAYER = 2.0
@@ -266,6 +317,37 @@ def op_sac_recomputed_params(x):
     return sum(n_ * k_ for n_, k_ in op_sac_recomputed_shapes(x)) * x.tensor_parallel
 
 
+def eager_elementwise(x, g):
+    """Extra bytes and kernels of one dense layer's eager PyTorch elementwise ops.
+
+    ``(fwd_bytes, bwd_bytes, fwd_kernels, bwd_kernels)`` per micro-batch and
+    GPU, each the eager count (``_EAGER_*`` above, torchtitan's Llama code op
+    by op) less the fused count the layer already charges (``_HIDDEN_BYTES``
+    on ``[s b h]``, the activation's ``2 x mlp_weight_matrices`` bytes on
+    ``[s b f]``, backward twice the forward; ``_FUSED_ELEMENTWISE_KERNELS``).
+    Zero with ``elementwise_fusion`` 1 and for MoE and hybrid layers (their
+    own kernels are counted as fused).
+    """
+    t, h, a, kv, f, tok, rep_split = g.t, g.h, g.a, g.kv, g.f, g.tok, g.rep_split
+    eager = jnp.where(g.plain, 1.0 - x.elementwise_fusion, 0.0)
+    q = attention_width(x) / t
+    qk = q * (1.0 + kv / a)
+    repeat = jnp.where(kv < a, 1.0, 0.0)
+    gates = x.mlp_weight_matrices - 2.0
+    hidden, act, gate = _EAGER_HIDDEN_BYTES, _EAGER_ACT_BYTES, _EAGER_GATE_BYTES
+    attn = (_EAGER_ROPE_BYTES + repeat * _EAGER_REPEAT_KV_BYTES) * qk
+    fused = _HIDDEN_BYTES * h / rep_split + 2.0 * x.mlp_weight_matrices * f / t
+    fwd = tok * (hidden[0] * h / rep_split + attn + (act[0] + gates * gate[0]) * f / t
+                 - fused)
+    bwd = tok * (hidden[1] * h / rep_split + attn + (act[1] + gates * gate[1]) * f / t
+                 - 2.0 * fused)
+    fwd_k = _EAGER_FWD_KERNELS + gates + repeat * _EAGER_REPEAT_KV_KERNELS \
+        - _FUSED_ELEMENTWISE_KERNELS
+    bwd_k = _EAGER_BWD_KERNELS + 2.0 * gates + repeat * _EAGER_REPEAT_KV_KERNELS \
+        - _FUSED_ELEMENTWISE_KERNELS
+    return eager * fwd, eager * bwd, eager * fwd_k, eager * bwd_k
+
+
 def layer_times(x, g) -> LayerTimes:
     """Seconds of one layer and of the output layer (``g``: ``Derived``)."""
     full, selective, flash, fp8, op_sac = g.full, g.selective, g.flash, g.fp8, g.op_sac
@@ -380,12 +462,15 @@ def layer_times(x, g) -> LayerTimes:
                         + hyb_bwd - h / rep_split, bwd_out)
     cast_fwd = jnp.where(hybrid, tok * (h / rep_split + fwd_in), cast_fwd)
     cast_bwd = jnp.where(hybrid, tok * (h / rep_split + bwd_out), cast_bwd)
-    fwd_bytes = hidden_bytes + mlp_bytes + score_bytes + g.cast_bytes * cast_fwd
+    # Eager PyTorch's unfused elementwise ops (elementwise_fusion 0) add theirs.
+    eager_fwd, eager_bwd, eager_fwd_k, eager_bwd_k = eager_elementwise(x, g)
+    fwd_bytes = hidden_bytes + mlp_bytes + score_bytes + g.cast_bytes * cast_fwd + eager_fwd
     bwd_bytes = (2.0 * (hidden_bytes + mlp_bytes + score_bytes)
-                 + g.cast_bytes * cast_bwd)
+                 + g.cast_bytes * cast_bwd + eager_bwd)
     # Full and per-op recompute run every memory-bound kernel of the forward
     # pass again (per-op keeps only matmul and attention outputs).
-    recompute_bytes = (full + op_sac) * (hidden_bytes + mlp_bytes + g.cast_bytes * cast_fwd) \
+    recompute_bytes = (full + op_sac) * (hidden_bytes + mlp_bytes + g.cast_bytes * cast_fwd
+                                         + eager_fwd) \
         + (full + selective) * score_bytes
     # Norm recompute (norm_recompute, without full recompute): both norms'
     # forward again, each reading and writing [s b h] in bf16.
@@ -438,6 +523,9 @@ def layer_times(x, g) -> LayerTimes:
     layer_kernel_s = jnp.where(hybrid, hybrid_graphed * graphed_s
                                + (hybrid_kernels - hybrid_graphed) * launch_s, layer_kernel_s)
     layer_b = layer_b + layer_kernel_s * (1.0 + (full + op_sac) / 3.0)
+    # Eager's own kernels, launched (never graph-captured), the forward ones
+    # again with full or per-op recompute.
+    layer_b = layer_b + (eager_fwd_k * (1.0 + full + op_sac) + eager_bwd_k) * launch_s
     # MoE: the router, dispatch and permutation kernels and one GEMM per local
     # expert and pass (moe.layer_extra_kernels), a third again with full recompute.
     moe_kernels = moe.layer_extra_kernels(x)
