@@ -386,7 +386,7 @@ def sensitivities_on_host(
       ValueError: the model does not declare ``on_host``.
     """
     from jaxmodel.deferred import on_host
-    from jaxmodel.dual import Dual, seeded
+    from jaxmodel.dual import Dual, primal, seeded
 
     model = get_model(model)
     if not model.on_host:
@@ -406,8 +406,8 @@ def sensitivities_on_host(
         x = model.inputs_type(*(seeded(flat[f], smooth.index(f), k) if f in smooth else flat[f]
                                 for f in model.input_names))
         out = model.apply(x)
-        y = {o: np.broadcast_to(np.asarray(getattr(out, o).primal if isinstance(
-            getattr(out, o), Dual) else getattr(out, o), np.float64), (n,)) for o in of}
+        y = {o: np.broadcast_to(np.asarray(primal(getattr(out, o)), np.float64), (n,))
+             for o in of}
         for o in of:
             v = getattr(out, o)
             tangent = (np.broadcast_to(v.tangent, (k, n)) if isinstance(v, Dual)

@@ -1036,8 +1036,8 @@ TORCHTITAN = SetTable(
     # backend is FlashAttention-2 (attention_kernel 1).  The loss is eager
     # PyTorch at the benchmark's torchtitan (9dec370, Dec 2024): train.py's
     # loss_fn is F.cross_entropy(pred.flatten(0, 1).float(), ...), and its
-    # torch.compile is commented out ("TODO: compiling loss function causes CUDA
-    # errors, turning off for now"); torch.compile wraps the transformer blocks
+    # torch.compile is commented out, its comment saying that compiling the loss
+    # function causes CUDA errors; torch.compile wraps the transformer blocks
     # only.  F.cross_entropy on the fp32 logits, loss-parallel under TP, is
     # cross_entropy_fusion 3.
     every_row=(exact(sequence_parallel=1, cp_comm=1, cross_entropy_fusion=3),
