@@ -321,3 +321,56 @@ def test_fp8_param_gather_gathers_fp8_weights():
     root = 262_144
     assert gathered["dp_allreduce_raw_ms"] == approx(
         copies["dp_allreduce_raw_ms"] * (16 * LAYER_P + 4 * root) / (24 * LAYER_P + 4 * root))
+
+
+def test_pytorch_pipelining_buffers_on_the_first_stage():
+    # TOY (p = 2, m = 4, v = 1, no SP): a stage's input or output is one layer's
+    # input, 2 s b h bytes.  torch.distributed.pipelining keeps on the first
+    # stage a gradient receive buffer for each of the 4 micro-batches (8 s b h)
+    # and, as of Dec 2024 (pp_stage_buffers 2), its output of every micro-batch
+    # until the step ends (8 s b h); from May 2025 (1) only the outputs of the 2
+    # micro-batches in flight (fwd_cache, 4 s b h).  The first stage stays the
+    # fullest (the last adds 3 activation buffers, 6 s b h, and the 4
+    # micro-batches' bf16 logits, 4 x 2 x s V / t = 2 s b h).  Megatron-Core (0)
+    # keeps none of them.
+    base = run()["activation_gb_per_gpu"]
+    assert (run(pp_stage_buffers=2)["activation_gb_per_gpu"] - base) * 1e9 == approx(16 * SBH)
+    assert (run(pp_stage_buffers=1)["activation_gb_per_gpu"] - base) * 1e9 == approx(12 * SBH)
+    # No pipeline, no pipeline runtime.
+    one = dict(pipeline_parallel=1, num_gpus=4)
+    assert run(pp_stage_buffers=2, **one)["activation_gb_per_gpu"] == approx(
+        run(**one)["activation_gb_per_gpu"])
+
+
+def _pipeline_buffers(chunks, first, last, **changes) -> float:
+    from jaxmodel.models.refined.derived import derive
+    from jaxmodel.models.refined.memory import pipeline_buffer_bytes
+
+    values = {**REFINED.defaults, **apply_presets(REFINED, llm="llama3.1-405b"), **changes}
+    with computing():
+        x = RefinedInputs(**{k: jnp.asarray(float(v), jnp.float64) for k, v in values.items()})
+        return float(pipeline_buffer_bytes(x, derive(x), chunks, first=first, last=last))
+
+
+def test_pytorch_pipelining_keeps_every_micro_batchs_fp32_logits_on_the_last_stage():
+    # torchtitan's Llama 3.1 405B, t = 8 with SP, p = 8, 8 micro-batches of 4 x
+    # 8192 tokens (its Table 5, 1F1B), the last rank (1 micro-batch in flight):
+    # the fp32 logits (the model's output(h).float()) of all 8 micro-batches,
+    # 8 x 4 x 32768 x 128256 / 8 = 16,810,770,432 bytes, and the activation
+    # receive buffers of the 7 micro-batches not in flight, 7 x 2 x 32768 x
+    # 16384 / 8 = 939,524,096 bytes; no gradient is received, no output sent.
+    layout = dict(num_gpus=512, tensor_parallel=8, pipeline_parallel=8, micro_batch=4,
+                  gradient_accum_steps=8, seq_length=8192, sequence_parallel=1,
+                  pp_stage_buffers=2)
+    last = _pipeline_buffers(1.0, False, True, cross_entropy_fusion=3, **layout)
+    assert last == approx(16_810_770_432 + 939_524_096)
+    # bf16 logits where the loss takes them as they are: half the logits.
+    bf16 = _pipeline_buffers(1.0, False, True, cross_entropy_fusion=2, **layout)
+    assert last - bf16 == approx(16_810_770_432 / 2)
+    # Interleaved, v = 2, 16 micro-batches of 2, the first rank with 23 chunk
+    # passes in flight: stage 0 receives no activation, stage 8 one a
+    # micro-batch (16, of which its share of the chunks in flight, 11.5, are
+    # its layers' inputs already); both receive a gradient and keep an output a
+    # micro-batch (32 + 32): 68.5 buffers of 2 x 16384 x 16384 / 8 = 67,108,864 bytes.
+    inter = dict(layout, virtual_stages=2, micro_batch=2, gradient_accum_steps=16)
+    assert _pipeline_buffers(23.0, True, False, **inter) == approx(68.5 * 67_108_864)

@@ -138,6 +138,13 @@ INPUTS: tuple[InputField, ...] = (
             "step, but the whole stage's weights (bf16, FP8 with fp8_param_gather) and "
             "gradients (grad_buffer_bytes) are held; 0 gathers each layer again every "
             "micro-batch", 0),
+    switch("pp_stage_buffers", "what a pipeline stage keeps per micro-batch besides its "
+            "layers' activations: 0 nothing (Megatron-Core frees each output once sent); 1 "
+            "torch.distributed.pipelining: a receive buffer per micro-batch for the "
+            "activations and one for the gradients, and the last stage's output (the "
+            "logits) of every micro-batch until the step ends; 2 as 1, and every stage's "
+            "output of every micro-batch (PyTorch before May 2025, PR 153383)", 0,
+            high=2.0),
     switch("fsdp_copies", "with ZeRO-3 / FSDP, PyTorch FSDP2's copies on the compute stream "
             "(1): each all-gather's output copied out into the parameters and the gradients "
             "copied into the reduce-scatter input in grad_buffer_bytes; 0: the collectives "

@@ -199,6 +199,54 @@ def op_sac_activation_bytes(x, sp):
     return replicated + saved_mms + BF16 * (x.mlp_weight_matrices - 2.0)
 
 
+# The logits a pipeline's last stage hands back per element: fp32 (4) when the
+# model's forward upcasts them for PyTorch's F.cross_entropy (torchtitan's
+# ``output(h).float()``, cross_entropy_fusion 3), else bf16 (2).
+_HELD_LOGIT_TORCH_BYTES = 4.0
+
+
+def pipeline_buffer_bytes(x, g, chunks, first, last):
+    """Bytes a pipeline rank holds for its micro-batches besides its layers'
+    activations (``pp_stage_buffers``), with ``chunks`` chunk passes in flight.
+
+    PyTorch's ``torch.distributed.pipelining`` (``pp_stage_buffers`` 1 or 2;
+    torch/distributed/pipelining/stage.py, Dec 2024):
+
+    * ``_prepare_forward_infra`` and ``_prepare_backward_infra`` build, for every
+      one of the ``m`` micro-batches, a receive buffer (``_make_tensor_from_meta``)
+      for the stage's input activation (not on stage 0) and one for the gradient
+      of its output (not on the last stage).  They live as long as the stage.
+      A receive buffer of a micro-batch in flight is its first layer's input,
+      already among the stored activations, so only the others are counted.
+    * ``forward_one_chunk`` keeps the stage's output: the last stage appends it
+      to ``output_chunks`` for every micro-batch and returns them merged when the
+      step ends (PR 138504 detached them from the graph, Oct 2024; issue 159251);
+      before PR 153383 (May 2025) every stage did (2).  Otherwise a non-last
+      stage's output stays in ``fwd_cache`` until its backward pass (1).
+
+    A stage's input and output are one layer's input, ``2 b s h / (c t_sp)``
+    bytes; the last stage's output is the logits, ``b s V / (c t)``, fp32 (4
+    bytes) when the model's forward upcasts them (cross_entropy_fusion 3) and
+    kept beside the loss's own buffers.  With ``v`` stages a rank, stage 0 on
+    the first rank receives nothing and the last stage sends nothing; the
+    chunks in flight are spread evenly over a rank's stages.
+
+    Megatron-Core (0): the received tensor is the input itself and the output's
+    storage is freed once sent (``deallocate_output_tensor``): nothing more.
+    """
+    m, v, tok, h, t, V = g.m, g.v, g.tok, g.h, g.t, g.V
+    mode = whole(x.pp_stage_buffers)
+    on = g.pp_active * (mode >= 1).astype(g.fdt)
+    act = BF16 * tok * h / g.rep_split
+    n_in = v - 1.0 if first else v
+    n_out = v - 1.0 if last else v
+    receive = n_in * m - n_in / v * chunks + n_out * m
+    outputs = jnp.where(mode >= 2, n_out * m, n_out / v * chunks)
+    logit_bytes = jnp.where(x.cross_entropy_fusion > 2.5, _HELD_LOGIT_TORCH_BYTES, BF16)
+    logits = m * logit_bytes * tok * V / t if last else 0.0
+    return on * (act * (receive + outputs) + logits)
+
+
 class StageParams(NamedTuple):
     """Parameters per GPU of each stage kind (embedding on the first, the output
     layer on the last: also a copy of the shared embedding when tied).
@@ -362,14 +410,20 @@ def stage_memory(x, g, params, layers_mid, layers_end, layers_last, z, edp, scor
         return layers - jnp.minimum(x.offload_layers, layers)
 
     working = working + offloading * stored
+    # Pipeline runtime buffers (pp_stage_buffers), per rank: chunk passes in
+    # flight (v per stage's worth of layers) on the first, middle and last ranks.
+    runtime_first = pipeline_buffer_bytes(x, g, first_in_flight * v, first=True, last=False)
+    runtime_mid = pipeline_buffer_bytes(x, g, mid_in_flight * v, first=False, last=False)
+    runtime_last = pipeline_buffer_bytes(x, g, interleave * v, first=False, last=True)
     # Multi-token prediction (last stage): each module's block stores what a
     # layer does, its inputs, and a second set of logits.
     mtp_acts = (mtp.modules(x) * (stored + logits_mem)
                 + mtp.input_activation_bytes(x, g))
     acts_first = (kept(layers_end) * first_in_flight * stored + working
-                  + embedding_mem + one_stage * (logits_mem + mtp_acts))
-    acts_last = kept(layers_last) * interleave * stored + working + logits_mem + mtp_acts
-    acts_mid = kept(layers_mid) * mid_in_flight * stored + working
+                  + embedding_mem + one_stage * (logits_mem + mtp_acts) + runtime_first)
+    acts_last = (kept(layers_last) * interleave * stored + working + logits_mem + mtp_acts
+                 + runtime_last)
+    acts_mid = kept(layers_mid) * mid_in_flight * stored + working + runtime_mid
     # Kernel workspaces: tensor-parallel overlap keeps userbuffers for the
     # gathered activation of a layer's GEMMs (3 of [s / c, b, h] in bf16).
     workspace = (x.tp_overlap > 0.0).astype(fdt) * 3.0 * act_bytes
