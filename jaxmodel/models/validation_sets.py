@@ -1002,13 +1002,18 @@ def _titan_seq(row: Mapping[str, str]) -> Cell:
 
 def _titan_batch(row: Mapping[str, str]) -> Cell:
     local, p = _number(row["local_batch_size"]), _number(row["pp"], 1)
+    # torchtitan's default is one micro-batch per stage of the whole pipeline
+    # (pipelining_utils.py, build_pipeline_schedule: n_microbatches =
+    # pipeline_parallel_degree x len(stages)), and its looped schedules build 2
+    # stages per rank (generate_split_points): 2 p micro-batches interleaved.
+    stages = p * (2 if row["pp_schedule"].strip() == "Interleaved 1F1B" else 1)
     if p == 1:
         # FSDP2 keeps no gradient buffer (Megatron-Core DDP's, grad_buffer_traffic):
         # each backward's bf16 gradients go straight to the reduce-scatter (its
         # copy-in is fsdp_copies'), the sharded ones are new tensors.
         return exact(micro_batch=local, gradient_accum_steps=1, grad_buffer_traffic=0)
-    if local % p:
-        return Missing(f"local batch {local:g} does not split into {p:g} micro-batches")
+    if local % stages:
+        return Missing(f"local batch {local:g} does not split into {stages:g} micro-batches")
     # Under PP torchtitan's FSDP2 does not reshard after forward
     # (parallelize_llama.py apply_fsdp: "to avoid per-microbatch all-gathers"),
     # and the pipeline stage syncs gradients on the last backward only
@@ -1016,8 +1021,12 @@ def _titan_batch(row: Mapping[str, str]) -> Cell:
     # Across the micro-batches autograd accumulates the unsharded gradients
     # (grad += new), which the gradient buffer's accumulation traffic stands for
     # (grad_buffer_traffic left at 1).
+    # torch.distributed.pipelining of Dec 2024 (torch 1963fc8, before PR
+    # 153383): a receive buffer per micro-batch each way, and every stage's
+    # output of every micro-batch kept until the step ends (pp_stage_buffers 2).
     return approx("as many micro-batches as pipeline stages (torchtitan's default)",
-                  micro_batch=local / p, gradient_accum_steps=p, fsdp_keep_gathered=1)
+                  micro_batch=local / stages, gradient_accum_steps=stages,
+                  fsdp_keep_gathered=1, pp_stage_buffers=2)
 
 
 def _titan_measure(row: Mapping[str, str], x: Mapping[str, float]
