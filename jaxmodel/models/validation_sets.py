@@ -102,8 +102,10 @@ beside the rows that use it):
   context parallelism's default all-gather rotation -> ``cp_comm`` 1;
   its loss, PyTorch's F.cross_entropy on fp32 logits -> ``cross_entropy_fusion`` 3;
   ``torch.compile`` -> the model's fused elementwise kernels (listed), eager ->
-  ``elementwise_fusion`` 0; with PP, torchtitan's default of as many micro-batches as
-  stages, and 2 stages per rank for the interleaved schedule (listed); a blank
+  ``elementwise_fusion`` 0; with PP, torchtitan's default of one micro-batch per
+  stage, 2 stages per rank for the interleaved schedule (so ``2 p`` micro-batches;
+  listed), and torch.distributed.pipelining's buffers of Dec 2024
+  (``pp_stage_buffers`` 2); a blank
   sequence length -> 8192, torchtitan's Llama 3 default (listed, as the file's
   note asks).
 

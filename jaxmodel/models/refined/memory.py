@@ -40,6 +40,10 @@
   the last stage holds the modules' weights (and the input embedding of an
   untied model), their blocks' activations as one more layer's each, their
   inputs and a second set of logits.
+* **Pipeline runtime** (``pp_stage_buffers``, ``pipeline_buffer_bytes``):
+  PyTorch's torch.distributed.pipelining keeps a receive buffer per
+  micro-batch each way and the last stage's output (the logits) of every
+  micro-batch until the step ends (in 2024 every stage's output).
 * **Other**: tensor-parallel overlap's userbuffers and ``reserved_memory_gb``
   (CUDA context, NCCL buffers, library workspaces, fragmentation).
 
