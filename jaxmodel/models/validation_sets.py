@@ -102,10 +102,10 @@ beside the rows that use it):
   context parallelism's default all-gather rotation -> ``cp_comm`` 1;
   its loss, PyTorch's F.cross_entropy on fp32 logits -> ``cross_entropy_fusion`` 3;
   ``torch.compile`` -> the model's fused elementwise kernels (listed), eager ->
-  ``elementwise_fusion`` 0; with PP, torchtitan's default of one micro-batch per
-  stage, 2 stages per rank for the interleaved schedule (so ``2 p`` micro-batches;
-  listed), and torch.distributed.pipelining's buffers of Dec 2024
-  (``pp_stage_buffers`` 2); a blank
+  ``elementwise_fusion`` 0; with PP, torchtitan's default (Dec 2024) of as many
+  micro-batches as pipeline ranks, interleaved or not, and 2 stages per rank for the
+  interleaved schedule (listed), and torch.distributed.pipelining's buffers of Dec
+  2024 (``pp_stage_buffers`` 2); a blank
   sequence length -> 8192, torchtitan's Llama 3 default (listed, as the file's
   note asks).
 
@@ -1004,18 +1004,13 @@ def _titan_seq(row: Mapping[str, str]) -> Cell:
 
 def _titan_batch(row: Mapping[str, str]) -> Cell:
     local, p = _number(row["local_batch_size"]), _number(row["pp"], 1)
-    # torchtitan's default is one micro-batch per stage of the whole pipeline
-    # (pipelining_utils.py, build_pipeline_schedule: n_microbatches =
-    # pipeline_parallel_degree x len(stages)), and its looped schedules build 2
-    # stages per rank (generate_split_points): 2 p micro-batches interleaved.
-    stages = p * (2 if row["pp_schedule"].strip() == "Interleaved 1F1B" else 1)
     if p == 1:
         # FSDP2 keeps no gradient buffer (Megatron-Core DDP's, grad_buffer_traffic):
         # each backward's bf16 gradients go straight to the reduce-scatter (its
         # copy-in is fsdp_copies'), the sharded ones are new tensors.
         return exact(micro_batch=local, gradient_accum_steps=1, grad_buffer_traffic=0)
-    if local % stages:
-        return Missing(f"local batch {local:g} does not split into {stages:g} micro-batches")
+    if local % p:
+        return Missing(f"local batch {local:g} does not split into {p:g} micro-batches")
     # Under PP torchtitan's FSDP2 does not reshard after forward
     # (parallelize_llama.py apply_fsdp: "to avoid per-microbatch all-gathers"),
     # and the pipeline stage syncs gradients on the last backward only
@@ -1026,8 +1021,13 @@ def _titan_batch(row: Mapping[str, str]) -> Cell:
     # torch.distributed.pipelining of Dec 2024 (torch 1963fc8, before PR
     # 153383): a receive buffer per micro-batch each way, and every stage's
     # output of every micro-batch kept until the step ends (pp_stage_buffers 2).
+    # torchtitan's default number of micro-batches at the benchmark's commit
+    # (9dec370, Dec 2024) is the pipeline degree, interleaved or not
+    # (pipelining_utils.py, build_pipeline_schedule: n_microbatches =
+    # pipeline_parallel_degree; PR 781 of 2025-01-07 made it degree x stages a
+    # rank for looped schedules).
     return approx("as many micro-batches as pipeline stages (torchtitan's default)",
-                  micro_batch=local / stages, gradient_accum_steps=stages,
+                  micro_batch=local / p, gradient_accum_steps=p,
                   fsdp_keep_gathered=1, pp_stage_buffers=2)
 
 

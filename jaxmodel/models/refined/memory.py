@@ -219,7 +219,9 @@ def pipeline_buffer_bytes(x, g, chunks, first, last):
     * ``_prepare_forward_infra`` and ``_prepare_backward_infra`` build, for every
       one of the ``m`` micro-batches, a receive buffer (``_make_tensor_from_meta``)
       for the stage's input activation (not on stage 0) and one for the gradient
-      of its output (not on the last stage).  They live as long as the stage.
+      of its output (not on the last stage).  They live as long as the stage
+      (PyTorch issue 136380, Sep 2024: "allocate N buffers when we are using an N
+      microbatch schedule"; PR 193872, Aug 2026, allocates them just in time).
       A receive buffer of a micro-batch in flight is its first layer's input,
       already among the stored activations, so only the others are counted.
     * ``forward_one_chunk`` keeps the stage's output: the last stage appends it
