@@ -98,7 +98,8 @@ beside the rows that use it):
 * torchtitan (every row): FSDP2 shards over the data x context ranks and
   prefetches the next all-gather (``zero_stage`` 3, ``param_gather_overlap`` 1);
   TP with sequence-parallel norms (``sequence_parallel`` 1); AsyncTP ->
-  ``tp_overlap`` 1; Float8 (torchao, tensor-wise scaling) -> ``precision`` 1;
+  ``tp_overlap`` 1 with ``tp_overlap_kind`` 1 (PyTorch's micro-pipelined TP,
+  not Transformer Engine's userbuffers); Float8 (torchao, tensor-wise scaling) -> ``precision`` 1;
   context parallelism's default all-gather rotation -> ``cp_comm`` 1;
   its loss, PyTorch's F.cross_entropy on fp32 logits -> ``cross_entropy_fusion`` 3;
   ``torch.compile`` -> the model's fused elementwise kernels (listed), eager ->
@@ -1089,7 +1090,12 @@ TORCHTITAN = SetTable(
                                  "recommended flags; the benchmark lists none)",
                                  precision=1, fp8_param_gather=1),
                    "no": precision(0)},
-        "async_tp": {"yes": exact(tp_overlap=1.0), "no": exact(tp_overlap=0.0)},
+        # AsyncTP: PyTorch's micro-pipelined all-gather -> matmul and matmul ->
+        # reduce-scatter (torch.compile's micro_pipeline_tp pass), which cannot
+        # fuse the backward reduce-scatter of a sum of input gradients
+        # (refined/tensor.py).
+        "async_tp": {"yes": exact(tp_overlap=1.0, tp_overlap_kind=1),
+                     "no": exact(tp_overlap=0.0)},
     },
     blank={"tp": 1, "pp": 1, "cp": 1},
     measure=_titan_measure,

@@ -322,11 +322,52 @@ def test_shape_model_is_never_faster_than_the_ceiling():
     assert shaped["compute_time_ms"] > plain["compute_time_ms"]
 
 
-def test_tp_overlap_hides_all_but_one_chunk():
-    # Per layer 4 x 31.45728 us; overlapped in t = 4 chunks, 3/4 of it hides
-    # behind the layer's GEMMs (3 x 64.42 us, enough): 31.45728 us exposed.
-    assert run(tp_overlap=1.0)["tp_comm_ms"] == approx(16 * 31.45728e-3)
-    assert run(tp_overlap=0.5)["tp_comm_ms"] == approx(16 * 4 * 31.45728e-3 * (1 - 0.375))
+# TOY's four weight GEMMs a layer (2 s b n k at 1e14 FLOP/s, s b = 1024 tokens): QKV
+# (n 768, k 1024) 16.10612736 us, the output projection (1024, 256) 5.36870912 us, the
+# two feed-forward GEMMs (1024, 1024) 21.47483648 us each; dgrad and wgrad the same.
+# One all-reduce 31.45728 us; each all-gather or reduce-scatter half: 15.72864 us,
+# 3/4 of it (t = 4 chunks, the first exposed) 11.79648 us to hide.
+TP_SHARE_US = 11.79648
+PROJ_US = 5.36870912
+
+
+def test_tp_overlap_hides_each_collective_behind_its_own_gemm():
+    # Forward: the reduce-scatter after the output projection hides only 5.36870912
+    # us (that GEMM's time), the other three their 11.79648 us.  Backward (Transformer
+    # Engine): the gradient all-gathers behind the projection's and the second
+    # feed-forward GEMM's dgrad (5.36870912 + 11.79648), the input-gradient
+    # reduce-scatters behind QKV's and the first feed-forward GEMM's wgrad (2 x
+    # 11.79648).  Hidden 2 x (3 x 11.79648 + 5.36870912) = 81.51629824 us of 4 x
+    # 31.45728 = 125.82912: 44.31282176 us exposed a layer, 4 layers x 4 micro-batches.
+    # (One pool of all the layer's GEMMs, as this model had it, hid 3/4 of everything:
+    # 31.45728 us exposed.)
+    hidden = 2 * (3 * TP_SHARE_US + PROJ_US)
+    assert hidden == pytest.approx(81.51629824)
+    assert run(tp_overlap=1.0)["tp_comm_ms"] == approx(16 * (125.82912 - hidden) * 1e-3)
+    # Half the overlap: 5.89824 us a collective to hide, the projection still its 5.36870912.
+    half = 2 * (3 * TP_SHARE_US / 2 + PROJ_US)
+    assert run(tp_overlap=0.5)["tp_comm_ms"] == approx(16 * (125.82912 - half) * 1e-3)
+    # Full recompute: six all-reduces (188.74368 us), the forward pairs hide twice.
+    assert run(tp_overlap=1.0, recompute=2)["tp_comm_ms"] == approx(
+        16 * (188.74368 - 1.5 * hidden) * 1e-3)
+
+
+def test_async_tp_leaves_the_backward_reduce_scatters_and_sums_the_partials():
+    # PyTorch's async TP (tp_overlap_kind 1): the backward reduce-scatters of the summed
+    # QKV and feed-forward input gradients are not fused: hidden forward 3 x 11.79648 +
+    # 5.36870912, backward 5.36870912 + 11.79648 = 57.92333824 us.  Each forward fused
+    # reduce-scatter then sums its t = 4 partial blocks: 2 B x 1024 x 1024 x (1 + 1/4) =
+    # 2,621,440 B at 1e12 B/s = 2.62144 us, twice a layer.
+    hidden = 4 * TP_SHARE_US + 2 * PROJ_US
+    assert hidden == pytest.approx(57.92333824)
+    exposed = 125.82912 - hidden + 2 * 2.62144
+    assert run(tp_overlap=1.0, tp_overlap_kind=1)["tp_comm_ms"] == approx(16 * exposed * 1e-3)
+    # Full recompute: the recomputed forward hides (and sums) again.
+    again = 188.74368 - (hidden + 3 * TP_SHARE_US + PROJ_US) + 4 * 2.62144
+    assert run(tp_overlap=1.0, tp_overlap_kind=1, recompute=2)["tp_comm_ms"] == approx(
+        16 * again * 1e-3)
+    # Without overlap the kind changes nothing.
+    assert run(tp_overlap_kind=1)["tp_comm_ms"] == approx(16 * 125.82912e-3)
 
 
 def test_kernel_overhead_and_unfused_cross_entropy():

@@ -87,6 +87,9 @@ def test_bridge_llama3_70b_fp8_row_by_hand():
     # False) and Transformer Engine's cross entropy.
     _has(case, grad_buffer_bytes=2, cross_entropy_fusion=2)
     assert math.isnan(case.measured_memory_gb)
+    # Its TP overlap is Transformer Engine's userbuffers (the model's default kind 0).
+    assert get_model("refined").defaults["tp_overlap_kind"] == 0
+    assert case.inputs.get("tp_overlap_kind", 0) == 0
 
 
 def test_bridge_gpt_oss_selective_recompute_row_by_hand():
@@ -283,8 +286,8 @@ def test_torchtitan_interleaved_3d_row_by_hand():
     # seq 8192 assumed; torch.distributed.pipelining of Dec 2024 (pp_stage_buffers 2).
     _has(case, num_gpus=512, tensor_parallel=8, pipeline_parallel=8, virtual_stages=2,
          micro_batch=4, gradient_accum_steps=8, recompute=2, precision=1, tp_overlap=1.0,
-         zero_stage=3, zero_shard_degree=0, param_gather_overlap=1.0, fsdp_copies=1,
-         sequence_parallel=1, pp_stage_buffers=2,
+         tp_overlap_kind=1, zero_stage=3, zero_shard_degree=0, param_gather_overlap=1.0,
+         fsdp_copies=1, sequence_parallel=1, pp_stage_buffers=2,
          gpu_memory_gb=96 * GIB, seq_length=8192, hidden_dim=16384)
     # Plain 1F1B: one stage per rank, 8 micro-batches of 4.
     _has(cases["Table 5 FSDP 8, TP 8, PP 8 1F1B"], virtual_stages=1, micro_batch=4,
@@ -296,6 +299,17 @@ def test_torchtitan_interleaved_3d_row_by_hand():
     assert case.measured == 128
     assert case.measured_memory_gb == pytest.approx(72.7 * 2**30 / 1e9)
     assert GIB == pytest.approx(1.073741824)
+
+
+def test_torchtitan_async_tp_is_pytorchs_and_plain_tp_overlaps_nothing():
+    # Table 4: "2D" has no AsyncTP (no overlap); "2D + AsyncTP" runs PyTorch's
+    # micro-pipelined TP (kind 1), not Transformer Engine's userbuffers.
+    cases = _by_label(TORCHTITAN)
+    plain = cases["Table 4 FSDP 32, TP 8 2D"]
+    fused = cases["Table 4 FSDP 32, TP 8 2D + AsyncTP"]
+    _has(plain, tp_overlap=0.0)
+    assert plain.inputs.get("tp_overlap_kind", 0) == 0
+    _has(fused, tp_overlap=1.0, tp_overlap_kind=1)
 
 
 def test_every_torchtitan_row_runs_on_the_grand_teton_h100():
