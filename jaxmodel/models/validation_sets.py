@@ -100,7 +100,8 @@ beside the rows that use it):
   TP with sequence-parallel norms (``sequence_parallel`` 1); AsyncTP ->
   ``tp_overlap`` 1 with ``tp_overlap_kind`` 1 (PyTorch's micro-pipelined TP,
   not Transformer Engine's userbuffers); Float8 (torchao, tensor-wise scaling) -> ``precision`` 1;
-  context parallelism's default all-gather rotation -> ``cp_comm`` 1;
+  context parallelism, PyTorch's experimental context_parallel with its default
+  all-gather rotation, on the repeat_kv'd K, V of torchtitan's Llama -> ``cp_comm`` 3;
   its loss, PyTorch's F.cross_entropy on fp32 logits -> ``cross_entropy_fusion`` 3;
   ``torch.compile`` -> the model's fused elementwise kernels (listed), eager ->
   ``elementwise_fusion`` 0; with PP, torchtitan's default (Dec 2024) of as many
@@ -1052,7 +1053,10 @@ TORCHTITAN = SetTable(
     # function causes CUDA errors; torch.compile wraps the transformer blocks
     # only.  F.cross_entropy on the fp32 logits, loss-parallel under TP, is
     # cross_entropy_fusion 3.
-    every_row=(exact(sequence_parallel=1, cp_comm=1, cross_entropy_fusion=3),
+    # Context parallelism is PyTorch's context_parallel (torch.distributed.tensor.
+    # experimental), which torchtitan applies to its SDPA call with the all-gather
+    # rotation (its default): cp_comm 3.
+    every_row=(exact(sequence_parallel=1, cp_comm=3, cross_entropy_fusion=3),
                approx("attention by PyTorch SDPA's flash backend (FlashAttention-2)",
                       attention_kernel=1), NO_DROPOUT),
     columns={

@@ -81,6 +81,35 @@ def test_context_parallel_all_gather():
     assert out["cp_comm_ms"] == approx(16 * 104.8576e-3)
 
 
+def test_context_parallel_pytorch_all_gather_rotater():
+    # PyTorch's context_parallel (cp_comm 3), t4 c2 p2 on 16 GPUs, NVLink at 1e10
+    # B/s, 4 of the 8 heads key/value heads: the SDPA call gets K, V repeated to
+    # the 8 query heads, so the local chunk's K, V are 2 x 2 B x 512 x 1024 / 4 =
+    # 524,288 B (the grouped ones, which the ring and Llama 3 move, 262,144 B).
+    # Attention per GPU 5.36870912 us forward, 10.73741824 backward, in c = 2
+    # blocks: 2.68435456 us forward, (10.73741824 + 0.5 x 5.36870912) / 2 =
+    # 6.7108864 us backward (FlashAttention's QK^T recompute).  The all-gather
+    # of c x 524,288 B over the 2 ranks in the node, 1/2 x 1,048,576 B / 1e10 =
+    # 52.4288 us, overlapped with one block: forward 52.4288 - 2.68435456 =
+    # 49.74444544 us; backward again 52.4288 - 6.7108864 = 45.7179136 us, then
+    # c = 2 fp32 hops of dK, dV (1,048,576 B, 104.8576 us): the first behind a
+    # block (98.1467136 us), the last exposed (104.8576 us).  Per layer
+    # 298.46667264 us; 4 layers x 4 micro-batches.
+    gqa = dict(num_gpus=16, context_parallel=2, link_bandwidth_gb_s=10, num_kv_heads=4)
+    out = run(**gqa, cp_comm=3)
+    assert out["cp_comm_ms"] == approx(16 * 298.46667264e-3)
+    # Full recompute runs the forward's gather again.
+    again = run(**gqa, cp_comm=3, recompute=2)
+    assert again["cp_comm_ms"] == approx(16 * (298.46667264 + 49.74444544) * 1e-3)
+    # It holds the gathered K, V of a layer, c x 524,288 B, where Llama 3's
+    # all-gather holds the grouped c x 262,144 B.
+    llama3 = run(**gqa, cp_comm=1)
+    assert out["memory_gb_per_gpu"] - llama3["memory_gb_per_gpu"] == pytest.approx(
+        2 * 262_144 / 1e9, rel=1e-9)
+    # Without context parallelism PyTorch's is not applied: nothing changes.
+    assert run(num_kv_heads=4, cp_comm=3) == run(num_kv_heads=4, cp_comm=0)
+
+
 def test_context_parallel_divides_activations_and_reduces_gradients_over_d_c():
     one, two = run(), run(num_gpus=16, context_parallel=2)
     # Activations (everything but the optimizer and weights) halve with c.

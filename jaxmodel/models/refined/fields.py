@@ -101,8 +101,10 @@ INPUTS: tuple[InputField, ...] = (
     switch("flash_attention", "FlashAttention (1): no s^2 score tensors in memory", 1),
     switch("cp_comm", "context-parallel K/V exchange: 0 ring of point-to-point sends "
             "overlapped with attention (Megatron-LM), 1 all-gather (Llama 3), 2 all-to-all "
-            "of Q, K, V and the output (DeepSpeed-Ulysses; Megatron --cp-comm-type a2a)", 0,
-            high=2.0),
+            "of Q, K, V and the output (DeepSpeed-Ulysses; Megatron --cp-comm-type a2a), 3 "
+            "PyTorch's context_parallel (torchtitan): blockwise SDPA, K, V at the query heads "
+            "all-gathered, fp32 dK, dV ring", 0,
+            high=3.0),
     switch("cross_entropy_fusion", "softmax cross-entropy: 0 unfused PyTorch ops "
             "(Megatron-Core without --cross-entropy-loss-fusion), 1 a fused kernel that keeps "
             "an fp32 softmax (10 bytes a logit in memory), 2 Transformer Engine's, which "

@@ -391,8 +391,11 @@ def stage_memory(x, g, params, layers_mid, layers_end, layers_last, z, edp, scor
     working = jnp.where((recompute == 2) | (recompute == 3), layer_activation_bytes(x, 0, sp),
                         jnp.where(recompute == 1, score_bytes / SCORE_BYTES * 5.0,
                                   jnp.zeros_like(t)))
-    # All-gather context parallelism holds one layer's full-sequence K and V.
-    working = working + (whole(x.cp_comm) == 1).astype(fdt) * kv_bytes * c
+    # All-gather context parallelism (Llama 3's, PyTorch's) holds one layer's
+    # full-sequence K and V.
+    # (PyTorch's only where context_parallel is applied, c > 1.)
+    gathers = (whole(x.cp_comm) == 1) | ((whole(x.cp_comm) == 3) & (c > 1.0))
+    working = working + gathers.astype(fdt) * kv_bytes * c
     # MoE recompute regenerates one layer's dropped activations at a time.
     working = jnp.where(plain, working,
                         working + tok * h / t * moe.recomputed_activation_bytes(x))
