@@ -212,18 +212,18 @@ def test_moe_layer_kernel_launches_by_hand():
     # Qwen3 (94 MoE layers of 128 experts, no shared expert), per MoE layer and
     # micro-batch, forward and backward: the router 31 fused / 72 unfused
     # (Megatron-LM's DeepSeek-V3 GB200 guide, sec. 2.1.4); the flat all-to-all
-    # dispatcher: forward 7 count ops + 3 copies to the host + permute 4 + 2
-    # all-to-alls + 2 chunk sorts of 2 + 1 all-to-all + unpermute 1 = 22,
-    # backward 7 -> 29 (23 with one local expert, no chunk sorts); the weighted
+    # dispatcher: forward 7 count ops + 4 copies to the host + permute 4 + 2
+    # all-to-alls + 2 chunk sorts of 2 + 1 all-to-all + unpermute 1 = 23,
+    # backward 7 -> 30 (24 with one local expert, no chunk sorts); the weighted
     # activation 3; less the dense FFN's 6 GEMMs and activation (8); 6 GEMMs per
     # local expert.
     x = SimpleNamespace(**{**REFINED.defaults, **apply_presets(REFINED, llm="qwen3-235b-a22b")})
     x.moe_dispatcher, x.router_fusion = 0.0, 1.0
-    for e, local, dispatch in ((8, 16, 29), (32, 4, 29), (128, 1, 23)):
+    for e, local, dispatch in ((8, 16, 30), (32, 4, 30), (128, 1, 24)):
         x.expert_parallel = float(e)
         assert float(moe.layer_extra_kernels(x)) == 31 + dispatch + 3 - 8 + 6 * local
     x.router_fusion = 0.0
-    assert float(moe.layer_extra_kernels(x)) == 72 + 23 + 3 - 8 + 6
+    assert float(moe.layer_extra_kernels(x)) == 72 + 24 + 3 - 8 + 6
     # DeepEP (13 forward: indices 1, layout + notify + dispatch 3, counts to the
     # device 1, indices to the routing map 1, permute 4, unpermute 1, notify +
     # combine 2; 9 backward) at e 32; no expert parallelism: the counts' sum and
@@ -239,10 +239,10 @@ def test_moe_layer_kernel_launches_by_hand():
     assert float(moe.layer_extra_kernels(ds)) == pytest.approx(
         58 / 61 * (31 + 22 + 3 + 1 + 6 * 4), rel=1e-6)
     # A per-layer graph of moe_router + moe_preprocess: the router and the
-    # counts (flat e > 1: 7 ops + 3 copies; DeepEP: indices and layout, 2).
+    # counts (flat e > 1: 7 ops + 4 copies; DeepEP: indices and layout, 2).
     assert float(moe.graph_scope_kernels(ds)) == pytest.approx(58 / 61 * (31 + 2), rel=1e-6)
     x.moe_dispatcher, x.expert_parallel = 0.0, 8.0
-    assert float(moe.graph_scope_kernels(x)) == 31 + 10
+    assert float(moe.graph_scope_kernels(x)) == 31 + 11
 
 
 def test_router_fusion_saves_what_the_host_kernel_us_preset_derives_from():

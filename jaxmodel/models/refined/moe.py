@@ -468,8 +468,10 @@ ROUTER_KERNELS_UNFUSED = 72.0
 #   preprocess: routing_map.sum (the tokens per expert), input_splits sum, the
 #     all-gather of the counts (gather_from_sequence_parallel_region), the local
 #     experts' slice .contiguous(), the sums per rank, per TP rank and per local
-#     expert: 7; the device-to-host copies of input_splits, output_splits and
-#     the tokens per local expert (the grouped GEMM's split sizes): 3;
+#     expert: 7; the device-to-host copies (_maybe_dtoh_and_synchronize, on a
+#     side stream) of the tokens per local expert (the grouped GEMM's split
+#     sizes), input_splits, output_splits and output_splits_tp: 4 (the chunk
+#     sizes stay on the device under the fused permutation);
 #   dispatch_preprocess: permute (TE moe_permute_with_probs: make_row_id_map's
 #     3 Triton passes and permute_with_mask_map): 4;
 #   token_dispatch: the all-to-all of the tokens and of their probabilities: 2;
@@ -479,12 +481,12 @@ ROUTER_KERNELS_UNFUSED = 72.0
 #   token_combine: the all-to-all: 1; combine_postprocess: unpermute (TE
 #     unpermute_with_mask_map): 1;
 # backward: one kernel each for permute, unpermute and the two chunk sorts,
-# and the three all-to-alls again: 7.  Forward 22 + backward 7 = 29; 23 with
+# and the three all-to-alls again: 7.  Forward 23 + backward 7 = 30; 24 with
 # one local expert (no chunk sorts); without expert parallelism the counts'
 # sum and its copy to the host, permute and unpermute: 2 + 4 + 1 forward, 2
 # backward = 9.
-FLAT_PREPROCESS_KERNELS = 10.0
-FLAT_DISPATCH_KERNELS = 29.0
+FLAT_PREPROCESS_KERNELS = 11.0
+FLAT_DISPATCH_KERNELS = 30.0
 CHUNK_SORT_KERNELS = 6.0
 LOCAL_DISPATCH_KERNELS = 9.0
 # DeepEP (MoEFlexTokenDispatcher, _DeepepManager; fused_a2a.py): forward the
