@@ -176,7 +176,11 @@ _LATENCY_US = {"intra_node_latency_us": 1.0, "inter_node_latency_us": 5.0}
 # GFLOP per token (validation_sets.megatron_flops), so a step is 15.458 s at
 # 529.55 and 0.299 s shorter at 540.00; over the 64 micro-batches x 58 / 8 MoE
 # layers of a pipeline rank that is 645 us per MoE layer pass for 41 kernels:
-# 15.7 us per kernel -> 16.  Measured on Grace (GB200); the x86 hosts of the
+# 15.7 us per kernel -> 16.  The 72 and 31 are forward and backward together
+# (Megatron-Core's unfused router reads as 74 kernels both ways, fewer than 40
+# forward alone), the pair the refined model's router count uses
+# (refined.moe.ROUTER_KERNELS_UNFUSED / _FUSED), so the model's own saving from
+# router fusion is these 41 kernels at this rate.  Measured on Grace (GB200); the x86 hosts of the
 # DGX/HGX and AMD nodes are assumed alike (no per-host figure is published).
 _HOST_KERNEL_US = {"host_kernel_us": 16.0}
 

@@ -107,6 +107,8 @@ QWEN3_SETTINGS: dict[str, float] = {
     # The measured host time above is what host_kernel_us derives from kernel
     # counts (moe.host_paced_seconds): counted once, as measured.
     "host_kernel_us": 0.0,
+    # The zoo's model_configs/benchmarking/Qwen3-235B-A22B.yaml: --moe-router-fusion true.
+    "router_fusion": 1,
     "dropout": 0,
 }
 _RECOMPUTE = {"none": 0, "full": 2}

@@ -455,24 +455,38 @@ def megatron_recompute(granularity: str, method: str, num_layers: str, modules: 
 
 # --- Megatron-Bridge -------------------------------------------------------------------------
 
+# The router fusion (``router_fusion``) the performance scripts set: Megatron-Bridge's
+# scripts/performance/configs set cfg.model.moe_router_fusion = True in
+# set_qwen3_common_configs (qwen/qwen3_llm_pretrain.py; set_qwen3_specific_overrides in
+# the 25.09 era's qwen3 scripts), set_deepseek_v3_common_configs and
+# set_gpt_oss_common_configs.  The Nemotron-3 scripts (nemotronh/nemotron_3_llm_pretrain.py)
+# set none and their recipes none (Super) or False (Nano, src/megatron/bridge/recipes/
+# nemotronh/nemotron_3_nano.py "Kernel Selections"): Megatron-Core's default, unfused.
+_FUSED_ROUTER = {"router_fusion": 1.0}
+
+
+def _fused_router(name: str) -> Cell:
+    return (Way(dict(_FUSED_ROUTER), llm=name),)
+
+
 def _token_drop(name: str) -> Cell:
-    return (Way({"capacity_factor": 1.0}, "token drop at capacity factor 1 (the table gives "
-                "no factor)", llm=name),)
+    return (Way({"capacity_factor": 1.0, **_FUSED_ROUTER}, "token drop at capacity factor 1 "
+                "(the table gives no factor)", llm=name),)
 
 
 BRIDGE_LLMS: dict[str, Cell] = {
     "LLAMA3_8B": llm("llama3-8b"),
     "LLAMA3_70B": llm("llama3-70b"),
     "LLAMA3.1_405B": llm("llama3.1-405b"),
-    "DeepSeekV3": llm("deepseek-v3"),
-    "DeepSeekV3 (dropless)": llm("deepseek-v3"),
-    "DeepSeekV3 (w/ MTP)": llm("deepseek-v3"),
+    "DeepSeekV3": _fused_router("deepseek-v3"),
+    "DeepSeekV3 (dropless)": _fused_router("deepseek-v3"),
+    "DeepSeekV3 (w/ MTP)": _fused_router("deepseek-v3"),
     "DeepSeekV3 (tokendrop)": _token_drop("deepseek-v3"),
-    "Qwen3_30B_a3B": llm("qwen3-30b-a3b"),
+    "Qwen3_30B_a3B": _fused_router("qwen3-30b-a3b"),
     "Qwen3_30B_a3B (tokendrop)": _token_drop("qwen3-30b-a3b"),
-    "Qwen3_235B_a22B": llm("qwen3-235b-a22b"),
+    "Qwen3_235B_a22B": _fused_router("qwen3-235b-a22b"),
     "Qwen3_235B_a22B (tokendrop)": _token_drop("qwen3-235b-a22b"),
-    "GPT OSS 120B": llm("gpt-oss-120b"),
+    "GPT OSS 120B": _fused_router("gpt-oss-120b"),
     "Nemotron_3_Nano": llm("nemotron3-nano"),
     "Nemotron_3_Super": llm("nemotron3-super"),
 }
@@ -939,7 +953,10 @@ MOE_RECIPES = SetTable(
     description="Megatron-LM MoE recipes, H100 and B200 (TFLOP/s per GPU, Megatron-LM's "
                 "FLOP count)",
     file="megatron_lm_moe_recipes_h100_b200.csv",
-    every_row=(exact(zero_stage=1), NO_DROPOUT),
+    # Every recipe YAML sets moe_router_fusion: true (examples/moe_recipes/*/*.yaml,
+    # read in qwen3_30b/h100/bf16_32GPU_TP1PP1EP8.yaml and deepseek_v3/b200/
+    # mxfp8_256GPU_TP1PP8EP32.yaml, beside moe_permute_fusion: true).
+    every_row=(exact(zero_stage=1, router_fusion=1), NO_DROPOUT),
     columns={
         "system": {"H100": gpu("h100-sxm"), "B200": gpu("b200")},
         "model": {"DeepSeek-V3": llm("deepseek-v3"), "Qwen3-235B-A22B": llm("qwen3-235b-a22b"),

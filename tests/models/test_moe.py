@@ -33,7 +33,8 @@ def qwen3(**overrides):
     values = apply_presets(REFINED, gpu="h100-sxm", llm="qwen3-235b-a22b")
     values.update(num_gpus=256, tensor_parallel=2, pipeline_parallel=8, virtual_stages=4,
                   expert_parallel=32, micro_batch=1, gradient_accum_steps=128,
-                  pipeline_split_embedding=1, moe_dispatcher=1, gpu_memory_gb=1000)
+                  pipeline_split_embedding=1, moe_dispatcher=1, gpu_memory_gb=1000,
+                  router_fusion=1)
     values.update(overrides)
     return values
 
@@ -208,27 +209,74 @@ def test_routed_expert_gradients_reach_the_buffer_once():
 
 
 def test_moe_layer_kernel_launches_by_hand():
-    # Qwen3 (94 MoE layers of 128 experts): 14 router/dispatch/permutation
-    # kernels plus 6 GEMMs (FC1, FC2 x forward, dgrad, wgrad) per local expert.
-    x = SimpleNamespace(**apply_presets(REFINED, llm="qwen3-235b-a22b"))
-    for e, local in ((8, 16), (32, 4), (128, 1)):
+    # Qwen3 (94 MoE layers of 128 experts, no shared expert), per MoE layer and
+    # micro-batch, forward and backward: the router 31 fused / 72 unfused
+    # (Megatron-LM's DeepSeek-V3 GB200 guide, sec. 2.1.4); the flat all-to-all
+    # dispatcher: forward 7 count ops + 4 copies to the host + permute 4 + 2
+    # all-to-alls + 2 chunk sorts of 2 + 1 all-to-all + unpermute 1 = 23,
+    # backward 7 -> 30 (24 with one local expert, no chunk sorts); the weighted
+    # activation 3; less the dense FFN's 6 GEMMs and activation (8); 6 GEMMs per
+    # local expert.
+    x = SimpleNamespace(**{**REFINED.defaults, **apply_presets(REFINED, llm="qwen3-235b-a22b")})
+    x.moe_dispatcher, x.router_fusion = 0.0, 1.0
+    for e, local, dispatch in ((8, 16, 30), (32, 4, 30), (128, 1, 24)):
         x.expert_parallel = float(e)
-        assert float(moe.layer_extra_kernels(x)) == 14 + 6 * local
-    # DeepSeek-V3: 3 dense layers of 61 -> 58/61 of the layers pay it.
-    ds = SimpleNamespace(**apply_presets(REFINED, llm="deepseek-v3"))
-    ds.expert_parallel = 64.0
-    assert float(moe.layer_extra_kernels(ds)) == pytest.approx(58 / 61 * (14 + 6 * 4), rel=1e-6)
+        assert float(moe.layer_extra_kernels(x)) == 31 + dispatch + 3 - 8 + 6 * local
+    x.router_fusion = 0.0
+    assert float(moe.layer_extra_kernels(x)) == 72 + 24 + 3 - 8 + 6
+    # DeepEP (13 forward: indices 1, layout + notify + dispatch 3, counts to the
+    # device 1, indices to the routing map 1, permute 4, unpermute 1, notify +
+    # combine 2; 9 backward) at e 32; no expert parallelism: the counts' sum and
+    # copy, permute and unpermute (7 forward, 2 backward).
+    x.router_fusion, x.moe_dispatcher, x.expert_parallel = 1.0, 1.0, 32.0
+    assert float(moe.layer_extra_kernels(x)) == 31 + 22 + 3 - 8 + 6 * 4
+    x.expert_parallel = 1.0
+    assert float(moe.layer_extra_kernels(x)) == 31 + 9 + 3 - 8 + 6 * 128
+    # DeepSeek-V3: 3 dense layers of 61 -> 58/61 of the layers pay it; its
+    # shared expert keeps the dense FFN's kernels and adds its output (1).
+    ds = SimpleNamespace(**{**REFINED.defaults, **apply_presets(REFINED, llm="deepseek-v3")})
+    ds.expert_parallel, ds.moe_dispatcher, ds.router_fusion = 64.0, 1.0, 1.0
+    assert float(moe.layer_extra_kernels(ds)) == pytest.approx(
+        58 / 61 * (31 + 22 + 3 + 1 + 6 * 4), rel=1e-6)
+    # A per-layer graph of moe_router + moe_preprocess: the router and the
+    # counts (flat e > 1: 7 ops + 4 copies; DeepEP: indices and layout, 2).
+    assert float(moe.graph_scope_kernels(ds)) == pytest.approx(58 / 61 * (31 + 2), rel=1e-6)
+    x.moe_dispatcher, x.expert_parallel = 0.0, 8.0
+    assert float(moe.graph_scope_kernels(x)) == 31 + 11
+
+
+def test_router_fusion_saves_what_the_host_kernel_us_preset_derives_from():
+    # The preset's host_kernel_us: Megatron-LM's DeepSeek-V3 on 256 GB200 went
+    # from 529.55 to 540.00 TFLOP/s with router fusion (72 -> 31 router kernels):
+    # a 15.458 s step 0.299 s shorter over 64 micro-batches x 58 / 8 MoE layers,
+    # 645 us per MoE layer pass for 41 kernels -> 15.7 us, rounded to 16.
+    step = 2048 * 4096 * 249.8e9 / 256 / 529.55e12
+    per_kernel = step * (1 - 529.55 / 540.0) / (64 * 58 / 8) / (72 - 31)
+    preset = apply_presets(REFINED, gpu="gb200-nvl72")["host_kernel_us"]
+    assert preset == round(per_kernel * 1e6) == 16
+    # The model's router count differs by those 41 kernels, and in a dropless
+    # layer each costs the host's 16 us: Qwen3-30B-A3B on 8 H100 (p 1, e 8, 48
+    # MoE layers, 16 micro-batches) is 16 x 48 x 41 x 16 us slower unfused.
+    values = apply_presets(REFINED, gpu="h100-sxm", llm="qwen3-30b-a3b")
+    values.update(num_gpus=8, tensor_parallel=1, pipeline_parallel=1, expert_parallel=8,
+                  micro_batch=1, gradient_accum_steps=16, moe_dispatcher=0, precision=0,
+                  capacity_factor=0.0, gpu_memory_gb=1000, cuda_graphs=0)
+    fused, unfused = (float(evaluate_on_host(REFINED, **{**values, "router_fusion": f})
+                            .compute_time_ms) for f in (1, 0))
+    assert unfused - fused == pytest.approx(16 * 48 * 41 * 16e-3, rel=1e-9)
 
 
 @pytest.mark.slow
 def test_kernel_overhead_counts_the_expert_gemms():
-    # t2 e32 (row 1): per MoE layer and micro-batch 60 + 14 + 6 x 4 kernels at
+    # t2 e32 (row 1): per MoE layer and micro-batch 60 + 48 + 6 x 4 kernels at
     # kernel_overhead_us; 11 layers on the busiest (last) stage, 128 micro-batches
     # (the host pace off: host_kernel_us 0).
     a, b = (jaxmodel.evaluate(REFINED, x64=True, **qwen3(kernel_overhead_us=us, host_kernel_us=0))
             for us in (0, 4))
     diff = float(b.compute_time_ms) - float(a.compute_time_ms)
-    assert diff == pytest.approx(128 * 11 * 4e-6 * (60 + 14 + 24) * 1e3, rel=1e-9)
+    # (48: the fused router 31, DeepEP's 22, the weighted activation 3, less
+    # the dense FFN's 8.)
+    assert diff == pytest.approx(128 * 11 * 4e-6 * (60 + 48 + 24) * 1e3, rel=1e-9)
     # At the host's pace (16 us, the preset) a launch under 16 us costs nothing more.
     c, d = (jaxmodel.evaluate(REFINED, x64=True, **qwen3(kernel_overhead_us=us)) for us in (0, 4))
     assert float(d.compute_time_ms) == pytest.approx(float(c.compute_time_ms), rel=1e-12)
@@ -236,21 +284,22 @@ def test_kernel_overhead_counts_the_expert_gemms():
 
 @pytest.mark.slow
 def test_cuda_graphs_replay_the_attention_and_router_kernels():
-    # Per layer (1): the attention's 30 kernels and the router / preprocessing's 8
-    # replay at a 0.5 us gap instead of 4 us; full iteration (2): all 60 + 14 + 24.
+    # Per layer (1): the attention's 30 kernels and the router / preprocessing's
+    # 31 + 2 replay at a 0.5 us gap instead of 4 us; full iteration (2): all
+    # 60 + 48 + 24.
     # 11 layers on the busiest stage, 128 micro-batches.
     none, layer, full = (float(jaxmodel.evaluate(REFINED, x64=True, **qwen3(
         kernel_overhead_us=4, host_kernel_us=0, cuda_graphs=g)).compute_time_ms)
         for g in (0, 1, 2))
-    assert none - layer == pytest.approx(128 * 11 * 3.5e-6 * (30 + 8) * 1e3, rel=1e-9)
-    assert none - full == pytest.approx(128 * 11 * 3.5e-6 * (60 + 14 + 24) * 1e3, rel=1e-9)
+    assert none - layer == pytest.approx(128 * 11 * 3.5e-6 * (30 + 33) * 1e3, rel=1e-9)
+    assert none - full == pytest.approx(128 * 11 * 3.5e-6 * (60 + 48 + 24) * 1e3, rel=1e-9)
     # At the host's pace (dropless, 16 us a kernel): the per-layer graphs keep
     # the token-count sync, so a replayed kernel still waits for the host and
     # saves only 4 - 0.5 us; the full-iteration graph (no sync) saves 16 - 0.5.
     none, layer, full = (float(jaxmodel.evaluate(REFINED, x64=True, **qwen3(
         kernel_overhead_us=4, cuda_graphs=g)).compute_time_ms) for g in (0, 1, 2))
-    assert none - layer == pytest.approx(128 * 11 * 3.5e-6 * (30 + 8) * 1e3, rel=1e-9)
-    assert none - full == pytest.approx(128 * 11 * 15.5e-6 * (60 + 14 + 24) * 1e3, rel=1e-9)
+    assert none - layer == pytest.approx(128 * 11 * 3.5e-6 * (30 + 33) * 1e3, rel=1e-9)
+    assert none - full == pytest.approx(128 * 11 * 15.5e-6 * (60 + 48 + 24) * 1e3, rel=1e-9)
 
 
 def _layer_kernel_ms(graphs, **overrides):
@@ -266,21 +315,23 @@ def _layer_kernel_ms(graphs, **overrides):
 
 def test_one_dropless_layer_graphed_and_eager_by_hand():
     # One dropless MoE layer and micro-batch (no full recompute, moe_act): 60
-    # layer kernels and 14 + 6 x 128 / 32 = 38 MoE kernels.
+    # layer kernels and 31 + 22 + 3 - 8 + 6 x 128 / 32 = 72 MoE kernels (fused
+    # router, DeepEP).
     # Eager: each at the host's pace, 4 us launch + 12 us more = 16 us:
-    #   98 x 16 = 1568 us.
-    # Per-layer graphs (attn 30, moe_router + moe_preprocess 8): the 38 replay
-    # at a 0.5 us gap but the sync still holds every kernel to the host's pace
-    # (12 us more each): 38 x 0.5 + 60 x 4 + 98 x 12 = 1435 us.
-    # Full iteration: all 98 at 0.5 us, no sync: 49 us.
+    #   132 x 16 = 2112 us.
+    # Per-layer graphs (attn 30, moe_router + moe_preprocess 31 + 2): the 63
+    # replay at a 0.5 us gap, the other 69 launch at 4 us, but the sync still
+    # holds every kernel to the host's pace (12 us more each):
+    # 63 x 0.5 + 69 x 4 + 132 x 12 = 1891.5 us.
+    # Full iteration: all 132 at 0.5 us, no sync: 66 us.
     # 11 layers on the busiest stage x 128 micro-batches.
-    per_layer_us = {0: 98 * 16.0, 1: 38 * 0.5 + 60 * 4.0 + 98 * 12.0, 2: 98 * 0.5}
+    per_layer_us = {0: 132 * 16.0, 1: 63 * 0.5 + 69 * 4.0 + 132 * 12.0, 2: 132 * 0.5}
     for graphs, us in per_layer_us.items():
         assert _layer_kernel_ms(graphs) == pytest.approx(128 * 11 * us * 1e-3, rel=1e-9)
-    # Token-dropping (no sync, the host runs ahead): the per-layer graph's 38
+    # Token-dropping (no sync, the host runs ahead): the per-layer graph's 63
     # kernels save their 3.5 us and nothing is paced.
     assert _layer_kernel_ms(1, capacity_factor=1.0) == pytest.approx(
-        128 * 11 * (38 * 0.5 + 60 * 4.0) * 1e-3, rel=1e-9)
+        128 * 11 * (63 * 0.5 + 69 * 4.0) * 1e-3, rel=1e-9)
 
 
 def test_scoped_graphs_of_a_dropless_layer_gain_what_bridge_measured():
@@ -294,7 +345,7 @@ def test_scoped_graphs_of_a_dropless_layer_gain_what_bridge_measured():
     values = apply_presets(REFINED, gpu="h100-sxm", llm="qwen3-30b-a3b")
     values.update(num_gpus=16, tensor_parallel=1, pipeline_parallel=1, expert_parallel=16,
                   micro_batch=1, gradient_accum_steps=64, moe_dispatcher=0, precision=0,
-                  capacity_factor=0.0, gpu_memory_gb=1000)
+                  capacity_factor=0.0, gpu_memory_gb=1000, router_fusion=1)
     eager, graphed = (float(evaluate_on_host(REFINED, **{**values, "cuda_graphs": g})
                             .step_time_ms) for g in (0, 1))
     assert 0.0 <= eager / graphed - 1.0 < 0.02
@@ -458,14 +509,14 @@ def test_dropless_layers_run_at_the_host_pace_by_hand():
 @pytest.mark.slow
 def test_host_pace_in_the_model_by_hand():
     # Row 1's layout (dropless, no CUDA graphs, moe_act recompute): per MoE layer
-    # and micro-batch the 60 layer kernels and 14 + 6 x 128 / 32 = 38 MoE kernels
+    # and micro-batch the 60 layer kernels and 48 + 6 x 128 / 32 = 72 MoE kernels
     # run eagerly, each 16 - 4 = 12 us longer at the host's pace; 128
     # micro-batches x 11 MoE layers on the busiest stage.
     a, b = (jaxmodel.evaluate(REFINED, x64=True, **qwen3(recompute=0, moe_recompute=1,
                                                           host_kernel_us=us))
             for us in (4.0, 16.0))
     diff = float(b.compute_time_ms) - float(a.compute_time_ms)
-    assert diff == pytest.approx(128 * 11 * (60 + 38) * 12e-3, rel=1e-9)
+    assert diff == pytest.approx(128 * 11 * (60 + 72) * 12e-3, rel=1e-9)
     # A token-dropping run is not paced.
     c, d = (jaxmodel.evaluate(REFINED, x64=True, **qwen3(recompute=0, moe_recompute=1,
                                                           capacity_factor=1.0, host_kernel_us=us))

@@ -537,3 +537,17 @@ def test_megatron_recompute_modules_map_to_inputs():
     assert "(mlp)" in way.note
     (way,) = megatron_recompute("selective", "", "", "None")  # Megatron's default: core_attn
     assert way.inputs["recompute"] == 1.0 and way.inputs["mla_recompute"] == 0.0
+
+
+def test_router_fusion_as_each_recipe_sets_it():
+    # Megatron-Bridge's performance scripts set moe_router_fusion for Qwen3,
+    # DeepSeek-V3 and GPT-OSS; the Nemotron-3 scripts and recipes leave it off
+    # (Nano's recipe sets False): Megatron-Core's default, the unfused router.
+    # Every Megatron-LM MoE recipe YAML sets it.
+    expect = {"mb0101": 1, "mb0137": 1, "mb0142": 1, "mb0264": 1, "mb0112": 0, "mb0119": 0}
+    rows, defaults = _by_label(BRIDGE), get_model("refined").defaults
+    assert defaults["router_fusion"] == 0  # TransformerConfig.moe_router_fusion = False
+    for label, fused in expect.items():
+        assert {**defaults, **rows[label].inputs}["router_fusion"] == fused
+    assert "router_fusion" not in rows["mb0261"].inputs  # dense Llama 3 70B
+    assert all(c.inputs["router_fusion"] == 1 for c in read_set(MOE_RECIPES) if c.inputs)

@@ -284,6 +284,9 @@ INPUTS: tuple[InputField, ...] = (
     count("expert_tensor_parallel", "ways", "tensor parallelism inside each expert", 1),
     switch("moe_dispatcher", "token dispatcher: 0 flat all-to-all, 1 hierarchical "
             "(DeepEP: once per node over the network, then NVLink)", 0),
+    # Megatron-Core --moe-router-fusion (TransformerConfig.moe_router_fusion,
+    # default False): the router's kernels (refined.moe.router_kernels).
+    switch("router_fusion", "fused MoE router (TE)", 0),
     count("max_nodes_per_token", "nodes", "node-limited routing: nodes a token may reach "
            "(0 = no limit)", 0, low=0.0),
     switch("moe_recompute", "fine-grained recompute of the MoE layers (Megatron-Core "

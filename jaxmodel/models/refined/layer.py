@@ -148,10 +148,10 @@ _LAYER_KERNELS = 60.0
 # Engine's make_graphed_callables over the scopes the MoE recipes set: attn,
 # moe_router, moe_preprocess): the attention half of the layer's kernels (norm
 # and QKV, RoPE, attention core, projection, bias-dropout-add and their
-# gradients, 30 of 60) and the MoE router and dispatch preprocessing (router
-# GEMM and its two gradients, top-k/softmax and auxiliary-loss kernels forward
-# and backward, the dispatch layout: 8 of moe.MOE_LAYER_KERNELS); the expert
-# GEMMs, dispatch and combine stay eager.  Full iteration (2): every kernel.
+# gradients, 30 of 60) and the MoE router and dispatch preprocessing (the
+# router's kernels forward and backward and the dispatcher's token counts:
+# moe.graph_scope_kernels); the expert GEMMs, dispatch and combine stay eager.
+# Full iteration (2): every kernel.
 # In a dropless MoE layer the per-layer graphs leave the host's pace
 # (moe.host_paced_seconds) where it was: the token-count sync stays in every
 # MoE layer, so the host still sets the layer's pace and a replayed kernel
@@ -167,7 +167,6 @@ _LAYER_KERNELS = 60.0
 # graph covers the experts too, no count reaches the host, no host pace.
 GRAPH_KERNEL_GAP_US = 0.5
 _ATTN_SCOPE_KERNELS = 30.0
-_MOE_SCOPE_KERNELS = 8.0
 # Gradient-buffer traffic (grad_buffer_traffic 1), Megatron-Core DDP with
 # gradient accumulation fusion:
 # * each weight-gradient GEMM accumulates into the buffer (D = A B + C in the
@@ -530,7 +529,7 @@ def layer_times(x, g) -> LayerTimes:
     # expert and pass (moe.layer_extra_kernels), a third again with full recompute.
     moe_kernels = moe.layer_extra_kernels(x)
     moe_graphed = jnp.where(graphs == 2, moe_kernels,
-                            jnp.where(graphs == 1, moe.moe_fraction(x) * _MOE_SCOPE_KERNELS, 0.0))
+                            jnp.where(graphs == 1, moe.graph_scope_kernels(x), 0.0))
     moe_again = 1.0 + (full + moe_layer_again) / 3.0
     # The kernels at the host's pace in a dropless layer: all of them unless
     # the whole iteration is one graph (per-layer graphs keep the sync, see

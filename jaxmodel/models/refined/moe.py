@@ -69,9 +69,12 @@ as Megatron-Core requires sequence parallelism with TP and MoE):
   at most ``max_nodes_per_token``) and is forwarded over NVLink to each expert
   GPU.  Both levels run at once, the slower sets the time
   (``jaxmodel.collectives``).
-* **Kernels and host**: an MoE layer launches ``MOE_LAYER_KERNELS`` more
-  kernels than a dense FFN plus one GEMM per local expert and pass (TE's
-  multi-stream cuBLAS grouped GEMM), each at ``kernel_overhead_us``; expert
+* **Kernels and host**: an MoE layer launches the router's kernels (31 fused,
+  72 not: ``router_fusion``), the dispatcher's (counts, permutation, dispatch
+  and combine: ``dispatch_kernels``, by dispatcher, expert parallelism and
+  local experts) and one GEMM per local expert and pass (TE's multi-stream
+  cuBLAS grouped GEMM) in place of the dense FFN's (``layer_extra_kernels``),
+  each at ``kernel_overhead_us``; expert
   weight gradients accumulate into the fp32 gradient buffer (read and
   written, ``wgrad_accumulate_seconds``); the flat dispatcher permutes twice
   each way (``permute_passes``); routed experts need no TP collective
@@ -147,7 +150,7 @@ DENSE_UNUSED = ("experts_per_token", "moe_ffn_hidden_dim", "shared_experts", "de
                 "moe_layer_interval", "q_lora_rank", "kv_lora_rank", "qk_rope_dim",
                 "expert_tensor_parallel", "moe_dispatcher", "max_nodes_per_token",
                 "moe_overlap", "moe_imbalance", "capacity_factor", "moe_recompute",
-                "moe_host_overhead_us", "ep_overlap", "host_kernel_us")
+                "moe_host_overhead_us", "ep_overlap", "host_kernel_us", "router_fusion")
 
 
 def is_plain(x):
@@ -431,26 +434,134 @@ def layer_comm_seconds(x, tokens, gpus_per_node, net, full_recompute):
         dispatch_seconds(tokens, x, gpus_per_node, net) + etp_s)
 
 
-# Kernels an MoE layer launches per micro-batch beyond the dense FFN's
-# (Megatron-Core with the fused router and permutation, DeepEP/all-to-all
-# dispatcher, TE GroupedLinear): router GEMM and its two gradients, fused
-# top-k/softmax and auxiliary-loss kernels forward and backward, the dispatch
-# layout/notify, dispatch and combine forward and backward, permute and
-# un-permute forward and backward, the weighted activation forward and
-# backward, less the dense FFN's six GEMMs and activation: 14 in all.
-MOE_LAYER_KERNELS = 14.0
+# Kernels an MoE layer launches per micro-batch, forward and backward, beyond
+# the dense layer's (``layer_extra_kernels``), counted from Megatron-Core's
+# source with Transformer Engine's fused permutation (``moe_permute_fusion``,
+# which every MoE recipe of the validation sets turns on: Megatron-LM's
+# examples/moe_recipes YAMLs, the Megatron-MoE-ModelZoo configs; TE >= 2.1).
+#
+# Router (TopKRouter.forward: gating, routing, the auxiliary losses, the expert
+# bias update), forward and backward together: 72 kernels unfused, 31 with
+# ``--moe-router-fusion`` (TE's fused_topk_with_score_function,
+# fused_compute_score_for_moe_aux_loss and fused_moe_aux_loss, TE PR 1883), as
+# Megatron-LM measured for DeepSeek-V3 (docs/discussions/deepseek-v3-gb200-
+# optimization, sec. 2.1.4, "reducing the total number of kernels in the router
+# part from 72 to 31"; the preset's host_kernel_us is derived from those 41).
+# That they are forward and backward: the unfused source counts 74 (router.py
+# router_gating_linear: 2 casts + GEMM forward, 2 GEMMs + 2 casts backward;
+# moe_utils.py topk_routing_with_score_function with sigmoid, expert bias and
+# group-limited top-k: 23 forward, 12 backward; compute_routing_scores_for_aux_loss:
+# 9 and 7; TopKRouter._apply_seq_aux_loss with switch_load_balancing_loss_func:
+# 6 and 5; MoEAuxLossAutoScaler.backward 2; save_to_aux_losses_tracker 1;
+# _apply_expert_bias 2).  The same reading of the fused path gives 21 (11
+# forward, 10 backward); the measured 31 is kept (what the reading misses, the
+# fused ops' allocations and fills among them, is not itemised).  Other
+# score functions and auxiliary losses change the unfused count (Qwen3's
+# softmax without expert bias, groups or scaling: about 15 fewer forward, 9
+# fewer backward) and the fused one by a few (no bias update, aux_loss for
+# seq_aux_loss: 4 fewer); the model has no input for either, so the measured
+# pair stands for every router.
+ROUTER_KERNELS_FUSED = 31.0
+ROUTER_KERNELS_UNFUSED = 72.0
+# Flat all-to-all dispatcher (MoEAlltoAllTokenDispatcher, token_dispatcher.py),
+# expert parallelism e > 1, forward:
+#   preprocess: routing_map.sum (the tokens per expert), input_splits sum, the
+#     all-gather of the counts (gather_from_sequence_parallel_region), the local
+#     experts' slice .contiguous(), the sums per rank, per TP rank and per local
+#     expert: 7; the device-to-host copies (_maybe_dtoh_and_synchronize, on a
+#     side stream) of the tokens per local expert (the grouped GEMM's split
+#     sizes), input_splits, output_splits and output_splits_tp: 4 (the chunk
+#     sizes stay on the device under the fused permutation);
+#   dispatch_preprocess: permute (TE moe_permute_with_probs: make_row_id_map's
+#     3 Triton passes and permute_with_mask_map): 4;
+#   token_dispatch: the all-to-all of the tokens and of their probabilities: 2;
+#   dispatch_postprocess, combine_preprocess (num_local_experts > 1):
+#     sort_chunks_by_idxs (TE moe_sort_chunks_by_index: make_chunk_sort_map
+#     and sort_chunks_by_map) each way: 2 + 2;
+#   token_combine: the all-to-all: 1; combine_postprocess: unpermute (TE
+#     unpermute_with_mask_map): 1;
+# backward: one kernel each for permute, unpermute and the two chunk sorts,
+# and the three all-to-alls again: 7.  Forward 23 + backward 7 = 30; 24 with
+# one local expert (no chunk sorts); without expert parallelism the counts'
+# sum and its copy to the host, permute and unpermute: 2 + 4 + 1 forward, 2
+# backward = 9.
+FLAT_PREPROCESS_KERNELS = 11.0
+FLAT_DISPATCH_KERNELS = 30.0
+CHUNK_SORT_KERNELS = 6.0
+LOCAL_DISPATCH_KERNELS = 9.0
+# DeepEP (MoEFlexTokenDispatcher, _DeepepManager; fused_a2a.py): forward the
+# top-k of the probabilities back to indices (setup_metadata) 1, DeepEP's
+# get_dispatch_layout, notify_dispatch and dispatch 3, the received counts to
+# the device (torch.tensor of the host list) 1, fused_indices_to_multihot 1,
+# permute 4, unpermute 1, cached_notify_combine and combine 2: 13; backward the
+# top-k's gradient (zeros and scatter) 2, dispatch's (a combine) 2, the
+# converter's 1, permute's 1, unpermute's 1, combine's (a cached dispatch) 2:
+# 9.  22 in all; HybridEP is taken alike.
+DEEPEP_PREPROCESS_KERNELS = 2.0
+DEEPEP_DISPATCH_KERNELS = 22.0
+# The routed experts' activation with the routing probabilities (experts.py,
+# weighted_bias_swiglu_impl): one fused kernel forward, the input gradient and
+# the probabilities' gradient (a row sum) backward: 3.  The dense FFN it stands
+# in for has 6 GEMMs and an activation forward and backward (8 of
+# refined.layer's _LAYER_KERNELS); with shared experts those stay (the shared
+# expert's) and the layer adds its output to the routed one (1).
+ROUTED_ACT_KERNELS = 3.0
+DENSE_FFN_KERNELS = 8.0
+SHARED_ADD_KERNELS = 1.0
 # GEMM kernels per local expert and micro-batch: TE GroupedLinear launches one
 # cuBLAS GEMM per expert (multi-stream backend) for FC1 and FC2, forward,
 # input gradient and weight gradient.
 EXPERT_GEMM_KERNELS = 6.0
 
 
+def router_kernels(x):
+    """The router's kernels per MoE layer and micro-batch, forward and backward:
+    ``ROUTER_KERNELS_FUSED`` with ``router_fusion``, else ``ROUTER_KERNELS_UNFUSED``."""
+    return jnp.where(x.router_fusion > 0.5, ROUTER_KERNELS_FUSED, ROUTER_KERNELS_UNFUSED)
+
+
+def _flat_ep(x):
+    return (x.moe_dispatcher < 0.5) & (x.expert_parallel > 1.5)
+
+
+def preprocess_kernels(x):
+    """The dispatcher's preprocessing kernels (the token counts and their copies
+    to the host; DeepEP: the indices and the layout) per MoE layer and
+    micro-batch: the ``moe_preprocess`` scope of a per-layer CUDA graph."""
+    deepep = (x.moe_dispatcher > 0.5) & (x.expert_parallel > 1.5)
+    return jnp.where(_flat_ep(x), FLAT_PREPROCESS_KERNELS,
+                     jnp.where(deepep, DEEPEP_PREPROCESS_KERNELS, 2.0))
+
+
+def dispatch_kernels(x):
+    """The dispatcher's kernels per MoE layer and micro-batch, forward and
+    backward: counts, permutation, dispatch, combine (``FLAT_DISPATCH_KERNELS``,
+    less ``CHUNK_SORT_KERNELS`` with one local expert; ``DEEPEP_DISPATCH_KERNELS``;
+    ``LOCAL_DISPATCH_KERNELS`` without expert parallelism)."""
+    local = x.num_experts / x.expert_parallel
+    flat = FLAT_DISPATCH_KERNELS - jnp.where(local > 1.5, 0.0, CHUNK_SORT_KERNELS)
+    return jnp.where(x.expert_parallel < 1.5, LOCAL_DISPATCH_KERNELS,
+                     jnp.where(x.moe_dispatcher > 0.5, DEEPEP_DISPATCH_KERNELS, flat))
+
+
 def layer_extra_kernels(x):
     """Kernel launches the average layer adds to the dense layer's, per
-    micro-batch forward and backward: ``MOE_LAYER_KERNELS`` plus
-    ``EXPERT_GEMM_KERNELS`` per local expert (``E / e``), in MoE layers."""
+    micro-batch forward and backward, in MoE layers: the router's
+    (``router_kernels``), the dispatcher's (``dispatch_kernels``), the weighted
+    activation (``ROUTED_ACT_KERNELS``) and ``EXPERT_GEMM_KERNELS`` per local
+    expert (``E / e``), less the dense FFN's ``DENSE_FFN_KERNELS`` (plus
+    ``SHARED_ADD_KERNELS`` where shared experts keep them)."""
     local = x.num_experts / x.expert_parallel
-    return moe_fraction(x) * (MOE_LAYER_KERNELS + EXPERT_GEMM_KERNELS * local)
+    ffn = jnp.where(x.shared_experts > 0.5, SHARED_ADD_KERNELS, -DENSE_FFN_KERNELS)
+    return moe_fraction(x) * (router_kernels(x) + dispatch_kernels(x) + ROUTED_ACT_KERNELS
+                              + ffn + EXPERT_GEMM_KERNELS * local)
+
+
+def graph_scope_kernels(x):
+    """The MoE kernels a per-layer CUDA graph of the ``moe_router`` and
+    ``moe_preprocess`` scopes captures, the average layer: the router's and
+    the dispatcher's preprocessing (``preprocess_kernels``)."""
+    return moe_fraction(x) * (router_kernels(x) + preprocess_kernels(x))
 
 
 def recompute_flags(x):
