@@ -80,6 +80,12 @@ as Megatron-Core requires sequence parallelism with TP and MoE):
 * **Low-precision casts** (``ffn_cast_elements``): under FP8 / FP4 the routed
   experts quantise every routed copy (``k`` per token) of their GEMM inputs
   forward and output gradients backward, not one token's worth.
+* **Clamped GLU and expert biases** (``glu_clamp``, ``expert_bias``; GPT-OSS):
+  Megatron-Core clamps the GLU input and adds the FC2 bias with eager PyTorch
+  ops on every routed copy, outside the fused kernels: their bytes
+  (``eager_expert_bytes``), kernels (``eager_expert_kernels``, at the host's
+  pace in a dropless layer) and, without recompute, the clamped copy stored
+  (``clamp_activation_bytes``).
 * **Fine-grained recompute** (``moe_recompute``): the expert activation
   (``moe_act``) or the whole MoE layer (``moe``: its forward GEMMs, traffic
   and two more all-to-alls) runs again; the activations it drops are not
