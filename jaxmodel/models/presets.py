@@ -672,13 +672,15 @@ LLMS: dict[str, Preset] = {p.name: p for p in (
 
 def _moe(name, description, source, published, *, hidden, layers, heads, kv_heads, ffn,
          vocab, seq, experts, top_k, expert_ffn, shared=0, dense_layers=0, head_dim=0,
-         mla=None, tied=0, window=None):
+         mla=None, tied=0, window=None, clamp_bias=0):
     """An MoE LLM (SwiGLU); ``model_params_b`` is the published total.
 
     ``mla``: ``(q_lora_rank, kv_lora_rank, qk_rope_dim)`` for DeepSeek-style
     multi-head latent attention (``head_dim`` is then ``qk_nope_head_dim`` =
     ``v_head_dim``).  ``window``: ``(sliding_window, sliding_window_share)``
-    for sliding-window attention in that share of the layers."""
+    for sliding-window attention in that share of the layers.  ``clamp_bias``:
+    the routed experts clamp their GLU input and carry biases (GPT-OSS:
+    ``glu_clamp`` and ``expert_bias``)."""
     values = {
         "model_params_b": published.total_params_b,
         "hidden_dim": hidden, "num_layers": layers, "num_heads": heads,
@@ -687,6 +689,7 @@ def _moe(name, description, source, published, *, hidden, layers, heads, kv_head
         "num_experts": experts, "experts_per_token": top_k, "moe_ffn_hidden_dim": expert_ffn,
         "shared_experts": shared, "dense_layers": dense_layers, "moe_layer_interval": 1,
         "head_dim": head_dim, "attention": 0,
+        "glu_clamp": clamp_bias, "expert_bias": clamp_bias,
     }
     if mla is not None:
         values.update(attention=1, q_lora_rank=mla[0], kv_lora_rank=mla[1], qk_rope_dim=mla[2])
@@ -706,6 +709,10 @@ def _moe(name, description, source, published, *, hidden, layers, heads, kv_head
 # Megatron-Core/Transformer Engine run the sink inside cuDNN's fused attention
 # (softmax_type "learnable", cuDNN >= 9.13.1): the fused kernel's rate, no
 # s x s scores (jaxmodel.models.validation_sets, the Bridge decisions).
+# Its experts' SwiGLU clamps the gate to at most 7 and the linear half to
+# [-7, 7] (config.json "swiglu_limit": 7.0) and its expert projections carry
+# biases (gate_up_proj_bias, down_proj_bias in the checkpoint): glu_clamp and
+# expert_bias, whose eager ops the refined model's moe module costs.
 _GPT_OSS_WINDOW = (128, 0.5)
 _GPT_OSS_ATTENTION = ("Sliding window 128 in every other layer (config.json sliding_window, "
                       "layer_types); the per-head attention sink logit is not costed")
@@ -749,14 +756,16 @@ MOE_LLMS: dict[str, Preset] = {p.name: p for p in (
          "total, 3.61B active (unembedding counted, embedding not). " + _GPT_OSS_ATTENTION,
          Published(20.91, 0.005, 3.61, 0.005, False),
          hidden=2880, layers=24, heads=64, kv_heads=8, ffn=2880, vocab=201088, seq=4096,
-         experts=32, top_k=4, expert_ffn=2880, head_dim=64, window=_GPT_OSS_WINDOW),
+         experts=32, top_k=4, expert_ffn=2880, head_dim=64, window=_GPT_OSS_WINDOW,
+         clamp_bias=1),
     _moe("gpt-oss-120b", "gpt-oss-120b (128 experts, top-4)",
          "openai/gpt-oss-120b config.json; OpenAI 2025 (gpt-oss model card, Table 1): "
          "116.83B total, 5.13B active (unembedding counted, embedding not). "
          + _GPT_OSS_ATTENTION,
          Published(116.83, 0.005, 5.13, 0.005, False),
          hidden=2880, layers=36, heads=64, kv_heads=8, ffn=2880, vocab=201088, seq=4096,
-         experts=128, top_k=4, expert_ffn=2880, head_dim=64, window=_GPT_OSS_WINDOW),
+         experts=128, top_k=4, expert_ffn=2880, head_dim=64, window=_GPT_OSS_WINDOW,
+         clamp_bias=1),
     _moe("kimi-k2", "Kimi K2 (MLA, 384 routed + 1 shared expert, top-8)",
          "moonshotai/Kimi-K2-Instruct config.json and model card: 1T total, 32B activated",
          Published(1000, 50, 32, 0.5, False),

@@ -49,7 +49,11 @@ beside the rows that use it):
   not run it.  The kernel is taken to skip the key blocks outside the window (not
   documented; without the skip the rows run 2-3% slower).  Its YaRN RoPE is fused
   (the perf recipes' ``_benchmark_common``: ``apply_rope_fusion = True``, one read
-  and one write of q and k: not costed).  Nemotron-3 Nano is the
+  and one write of q and k: not costed).  Its experts' clamped GLU and biases are the
+  preset's (``glu_clamp``, ``expert_bias``): Megatron-Bridge's ``GPTOSSBridge``
+  sets ``activation_func_clamp_value`` 7.0 and ``add_bias_linear``, and
+  Megatron-Core runs the clamps and the FC2 bias as eager ops on every routed copy
+  (``jaxmodel.models.refined.moe``, ``eager_expert_bytes``).  Nemotron-3 Nano is the
   ``nemotron3-nano`` preset (its Mamba-2, attention and MoE layers:
   ``jaxmodel.models.refined.mamba``); Nemotron-3 Super the ``nemotron3-super``
   preset (its LatentMoE: ``moe_latent_size``, ``jaxmodel.models.refined.moe``).

@@ -25,7 +25,7 @@ MOE_ONLY = ("experts_per_token", "moe_ffn_hidden_dim", "shared_experts", "dense_
             "moe_layer_interval", "q_lora_rank", "kv_lora_rank", "qk_rope_dim",
             "expert_tensor_parallel", "moe_dispatcher", "max_nodes_per_token", "moe_overlap",
             "moe_imbalance", "capacity_factor", "moe_recompute", "moe_host_overhead_us",
-            "ep_overlap", "host_kernel_us", "moe_latent_size")
+            "ep_overlap", "host_kernel_us", "moe_latent_size", "glu_clamp", "expert_bias")
 
 
 def qwen3(**overrides):
@@ -614,7 +614,8 @@ def test_dense_results_do_not_see_the_moe_inputs(x64):
                  moe_recompute=rng.choice([0, 1, 2], n),
                  moe_host_overhead_us=rng.uniform(0, 3000, n),
                  ep_overlap=rng.choice([0, 1], n), host_kernel_us=rng.uniform(0, 50, n),
-                 moe_latent_size=rng.choice([0, 1024], n))
+                 moe_latent_size=rng.choice([0, 1024], n), glu_clamp=rng.choice([0, 1], n),
+                 expert_bias=rng.choice([0, 1], n))
     assert set(knobs) == set(MOE_ONLY) == set(moe.DENSE_UNUSED)
     plain = jaxmodel.evaluate(REFINED, x64=x64, **base)
     knobbed = jaxmodel.evaluate(REFINED, x64=x64, **base,
@@ -854,3 +855,122 @@ def test_one_latent_moe_layer_flops_by_hand():
     latent = 2 * T * 2 * 64 * 16
     assert float(out[3]) == router + shared + routed + latent
     assert float(out[3]) == 2 * T * float(moe.moe_block_active_params(x))
+
+
+# --- GPT-OSS's clamped GLU and expert biases (eager ops on every routed copy) ---
+
+
+def _gpt_oss(**overrides):
+    """gpt-oss-120b on 8 H100 (t1 p1 e8: 16 local experts), dropless, eager,
+    selective recompute with moe_act, as Megatron-Bridge's H100 recipe."""
+    values = apply_presets(REFINED, gpu="h100-sxm", llm="gpt-oss-120b")
+    values.update(num_gpus=8, tensor_parallel=1, pipeline_parallel=1, expert_parallel=8,
+                  micro_batch=1, gradient_accum_steps=4, moe_dispatcher=0, precision=0,
+                  capacity_factor=0.0, moe_imbalance=1.0, cuda_graphs=0, recompute=1,
+                  moe_recompute=1, gpu_memory_gb=1000)
+    values.update(overrides)
+    return values
+
+
+def _namespace(values):
+    """The inputs as NumPy scalars, as the model's formulas take them."""
+    return SimpleNamespace(**{k: np.float64(v) for k, v in {**REFINED.defaults,
+                                                           **values}.items()})
+
+
+def test_gpt_oss_preset_clamps_and_biases_its_experts_and_no_other_does():
+    # openai/gpt-oss config.json "swiglu_limit": 7.0 and biased expert
+    # projections; no other preset's experts have either.
+    from jaxmodel.presets import LLMS
+    assert {"gpt-oss-20b", "gpt-oss-120b"} <= set(LLMS)
+    for name in sorted(LLMS):
+        values = {**REFINED.defaults, **apply_presets(REFINED, llm=name)}
+        expected = 1.0 if name.startswith("gpt-oss") else 0.0
+        assert float(values["glu_clamp"]) == expected, name
+        assert float(values["expert_bias"]) == expected, name
+    assert REFINED.defaults["glu_clamp"] == 0 and REFINED.defaults["expert_bias"] == 0
+
+
+def test_gpt_oss_eager_expert_bytes_by_hand():
+    # Per routed copy, bf16 (2 bytes), each eager kernel reading its inputs and
+    # writing its output once.  Clamp, per element of f_e (each GLU half):
+    # forward clamp(max) 2 + 2, clamp(min, max) 2 + 2, cat of both halves
+    # 4 + 4 = 16; backward: le 2 + 1 and where 1 + 2 + 2; ge, le 3 + 3,
+    # logical_and_ 1 + 1 + 1, where 5; the chunk's gradient a cat 4 + 4 = 30.
+    # FC2 bias, per element of h: b * p write 2, t + b p 2 + 2 + 2, cat 2 + 2
+    # = 12; backward grad * p 2 + 2 and its row sum 2, grad * b 2 + 2 and its
+    # sum 2, the split's gradient a cat 2 + 2 = 16.
+    clamp_fwd, clamp_bwd = (2 + 2) + (2 + 2) + (4 + 4), (3 + 5) + (3 + 3 + 3 + 5) + 8
+    bias_fwd, bias_bwd = 2 + 6 + 4, (4 + 2) + (4 + 2) + 4
+    assert (clamp_fwd, clamp_bwd, bias_fwd, bias_bwd) == (16, 30, 12, 16)
+    x = SimpleNamespace(**apply_presets(REFINED, llm="gpt-oss-120b"), moe_latent_size=0.0)
+    x.moe_imbalance, x.capacity_factor = 1.0, 0.0
+    # 4096 tokens on the rank, k = 4 copies of f_e = h = 2880 each.
+    elements = 4 * 4096 * 2880
+    got = [float(v) for v in moe.eager_expert_bytes(x, 4096.0)]
+    assert got == pytest.approx([(clamp_fwd + bias_fwd) * elements,
+                                 (clamp_bwd + bias_bwd) * elements,
+                                 clamp_fwd * elements, bias_fwd * elements], rel=1e-12)
+    # Each part on its own; Qwen3's plain SwiGLU without biases has neither.
+    x.expert_bias = 0.0
+    assert float(moe.eager_expert_bytes(x, 4096.0)[1]) == pytest.approx(
+        clamp_bwd * elements, rel=1e-12)
+    q = SimpleNamespace(**apply_presets(REFINED, llm="qwen3-30b-a3b"), moe_latent_size=0.0)
+    q.moe_imbalance, q.capacity_factor = 1.0, 0.0
+    assert [float(v) for v in moe.eager_expert_bytes(q, 4096.0)] == [0.0] * 4
+
+
+def test_gpt_oss_eager_expert_kernels_by_hand():
+    # 128 experts over e = 8: 16 local.  Clamp: 2 clamps and a cat forward,
+    # again in the moe_act recompute, 9 backward (two fills, le and where; ge,
+    # le, logical_and_ and where; the cat) = 15.  Bias: per local expert
+    # b * p and the add forward, grad * p, its sum, grad * b, its sum and the
+    # DDP hook's add of the FC1 and FC2 bias gradients backward (8); the cat
+    # forward and the two splits' cats backward (3): 16 x 8 + 3 = 131.
+    x = _namespace(_gpt_oss())
+    assert float(moe.eager_expert_kernels(x)) == 15 + 131
+    x.moe_recompute = np.float64(0)
+    assert float(moe.eager_expert_kernels(x)) == 12 + 131
+    x.expert_parallel = np.float64(128)
+    assert float(moe.eager_expert_kernels(x)) == 12 + 8 + 3
+    q = _namespace(apply_presets(REFINED, llm="qwen3-30b-a3b"))
+    assert float(moe.eager_expert_kernels(q)) == 0.0
+
+
+def test_gpt_oss_eager_ops_in_the_model_by_hand():
+    # One stage of 36 MoE layers, 4 micro-batches of 4096 tokens.  Per layer
+    # and micro-batch the clamp moves (16 + 30 + 16 recomputed) bytes per
+    # element of the 4 x 4096 x 2880 routed f_e, at hbm_efficiency of 3.35
+    # TB/s, and launches 15 kernels, each at the host's pace (16 us: the
+    # dropless layer's sync keeps the host from running ahead); the bias
+    # moves 12 + 16 bytes per element of the copies' h and launches 131.
+    base = _gpt_oss(glu_clamp=0, expert_bias=0)
+    rate = 3.35e12 * base["hbm_efficiency"]
+    assert base["host_kernel_us"] == 16.0
+    elements = 4 * 4096 * 2880
+
+    def extra_ms(**flags):
+        on, off = (float(evaluate_on_host(REFINED, **{**base, **v}).compute_time_ms)
+                   for v in (flags, {}))
+        return on - off
+
+    per_layer = {"glu_clamp": (16 + 30 + 16) * elements / rate + 15 * 16e-6,
+                 "expert_bias": (12 + 16) * elements / rate + 131 * 16e-6}
+    for flag, seconds in per_layer.items():
+        assert extra_ms(**{flag: 1}) == pytest.approx(4 * 36 * seconds * 1e3, rel=1e-9), flag
+
+
+def test_gpt_oss_clamped_copy_is_stored_without_recompute():
+    # Without moe_act (or moe) recompute the fused activation saves the
+    # clamped copy of the FC1 output besides the output itself: 2 x 2 f_e
+    # bytes per routed copy, 4 copies: 16 bytes per s b h (f_e = h); the
+    # checkpoint keeps only the FC1 output.  One layer's worth with p = 1 and
+    # one micro-batch in flight: 36 layers x 4096 x 2880 x 16 bytes.
+    x = _namespace(_gpt_oss(moe_recompute=0))
+    assert float(moe.clamp_activation_bytes(x)) == pytest.approx(16.0, rel=1e-12)
+    for code in (1, 2):
+        x.moe_recompute = np.float64(code)
+        assert float(moe.clamp_activation_bytes(x)) == 0.0
+    on, off = (float(evaluate_on_host(REFINED, **_gpt_oss(moe_recompute=0, glu_clamp=c))
+                     .activation_gb_per_gpu) for c in (1, 0))
+    assert on - off == pytest.approx(36 * 4096 * 2880 * 16 / 1e9, rel=1e-9)

@@ -105,6 +105,23 @@ def test_bridge_gpt_oss_selective_recompute_row_by_hand():
     assert not any("sliding-window" in n for n in case.notes)
 
 
+def test_bridge_gpt_oss_rows_clamp_and_bias_their_experts_and_no_other_row_does():
+    # GPTOSSBridge: activation_func_clamp_value 7.0, add_bias_linear True (the
+    # gpt-oss preset's glu_clamp and expert_bias); Qwen3, Nemotron, DeepSeek and
+    # Llama rows have plain experts or none.
+    # The source's "GPT OSS 120B" rows, every release (25.11 to 26.04.01).
+    gpt_oss = {"mb0095", "mb0096", "mb0141", "mb0142", "mb0185", "mb0186", "mb0222",
+               "mb0223", "mb0257", "mb0263"}
+    cases = _by_label(BRIDGE)
+    assert all(cases[label].inputs["num_experts"] == 128 for label in gpt_oss)
+    for label, case in cases.items():
+        if case.inputs is None:
+            continue
+        flag = 1.0 if label in gpt_oss else 0.0
+        assert case.inputs.get("glu_clamp", 0.0) == flag, label
+        assert case.inputs.get("expert_bias", 0.0) == flag, label
+
+
 def test_bridge_gpt_oss_rows_run_the_fused_sink_kernel():
     # GPT-OSS's learnable sink runs in cuDNN's fused attention (TE >= 2.8, cuDNN
     # >= 9.13.1: validation_sets' Bridge decisions), so every GPT-OSS row keeps the

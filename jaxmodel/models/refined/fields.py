@@ -254,6 +254,10 @@ INPUTS: tuple[InputField, ...] = (
     count("moe_layer_interval", "layers", "every n-th layer after the dense ones is MoE "
            "(1 = all)", 1),
     switch("attention", "attention: 0 multi-head / grouped-query, 1 multi-head latent (MLA)", 0),
+    # GPT-OSS's routed experts (the moe module's eager_expert_bytes): their
+    # GLU input clamped (config.json swiglu_limit), their projections biased.
+    switch("glu_clamp", "GLU input clamp (swiglu_limit)", 0),
+    switch("expert_bias", "routed experts carry biases", 0),
     # Hybrid Mamba-2 models (formulas in jaxmodel.models.refined.mamba).
     count("mamba_layers", "layers", "Mamba-2 layers of a hybrid model (Nemotron-H: M); "
            "then num_layers counts every layer of the pattern, each a Mamba-2, attention "

@@ -461,8 +461,12 @@ def layer_times(x, g) -> LayerTimes:
                         + hyb_bwd - h / rep_split, bwd_out)
     cast_fwd = jnp.where(hybrid, tok * (h / rep_split + fwd_in), cast_fwd)
     cast_bwd = jnp.where(hybrid, tok * (h / rep_split + bwd_out), cast_bwd)
-    # Eager PyTorch's unfused elementwise ops (elementwise_fusion 0) add theirs.
+    # Eager PyTorch's unfused elementwise ops (elementwise_fusion 0) add theirs,
+    # and so do the routed experts' eager clamp and bias ops (moe.eager_expert_bytes).
     eager_fwd, eager_bwd, eager_fwd_k, eager_bwd_k = eager_elementwise(x, g)
+    expert_fwd, expert_bwd, _, _ = moe.eager_expert_bytes(x, tok / t)
+    eager_fwd = jnp.where(plain, eager_fwd, eager_fwd + expert_fwd)
+    eager_bwd = jnp.where(plain, eager_bwd, eager_bwd + expert_bwd)
     fwd_bytes = hidden_bytes + mlp_bytes + score_bytes + g.cast_bytes * cast_fwd + eager_fwd
     bwd_bytes = (2.0 * (hidden_bytes + mlp_bytes + score_bytes)
                  + g.cast_bytes * cast_bwd + eager_bwd)
@@ -526,8 +530,10 @@ def layer_times(x, g) -> LayerTimes:
     # again with full or per-op recompute.
     layer_b = layer_b + (eager_fwd_k * (1.0 + full + op_sac) + eager_bwd_k) * launch_s
     # MoE: the router, dispatch and permutation kernels and one GEMM per local
-    # expert and pass (moe.layer_extra_kernels), a third again with full recompute.
-    moe_kernels = moe.layer_extra_kernels(x)
+    # expert and pass (moe.layer_extra_kernels) and the routed experts' eager
+    # clamp and bias kernels (moe.eager_expert_kernels), a third again with
+    # full recompute.
+    moe_kernels = moe.layer_extra_kernels(x) + moe.eager_expert_kernels(x)
     moe_graphed = jnp.where(graphs == 2, moe_kernels,
                             jnp.where(graphs == 1, moe.graph_scope_kernels(x), 0.0))
     moe_again = 1.0 + (full + moe_layer_again) / 3.0

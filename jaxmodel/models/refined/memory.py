@@ -158,7 +158,8 @@ def layer_activation_bytes(x, recompute_code, sp):
     # A hybrid model's Mamba-2 mixers store theirs (mamba.activation_bytes).
     moe_parallel = (mamba.mixer(x, moe.attention_activation_bytes(x), mamba.activation_bytes(x))
                     + ffn(jnp.where(mamba.hybrid(x), mamba.ffn_width(x), moe.ffn_width(x)))
-                    + moe.dispatch_activation_bytes(x) - moe.recomputed_activation_bytes(x)) / t
+                    + moe.dispatch_activation_bytes(x) - moe.recomputed_activation_bytes(x)
+                    + moe.clamp_activation_bytes(x)) / t
     parallel = jnp.where(mamba.plain(x), parallel, moe_parallel)
     scores = ((1.0 - x.flash_attention) * (2.0 + 3.0 * dropout) * x.num_heads * s
               / (h * t))

@@ -83,6 +83,12 @@ as Megatron-Core requires sequence parallelism with TP and MoE):
 * **Low-precision casts** (``ffn_cast_elements``): under FP8 / FP4 the routed
   experts quantise every routed copy (``k`` per token) of their GEMM inputs
   forward and output gradients backward, not one token's worth.
+* **Clamped GLU and expert biases** (``glu_clamp``, ``expert_bias``; GPT-OSS):
+  Megatron-Core clamps the GLU input and adds the FC2 bias with eager PyTorch
+  ops on every routed copy, outside the fused kernels: their bytes
+  (``eager_expert_bytes``), kernels (``eager_expert_kernels``, at the host's
+  pace in a dropless layer) and, without recompute, the clamped copy stored
+  (``clamp_activation_bytes``).
 * **Fine-grained recompute** (``moe_recompute``): the expert activation
   (``moe_act``) or the whole MoE layer (``moe``: its forward GEMMs, traffic
   and two more all-to-alls) runs again; the activations it drops are not
@@ -120,6 +126,8 @@ from jaxmodel.numerics import positive_part
 
 # Bytes per value moved by the dispatch and combine (bf16 activations).
 DISPATCH_BYTES = 2.0
+# Bytes of one bf16 element.
+BF16_BYTES = 2.0
 # Memory-bound bytes of token permutation per routed copy and hidden element:
 # permute reads and writes bf16 (4), un-permute with the weighted sum the same.
 PERMUTE_BYTES = 8.0
@@ -150,7 +158,8 @@ DENSE_UNUSED = ("experts_per_token", "moe_ffn_hidden_dim", "shared_experts", "de
                 "moe_layer_interval", "q_lora_rank", "kv_lora_rank", "qk_rope_dim",
                 "expert_tensor_parallel", "moe_dispatcher", "max_nodes_per_token",
                 "moe_overlap", "moe_imbalance", "capacity_factor", "moe_recompute",
-                "moe_host_overhead_us", "ep_overlap", "host_kernel_us", "router_fusion")
+                "moe_host_overhead_us", "ep_overlap", "host_kernel_us", "router_fusion",
+                "glu_clamp", "expert_bias")
 
 
 def is_plain(x):
@@ -550,7 +559,8 @@ def layer_extra_kernels(x):
     (``router_kernels``), the dispatcher's (``dispatch_kernels``), the weighted
     activation (``ROUTED_ACT_KERNELS``) and ``EXPERT_GEMM_KERNELS`` per local
     expert (``E / e``), less the dense FFN's ``DENSE_FFN_KERNELS`` (plus
-    ``SHARED_ADD_KERNELS`` where shared experts keep them)."""
+    ``SHARED_ADD_KERNELS`` where shared experts keep them); ``eager_expert_kernels``
+    adds a clamped GLU's and expert biases'."""
     local = x.num_experts / x.expert_parallel
     ffn = jnp.where(x.shared_experts > 0.5, SHARED_ADD_KERNELS, -DENSE_FFN_KERNELS)
     return moe_fraction(x) * (router_kernels(x) + dispatch_kernels(x) + ROUTED_ACT_KERNELS
@@ -562,6 +572,110 @@ def graph_scope_kernels(x):
     ``moe_preprocess`` scopes captures, the average layer: the router's and
     the dispatcher's preprocessing (``preprocess_kernels``)."""
     return moe_fraction(x) * (router_kernels(x) + preprocess_kernels(x))
+
+
+# GPT-OSS's routed experts (openai/gpt-oss-120b config.json "swiglu_limit": 7.0;
+# its MLPBlock's gate_up_proj and down_proj carry biases) as Megatron-Core
+# trains them (Megatron-Bridge's GPTOSSBridge.provider_bridge:
+# activation_func quick_gelu, activation_func_clamp_value 7.0,
+# glu_linear_offset 1.0, add_bias_linear True, bias_activation_fusion True;
+# moe_router_dtype unset, so the router's probabilities are bf16:
+# Transformer Engine's fused top-k returns them in the logits' dtype, and
+# router_gating_linear gives logits in the input's).  Two parts of it run as
+# eager PyTorch ops on every routed copy, outside the fused kernels the
+# refined model counts (bf16, 2 bytes an element; each kernel reads its
+# inputs and writes its output once):
+#
+# * The clamp (glu_clamp).  megatron/core/fusions/fused_bias_geglu.py,
+#   weighted_bias_quick_geglu_impl: before the compiled weighted Quick-GEGLU
+#   kernel, x_glu, x_linear = input.chunk(2, -1) (views), then
+#   torch.cat((x_glu.clamp(max=7), x_linear.clamp(-7, 7)), -1).  Per routed
+#   copy and element of f_e (each half is f_e wide), forward: two clamps
+#   (read 2, write 2: 4 each) and the cat (read and write both halves: 8) =
+#   16 bytes, 3 kernels.  Backward, PyTorch's autograd
+#   (torch/csrc/autograd/FunctionsManual.cpp, clamp_backward): max only,
+#   where(self <= max, grad, zero): compare (read 2, write a 1-byte mask: 3),
+#   where (mask 1, grad 2, write 2: 5) = 8; min and max,
+#   where((self >= min).logical_and_(self <= max), grad, zero): 3 + 3 + 3
+#   (logical_and_ reads two masks, writes one) + 5 = 14; each with a
+#   scalar_tensor fill (no bytes); the cat's gradient is views, the chunk's
+#   (split) a cat of the two gradients: 8.  30 bytes, 9 kernels.  It sits
+#   inside the moe_act checkpoint (experts.py, TEGroupedMLP.forward:
+#   activation_checkpoint.checkpoint(bias_act_func, ...)), so moe_act
+#   recompute runs the forward again.  Without recompute the fused function
+#   saves the clamped copy besides the FC1 output the clamps keep: 2 x 2 f_e
+#   bytes more stored per routed copy.
+# * The FC2 bias (expert_bias).  TEGroupedMLP builds linear_fc1 with its bias
+#   in the grouped GEMM (skip_bias_add False: the cuBLAS epilogue adds it and
+#   the weight-gradient GEMM's epilogue reduces its gradient, TE
+#   GroupedLinear: no traffic counted) but linear_fc2 with skip_bias_add True,
+#   and adds that bias after the GEMM, weighted by each copy's routing
+#   probability (TEGroupedMLP._apply_bias): torch.cat([t + b * p for t, b, p
+#   in zip(split(output, tokens_per_expert), biases, split(probs, ...))]).
+#   Per routed copy and element of d (the FC2 output width), forward: b * p
+#   (write 2), t + b p (read 4, write 2) per local expert, one cat (4) = 12
+#   bytes; 2 kernels per local expert and the cat.  Backward: the cat's and
+#   the add's gradients are views; b * p's: grad * p and its sum over the
+#   rows (4 + 2), grad * b and its sum over the width (4 + 2); the split's
+#   gradient a cat (4) = 16 bytes; 4 kernels per local expert and the cats
+#   of the two splits' gradients, and the DDP hook adding each expert's FC1
+#   and FC2 bias gradient into the gradient buffer (main_grad.add_: 2 per
+#   local expert, bytes negligible).
+GLU_CLAMP_BYTES = (16.0, 30.0)
+GLU_CLAMP_KERNELS = (3.0, 9.0)
+EXPERT_BIAS_BYTES = (12.0, 16.0)
+EXPERT_BIAS_KERNELS_PER_EXPERT = (2.0, 6.0)
+EXPERT_BIAS_KERNELS = (1.0, 2.0)
+
+
+def eager_expert_kernels(x):
+    """Eager kernels the routed experts add to the average layer per
+    micro-batch, forward and backward (and the clamp's forward again under
+    ``moe_act`` recompute; like ``layer_extra_kernels``, a third again where
+    the whole MoE layer is recomputed): a clamped GLU's ``GLU_CLAMP_KERNELS``
+    (``glu_clamp``), expert biases' ``EXPERT_BIAS_KERNELS_PER_EXPERT`` per
+    local expert and ``EXPERT_BIAS_KERNELS`` (``expert_bias``), in MoE
+    layers; 0 without either."""
+    act, _ = recompute_flags(x)
+    local = x.num_experts / x.expert_parallel
+    clamp = sum(GLU_CLAMP_KERNELS) + act * GLU_CLAMP_KERNELS[0]
+    bias = sum(EXPERT_BIAS_KERNELS_PER_EXPERT) * local + sum(EXPERT_BIAS_KERNELS)
+    return moe_fraction(x) * (x.glu_clamp * clamp + x.expert_bias * bias)
+
+
+def eager_expert_bytes(x, rank_tokens):
+    """Memory-bound bytes of the routed experts' eager ops in the average
+    layer, per micro-batch: ``(forward, backward, clamp forward, bias
+    forward)`` (the last two: what ``moe_act`` and ``moe`` recompute run
+    again).
+
+    Per routed copy (``k`` per token of the rank, ``rank_tokens`` = ``s b /
+    (c t)``, times the load; with expert tensor parallelism ``etp`` times the
+    rows, ``1 / etp`` of ``f_e``): ``GLU_CLAMP_BYTES`` per element of ``f_e``
+    with ``glu_clamp``, ``EXPERT_BIAS_BYTES`` per element of the FC2 output
+    (``h``, or ``l`` under LatentMoE) with ``expert_bias`` (Transformer
+    Engine's GroupedLinear refuses a bias under tensor parallelism, so biased
+    experts run with ``etp`` 1).
+    """
+    copies = x.experts_per_token * load_factor(x) * rank_tokens * moe_fraction(x)
+    clamp = x.glu_clamp * copies * x.moe_ffn_hidden_dim
+    bias = x.expert_bias * copies * routed_width(x)
+    clamp_fwd, bias_fwd = GLU_CLAMP_BYTES[0] * clamp, EXPERT_BIAS_BYTES[0] * bias
+    return (clamp_fwd + bias_fwd, GLU_CLAMP_BYTES[1] * clamp + EXPERT_BIAS_BYTES[1] * bias,
+            clamp_fwd, bias_fwd)
+
+
+def clamp_activation_bytes(x):
+    """Activation bytes per ``s b h`` (before the split by ``t``) a clamped GLU
+    stores beside the FC1 output, the average layer: the clamped copy the
+    fused activation saves, ``2 x 2 f_e`` per routed copy (``4 k f_e / h``
+    times the load), unless ``moe_act`` or ``moe`` recompute checkpoints it
+    away (full recompute stores only the layer inputs: the memory module adds
+    none of the per-layer tensors there); 0 without ``glu_clamp``."""
+    act, layer = recompute_flags(x)
+    kept = (1.0 - act) * (1.0 - layer)
+    return (x.glu_clamp * kept * moe_fraction(x) * 2.0 * BF16_BYTES * x.experts_per_token
+            * load_factor(x) * x.moe_ffn_hidden_dim / x.hidden_dim)
 
 
 def recompute_flags(x):
@@ -653,12 +767,15 @@ def recompute_bytes(x, rank_tokens):
     """Memory-bound bytes the MoE recompute runs again per micro-batch, the
     average layer: the activation function (``moe_act``: the routed part of the
     FFN activation traffic, ``2 w k f_e`` per token) or the whole layer's
-    (``moe``: ``2 w (k + S) f_e`` per token and the token permutation)."""
+    (``moe``: ``2 w (k + S) f_e`` per token and the token permutation), with
+    the eager ops inside them (``eager_expert_bytes``: a clamped GLU's clamps
+    with either, the expert biases' with ``moe``)."""
     act, layer = recompute_flags(x)
     w, k, fe = x.mlp_weight_matrices, x.experts_per_token, x.moe_ffn_hidden_dim
-    act_bytes = moe_fraction(x) * 2.0 * w * k * fe * rank_tokens
+    _, _, clamp_fwd, bias_fwd = eager_expert_bytes(x, rank_tokens)
+    act_bytes = moe_fraction(x) * 2.0 * w * k * fe * rank_tokens + clamp_fwd
     layer_bytes = (moe_fraction(x) * 2.0 * w * (k + x.shared_experts) * fe * rank_tokens
-                   + permute_bytes(x, rank_tokens))
+                   + permute_bytes(x, rank_tokens) + clamp_fwd + bias_fwd)
     return act * act_bytes + layer * layer_bytes
 
 
