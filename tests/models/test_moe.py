@@ -25,7 +25,8 @@ MOE_ONLY = ("experts_per_token", "moe_ffn_hidden_dim", "shared_experts", "dense_
             "moe_layer_interval", "q_lora_rank", "kv_lora_rank", "qk_rope_dim",
             "expert_tensor_parallel", "moe_dispatcher", "max_nodes_per_token", "moe_overlap",
             "moe_imbalance", "capacity_factor", "moe_recompute", "moe_host_overhead_us",
-            "ep_overlap", "host_kernel_us", "moe_latent_size", "glu_clamp", "expert_bias")
+            "ep_overlap", "host_kernel_us", "moe_latent_size", "glu_clamp", "expert_bias",
+            "router_fusion")
 
 
 def qwen3(**overrides):
@@ -615,7 +616,7 @@ def test_dense_results_do_not_see_the_moe_inputs(x64):
                  moe_host_overhead_us=rng.uniform(0, 3000, n),
                  ep_overlap=rng.choice([0, 1], n), host_kernel_us=rng.uniform(0, 50, n),
                  moe_latent_size=rng.choice([0, 1024], n), glu_clamp=rng.choice([0, 1], n),
-                 expert_bias=rng.choice([0, 1], n))
+                 expert_bias=rng.choice([0, 1], n), router_fusion=rng.choice([0, 1], n))
     assert set(knobs) == set(MOE_ONLY) == set(moe.DENSE_UNUSED)
     plain = jaxmodel.evaluate(REFINED, x64=x64, **base)
     knobbed = jaxmodel.evaluate(REFINED, x64=x64, **base,
