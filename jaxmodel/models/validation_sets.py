@@ -81,7 +81,9 @@ beside the rows that use it):
   expressible; a custom pipeline layout whose chunks hold the module (an ``m``
   in the MoE recipes' ``yaml_pp_layout``) -> ``mtp_in_pipeline_split`` 1, else
   0 (Megatron-Bridge's CSV documents no layout: its rows keep the default, except
-  25.09's, whose layouts ``BRIDGE_2509`` reads).
+  25.09's, whose layouts ``BRIDGE_2509`` reads, and DeepSeek-V3's, which take the
+  layout its recipe sets for the row's pp and vp in every release,
+  ``deepseek_v3_layout``).
 * Megatron-Bridge 25.09: the CSV reads no recipe for it; its settings (recompute, CUDA
   graphs, dispatcher, TP and EP overlap, FSDP, MTP, pipeline layout) come from the
   25.09-era performance scripts, ``BRIDGE_2509`` (the source and how it is dated
@@ -687,12 +689,46 @@ def _bridge_mismatch(row: Mapping[str, str]) -> Cell:
                   "recipe_parallel_mismatch; the row's own layout is used)")
 
 
+# The pipeline layout Megatron-Bridge's DeepSeek-V3 recipe sets for every (pp, vp) it
+# knows, every release: ``set_deepseek_v3_pipeline_model_parallel_layout``
+# (src/megatron/bridge/recipes/deepseek/deepseek_v3.py, the search index's file id
+# 19324893737), called by ``deepseek_v3_pretrain_config`` and again by the perf configs
+# after they set the row's pp and vp (25.11: scripts/performance/configs/deepseek/
+# deepseek_llm_pretrain.py passes them to the recipe with ``layout=None``; 26.x: "if
+# base_cfg.pp_layout: ... else: # Recompute layout based on updated PP/VP sizes
+# set_deepseek_v3_pipeline_model_parallel_layout(cfg.model)"; the flat perf_recipes/
+# deepseek/b200/deepseek_v3.py calls it in every B200 recipe).  Its map, per stage
+# (``last_layer = ["mtp"] * mtp_num_layers + ["loss"]``): (16, 1), (8, 2) and (4, 4):
+# embedding + 4 decoder layers, 14 x 4, 1 + last_layer; (8, 1) and (4, 2): embedding + 8,
+# 6 x 8, 5 + last_layer; (4, 1): embedding + 16, 16, 16, 13 + last_layer.  Key: decoder
+# layers of the first chunk, of each middle chunk, middle chunks, of the last chunk.
+DEEPSEEK_V3_LAYOUT_MAP: dict[tuple[int, int], tuple[int, int, int, int]] = {
+    (16, 1): (4, 4, 14, 1), (8, 2): (4, 4, 14, 1), (4, 4): (4, 4, 14, 1),
+    (8, 1): (8, 8, 6, 5), (4, 2): (8, 8, 6, 5), (4, 1): (16, 16, 2, 13),
+}
+
+
+def deepseek_v3_layout(pp: int, vp: int, mtp_layers: int) -> str:
+    """The recipe's DeepSeek-V3 layout (``DEEPSEEK_V3_LAYOUT_MAP``) as a Megatron layout
+    string, or "" where the map has no (pp, vp) (the recipe then sets none)."""
+    if (pp, vp) not in DEEPSEEK_V3_LAYOUT_MAP:
+        return ""
+    first, mid, chunks, last = DEEPSEEK_V3_LAYOUT_MAP[(pp, vp)]
+    return (f"Et*{first}|(t*{mid}|)*{chunks}" + (f"t*{last}" if last > 1 else "t")
+            + "m" * mtp_layers + "L")
+
+
 def _bridge_layout(row: Mapping[str, str]) -> Cell:
-    """A custom pipeline layout (``BRIDGE_2509``) as even chunks: the row's p x v chunks,
-    with the embedding, the loss and an MTP module counted as layers of the split; or
-    Megatron's account_for_embedding/loss_in_pipeline_split alone."""
+    """A custom pipeline layout (``BRIDGE_2509``, or the DeepSeek-V3 recipe's map,
+    ``deepseek_v3_layout``) as even chunks: the row's p x v chunks, with the embedding,
+    the loss and an MTP module counted as layers of the split; or Megatron's
+    account_for_embedding/loss_in_pipeline_split alone."""
     row = _recipe(row)
     layout = row.get("pipeline_layout", "").strip()
+    if not layout and row["model"].strip().startswith("DeepSeekV3"):
+        mtp = row["recipe_mtp_num_layers"].strip()
+        layout = deepseek_v3_layout(int(_number(row["pp"], 1)), int(_number(row["vp"], 1)),
+                                    int(mtp) if mtp.isdigit() else int("MTP" in row["model"]))
     if not layout:
         if row.get("pipeline_split_embedding", "").strip() == "True":
             return exact(pipeline_split_embedding=1)

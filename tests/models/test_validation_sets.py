@@ -184,6 +184,51 @@ def test_bridge_25_09_deepseek_h100_row_by_hand():
     assert any(n.startswith("custom pipeline layout Et|(tt|)*30mL") for n in case.notes)
 
 
+def _expand_layout(layout: str) -> list[str]:
+    """A Megatron layout string's chunks, repeats expanded (``(X)*n``, ``t*n``)."""
+    import re
+
+    text = layout
+    while "(" in text:
+        text = re.sub(r"\(([^()]*)\)\*(\d+)", lambda m: m.group(1) * int(m.group(2)), text)
+    text = re.sub(r"([tm])\*(\d+)", lambda m: m.group(1) * int(m.group(2)), text)
+    return text.split("|")
+
+
+def test_bridge_deepseek_v3_rows_take_the_recipe_layout():
+    from jaxmodel.models import validation_sets as vs
+    from jaxmodel.models.refined.pipeline import _stage_split
+
+    # Megatron-Bridge's DeepSeek-V3 recipe sets the pipeline layout from its
+    # (pp, vp) map in every release (set_deepseek_v3_pipeline_model_parallel_layout);
+    # for (16, 1) and (8, 2): [embedding + 4 decoder], 14 x [4 decoder],
+    # [1 decoder + mtp + loss] -- the string Megatron-LM's B200 MoE recipe writes
+    # as Et*4|(tttt|)*14tmL.  Every map entry holds DeepSeek-V3's 61 layers.
+    assert vs.deepseek_v3_layout(16, 1, 1) == "Et*4|(t*4|)*14tmL"
+    assert vs.deepseek_v3_layout(8, 2, 0) == "Et*4|(t*4|)*14tL"
+    assert vs.deepseek_v3_layout(8, 4, 1) == ""  # not in the map: the recipe sets none
+    for (pp, vp) in vs.DEEPSEEK_V3_LAYOUT_MAP:
+        chunks = _expand_layout(vs.deepseek_v3_layout(pp, vp, 1))
+        assert len(chunks) == pp * vp
+        assert sum(c.count("t") for c in chunks) == 61
+        assert chunks[0].startswith("E") and chunks[-1].endswith("mL")
+    # Before: the 26.x and 25.11 rows kept Megatron's default split, 61 layers over 16
+    # stages as ceil(61 / 16) = 4 each with the MTP module and the loss on top of the
+    # last stage's 4, the busiest.  Now: 61 + embedding + loss + module = 64 units over
+    # 16 chunks, 4 each: the first stage 3 layers (+ embedding), the last 2 (+ module
+    # and loss), the middle ones 4.
+    cases = _by_label(BRIDGE)
+    for label in ("mb0091", "mb0137", "mb0181", "mb0218", "mb0256"):
+        case = cases[label]
+        _has(case, pipeline_split_embedding=1, mtp_in_pipeline_split=1, mtp_layers=1)
+        assert any(n.startswith("custom pipeline layout Et*4|(t*4|)*14tmL")
+                   for n in case.notes), label
+    assert _stage_split(cases["mb0137"].inputs) == (4, 3, 2, 1)
+    # mb0091, p 8 v 2: two chunks of 4 units a stage, 8 layers in the middle stages,
+    # 7 (+ embedding) on the first, 6 (+ module and loss) on the last.
+    assert _stage_split(cases["mb0091"].inputs) == (8, 7, 6, 1)
+
+
 def test_bridge_rows_the_model_cannot_express_say_why():
     cases = _by_label(BRIDGE)
     nemotron = [cases[r["row_id"]] for r in _rows(BRIDGE.file)
