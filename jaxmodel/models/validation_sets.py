@@ -566,9 +566,47 @@ BRIDGE_2509: dict[tuple[str, str], dict[str, str]] = {
 }
 
 
+# DeepSeek-V3 on DGX-B200 at t1 p16 e8 (25.11, 26.02, 26.02.01, 26.04): the CSV read these
+# rows' recipe columns from the MXFP8 preset of the tagged release, which by then ran
+# t1 p8 v2 e32 with DeepEP, the a2a overlap, Transformer Engine graphs and the mlp
+# recompute (its recipe_parallel_mismatch: "pp: table=16 recipe=8; vp: table=n/a
+# recipe=2; ep: table=8 recipe=32").  The rows' own layout is a preset of the same files
+# in the era that published it, whose settings are read here instead:
+#  * 26.02-26.04 (GBS 4096): scripts/performance/configs/deepseek/
+#    deepseek_workload_base_configs.py (the search index's file id 52245127557):
+#    DEEPSEEK_V3_PRETRAIN_CONFIG_B200_V1 = pp 16, ep 8, recompute_modules
+#    ["mla_up_proj"], moe_flex_dispatcher_backend "hybridep", moe_a2a_overlap False, no
+#    cuda_graph_impl (WorkloadBaseConfig's None: the recipe's "none"); B200_V2 = V1 with
+#    GBS 4096, and B200_FP8_MX_V2 = B200_FP8_CS_V2 = B200_V2: the table's MXFP8 t1 p16 e8
+#    GBS 4096 exactly.
+#  * 25.11 (GBS 2048): scripts/performance/configs/deepseek/workload_base_configs.py
+#    (commit 0fa501acee1ebfe3d1ab8088b638e2089d800df6): DEEPSEEK_V3_B200_FP8_MX_BASE_CONFIG
+#    = DEEPSEEK_V3_B200_FP8_CS_BASE_CONFIG = pp 16, ep 8, GBS 2048, recompute_modules
+#    ["mla_up_proj"], no CUDA graphs; deepseek_llm_pretrain.py's deepseek_v3_b200_config
+#    (the index's file id 33719534942) builds it with enable_deepep=False and no a2a
+#    overlap: Megatron-Core's alltoall dispatcher.
+_DEEPSEEK_B200_P16 = {"recipe_recompute_granularity": "selective",
+                      "recipe_recompute_modules": '["mla_up_proj"]',
+                      "recipe_cuda_graph_impl": "none", "recipe_cuda_graph_scope": "unset",
+                      "recipe_moe_token_dispatcher": "flex (HybridEP)",
+                      "recipe_ep_a2a_overlap": "False", "recipe_parallel_mismatch": "none"}
+BRIDGE_DEEPSEEK_B200_P16: dict[str, dict[str, str]] = {
+    "25.11": {**_DEEPSEEK_B200_P16, "recipe_moe_token_dispatcher": "alltoall"},
+    "26.02": _DEEPSEEK_B200_P16,
+    "26.02.01": _DEEPSEEK_B200_P16,
+    "26.04": _DEEPSEEK_B200_P16,
+}
+
+
 def _recipe(row: Mapping[str, str]) -> Mapping[str, str]:
-    """The row with 25.09's recipe settings (``BRIDGE_2509``) filled in."""
-    if row["release"].strip() != "25.09":
+    """The row with 25.09's recipe settings (``BRIDGE_2509``) filled in, and those of the
+    DeepSeek-V3 B200 t1 p16 e8 preset (``BRIDGE_DEEPSEEK_B200_P16``) for its rows."""
+    release = row["release"].strip()
+    if (row["model"].strip().startswith("DeepSeekV3") and row["system"].strip() == "DGX-B200"
+            and (row["tp"].strip(), row["pp"].strip(), row["ep"].strip()) == ("1", "16", "8")
+            and release in BRIDGE_DEEPSEEK_B200_P16):
+        return {**row, **BRIDGE_DEEPSEEK_B200_P16[release]}
+    if release != "25.09":
         return row
     return {**row, **BRIDGE_2509.get((row["model"].strip(), row["system"].strip()), {})}
 

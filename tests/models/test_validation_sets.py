@@ -229,6 +229,29 @@ def test_bridge_deepseek_v3_rows_take_the_recipe_layout():
     assert _stage_split(cases["mb0091"].inputs) == (8, 7, 6, 1)
 
 
+def test_bridge_deepseek_v3_b200_p16_rows_read_their_own_preset():
+    # mb0137 / mb0181 / mb0218 (26.04, 26.02.01, 26.02): MXFP8 t1 p16 e8 GBS 4096 on 256
+    # B200.  The CSV's recipe columns come from the tagged release's MXFP8 preset, t1 p8
+    # v2 e32 (DeepEP, a2a overlap, TE graphs of attn/moe_router/moe_preprocess); the
+    # rows' own layout is DEEPSEEK_V3_PRETRAIN_CONFIG_B200_V2 (= B200_FP8_MX_V2 in the
+    # era's deepseek_workload_base_configs.py): HybridEP (flex), moe_a2a_overlap False,
+    # recompute ["mla_up_proj"], no CUDA graphs.  d = 256 / 16 = 16, m = 4096 / 16 = 256.
+    cases = _by_label(BRIDGE)
+    for label in ("mb0137", "mb0181", "mb0218"):
+        _has(cases[label], pipeline_parallel=16, expert_parallel=8, gradient_accum_steps=256,
+             moe_dispatcher=1, ep_overlap=0, cuda_graphs=0, recompute=0, mla_recompute=1,
+             moe_recompute=0, precision=2)
+        assert not any(n.startswith("recipe settings read from a recipe of another layout")
+                       for n in cases[label].notes), label
+        assert not any("mlp" in n for n in cases[label].notes), label
+    # mb0256 (25.11, w/ MTP, GBS 2048): DEEPSEEK_V3_B200_FP8_MX_BASE_CONFIG, built with
+    # enable_deepep=False: the alltoall dispatcher; m = 2048 / 16 = 128.
+    _has(cases["mb0256"], gradient_accum_steps=128, moe_dispatcher=0, ep_overlap=0,
+         cuda_graphs=0, mla_recompute=1, mtp_layers=1)
+    # The t1 p8 v2 e32 row (mb0091, 26.04.01) keeps the columns its own preset gave.
+    _has(cases["mb0091"], moe_dispatcher=1, ep_overlap=1, cuda_graphs=1)
+
+
 def test_bridge_rows_the_model_cannot_express_say_why():
     cases = _by_label(BRIDGE)
     nemotron = [cases[r["row_id"]] for r in _rows(BRIDGE.file)
@@ -312,10 +335,11 @@ def test_layouts_with_the_mtp_module_count_it_in_the_pipeline_split():
     _has(cases["DeepSeek-V3 B200 MXFP8"], virtual_stages=2, pipeline_split_embedding=1,
          mtp_in_pipeline_split=1)
     _has(cases["Qwen3-235B-A22B B200 MXFP8"], mtp_in_pipeline_split=None)
-    # Megatron-Bridge's CSV documents no pipeline layout: its DeepSeek-V3 MTP rows
-    # leave the input at its default.
+    # Megatron-Bridge's CSV documents no pipeline layout, but its DeepSeek-V3 recipe
+    # sets one for every (pp, vp) of these rows, with the module a unit of the split
+    # (test_bridge_deepseek_v3_rows_take_the_recipe_layout).
     for label in ("mb0091", "mb0137", "mb0181", "mb0218", "mb0256"):
-        _has(_by_label(BRIDGE)[label], mtp_layers=1, mtp_in_pipeline_split=None)
+        _has(_by_label(BRIDGE)[label], mtp_layers=1, mtp_in_pipeline_split=1)
 
 
 def test_torchtitan_interleaved_3d_row_by_hand():
