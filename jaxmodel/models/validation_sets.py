@@ -78,12 +78,16 @@ beside the rows that use it):
   0, ``flex`` (DeepEP or HybridEP) -> 1; EP all-to-all overlap on ->
   ``ep_overlap`` 1 (Combined 1F1B: the steady phase hides the all-to-all);
   multi-token prediction -> ``mtp_layers``, else not
-  expressible; a custom pipeline layout whose chunks hold the module (an ``m``
-  in the MoE recipes' ``yaml_pp_layout``) -> ``mtp_in_pipeline_split`` 1, else
-  0 (Megatron-Bridge's CSV documents no layout: its rows keep the default, except
-  25.09's, whose layouts ``BRIDGE_2509`` reads, and DeepSeek-V3's, which take the
-  layout its recipe sets for the row's pp and vp in every release,
-  ``deepseek_v3_layout``).
+  expressible.
+* A custom pipeline layout (the MoE recipes' ``yaml_pp_layout``; Megatron-Bridge's
+  CSV documents none, but 25.09's scripts name one, ``BRIDGE_2509``, and
+  DeepSeek-V3's recipe sets one for the row's pp and vp in every release,
+  ``deepseek_v3_layout``): chunk ``i`` on stage ``i mod p``; where the embedding
+  sits on the first stage, the loss and the MTP modules on the last, and the other
+  stages hold what the last one's layer count leaves them (``last_stage_layers``),
+  that count, exactly; otherwise even chunks with the embedding, loss and an
+  ``m`` counted as layers (``pipeline_split_embedding`` 1,
+  ``mtp_in_pipeline_split`` 1, listed).
 * Megatron-Bridge 25.09: the CSV reads no recipe for it; its settings (recompute, CUDA
   graphs, dispatcher, TP and EP overlap, FSDP, MTP, pipeline layout) come from the
   25.09-era performance scripts, ``BRIDGE_2509`` (the source and how it is dated
@@ -776,10 +780,7 @@ def _bridge_layout(row: Mapping[str, str]) -> Cell:
     if stages != chunks:
         return approx(f"recipe pipeline layout {layout} ({stages} chunks) not the row's "
                       f"p x v = {chunks}: the row's own layout is used")
-    mtp = {"mtp_in_pipeline_split": 1} if "m" in layout else {}
-    return approx(f"custom pipeline layout {layout} as even chunks, embedding, loss"
-                  + (" and MTP module" if mtp else "") + " counted as layers",
-                  pipeline_split_embedding=1, **mtp)
+    return _layout_way(layout, int(_number(row["pp"], 1)), int(_number(row["vp"], 1)))
 
 
 def _bridge_measure(row: Mapping[str, str], x: Mapping[str, float]
@@ -908,6 +909,58 @@ def _pipeline_stages(layout: str) -> int:
     return text.count("|") + 1
 
 
+def _layout_chunks(layout: str) -> list[str]:
+    """A Megatron layout's chunks, repeats expanded (``(X)*n``, ``t*n``, ``m*n``)."""
+    import re
+
+    text = layout
+    while "(" in text:
+        text = re.sub(r"\(([^()]*)\)\*(\d+)", lambda m: m.group(1) * int(m.group(2)), text)
+    text = re.sub(r"([tmEL])\*(\d+)", lambda m: m.group(1) * int(m.group(2)), text)
+    return text.split("|")
+
+
+def last_stage_layers(layout: str, p: int) -> int | None:
+    """The ``last_stage_layers`` that reads a Megatron layout exactly, or None.
+
+    Megatron-Core assigns chunk ``i`` of the ``p v`` to stage ``i mod p``
+    (``pipeline_parallel_layer_layout.py``).  The layout is exact as the last stage's
+    decoder layers ``Z`` when the embedding is on the first stage, the loss and every
+    MTP module on the last, and the other stages hold what ``Z`` gives them
+    (``jaxmodel.models.refined.pipeline``: ``ceil((L - Z) / (p - 1))`` each, the first
+    the remainder).
+    """
+    chunks = _layout_chunks(layout)
+    if p < 2 or len(chunks) % p:
+        return None
+    stages = [sum(c.count("t") for c in chunks[i::p]) for i in range(p)]
+    held = ["".join(chunks[i::p]) for i in range(p)]
+    if ("E" not in held[0] or "L" not in held[-1]
+            or any("m" in h or "L" in h for h in held[:-1])
+            or any("E" in h for h in held[1:])):
+        return None
+    layers, z = sum(stages), stages[-1]
+    if z < 1:
+        return None
+    per = -(-(layers - z) // (p - 1))
+    want = [layers - z - (p - 2) * per] + [per] * (p - 2) + [z]
+    return z if stages == want else None
+
+
+def _layout_way(layout: str, p: int, v: int) -> Cell:
+    """A custom pipeline layout as inputs: exactly as ``last_stage_layers`` where
+    it reads so (the embedding and loss beside the layers of the first and last
+    stages, uncounted, as the layout places them), else as even chunks with the
+    embedding, loss and MTP module counted as layers."""
+    z = last_stage_layers(layout, p)
+    if z is not None:
+        return exact(last_stage_layers=z, pipeline_split_embedding=0, mtp_in_pipeline_split=0)
+    mtp = {"mtp_in_pipeline_split": 1} if "m" in layout else {}
+    return approx(f"custom pipeline layout {layout} as even chunks, embedding, loss"
+                  + (" and MTP module" if mtp else "") + " counted as layers",
+                  pipeline_split_embedding=1, **mtp)
+
+
 def _recipe_layers(row: Mapping[str, str]) -> Cell:
     p = _number(row["pp"], 1)
     layout = row["yaml_pp_layout"].strip()
@@ -915,6 +968,9 @@ def _recipe_layers(row: Mapping[str, str]) -> Cell:
         stages = _pipeline_stages(layout)
         # An m in the layout (Megatron-Core's pipeline_parallel_layer_layout.py:
         # the multi-token-prediction module) gives the module a unit of the split.
+        if last_stage_layers(layout, int(p)) is not None:
+            (way,) = _layout_way(layout, int(p), stages // int(p))
+            return (Way({**way.inputs, "virtual_stages": stages // int(p)}, way.note),)
         if "m" in layout:
             return approx(f"custom pipeline layout {layout} as {stages // int(p)} even "
                           "chunks per stage, embedding, loss and MTP module counted as "

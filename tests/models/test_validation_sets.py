@@ -173,15 +173,18 @@ def test_bridge_25_09_deepseek_h100_row_by_hand():
     # moe_dispatcher 1), moe_a2a_1f1b_overrides (ep_overlap 1), no TP overlap (the
     # DeepSeek recipe's CommOverlapConfig(tp_comm_overlap=False)), no CUDA graphs,
     # the recipe's one MTP module, layout Et|(tt|)*30mL: 32 chunks = p x v = 8 x 4,
-    # with the embedding, loss and MTP module in the split.
+    # chunk i on stage i mod 8: the last stage holds chunks 7, 15, 23 and 31, 2 + 2 + 2
+    # + 0 = 6 layers (+ MTP module and loss), the first 1 + 2 + 2 + 2 = 7 (+ embedding),
+    # the others 8: last_stage_layers 6 (55 over 7 stages, 8 each, the first 7).
     # d = 1024 / (2 x 8) = 64; m = 8192 / (1 x 64) = 128.
     case = _by_label(BRIDGE)["mb0290"]
     _has(case, tensor_parallel=2, pipeline_parallel=8, virtual_stages=4, expert_parallel=64,
          gradient_accum_steps=128, recompute=0, moe_recompute=0, mla_recompute=1,
          moe_dispatcher=1, ep_overlap=1, tp_overlap=0, cuda_graphs=0, mtp_layers=1,
-         pipeline_split_embedding=1, mtp_in_pipeline_split=1, precision=1)
+         last_stage_layers=6, pipeline_split_embedding=0, mtp_in_pipeline_split=0,
+         precision=1)
     assert any("mlp" in n for n in case.notes)
-    assert any(n.startswith("custom pipeline layout Et|(tt|)*30mL") for n in case.notes)
+    assert not any("pipeline layout" in n for n in case.notes)
 
 
 def _expand_layout(layout: str) -> list[str]:
@@ -214,19 +217,23 @@ def test_bridge_deepseek_v3_rows_take_the_recipe_layout():
         assert chunks[0].startswith("E") and chunks[-1].endswith("mL")
     # Before: the 26.x and 25.11 rows kept Megatron's default split, 61 layers over 16
     # stages as ceil(61 / 16) = 4 each with the MTP module and the loss on top of the
-    # last stage's 4, the busiest.  Now: 61 + embedding + loss + module = 64 units over
-    # 16 chunks, 4 each: the first stage 3 layers (+ embedding), the last 2 (+ module
-    # and loss), the middle ones 4.
+    # last stage's 4, the busiest.  Now the layout, chunk i on stage i mod p: on p 16
+    # the last stage holds 1 layer (+ module and loss), the others 60 / 15 = 4 (the
+    # first + embedding): last_stage_layers 1.  On p 8 v 2 (mb0091) the last stage
+    # holds chunks 7 and 15, 4 + 1 = 5 layers, the others 56 / 7 = 8: 5.
     cases = _by_label(BRIDGE)
-    for label in ("mb0091", "mb0137", "mb0181", "mb0218", "mb0256"):
+    for label, z in (("mb0091", 5), ("mb0137", 1), ("mb0181", 1), ("mb0218", 1),
+                     ("mb0256", 1)):
         case = cases[label]
-        _has(case, pipeline_split_embedding=1, mtp_in_pipeline_split=1, mtp_layers=1)
-        assert any(n.startswith("custom pipeline layout Et*4|(t*4|)*14tmL")
-                   for n in case.notes), label
-    assert _stage_split(cases["mb0137"].inputs) == (4, 3, 2, 1)
-    # mb0091, p 8 v 2: two chunks of 4 units a stage, 8 layers in the middle stages,
-    # 7 (+ embedding) on the first, 6 (+ module and loss) on the last.
-    assert _stage_split(cases["mb0091"].inputs) == (8, 7, 6, 1)
+        _has(case, last_stage_layers=z, pipeline_split_embedding=0, mtp_in_pipeline_split=0,
+             mtp_layers=1)
+        assert not any("pipeline layout" in n for n in case.notes), label
+    assert _stage_split(cases["mb0137"].inputs) == (4, 4, 1, 0)
+    assert _stage_split(cases["mb0091"].inputs) == (8, 8, 5, 0)
+    # A layout that puts the module on another stage than the loss's is not a
+    # last_stage_layers: it stays even chunks (Megatron-LM's H100 FP8 MoE recipe).
+    assert vs.last_stage_layers("Et*3|(tt|)*29m|L", 8) is None
+    assert vs.last_stage_layers("Et|(tt|)*30mL", 8) == 6
 
 
 def test_bridge_deepseek_v3_b200_p16_rows_read_their_own_preset():
@@ -332,14 +339,15 @@ def test_layouts_with_the_mtp_module_count_it_in_the_pipeline_split():
     # on PP8 (v = 2), the m a unit of the split.  No layout (the Qwen3 rows) keeps
     # the module placement at its default.
     cases = _by_label(MOE_RECIPES)
-    _has(cases["DeepSeek-V3 B200 MXFP8"], virtual_stages=2, pipeline_split_embedding=1,
-         mtp_in_pipeline_split=1)
+    # Chunks 7 and 15 on the last stage: 4 + 1 layers (last_stage_layers 5).
+    _has(cases["DeepSeek-V3 B200 MXFP8"], virtual_stages=2, last_stage_layers=5,
+         pipeline_split_embedding=0, mtp_in_pipeline_split=0)
     _has(cases["Qwen3-235B-A22B B200 MXFP8"], mtp_in_pipeline_split=None)
     # Megatron-Bridge's CSV documents no pipeline layout, but its DeepSeek-V3 recipe
-    # sets one for every (pp, vp) of these rows, with the module a unit of the split
-    # (test_bridge_deepseek_v3_rows_take_the_recipe_layout).
+    # sets one for every (pp, vp) of these rows: the module on the last stage beside
+    # its layers (test_bridge_deepseek_v3_rows_take_the_recipe_layout).
     for label in ("mb0091", "mb0137", "mb0181", "mb0218", "mb0256"):
-        _has(_by_label(BRIDGE)[label], mtp_layers=1, mtp_in_pipeline_split=1)
+        _has(_by_label(BRIDGE)[label], mtp_layers=1, mtp_in_pipeline_split=0)
 
 
 def test_torchtitan_interleaved_3d_row_by_hand():
