@@ -82,10 +82,16 @@ beside the rows that use it):
   0, ``flex`` (DeepEP or HybridEP) -> 1; EP all-to-all overlap on ->
   ``ep_overlap`` 1 (Combined 1F1B: the steady phase hides the all-to-all);
   multi-token prediction -> ``mtp_layers``, else not
-  expressible; a custom pipeline layout whose chunks hold the module (an ``m``
-  in the MoE recipes' ``yaml_pp_layout``) -> ``mtp_in_pipeline_split`` 1, else
-  0 (Megatron-Bridge's CSV documents no layout: its rows keep the default, except
-  25.09's, whose layouts ``BRIDGE_2509`` reads).
+  expressible.
+* A custom pipeline layout (the MoE recipes' ``yaml_pp_layout``; Megatron-Bridge's
+  CSV documents none, but 25.09's scripts name one, ``BRIDGE_2509``, and
+  DeepSeek-V3's recipe sets one for the row's pp and vp in every release,
+  ``deepseek_v3_layout``): chunk ``i`` on stage ``i mod p``; where the embedding
+  sits on the first stage, the loss and the MTP modules on the last, and the other
+  stages hold what the last one's layer count leaves them (``last_stage_layers``),
+  that count, exactly; otherwise even chunks with the embedding, loss and an
+  ``m`` counted as layers (``pipeline_split_embedding`` 1,
+  ``mtp_in_pipeline_split`` 1, listed).
 * Megatron-Bridge 25.09: the CSV reads no recipe for it; its settings (recompute, CUDA
   graphs, dispatcher, TP and EP overlap, FSDP, MTP, pipeline layout) come from the
   25.09-era performance scripts, ``BRIDGE_2509`` (the source and how it is dated
@@ -586,9 +592,47 @@ BRIDGE_2509: dict[tuple[str, str], dict[str, str]] = {
 }
 
 
+# DeepSeek-V3 on DGX-B200 at t1 p16 e8 (25.11, 26.02, 26.02.01, 26.04): the CSV read these
+# rows' recipe columns from the MXFP8 preset of the tagged release, which by then ran
+# t1 p8 v2 e32 with DeepEP, the a2a overlap, Transformer Engine graphs and the mlp
+# recompute (its recipe_parallel_mismatch: "pp: table=16 recipe=8; vp: table=n/a
+# recipe=2; ep: table=8 recipe=32").  The rows' own layout is a preset of the same files
+# in the era that published it, whose settings are read here instead:
+#  * 26.02-26.04 (GBS 4096): scripts/performance/configs/deepseek/
+#    deepseek_workload_base_configs.py (the search index's file id 52245127557):
+#    DEEPSEEK_V3_PRETRAIN_CONFIG_B200_V1 = pp 16, ep 8, recompute_modules
+#    ["mla_up_proj"], moe_flex_dispatcher_backend "hybridep", moe_a2a_overlap False, no
+#    cuda_graph_impl (WorkloadBaseConfig's None: the recipe's "none"); B200_V2 = V1 with
+#    GBS 4096, and B200_FP8_MX_V2 = B200_FP8_CS_V2 = B200_V2: the table's MXFP8 t1 p16 e8
+#    GBS 4096 exactly.
+#  * 25.11 (GBS 2048): scripts/performance/configs/deepseek/workload_base_configs.py
+#    (commit 0fa501acee1ebfe3d1ab8088b638e2089d800df6): DEEPSEEK_V3_B200_FP8_MX_BASE_CONFIG
+#    = DEEPSEEK_V3_B200_FP8_CS_BASE_CONFIG = pp 16, ep 8, GBS 2048, recompute_modules
+#    ["mla_up_proj"], no CUDA graphs; deepseek_llm_pretrain.py's deepseek_v3_b200_config
+#    (the index's file id 33719534942) builds it with enable_deepep=False and no a2a
+#    overlap: Megatron-Core's alltoall dispatcher.
+_DEEPSEEK_B200_P16 = {"recipe_recompute_granularity": "selective",
+                      "recipe_recompute_modules": '["mla_up_proj"]',
+                      "recipe_cuda_graph_impl": "none", "recipe_cuda_graph_scope": "unset",
+                      "recipe_moe_token_dispatcher": "flex (HybridEP)",
+                      "recipe_ep_a2a_overlap": "False", "recipe_parallel_mismatch": "none"}
+BRIDGE_DEEPSEEK_B200_P16: dict[str, dict[str, str]] = {
+    "25.11": {**_DEEPSEEK_B200_P16, "recipe_moe_token_dispatcher": "alltoall"},
+    "26.02": _DEEPSEEK_B200_P16,
+    "26.02.01": _DEEPSEEK_B200_P16,
+    "26.04": _DEEPSEEK_B200_P16,
+}
+
+
 def _recipe(row: Mapping[str, str]) -> Mapping[str, str]:
-    """The row with 25.09's recipe settings (``BRIDGE_2509``) filled in."""
-    if row["release"].strip() != "25.09":
+    """The row with 25.09's recipe settings (``BRIDGE_2509``) filled in, and those of the
+    DeepSeek-V3 B200 t1 p16 e8 preset (``BRIDGE_DEEPSEEK_B200_P16``) for its rows."""
+    release = row["release"].strip()
+    if (row["model"].strip().startswith("DeepSeekV3") and row["system"].strip() == "DGX-B200"
+            and (row["tp"].strip(), row["pp"].strip(), row["ep"].strip()) == ("1", "16", "8")
+            and release in BRIDGE_DEEPSEEK_B200_P16):
+        return {**row, **BRIDGE_DEEPSEEK_B200_P16[release]}
+    if release != "25.09":
         return row
     return {**row, **BRIDGE_2509.get((row["model"].strip(), row["system"].strip()), {})}
 
@@ -709,12 +753,46 @@ def _bridge_mismatch(row: Mapping[str, str]) -> Cell:
                   "recipe_parallel_mismatch; the row's own layout is used)")
 
 
+# The pipeline layout Megatron-Bridge's DeepSeek-V3 recipe sets for every (pp, vp) it
+# knows, every release: ``set_deepseek_v3_pipeline_model_parallel_layout``
+# (src/megatron/bridge/recipes/deepseek/deepseek_v3.py, the search index's file id
+# 19324893737), called by ``deepseek_v3_pretrain_config`` and again by the perf configs
+# after they set the row's pp and vp (25.11: scripts/performance/configs/deepseek/
+# deepseek_llm_pretrain.py passes them to the recipe with ``layout=None``; 26.x: "if
+# base_cfg.pp_layout: ... else: # Recompute layout based on updated PP/VP sizes
+# set_deepseek_v3_pipeline_model_parallel_layout(cfg.model)"; the flat perf_recipes/
+# deepseek/b200/deepseek_v3.py calls it in every B200 recipe).  Its map, per stage
+# (``last_layer = ["mtp"] * mtp_num_layers + ["loss"]``): (16, 1), (8, 2) and (4, 4):
+# embedding + 4 decoder layers, 14 x 4, 1 + last_layer; (8, 1) and (4, 2): embedding + 8,
+# 6 x 8, 5 + last_layer; (4, 1): embedding + 16, 16, 16, 13 + last_layer.  Key: decoder
+# layers of the first chunk, of each middle chunk, middle chunks, of the last chunk.
+DEEPSEEK_V3_LAYOUT_MAP: dict[tuple[int, int], tuple[int, int, int, int]] = {
+    (16, 1): (4, 4, 14, 1), (8, 2): (4, 4, 14, 1), (4, 4): (4, 4, 14, 1),
+    (8, 1): (8, 8, 6, 5), (4, 2): (8, 8, 6, 5), (4, 1): (16, 16, 2, 13),
+}
+
+
+def deepseek_v3_layout(pp: int, vp: int, mtp_layers: int) -> str:
+    """The recipe's DeepSeek-V3 layout (``DEEPSEEK_V3_LAYOUT_MAP``) as a Megatron layout
+    string, or "" where the map has no (pp, vp) (the recipe then sets none)."""
+    if (pp, vp) not in DEEPSEEK_V3_LAYOUT_MAP:
+        return ""
+    first, mid, chunks, last = DEEPSEEK_V3_LAYOUT_MAP[(pp, vp)]
+    return (f"Et*{first}|(t*{mid}|)*{chunks}" + (f"t*{last}" if last > 1 else "t")
+            + "m" * mtp_layers + "L")
+
+
 def _bridge_layout(row: Mapping[str, str]) -> Cell:
-    """A custom pipeline layout (``BRIDGE_2509``) as even chunks: the row's p x v chunks,
-    with the embedding, the loss and an MTP module counted as layers of the split; or
-    Megatron's account_for_embedding/loss_in_pipeline_split alone."""
+    """A custom pipeline layout (``BRIDGE_2509``, or the DeepSeek-V3 recipe's map,
+    ``deepseek_v3_layout``) as even chunks: the row's p x v chunks, with the embedding,
+    the loss and an MTP module counted as layers of the split; or Megatron's
+    account_for_embedding/loss_in_pipeline_split alone."""
     row = _recipe(row)
     layout = row.get("pipeline_layout", "").strip()
+    if not layout and row["model"].strip().startswith("DeepSeekV3"):
+        mtp = row["recipe_mtp_num_layers"].strip()
+        layout = deepseek_v3_layout(int(_number(row["pp"], 1)), int(_number(row["vp"], 1)),
+                                    int(mtp) if mtp.isdigit() else int("MTP" in row["model"]))
     if not layout:
         if row.get("pipeline_split_embedding", "").strip() == "True":
             return exact(pipeline_split_embedding=1)
@@ -724,10 +802,7 @@ def _bridge_layout(row: Mapping[str, str]) -> Cell:
     if stages != chunks:
         return approx(f"recipe pipeline layout {layout} ({stages} chunks) not the row's "
                       f"p x v = {chunks}: the row's own layout is used")
-    mtp = {"mtp_in_pipeline_split": 1} if "m" in layout else {}
-    return approx(f"custom pipeline layout {layout} as even chunks, embedding, loss"
-                  + (" and MTP module" if mtp else "") + " counted as layers",
-                  pipeline_split_embedding=1, **mtp)
+    return _layout_way(layout, int(_number(row["pp"], 1)), int(_number(row["vp"], 1)))
 
 
 def _bridge_measure(row: Mapping[str, str], x: Mapping[str, float]
@@ -856,6 +931,58 @@ def _pipeline_stages(layout: str) -> int:
     return text.count("|") + 1
 
 
+def _layout_chunks(layout: str) -> list[str]:
+    """A Megatron layout's chunks, repeats expanded (``(X)*n``, ``t*n``, ``m*n``)."""
+    import re
+
+    text = layout
+    while "(" in text:
+        text = re.sub(r"\(([^()]*)\)\*(\d+)", lambda m: m.group(1) * int(m.group(2)), text)
+    text = re.sub(r"([tmEL])\*(\d+)", lambda m: m.group(1) * int(m.group(2)), text)
+    return text.split("|")
+
+
+def last_stage_layers(layout: str, p: int) -> int | None:
+    """The ``last_stage_layers`` that reads a Megatron layout exactly, or None.
+
+    Megatron-Core assigns chunk ``i`` of the ``p v`` to stage ``i mod p``
+    (``pipeline_parallel_layer_layout.py``).  The layout is exact as the last stage's
+    decoder layers ``Z`` when the embedding is on the first stage, the loss and every
+    MTP module on the last, and the other stages hold what ``Z`` gives them
+    (``jaxmodel.models.refined.pipeline``: ``ceil((L - Z) / (p - 1))`` each, the first
+    the remainder).
+    """
+    chunks = _layout_chunks(layout)
+    if p < 2 or len(chunks) % p:
+        return None
+    stages = [sum(c.count("t") for c in chunks[i::p]) for i in range(p)]
+    held = ["".join(chunks[i::p]) for i in range(p)]
+    if ("E" not in held[0] or "L" not in held[-1]
+            or any("m" in h or "L" in h for h in held[:-1])
+            or any("E" in h for h in held[1:])):
+        return None
+    layers, z = sum(stages), stages[-1]
+    if z < 1:
+        return None
+    per = -(-(layers - z) // (p - 1))
+    want = [layers - z - (p - 2) * per] + [per] * (p - 2) + [z]
+    return z if stages == want else None
+
+
+def _layout_way(layout: str, p: int, v: int) -> Cell:
+    """A custom pipeline layout as inputs: exactly as ``last_stage_layers`` where
+    it reads so (the embedding and loss beside the layers of the first and last
+    stages, uncounted, as the layout places them), else as even chunks with the
+    embedding, loss and MTP module counted as layers."""
+    z = last_stage_layers(layout, p)
+    if z is not None:
+        return exact(last_stage_layers=z, pipeline_split_embedding=0, mtp_in_pipeline_split=0)
+    mtp = {"mtp_in_pipeline_split": 1} if "m" in layout else {}
+    return approx(f"custom pipeline layout {layout} as even chunks, embedding, loss"
+                  + (" and MTP module" if mtp else "") + " counted as layers",
+                  pipeline_split_embedding=1, **mtp)
+
+
 def _recipe_layers(row: Mapping[str, str]) -> Cell:
     p = _number(row["pp"], 1)
     layout = row["yaml_pp_layout"].strip()
@@ -863,6 +990,9 @@ def _recipe_layers(row: Mapping[str, str]) -> Cell:
         stages = _pipeline_stages(layout)
         # An m in the layout (Megatron-Core's pipeline_parallel_layer_layout.py:
         # the multi-token-prediction module) gives the module a unit of the split.
+        if last_stage_layers(layout, int(p)) is not None:
+            (way,) = _layout_way(layout, int(p), stages // int(p))
+            return (Way({**way.inputs, "virtual_stages": stages // int(p)}, way.note),)
         if "m" in layout:
             return approx(f"custom pipeline layout {layout} as {stages // int(p)} even "
                           "chunks per stage, embedding, loss and MTP module counted as "

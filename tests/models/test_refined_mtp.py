@@ -102,9 +102,9 @@ def test_deepseek_v3_mtp_module_is_the_published_14b():
 
 # --- the modules as units of the pipeline split (mtp_in_pipeline_split) ----------------
 
-def _split(p, v, layers, e, mtp, switch):
+def _split(p, v, layers, e, mtp, switch, last=0):
     x = SimpleNamespace(pipeline_split_embedding=float(e), mtp_layers=float(mtp),
-                        mtp_in_pipeline_split=float(switch))
+                        mtp_in_pipeline_split=float(switch), last_stage_layers=float(last))
     g = SimpleNamespace(L=float(layers), p=float(p), v=float(v), one_stage=float(p == 1))
     return tuple(float(n) for n in layers_per_stage(x, g))
 
@@ -123,6 +123,61 @@ def test_deepseek_v3_custom_layouts_split_the_module_as_a_unit():
     assert _split(8, 2, 61, 1, 1, 1) == (8.0, 7.0, 6.0)
     # One stage holds every layer, the module beside them.
     assert _split(1, 1, 61, 1, 1, 1) == (64.0, 61.0, 61.0)
+
+
+def test_last_stage_layers_reads_the_deepseek_v3_layouts_exactly():
+    # Megatron-Core puts chunk i of the p v on stage i mod p.  Megatron-Bridge's
+    # DeepSeek-V3 layout Et*4|(t*4|)*14tmL on p 16 v 1: the last stage t m L, 1
+    # layer; the others 4 each (the first E + 4): Z = 1, 60 / 15 = 4, the first
+    # 60 - 14 x 4 = 4.
+    assert _split(16, 1, 61, 0, 1, 0, last=1) == (4.0, 4.0, 1.0)
+    # The same on p 8 v 2: the last stage holds chunks 7 (t*4) and 15 (t m L), 5
+    # layers; the others chunks of 4 + 4: 56 / 7 = 8, the first 56 - 6 x 8 = 8.
+    assert _split(8, 2, 61, 0, 1, 0, last=5) == (8.0, 8.0, 5.0)
+    # Et|(tt|)*30mL on p 8 v 4: the last stage chunks 7, 15, 23, 31 = 2 + 2 + 2 + 0;
+    # 55 / 7 -> 8 a stage, the first 55 - 6 x 8 = 7 (chunks 0, 8, 16, 24: 1 + 2 + 2 + 2).
+    assert _split(8, 4, 61, 0, 1, 0, last=6) == (8.0, 7.0, 6.0)
+    # It overrides the units of the split, and means nothing on one stage.
+    assert _split(16, 1, 61, 1, 1, 1, last=1) == (4.0, 4.0, 1.0)
+    assert _split(1, 1, 61, 0, 1, 0, last=5) == (61.0, 61.0, 61.0)
+
+
+def test_busiest_stage_weighs_the_first_stage_on_two_stages():
+    from jaxmodel.models.refined.pipeline import busiest_stage
+
+    # p = 2 (no middle stage): 6 layers on the first, 2 on the last with the output
+    # layer.  Layer 1 s (forward 0.3, weight gradient 0.3), logits 1.5 s: the last
+    # stage takes 2 + 1.5 = 3.5 s, the first 6 s, which sets the pace.
+    g = SimpleNamespace(has_mid=0.0, pp_active=1.0)
+    lt = SimpleNamespace(layer_s=1.0, logit_s=1.5, embed_grad_s=0.0, layer_f=0.3,
+                         layer_w=0.3, logit_fwd_s=0.5)
+    stage = busiest_stage(g, 6.0, 6.0, 2.0, lt, (0.0, 0.0, 0.0))
+    assert float(stage.micro_compute) == 6.0 and float(stage.stage_layers) == 6.0
+    assert not bool(stage.last_busiest)
+    assert float(stage.stage_f) == pytest.approx(1.8)
+    # An even split (3 and 3): the last, 3 + 1.5 = 4.5 s.
+    stage = busiest_stage(g, 3.0, 3.0, 3.0, lt, (0.0, 0.0, 0.0))
+    assert float(stage.micro_compute) == 4.5 and bool(stage.last_busiest)
+    # One stage: the first is the last.
+    g1 = SimpleNamespace(has_mid=0.0, pp_active=0.0)
+    assert float(busiest_stage(g1, 61.0, 61.0, 61.0, lt, (0.0, 0.0, 0.0)).micro_compute) \
+        == 62.5
+
+
+def test_last_stage_layers_validity():
+    model = REFINED
+    base = {**model.defaults, "num_gpus": 64, "tensor_parallel": 1, "pipeline_parallel": 8,
+            "num_layers": 10, "gradient_accum_steps": 8}
+    # 10 layers, 1 on the last stage: 9 over 7 stages is 2 a stage (ceil), 9 - 6 x 2
+    # = -3 for the first: not a layout.
+    bad = {**base, "last_stage_layers": 1}
+    out = jaxmodel.api.evaluate_on_host(model, **bad)
+    assert not bool(out.valid_layout)
+    assert any("none for the first" in problem for problem, _ in
+               layout_reasons(bad, out._asdict()))
+    # 3 on the last: 7 over 7, one each.
+    ok = {**base, "last_stage_layers": 3}
+    assert bool(jaxmodel.api.evaluate_on_host(model, **ok).valid_layout)
 
 
 def test_deepseek_v3_uneven_note_names_the_module_on_the_last_stage():

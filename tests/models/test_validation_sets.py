@@ -193,15 +193,90 @@ def test_bridge_25_09_deepseek_h100_row_by_hand():
     # moe_dispatcher 1), moe_a2a_1f1b_overrides (ep_overlap 1), no TP overlap (the
     # DeepSeek recipe's CommOverlapConfig(tp_comm_overlap=False)), no CUDA graphs,
     # the recipe's one MTP module, layout Et|(tt|)*30mL: 32 chunks = p x v = 8 x 4,
-    # with the embedding, loss and MTP module in the split.
+    # chunk i on stage i mod 8: the last stage holds chunks 7, 15, 23 and 31, 2 + 2 + 2
+    # + 0 = 6 layers (+ MTP module and loss), the first 1 + 2 + 2 + 2 = 7 (+ embedding),
+    # the others 8: last_stage_layers 6 (55 over 7 stages, 8 each, the first 7).
     # d = 1024 / (2 x 8) = 64; m = 8192 / (1 x 64) = 128.
     case = _by_label(BRIDGE)["mb0290"]
     _has(case, tensor_parallel=2, pipeline_parallel=8, virtual_stages=4, expert_parallel=64,
          gradient_accum_steps=128, recompute=0, moe_recompute=0, mla_recompute=1,
          moe_dispatcher=1, ep_overlap=1, tp_overlap=0, cuda_graphs=0, mtp_layers=1,
-         pipeline_split_embedding=1, mtp_in_pipeline_split=1, precision=1)
+         last_stage_layers=6, pipeline_split_embedding=0, mtp_in_pipeline_split=0,
+         precision=1)
     assert any("mlp" in n for n in case.notes)
-    assert any(n.startswith("custom pipeline layout Et|(tt|)*30mL") for n in case.notes)
+    assert not any("pipeline layout" in n for n in case.notes)
+
+
+def _expand_layout(layout: str) -> list[str]:
+    """A Megatron layout string's chunks, repeats expanded (``(X)*n``, ``t*n``)."""
+    import re
+
+    text = layout
+    while "(" in text:
+        text = re.sub(r"\(([^()]*)\)\*(\d+)", lambda m: m.group(1) * int(m.group(2)), text)
+    text = re.sub(r"([tm])\*(\d+)", lambda m: m.group(1) * int(m.group(2)), text)
+    return text.split("|")
+
+
+def test_bridge_deepseek_v3_rows_take_the_recipe_layout():
+    from jaxmodel.models import validation_sets as vs
+    from jaxmodel.models.refined.pipeline import _stage_split
+
+    # Megatron-Bridge's DeepSeek-V3 recipe sets the pipeline layout from its
+    # (pp, vp) map in every release (set_deepseek_v3_pipeline_model_parallel_layout);
+    # for (16, 1) and (8, 2): [embedding + 4 decoder], 14 x [4 decoder],
+    # [1 decoder + mtp + loss] -- the string Megatron-LM's B200 MoE recipe writes
+    # as Et*4|(tttt|)*14tmL.  Every map entry holds DeepSeek-V3's 61 layers.
+    assert vs.deepseek_v3_layout(16, 1, 1) == "Et*4|(t*4|)*14tmL"
+    assert vs.deepseek_v3_layout(8, 2, 0) == "Et*4|(t*4|)*14tL"
+    assert vs.deepseek_v3_layout(8, 4, 1) == ""  # not in the map: the recipe sets none
+    for (pp, vp) in vs.DEEPSEEK_V3_LAYOUT_MAP:
+        chunks = _expand_layout(vs.deepseek_v3_layout(pp, vp, 1))
+        assert len(chunks) == pp * vp
+        assert sum(c.count("t") for c in chunks) == 61
+        assert chunks[0].startswith("E") and chunks[-1].endswith("mL")
+    # Before: the 26.x and 25.11 rows kept Megatron's default split, 61 layers over 16
+    # stages as ceil(61 / 16) = 4 each with the MTP module and the loss on top of the
+    # last stage's 4, the busiest.  Now the layout, chunk i on stage i mod p: on p 16
+    # the last stage holds 1 layer (+ module and loss), the others 60 / 15 = 4 (the
+    # first + embedding): last_stage_layers 1.  On p 8 v 2 (mb0091) the last stage
+    # holds chunks 7 and 15, 4 + 1 = 5 layers, the others 56 / 7 = 8: 5.
+    cases = _by_label(BRIDGE)
+    for label, z in (("mb0091", 5), ("mb0137", 1), ("mb0181", 1), ("mb0218", 1),
+                     ("mb0256", 1)):
+        case = cases[label]
+        _has(case, last_stage_layers=z, pipeline_split_embedding=0, mtp_in_pipeline_split=0,
+             mtp_layers=1)
+        assert not any("pipeline layout" in n for n in case.notes), label
+    assert _stage_split(cases["mb0137"].inputs) == (4, 4, 1, 0)
+    assert _stage_split(cases["mb0091"].inputs) == (8, 8, 5, 0)
+    # A layout that puts the module on another stage than the loss's is not a
+    # last_stage_layers: it stays even chunks (Megatron-LM's H100 FP8 MoE recipe).
+    assert vs.last_stage_layers("Et*3|(tt|)*29m|L", 8) is None
+    assert vs.last_stage_layers("Et|(tt|)*30mL", 8) == 6
+
+
+def test_bridge_deepseek_v3_b200_p16_rows_read_their_own_preset():
+    # mb0137 / mb0181 / mb0218 (26.04, 26.02.01, 26.02): MXFP8 t1 p16 e8 GBS 4096 on 256
+    # B200.  The CSV's recipe columns come from the tagged release's MXFP8 preset, t1 p8
+    # v2 e32 (DeepEP, a2a overlap, TE graphs of attn/moe_router/moe_preprocess); the
+    # rows' own layout is DEEPSEEK_V3_PRETRAIN_CONFIG_B200_V2 (= B200_FP8_MX_V2 in the
+    # era's deepseek_workload_base_configs.py): HybridEP (flex), moe_a2a_overlap False,
+    # recompute ["mla_up_proj"], no CUDA graphs.  d = 256 / 16 = 16, m = 4096 / 16 = 256.
+    cases = _by_label(BRIDGE)
+    for label in ("mb0137", "mb0181", "mb0218"):
+        _has(cases[label], pipeline_parallel=16, expert_parallel=8, gradient_accum_steps=256,
+             moe_dispatcher=1, ep_overlap=0, cuda_graphs=0, recompute=0, mla_recompute=1,
+             moe_recompute=0, precision=2)
+        assert not any(n.startswith("recipe settings read from a recipe of another layout")
+                       for n in cases[label].notes), label
+        assert not any("mlp" in n for n in cases[label].notes), label
+    # mb0256 (25.11, w/ MTP, GBS 2048): DEEPSEEK_V3_B200_FP8_MX_BASE_CONFIG, built with
+    # enable_deepep=False: the alltoall dispatcher; m = 2048 / 16 = 128.
+    _has(cases["mb0256"], gradient_accum_steps=128, moe_dispatcher=0, ep_overlap=0,
+         cuda_graphs=0, mla_recompute=1, mtp_layers=1)
+    # The t1 p8 v2 e32 row (mb0091, 26.04.01) keeps the columns its own preset gave.
+    _has(cases["mb0091"], moe_dispatcher=1, ep_overlap=1, cuda_graphs=1)
 
 
 def test_bridge_rows_the_model_cannot_express_say_why():
@@ -284,13 +359,15 @@ def test_layouts_with_the_mtp_module_count_it_in_the_pipeline_split():
     # on PP8 (v = 2), the m a unit of the split.  No layout (the Qwen3 rows) keeps
     # the module placement at its default.
     cases = _by_label(MOE_RECIPES)
-    _has(cases["DeepSeek-V3 B200 MXFP8"], virtual_stages=2, pipeline_split_embedding=1,
-         mtp_in_pipeline_split=1)
+    # Chunks 7 and 15 on the last stage: 4 + 1 layers (last_stage_layers 5).
+    _has(cases["DeepSeek-V3 B200 MXFP8"], virtual_stages=2, last_stage_layers=5,
+         pipeline_split_embedding=0, mtp_in_pipeline_split=0)
     _has(cases["Qwen3-235B-A22B B200 MXFP8"], mtp_in_pipeline_split=None)
-    # Megatron-Bridge's CSV documents no pipeline layout: its DeepSeek-V3 MTP rows
-    # leave the input at its default.
+    # Megatron-Bridge's CSV documents no pipeline layout, but its DeepSeek-V3 recipe
+    # sets one for every (pp, vp) of these rows: the module on the last stage beside
+    # its layers (test_bridge_deepseek_v3_rows_take_the_recipe_layout).
     for label in ("mb0091", "mb0137", "mb0181", "mb0218", "mb0256"):
-        _has(_by_label(BRIDGE)[label], mtp_layers=1, mtp_in_pipeline_split=None)
+        _has(_by_label(BRIDGE)[label], mtp_layers=1, mtp_in_pipeline_split=0)
 
 
 def test_torchtitan_interleaved_3d_row_by_hand():

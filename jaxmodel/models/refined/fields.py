@@ -279,6 +279,7 @@ INPUTS: tuple[InputField, ...] = (
             "split: 0 on the last stage beside its share of the layers (Megatron-Core's "
             "default), 1 one unit of the split each, in place of a layer (a custom "
             "Megatron pipeline layout with m, as its DeepSeek-V3 recipes run)", 0),
+    count("last_stage_layers", "layers", "layers on the last PP stage", 0, low=0.0),
     count("q_lora_rank", "", "MLA query compression rank (0 = uncompressed queries)", 0,
            low=0.0),
     count("kv_lora_rank", "", "MLA key/value compression rank", 512, low=0.0),

@@ -106,7 +106,7 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     n_mtp = mtp.modules(x)
     proj_f, proj_s = mtp.projection_seconds(x, g)
     has_mtp = n_mtp > 0.5
-    stage = busiest_stage(g, layers_mid, layers_last, lt,
+    stage = busiest_stage(g, layers_mid, layers_end, layers_last, lt,
                           (n_mtp, jnp.where(has_mtp, n_mtp * (proj_f + lt.logit_fwd_s), 0.0),
                            jnp.where(has_mtp, n_mtp * (proj_s + lt.logit_s), 0.0)))
     micro_compute, stage_layers = stage.micro_compute, stage.stage_layers

@@ -14,21 +14,38 @@
   ``megatron/core/transformer/pipeline_parallel_layer_layout.py``: ``E``
   embedding, ``t`` decoder layer, ``m`` MTP module, ``L`` loss, ``|`` between
   the ``p v`` chunks) can give each module a unit of the split instead (1):
-  Megatron-LM's DeepSeek-V3 guide (docs/discussions, "Use flexible PP
-  layout") and Megatron-Bridge's H100 DeepSeek-V3 recipe run
-  ``Et|(tt|)*30mL``, Megatron-LM's MoE recipes (examples/moe_recipes)
-  ``Et*4|(tttt|)*14tmL`` and ``Et*3|(tt|)*29m|L``.  The modules then take
-  the place of decoder layers on the last stage: it holds
-  ``v q - e - mtp_layers`` of them (never fewer than 0) and the modules.
-  The even split is exact for ``Et|(tt|)*30mL``; the MoE recipes load their
-  first chunk more (the embedding and 4 or 3 layers), and ``Et*3|(tt|)*29m|L``
-  puts the module in a chunk before the loss's (on the stage before the
-  last), which the split approximates.  DeepSeek-V3, 61 layers + embedding
-  + loss + 1 module over 32 chunks (p 16, v 2): 64 units, 2 a chunk, 4 a
-  stage; the first stage 3 layers and the embedding, the last 2 layers, the
-  module and the loss, the others 4 layers (without the switch, 63 units: 2
-  a chunk, the last stage 3 layers and the module, 4 blocks beside the
-  loss).
+  Megatron-LM's DeepSeek-V3 guide (docs/discussions, "Use flexible PP layout")
+  and Megatron-Bridge's H100 DeepSeek-V3 recipe run ``Et|(tt|)*30mL``,
+  Megatron-LM's MoE recipes (examples/moe_recipes) ``Et*4|(tttt|)*14tmL`` and
+  ``Et*3|(tt|)*29m|L``.  The modules then take the place of decoder layers on
+  the last stage: it holds ``v q - e - mtp_layers`` of them (never fewer than 0)
+  and the modules. The even split is exact for ``Et|(tt|)*30mL``;
+  ``Et*4|(tttt|)*14tmL`` loads its first chunk more (the embedding and 4 layers)
+  and its last less (1 layer, the module and the loss), which
+  ``last_stage_layers`` below reads exactly, and ``Et*3|(tt|)*29m|L`` puts the
+  module in a chunk before the loss's (on the stage before the last), which the
+  split approximates. DeepSeek-V3, 61 layers + embedding + loss + 1 module over
+  32 chunks (p 16, v 2): 64 units, 2 a chunk, 4 a stage; the first stage 3
+  layers and the embedding, the last 2 layers, the module and the loss, the
+  others 4 layers (without the switch, 63 units: 2 a chunk, the last stage 3
+  layers and the module, 4 blocks beside the loss).
+* **Last stage's layers** (``last_stage_layers`` ``Z`` > 0; Megatron-Core's
+  ``num_layers_in_last_pipeline_stage``, ``--decoder-last-pipeline-num-layers``):
+  the last stage holds ``Z`` decoder layers over its ``v`` chunks, beside the
+  output layer, the loss and the MTP modules, and the other ``p - 1`` stages
+  split the other ``L - Z``: ``ceil((L - Z) / (p - 1))`` each, the first the
+  rest (Megatron-Core splits them evenly and asks that they divide; where they
+  do not, the first stage taking the rest is what a custom layout such as
+  ``Et|(tt|)*30mL`` below does).  It overrides the two
+  switches above, as it does in Megatron-Core, and it is how a custom layout
+  whose chunks before the last hold the same layers reads exactly:
+  Megatron-Bridge's DeepSeek-V3 layout ``Et*4|(t*4|)*14tmL``
+  (``set_deepseek_v3_pipeline_model_parallel_layout``) on p 16 is ``Z`` 1
+  (60 layers, 4 on each other stage); on p 8 v 2, ``Z`` 5 (the last stage
+  holds chunks 7 and 15, 4 + 1 layers; 56 layers, 8 on each other stage);
+  ``Et|(tt|)*30mL`` on p 8 v 4, ``Z`` 6 (55 layers, 8 a stage, the first 7).
+  The busiest stage is then the last or a middle one (the first holds no
+  more than a middle one).
 * **Transfers**: 1F1B with ``v`` virtual stages per GPU (interleaved when
   ``v > 1``, Narayanan et al. 2021 sec. 2.2.2) makes ``2 v m``
   point-to-point transfers per step, each ``2 b s h / t`` bytes per GPU with
@@ -71,6 +88,15 @@ def layers_per_stage(x, g):
     layers_mid = v * q
     layers_end = jnp.where(one_stage > 0.5, L, v * q - x.pipeline_split_embedding)
     layers_last = jnp.where(one_stage > 0.5, L, jnp.maximum(layers_end - mtp, 0.0))
+    # The last stage's layers given (last_stage_layers): the rest over p - 1 stages.
+    z = x.last_stage_layers
+    given = (z > 0.5) & (one_stage < 0.5)
+    others = jnp.maximum(p - 1.0, 1.0)
+    r_exact = (L - z) / others
+    r = r_exact + jax.lax.stop_gradient(jnp.ceil(r_exact - 1e-9) - r_exact)
+    layers_mid = jnp.where(given, r, layers_mid)
+    layers_end = jnp.where(given, L - z - (p - 2.0) * r, layers_end)
+    layers_last = jnp.where(given, z, layers_last)
     return layers_mid, layers_end, layers_last
 
 
@@ -89,7 +115,7 @@ class Stage(NamedTuple):
     stage_b: object
 
 
-def busiest_stage(g, layers_mid, layers_last, lt, end_extra) -> Stage:
+def busiest_stage(g, layers_mid, layers_end, layers_last, lt, end_extra) -> Stage:
     """The last stage or a middle one, whichever takes longer (``lt``: ``LayerTimes``).
 
     ``end_extra``: ``(layers, forward_s, total_s)`` the last stage runs beyond its
@@ -102,10 +128,13 @@ def busiest_stage(g, layers_mid, layers_last, lt, end_extra) -> Stage:
     extra_layers, extra_f, extra_s = end_extra
     last_layers = layers_last + extra_layers
     last_s = last_layers * layer_s + logit_s + embed_grad_s + extra_s
-    mid_s = has_mid * layers_mid * layer_s
+    # A middle stage, or the first where it is the only other one (p = 2): it never
+    # holds more layers than a middle stage when there is one (layers_per_stage).
+    mid_layers = jnp.where(has_mid > 0.5, layers_mid, g.pp_active * layers_end)
+    mid_s = mid_layers * layer_s
     last_busiest = last_s >= mid_s
     micro_compute = jnp.maximum(last_s, mid_s)
-    stage_layers = jnp.where(last_busiest, last_layers, layers_mid)
+    stage_layers = jnp.where(last_busiest, last_layers, mid_layers)
     # Forward / input-gradient / weight-gradient split of the busiest stage
     # (the zero-bubble schedules fill the bubble with W passes).
     logit_f = jnp.where(last_busiest, logit_fwd_s + extra_f, 0.0)
@@ -153,6 +182,10 @@ def _stage_split(inputs: Mapping[str, float]) -> tuple[int, int, int, int]:
     q = -(-(layers + 2 * e + mtp) // (p * v))
     if p == 1:
         return v * q, layers, layers, mtp
+    z = int(inputs.get("last_stage_layers", 0))
+    if z:
+        r = -(-(layers - z) // (p - 1))
+        return r, layers - z - (p - 2) * r, z, mtp
     return v * q, v * q - e, max(v * q - e - mtp, 0), mtp
 
 

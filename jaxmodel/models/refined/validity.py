@@ -49,6 +49,7 @@ def layout_ok(x, d_i, t_i, c_i, p_i, v_i, m_i, schedule):
     return (
         (d_i >= 1)
         & (whole(x.num_layers) + 2 * split_i + mtp_i >= p_i * v_i)
+        & last_stage_ok(x, p_i)
         & (whole(x.hidden_dim) % t_i == 0)
         & (heads_i % t_i == 0)
         & (kv_i % t_i == 0)
@@ -62,6 +63,23 @@ def layout_ok(x, d_i, t_i, c_i, p_i, v_i, m_i, schedule):
         & precision_ok(x)
         & hybrid_ok(x, t_i)
     )
+
+
+def _first_stage_layers(layers, last, p):
+    """Layers of the first stage when the last holds ``last`` (``pipeline``'s
+    ``last_stage_layers``): the rest over ``p - 1`` stages, the first the remainder."""
+    others = max(p - 1, 1)
+    per = -(-(layers - last) // others)
+    return layers - last - (p - 2) * per
+
+
+def last_stage_ok(x, p_i):
+    """``last_stage_layers`` (0: unset) leaves every other stage at least one layer."""
+    z_i, layers_i = whole(x.last_stage_layers), whole(x.num_layers)
+    others = jnp.maximum(p_i - 1, 1)
+    per = (layers_i - z_i + others - 1) // others
+    first = layers_i - z_i - (p_i - 2) * per
+    return (z_i == 0) | (p_i == 1) | ((layers_i - z_i >= p_i - 1) & (first >= 1))
 
 
 def hybrid_ok(x, t_i):
@@ -142,6 +160,14 @@ def layout_reasons(inputs: Mapping[str, float], outputs: Mapping[str, Any]
         reasons.append((
             f"{units} cannot fill {p} stages x {v} virtual chunks",
             f"Use fewer pipeline stages or virtual chunks (p x v <= {layers + 2 * e + u}).",
+        ))
+    last = int(inputs.get("last_stage_layers", 0))
+    if last and p > 1 and (layers - last < p - 1 or _first_stage_layers(layers, last, p) < 1):
+        reasons.append((
+            f"{last} layers on the last stage leave {layers - last} for the other {p - 1} "
+            f"stages, {-(-(layers - last) // (p - 1))} a stage, and none for the first",
+            "Use a last_stage_layers that leaves every other stage a layer, or 0 for the "
+            "even split.",
         ))
     if hidden % t:
         reasons.append((
