@@ -96,6 +96,28 @@ beside the rows that use it):
   graphs, dispatcher, TP and EP overlap, FSDP, MTP, pipeline layout) come from the
   25.09-era performance scripts, ``BRIDGE_2509`` (the source and how it is dated
   there), fed to the same readers as the later releases' recipe columns.
+* Megatron-Bridge batch cells that contradict each other: a row whose published
+  gradient-accumulation count is not GBS / (MBS x DP) (the CSV's ``note``, "stated GA
+  g != GBS/(MBS*DP) = m") has a wrong batch cell; where the recipe for its layout
+  gives another micro-batch (``recipe_parallel_mismatch``, "micro_batch: table=X
+  recipe=Y") the row is read at the recipe's micro-batch, its GBS kept and the
+  accumulation derived (listed, ``_bridge_batch_row``).  One row: 25.11's H100 GPT-OSS
+  120B (mb0263) prints GBS 512, MBS 4, GA 2 -- the B200 and GB200 rows' cells, which
+  hold only at DP 64 = 64 / (t1 p1) (512 / (4 x 64) = 2), beside p 4 (DP 16: GA 8 at
+  MBS 4).  The H100 preset leaves the base micro-batch 1 where the Blackwell presets
+  set 4, in the file the CSV reads for 25.11 (scripts/performance/configs/gpt_oss/
+  gpt_oss_workload_base_configs.py: ``GPT_OSS_120B_H100_BF16_BASE_CONFIG =
+  replace(BASE_GPT_OSS_120B_CONFIG, pipeline_model_parallel_size=4,
+  recompute_modules=["layernorm", "moe_act"])``, the base ``micro_batch_size=1``) and
+  in every later version (``..._H100_BF16_V1``/``_V2``); the 26.x rows of the same
+  layout print MBS 1 (5810-5993 tokens/s against this row's 5630); and at MBS 4 the
+  run needs 102.5 GB of the H100's 80: the first stage holds 4 micro-batches of its 9
+  layers, each layer 408 MB per sample of 4096 tokens (the norm inputs the layernorm
+  recompute keeps, q, k, v and the attention output, the dispatched tokens and the
+  FC1 output that ``moe_act`` recompute keeps), beside 39.7 GB of weights, bf16
+  gradients and optimizer state (tests/models/test_validation_sets.py, by hand).
+  Read: MBS 1, the printed GBS 512 (the CSV reads 1280 from the release branch's
+  preset, the 25.11-era file sets 512), GA 512 / (1 x 16) = 32.
 * Megatron (both Megatron sets, every row): the distributed optimizer
   (``zero_stage`` 1; NVIDIA's recipes and the MoE recipes' YAMLs use it);
   Megatron-FSDP or an ``fsdp`` group -> ``zero_stage`` 3; TP communication overlap
@@ -132,6 +154,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -744,6 +767,34 @@ def _bridge_mtp(row: Mapping[str, str]) -> Cell:
     return multi_token_prediction(int(text) if text.isdigit() else int("MTP" in row["model"]))
 
 
+def _bridge_batch_row(row: Mapping[str, str]) -> Mapping[str, str]:
+    """The row with the recipe's micro-batch where its batch cells contradict each other.
+
+    The CSV's ``note`` records a published gradient-accumulation count that is not
+    GBS / (MBS x DP) as "stated GA g != GBS/(MBS*DP) = m"; one of the three batch cells
+    is then wrong, and where ``recipe_parallel_mismatch`` names the recipe's micro-batch
+    ("micro_batch: table=X recipe=Y") for the row's layout, that is the one read (module
+    doc: 25.11's H100 GPT-OSS row, the Blackwell rows' cells beside p 4).  The GBS is
+    kept, and the accumulation derived from it.  Every other row is returned as is.
+    """
+    stated = re.search(r"stated GA (\d+) != GBS/\(MBS\*DP\)", row.get("note", ""))
+    recipe = re.search(r"micro_batch: table=(\d+) recipe=(\d+)",
+                       row.get("recipe_parallel_mismatch", ""))
+    if not stated or not recipe or recipe.group(1) != row["micro_batch"].strip():
+        return row
+    return {**row, "micro_batch": recipe.group(2)}
+
+
+def _bridge_micro_batch(row: Mapping[str, str]) -> Cell:
+    read = _bridge_batch_row(row)
+    mbs = _number(read["micro_batch"], 1)
+    if read is row:
+        return exact(micro_batch=mbs)
+    return approx(f"micro-batch {mbs:g}, the recipe's, for the printed {row['micro_batch']}: "
+                  f"the row's {row['note'].strip()} (its batch cells are another "
+                  "layout's)", micro_batch=mbs)
+
+
 def _bridge_mismatch(row: Mapping[str, str]) -> Cell:
     row = _recipe(row)
     text = row["recipe_parallel_mismatch"].strip()
@@ -840,10 +891,10 @@ BRIDGE = SetTable(
         "cp": "context_parallel",
         "vp": "virtual_stages",
         "ep": "expert_parallel",
-        "micro_batch": "micro_batch",
+        "micro_batch": _bridge_micro_batch,
         "seq_length": "seq_length",
-        "global_batch": lambda row: _accumulation(row, "num_gpus", "global_batch",
-                                                  "micro_batch"),
+        "global_batch": lambda row: _accumulation(_bridge_batch_row(row), "num_gpus",
+                                                  "global_batch", "micro_batch"),
         "precision": _bridge_precision,
         "fsdp": _bridge_fsdp,
         "recipe_recompute_granularity": _bridge_recompute,

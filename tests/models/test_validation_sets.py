@@ -146,6 +146,63 @@ def test_bridge_gpt_oss_rows_run_the_fused_sink_kernel():
     assert float(fused.fits_in_memory) == 1 and float(unfused.fits_in_memory) == 0
 
 
+def test_bridge_gpt_oss_h100_25_11_row_is_read_at_the_recipe_micro_batch():
+    # mb0263: 25.11, 64 H100, t1 p4 e8, printed GBS 512, MBS 4, GA 2.  DP = 64 / 4 = 16:
+    # 512 / (4 x 16) = 8, not 2 (the CSV's note); 2 = 512 / (4 x 64) is the B200 and
+    # GB200 rows' DP 64 at t1 p1.  The H100 preset keeps the base micro-batch 1
+    # (recipe_parallel_mismatch "micro_batch: table=4 recipe=1"): read MBS 1, the
+    # printed GBS 512, GA = 512 / (1 x 16) = 32, and the reading listed.
+    cases = _by_label(BRIDGE)
+    case = cases["mb0263"]
+    _has(case, num_gpus=64, tensor_parallel=1, pipeline_parallel=4, expert_parallel=8,
+         micro_batch=1, gradient_accum_steps=32)
+    assert any("micro-batch 1, the recipe's, for the printed 4" in n for n in case.notes)
+    assert case.work == 512 * 4096 / 64
+    # Every other Bridge row keeps its printed micro-batch and carries no such note.
+    rows = {r["row_id"]: r for r in _rows(BRIDGE.file)}
+    for label, other in cases.items():
+        if label == "mb0263" or other.inputs is None:
+            continue
+        assert other.inputs["micro_batch"] == float(rows[label]["micro_batch"]), label
+        assert not any("the recipe's, for the printed" in n for n in other.notes), label
+
+
+def test_bridge_gpt_oss_h100_memory_by_hand():
+    # GPT-OSS 120B on H100, t1 p4 e8 (mb0263 as read, = mb0096's layout), seq 4096,
+    # BF16, distributed optimizer, bf16 gradients, selective recompute of layernorm
+    # and moe_act.  h 2880, 64 query heads and 8 KV heads of 64, 128 experts of width
+    # f 2880, top 4, 36 layers, vocabulary 201088.  The first stage (embedding + 9
+    # layers) is the fullest.
+    model = get_model("refined")
+    case = _by_label(BRIDGE)["mb0263"]
+    out = jaxmodel.api.evaluate_on_host(model, **{**model.defaults, **case.inputs})
+    h, s, f, k = 2880, 4096, 2880, 4
+    # Parameters on the first stage: dense = embedding + 9 x (QKV 2880 x 5120 + bias,
+    # proj 4096 x 2880 + bias, sinks 64, two norms, router 2880 x 128 + bias); experts
+    # = 9 x 128 / 8 x (FC1 2880 x 5760 + bias, FC2 2880 x 2880 + bias).
+    dense = 201088 * h + 9 * (h * 5120 + 5120 + 4096 * h + h + 64 + 2 * h + h * 128 + 128)
+    experts = 9 * 16 * (h * 2 * f + 2 * f + f * h + h)
+    # bf16 weight 2 + bf16 gradient 2, fp32 master, m and v (12) over the DP ranks:
+    # 16 for the dense part, 64 / (4 x 8) = 2 for the experts.
+    state = dense * (4 + 12 / 16) + experts * (4 + 12 / 2)
+    assert float(out.model_state_gb_per_gpu) == pytest.approx(state / 1e9, rel=2e-3)
+    # Stored per layer and micro-batch (bf16): the two norm inputs (the layernorm
+    # recompute keeps only these) 2 x 2 s h; q 2 s 4096, k and v 2 x 2 s 512, the
+    # attention output 2 s 4096 (kernel and proj input); the dispatched tokens (FC1
+    # input) 2 s k h; the FC1 output 2 s k 2 f (moe_act recompute drops the clamped
+    # GLU's output, FC2's input, and recomputes it).  1F1B: the first stage holds p = 4
+    # micro-batches of its 9 layers.
+    layer = 4 * s * h + 2 * s * 4096 * 2 + 2 * 2 * s * 512 + 2 * s * k * h + 2 * s * k * 2 * f
+    assert float(out.activation_gb_per_gpu) == pytest.approx(4 * 9 * layer / 1e9, rel=1e-2)
+    assert float(out.memory_gb_per_gpu) < 80 and float(out.fits_in_memory) == 1
+    # At the printed MBS 4 the activations are four times as large: 102.5 GB, no fit.
+    four = jaxmodel.api.evaluate_on_host(model, **{**model.defaults, **case.inputs,
+                                                   "micro_batch": 4.0})
+    assert float(four.activation_gb_per_gpu) == pytest.approx(
+        4 * float(out.activation_gb_per_gpu), rel=1e-9)
+    assert float(four.memory_gb_per_gpu) > 80 and float(four.fits_in_memory) == 0
+
+
 def test_bridge_25_09_fsdp_row_by_hand():
     # mb0287: 25.09 Llama 3 8B on 8 H100, FSDP 8 (#GPUs / (t p) = 8: all ranks), no
     # precision printed (a primary figure: per-tensor FP8).  Its recipe
