@@ -117,7 +117,8 @@ beside the rows that use it):
   FC1 output that ``moe_act`` recompute keeps), beside 39.7 GB of weights, bf16
   gradients and optimizer state (tests/models/test_validation_sets.py, by hand).
   Read: MBS 1, the printed GBS 512 (the CSV reads 1280 from the release branch's
-  preset, the 25.11-era file sets 512), GA 512 / (1 x 16) = 32.
+  preset; a 25.11-era version of the same file sets 512: the printed cell is kept),
+  GA 512 / (1 x 16) = 32.
 * Megatron (both Megatron sets, every row): the distributed optimizer
   (``zero_stage`` 1; NVIDIA's recipes and the MoE recipes' YAMLs use it);
   Megatron-FSDP or an ``fsdp`` group -> ``zero_stage`` 3; TP communication overlap
