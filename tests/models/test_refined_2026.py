@@ -399,6 +399,47 @@ def test_async_tp_leaves_the_backward_reduce_scatters_and_sums_the_partials():
     assert run(tp_overlap_kind=1)["tp_comm_ms"] == approx(16 * 125.82912e-3)
 
 
+def test_fp8_sequence_parallel_all_gathers_move_the_quantized_tensor():
+    # Sequence parallelism: each of the 4 all-reduce equivalents a layer is a bf16
+    # reduce-scatter (15.72864 us: 2 B x 1024 x 1024 over t = 4 at 1e11 B/s, 3/4 of it
+    # sent) and an all-gather; 2 of them forward (the QKV and first feed-forward input),
+    # 2 backward (the projection's and second feed-forward's output gradient).
+    rs = 15.72864
+    assert run(sequence_parallel=1)["tp_comm_ms"] == approx(16 * 125.82912e-3)
+    # Per-tensor FP8: both all-gathers 1 B an element, half the bf16 time.
+    fp8 = 4 * (rs + rs / 2)
+    assert fp8 == pytest.approx(94.37184)
+    assert run(sequence_parallel=1, precision=1)["tp_comm_ms"] == approx(16 * fp8 * 1e-3)
+    # Without sequence parallelism the all-reduce stays bf16.
+    assert run(precision=1)["tp_comm_ms"] == approx(16 * 125.82912e-3)
+    # Block-scaled FP8: forward row-wise data and a scale per 32 (1 + 1/32 B), backward
+    # row- and column-wise (2 + 2/32 B): 2 (rs + 8.11008) + 2 (rs + 16.22016).
+    block = 2 * (rs + rs * (1 + 1 / 32) / 2) + 2 * (rs + rs * (1 + 1 / 32))
+    assert block == pytest.approx(111.57504)
+    assert run(sequence_parallel=1, precision=2)["tp_comm_ms"] == approx(16 * block * 1e-3)
+    # Full recompute: the two recomputed forward pairs gather in FP8 too.
+    assert run(sequence_parallel=1, precision=1, recompute=2)["tp_comm_ms"] == approx(
+        16 * 6 * (rs + rs / 2) * 1e-3)
+    assert run(sequence_parallel=1, precision=2, recompute=2)["tp_comm_ms"] == approx(
+        16 * (4 * (rs + rs * (1 + 1 / 32) / 2) + 2 * (rs + rs * (1 + 1 / 32))) * 1e-3)
+
+
+def test_fp8_all_gathers_hide_by_their_own_time():
+    # tp_overlap 1 (Transformer Engine) with per-tensor FP8 GEMMs at 2e14 FLOP/s: QKV
+    # 8.05306368 us, projection 2.68435456, feed-forward 10.73741824 each (dgrad and
+    # wgrad the same).  3/4 of each collective to hide: all-gathers 5.89824 us (1 B),
+    # reduce-scatters 11.79648.  Forward: QKV 5.89824, projection 2.68435456, first
+    # feed-forward 5.89824, second 10.73741824; backward: dgrad of the projection
+    # 2.68435456 and of the second feed-forward 5.89824, wgrad of QKV 8.05306368 and of
+    # the first feed-forward 10.73741824.  Exposed 94.37184 - 52.59132928 a layer.
+    hidden = (5.89824 + 2.68435456 + 5.89824 + 10.73741824
+              + 2.68435456 + 5.89824 + 8.05306368 + 10.73741824)
+    assert hidden == pytest.approx(52.59132928)
+    out = run(sequence_parallel=1, precision=1, tp_overlap=1.0, fp8_peak_tflops=200,
+              fp8_matmul_efficiency=1.0)
+    assert out["tp_comm_ms"] == approx(16 * (94.37184 - hidden) * 1e-3)
+
+
 def test_kernel_overhead_and_unfused_cross_entropy():
     # 60 kernels a layer and micro-batch at 1 us: 16 x 60 us more compute.
     assert run(kernel_overhead_us=1.0)["compute_time_ms"] - run()["compute_time_ms"] == approx(

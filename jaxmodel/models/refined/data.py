@@ -12,7 +12,14 @@
   micro-batches); the stage's other weights (embeddings, output layer) are
   the root unit, gathered once and reduce-scattered once, both exposed (the
   first collective of the forward pass and the last of the backward pass);
-  FP8 primary weights (``fp8_param_gather``) are gathered as FP8.  PyTorch's
+  FP8 primary weights (``fp8_param_gather``) are gathered as FP8.  Not
+  told apart: Megatron-Core gathers MXFP8 primary weights in bf16 and
+  quantizes them after the gather (``_ParamAndGradBuffer``: "For MXFP8 param:
+  Create a shared buffer for param AG and grad RS ... only half of the buffer
+  is used to store params in bf16"; Megatron-Bridge's ``bf16_with_mxfp8_mixed``
+  sets ``reuse_grad_buf_for_mxfp8_param_ag``), while Hopper's blockwise FP8
+  weights go through Transformer Engine's ``cast_master_weights_to_fp8`` as
+  FP8; ``precision`` 2 names both, so both are charged 1 byte.  PyTorch's
   FSDP2 (``fsdp_copies``) also copies each gather's output into the parameters
   and the gradients into the reduce-scatter input, on the compute stream.
   The data x context group has stride ``t``: ``G / t`` of it share a node.

@@ -46,6 +46,40 @@ differ:
   blocks read and one written, ``act_bytes (1 + 1 / t)``, that the NCCL
   reduce-scatter does inside its own kernel.
 
+Low-precision all-gathers (``tp_gather_bytes``).  Under FP8 the all-gather
+of each sequence-parallel pair moves the quantized tensor its GEMM consumes,
+the reduce-scatter stays bf16 (it sums partial GEMM outputs):
+
+* forward, the input of the column-parallel GEMMs (QKV, first feed-forward):
+  Transformer Engine's ``_LayerNormLinear.forward`` (module/layernorm_linear.py,
+  TE 2.x) quantizes the norm output and, before ``gather_along_first_dim(ln_out,
+  tp_group, quantizer=...)`` or the userbuffers all-gather, sets
+  ``quantizer.set_usage(rowwise=True, columnwise=False)``: the row-wise data
+  and its scales travel.  torchao's ``PrepareFloat8ModuleInput`` /
+  ``Float8ColwiseParallel._prepare_input_fn`` (torchao/float8/
+  float8_tensor_parallel.py; torchtitan's ``apply_tp`` uses them with Float8
+  tensorwise) cast to float8 before ``redistribute`` to ``Replicate``.
+* backward, the output gradient of the row-parallel GEMMs (projection, second
+  feed-forward): TE's ``grad_output_preprocess`` (module/base.py: "FP8 with
+  all-gather") gathers the quantized gradient, with the usages ``_Linear``'s
+  backward set, row-wise for dgrad and column-wise for wgrad
+  (``set_usage(rowwise=True, columnwise=True)``).  Per-tensor FP8 gathers the
+  row-wise bytes and makes the transpose after the gather ("All-gather is not
+  supported with FP8 column-wise data", ``supports_only_rowwise_all_gather``);
+  block-scaled FP8 (MXFP8, 1x128 blockwise) gathers both.  torchao's
+  ``Float8RowwiseParallel._prepare_output_fn`` wraps the reduce-scatter's
+  output in ``_NoopFwToFloat8BwDynamic``, so its backward all-gather runs on
+  the float8 gradient.
+
+Bytes an element (``TP_GATHER_BYTES``, forward and backward): bf16 2 and 2;
+per-tensor FP8 1 and 1 (one FP32 scale a tensor); block-scaled FP8 ``1 + 1/32``
+(an E8M0 scale per 32 elements, or an FP32 scale per 128) and twice that;
+NVFP4 is kept at bf16's 2 and 2: the stored sources do not show its
+sequence-parallel gather (TE falls back to a high-precision gather where a
+format cannot be gathered).  Without sequence parallelism the all-reduce is
+bf16.  ``precision`` 2 follows Transformer Engine; torchao's rowwise recipes
+keep bf16 TP (torchtitan enables float8 TP for tensorwise only).
+
 Not charged: the split GEMMs' extra partial waves (PyTorch and TE run the
 chunks on alternating streams so the next chunk fills the last wave's idle
 SMs) and the ``t - 1`` extra reads of the weight (``(t - 1) k n`` elements,
@@ -54,36 +88,59 @@ a few hundredths of a millisecond for a 70B layer).
 
 from __future__ import annotations
 
-from jaxmodel.collectives import all_reduce
+from jaxmodel.collectives import all_gather, reduce_scatter
 from jaxmodel.deferred import jnp
+from jaxmodel.models.common import whole
 from jaxmodel.models.refined import mamba, moe
 from jaxmodel.models.refined.layer import layer_gemm_shapes
 from jaxmodel.models.refined.rates import BF16, gemm_seconds
 
+# Bytes an element of a sequence-parallel all-gather, forward (the GEMM input)
+# and backward (the output gradient), by ``precision`` (module docstring).
+_BLOCK = 1.0 + 1.0 / 32.0
+TP_GATHER_BYTES = ((BF16, BF16), (1.0, 1.0), (_BLOCK, 2.0 * _BLOCK), (BF16, BF16))
 
-def dense_overlap_seconds(x, g, half, act_bytes):
+
+def tp_gather_bytes(x, sp):
+    """``(forward, backward)``: bytes an element of the TP all-gathers
+    (``TP_GATHER_BYTES`` by ``precision`` with sequence parallelism ``sp``; bf16
+    without)."""
+    p = whole(x.precision)
+    conds = [p == 1, p == 2, p == 3]
+    dtype = jnp.result_type(x.hidden_dim)
+    fwd = jnp.select(conds, [row[0] for row in TP_GATHER_BYTES[1:]], BF16).astype(dtype)
+    bwd = jnp.select(conds, [row[1] for row in TP_GATHER_BYTES[1:]], BF16).astype(dtype)
+    on = sp > 0.5
+    return jnp.where(on, fwd, BF16), jnp.where(on, bwd, BF16)
+
+
+def dense_overlap_seconds(x, g, halves, act_bytes):
     """``(hidden, extra)``: a dense layer's TP seconds hidden behind their own GEMMs,
     and the seconds the overlap adds (async TP's reduction of the partials).
 
-    ``half``: one all-gather or reduce-scatter (half an all-reduce's time).
-    Each pair hides ``min(tp_overlap (t - 1) / t half, GEMM)``; the forward
-    pairs run ``1 + full`` times (full recompute runs the forward again).
+    ``halves``: ``(rs, ag_fwd, ag_bwd)``, one reduce-scatter, one forward and
+    one backward all-gather (each half an all-reduce's time in bf16).  Each
+    hides ``min(tp_overlap (t - 1) / t its time, GEMM)``; the forward pairs run
+    ``1 + full`` times (full recompute runs the forward again).
     """
     t, tok, fp8, hbm_rate = g.t, g.tok, g.fp8, g.hbm_rate
+    rs, ag_fwd, ag_bwd = halves
     shapes = layer_gemm_shapes(x)
     fwd = [gemm_seconds(x, tok, n, k, fp8, hbm_rate) for n, k in shapes]
     dgrad = [gemm_seconds(x, tok, k, n, fp8, hbm_rate) for n, k in shapes]
     wgrad = [gemm_seconds(x, k, n, tok, fp8, hbm_rate) for n, k in shapes]
-    share = x.tp_overlap * (t - 1.0) / t * half
+    share = x.tp_overlap * (t - 1.0) / t
     te = 1.0 - x.tp_overlap_kind
 
-    def hide(gemm):
-        return jnp.minimum(share, gemm)
+    def hide(gemm, collective):
+        return jnp.minimum(share * collective, gemm)
 
     qkv, proj, up, down = 0, 1, 2, 3
     passes = 1.0 + g.full
-    forward = hide(fwd[qkv]) + hide(fwd[proj]) + hide(fwd[up]) + hide(fwd[down])
-    backward = hide(dgrad[proj]) + hide(dgrad[down]) + te * (hide(wgrad[qkv]) + hide(wgrad[up]))
+    forward = (hide(fwd[qkv], ag_fwd) + hide(fwd[proj], rs) + hide(fwd[up], ag_fwd)
+               + hide(fwd[down], rs))
+    backward = (hide(dgrad[proj], ag_bwd) + hide(dgrad[down], ag_bwd)
+                + te * (hide(wgrad[qkv], rs) + hide(wgrad[up], rs)))
     # Async TP: the two forward reduce-scatters each end with the sum of t partials.
     reduce_s = act_bytes * (1.0 + 1.0 / t) / hbm_rate
     extra = x.tp_overlap_kind * x.tp_overlap * passes * 2.0 * reduce_s * (t > 1.0)
@@ -100,12 +157,21 @@ def tp_seconds(x, g, lt, stage_layers):
     tp_count = jnp.where(plain, tp_count, jnp.where(
         mamba.hybrid(x), mamba.tp_collectives_per_layer(x, full),
         moe.tp_collectives_per_layer(x, full)))
-    one = all_reduce(act_bytes, t, jnp.minimum(t, G), net)
+    # Each all-reduce equivalent: a bf16 reduce-scatter and an all-gather in the
+    # precision the GEMM takes (tp_gather_bytes); (1 + full) of every 2 + full
+    # pairs are forward ones, in every kind of layer.
+    tg = jnp.minimum(t, G)
+    gather_fwd, gather_bwd = tp_gather_bytes(x, g.sp)
+    rs = reduce_scatter(act_bytes, t, tg, net)
+    ag_fwd = all_gather(act_bytes * gather_fwd / BF16, t, tg, net)
+    ag_bwd = all_gather(act_bytes * gather_bwd / BF16, t, tg, net)
+    forward_share = (1.0 + full) / (2.0 + full)
+    one = rs + forward_share * ag_fwd + (1.0 - forward_share) * ag_bwd
     tp_layer = tp_count * one
     # MoE / hybrid layers: one pool, every GEMM of the layer.
     gemm_layer = gemm_fwd_s * (1.0 + full) + gemm_dgrad_s + gemm_wgrad_s
     pooled = jnp.minimum(x.tp_overlap * (t - 1.0) / t * tp_layer, gemm_layer)
-    dense_hidden, dense_extra = dense_overlap_seconds(x, g, 0.5 * one, act_bytes)
+    dense_hidden, dense_extra = dense_overlap_seconds(x, g, (rs, ag_fwd, ag_bwd), act_bytes)
     tp_hidden = jnp.where(plain, dense_hidden, pooled)
     tp_layer_exposed = tp_layer - tp_hidden + jnp.where(plain, dense_extra, 0.0)
     tp = m * stage_layers * tp_layer_exposed
