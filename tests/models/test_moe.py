@@ -975,3 +975,36 @@ def test_gpt_oss_clamped_copy_is_stored_without_recompute():
     on, off = (float(evaluate_on_host(REFINED, **_gpt_oss(moe_recompute=0, glu_clamp=c))
                      .activation_gb_per_gpu) for c in (1, 0))
     assert on - off == pytest.approx(36 * 4096 * 2880 * 16 / 1e9, rel=1e-9)
+
+
+# --- expert gradients under the distributed optimizer ----------------------------
+
+
+def _expert_dp_raw_ms(zero_stage, expert_parallel):
+    """dp_allreduce_raw_ms of a small MoE model on one 8-GPU node (no overlap,
+    no latency), ZeRO ``zero_stage``, ``expert_parallel`` e."""
+    values = apply_presets(REFINED, gpu="h100-sxm", llm="qwen3-30b-a3b")
+    values.update(num_gpus=8, tensor_parallel=1, pipeline_parallel=1, micro_batch=1,
+                  gradient_accum_steps=4, num_layers=2, hidden_dim=1024, num_experts=8,
+                  experts_per_token=2, moe_ffn_hidden_dim=512, expert_parallel=expert_parallel,
+                  zero_stage=zero_stage, dp_overlap=0, param_gather_overlap=0, precision=0,
+                  grad_buffer_bytes=4, intra_node_latency_us=0, inter_node_latency_us=0,
+                  dp_bucket_params=0, gpu_memory_gb=1000)
+    return float(evaluate_on_host(REFINED, **values).dp_allreduce_raw_ms), values
+
+
+@pytest.mark.parametrize("zero_stage", [0, 1])
+def test_expert_gradients_reduce_scatter_under_the_distributed_optimizer(zero_stage):
+    # e 2 on 8 GPUs: each GPU holds 8 / 2 = 4 experts of 3 x 1024 x 512 weights
+    # in each of 2 layers, 12,582,912 parameters, replicated edp = 8 / 2 = 4
+    # times in the node (e 8 leaves one replica: no expert traffic; the rest
+    # of the model is the same in both).  Megatron-Core's distributed optimizer
+    # (ZeRO 1) reduce-scatters their fp32 gradients (4 bytes) and all-gathers
+    # the bf16 weights (2 bytes): (4 + 2) x 3/4 of the bytes over NVLink; without
+    # it (ZeRO 0) the gradients are all-reduced: 2 x 4 x 3/4.
+    four, values = _expert_dp_raw_ms(zero_stage, 2)
+    one, _ = _expert_dp_raw_ms(zero_stage, 8)
+    params = 2 * 4 * 3 * 1024 * 512
+    nvlink = values["link_bandwidth_gb_s"] * 1e9 * values["intra_node_efficiency"]
+    moved = (4 + 2) if zero_stage == 1 else 2 * 4
+    assert four - one == pytest.approx(moved * 0.75 * params / nvlink * 1e3, rel=1e-9)

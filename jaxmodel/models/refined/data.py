@@ -159,11 +159,37 @@ def dp_seconds(x, g, params, stage, layer_hw_flops, active_w, attn_core):
                              jnp.maximum(positive_part(all_reduced - window), tail_reduced)))
     # Expert gradients: reduced over the edp replicas of each expert shard
     # (the expert-data-parallel group has stride etp e), in the same window.
+    # Without a distributed optimizer (ZeRO 0), and under ZeRO-3 (whose
+    # per-layer expert gathers are not modelled), an all-reduce.  With the
+    # distributed optimizer (ZeRO 1/2) Megatron-Core shards the experts' main
+    # weights and optimizer state over the expert-data-parallel group like the
+    # others (megatron/core/distributed/distributed_data_parallel.py: the
+    # expert_parallel_buffers' data-parallel group is the expert-data-parallel
+    # group; param_and_grad_buffer.py _ParamAndGradBucketGroup.
+    # start_grad_sync: reduce_scatter_tensor under use_distributed_optimizer,
+    # all_reduce otherwise; start_param_sync: all_gather_into_tensor), as
+    # optimizer_seconds charges its step (edp shards): the gradients are
+    # reduce-scattered in the backward window and the updated weights (FP8
+    # with fp8_param_gather) all-gathered in the forward window, once a step,
+    # half the gradient traffic of the all-reduce.  The expert and the other
+    # gradients share one window (and the GPU's NIC), as do the two gathers.
     edp = jnp.maximum(moe.expert_data_parallel(x, d), 1.0)
-    expert_grad_bytes = x.grad_buffer_bytes * stage_layers * expert_layer_params
-    expert_dp_raw = all_reduce(expert_grad_bytes, edp, G / (etp * e), net)
+    edp_per_node = G / (etp * e)
+    expert_params = stage_layers * expert_layer_params
+    expert_grad_bytes = x.grad_buffer_bytes * expert_params
+    expert_weight_bytes = (BF16 - (BF16 - 1.0) * g.fp8 * x.fp8_param_gather) * expert_params
+    expert_reduced = all_reduce(expert_grad_bytes, edp, edp_per_node, net)
+    expert_scattered = reduce_scatter(expert_grad_bytes, edp, edp_per_node, net)
+    expert_gathered = all_gather(expert_weight_bytes, edp, edp_per_node, net)
+    dist_opt = (zero_i == 1) | (zero_i == 2)
+    expert_dp_raw = jnp.where(dist_opt, expert_scattered + expert_gathered, expert_reduced)
+    dist_opt_dp = (jnp.maximum(positive_part(scattered + expert_scattered - window),
+                               tail_scattered)
+                   + jnp.maximum(positive_part(gathered + expert_gathered - gather_window),
+                                 tail_gathered))
     dp_raw = jnp.where(has_experts, dp_raw + expert_dp_raw, dp_raw)
-    dp = jnp.where(has_experts, dp + positive_part(expert_dp_raw - window), dp)
+    dp = jnp.where(has_experts, jnp.where(dist_opt, dist_opt_dp,
+                                          dp + positive_part(expert_reduced - window)), dp)
     return z, edp, dp_raw, dp
 
 
