@@ -151,6 +151,10 @@ INPUTS: tuple[InputField, ...] = (
             "(1): each all-gather's output copied out into the parameters and the gradients "
             "copied into the reduce-scatter input in grad_buffer_bytes; 0: the collectives "
             "work in place (Megatron-FSDP's buffers)", 0),
+    switch("foreach_optimizer", "the optimizer step's kernels: 0 one fused Adam pass (Apex / "
+            "Transformer Engine FusedAdam, torch fused=True); 1 PyTorch's foreach AdamW "
+            "(torch.optim.AdamW foreach=True, 8 passes over fp32 states) and "
+            "clip_grad_norm_(foreach=True) over the fp32 gradients (torchtitan)", 0),
     InputField("tp_overlap", "fraction", "share of the tensor-parallel collectives hidden "
                "behind the GEMMs they feed (Megatron-Core --tp-comm-overlap)", False, 0.0,
                True, 0.0, 1.0),
