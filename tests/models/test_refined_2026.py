@@ -175,6 +175,27 @@ def test_fsdp_root_unit_is_exposed_whatever_the_overlap():
     assert out["dp_allreduce_ms"] == approx(4 * (2.62144 + 31.45728 + 2.62144) * 1e-3)
 
 
+def test_compute_slowed_by_the_collectives_it_hides():
+    # ZeRO-3 over d = 2, dp_overlap = 1 (test_fsdp_root_unit_is_exposed_whatever_
+    # the_overlap): raw 4 x (3 x 125.82912 + 2 x 2.62144) = 1530.92096 us, exposed
+    # 4 x (2.62144 + 31.45728 + 2.62144) = 146.80064 us, so 1384.12032 us hidden
+    # behind compute.  Compute 1.5 x slower beside it does 1 / 1.5 of its work
+    # there: the step grows by 0.5 / 1.5 x 1384.12032 = 461.37344 us.
+    def extra(**changes):
+        on = run(overlap_slowdown=0.5, **changes)
+        off = run(overlap_slowdown=0.0, **changes)
+        assert on["dp_allreduce_ms"] == off["dp_allreduce_ms"]
+        assert on["compute_time_ms"] - off["compute_time_ms"] == approx(
+            on["step_time_ms"] - off["step_time_ms"])
+        return on["step_time_ms"] - off["step_time_ms"]
+
+    assert extra(num_gpus=16, zero_stage=3, dp_overlap=1.0) == approx(0.46137344)
+    # Nothing hidden, nothing slowed: dp_overlap 0 exposes every collective, and
+    # d = 1 has none.
+    assert extra(num_gpus=16, zero_stage=3) == 0.0
+    assert extra(dp_overlap=1.0) == 0.0
+
+
 def test_fsdp2_copies_around_the_collectives():
     # ZeRO-3 over d = 2, bf16, grad_buffer_bytes 2, HBM 1e12 B/s; per micro-batch
     # the 4 layers (4 LAYER_P = 12,582,912 parameters) are gathered twice and the

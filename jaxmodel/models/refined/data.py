@@ -24,6 +24,8 @@
   (``dp_bucket_params``; Megatron-Core's default ``max(40M, 1M x d)``
   parameters) reduces only after the backward pass ends and is gathered before
   the forward pass: it cannot hide.
+* **Contention**: compute that a collective hides runs slower, NCCL's kernels
+  holding SMs and HBM bandwidth beside it (``overlap_slowdown``).
 * **Experts**: the routed experts' gradients are reduced over the ``edp``
   replicas of each expert shard (``jaxmodel.models.refined.moe``) in the same
   window.
@@ -178,6 +180,22 @@ def dp_seconds(x, g, params, stage, layer_hw_flops, active_w, attn_core):
     dp_raw = jnp.where(has_experts, dp_raw + expert_dp_raw, dp_raw)
     dp = jnp.where(has_experts, dp + positive_part(expert_dp_raw - window), dp)
     return z, edp, dp_raw, dp
+
+
+def overlap_seconds(x, dp_raw, dp):
+    """Seconds the compute loses a step to the data-parallel collectives it hides.
+
+    NCCL runs each collective as a kernel with a CTA per channel on the SMs and
+    streams its data through HBM; compute overlapped by it runs ``1 +
+    overlap_slowdown`` times slower ("NCCL collectives use SMs, which makes
+    matmuls that are overlapped by them 30-40% slower", pytorch/pytorch PR
+    179937, H100).  During the ``dp_raw - dp`` seconds the collectives are
+    hidden the compute does only ``1 / (1 + s)`` of its work, so the step
+    grows by ``s / (1 + s)`` of that time.  (The exposed part slows nothing: no
+    compute runs beside it.)
+    """
+    s = x.overlap_slowdown
+    return s / (1.0 + s) * positive_part(dp_raw - dp)
 
 
 def fsdp_copy_seconds(x, g, params, stage_layers, z):
