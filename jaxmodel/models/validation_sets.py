@@ -1259,7 +1259,13 @@ TORCHTITAN = SetTable(
     # Context parallelism is PyTorch's context_parallel (torch.distributed.tensor.
     # experimental), which torchtitan applies to its SDPA call with the all-gather
     # rotation (its default): cp_comm 3.
-    every_row=(exact(sequence_parallel=1, cp_comm=3, cross_entropy_fusion=3),
+    # The optimizer step is PyTorch's foreach AdamW (torchtitan optimizer.py
+    # build_optimizers: "fused": fused, "foreach": not fused, with
+    # --optimizer.fused off by default and in the Llama 3 configs) after
+    # train.py's torch.nn.utils.clip_grad_norm_(..., max_norm, foreach=True)
+    # every step: foreach_optimizer 1.
+    every_row=(exact(sequence_parallel=1, cp_comm=3, cross_entropy_fusion=3,
+                     foreach_optimizer=1),
                approx("attention by PyTorch SDPA's flash backend (FlashAttention-2)",
                       attention_kernel=1), NO_DROPOUT),
     columns={

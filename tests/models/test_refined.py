@@ -43,7 +43,7 @@ TOY = {
     # traffic and no bucket granularity.
     "gemm_shape_model": 0, "attention_efficiency": 1.0, "causal_mask": 0,
     "grad_buffer_bytes": 2, "reserved_memory_gb": 0.0, "kernel_overhead_us": 0.0,
-    "grad_buffer_traffic": 0, "dp_bucket_params": 0.0,
+    "grad_buffer_traffic": 0, "dp_bucket_params": 0.0, "overlap_slowdown": 0.0,
     # Dropout as in Korthikanti et al. 2022 (GPT with dropout 0.1): its masks
     # are stored, so the activations are Table 2's.
     "dropout": 1,

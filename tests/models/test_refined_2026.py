@@ -175,6 +175,27 @@ def test_fsdp_root_unit_is_exposed_whatever_the_overlap():
     assert out["dp_allreduce_ms"] == approx(4 * (2.62144 + 31.45728 + 2.62144) * 1e-3)
 
 
+def test_compute_slowed_by_the_collectives_it_hides():
+    # ZeRO-3 over d = 2, dp_overlap = 1 (test_fsdp_root_unit_is_exposed_whatever_
+    # the_overlap): raw 4 x (3 x 125.82912 + 2 x 2.62144) = 1530.92096 us, exposed
+    # 4 x (2.62144 + 31.45728 + 2.62144) = 146.80064 us, so 1384.12032 us hidden
+    # behind compute.  Compute 1.5 x slower beside it does 1 / 1.5 of its work
+    # there: the step grows by 0.5 / 1.5 x 1384.12032 = 461.37344 us.
+    def extra(**changes):
+        on = run(overlap_slowdown=0.5, **changes)
+        off = run(overlap_slowdown=0.0, **changes)
+        assert on["dp_allreduce_ms"] == off["dp_allreduce_ms"]
+        assert on["compute_time_ms"] - off["compute_time_ms"] == approx(
+            on["step_time_ms"] - off["step_time_ms"])
+        return on["step_time_ms"] - off["step_time_ms"]
+
+    assert extra(num_gpus=16, zero_stage=3, dp_overlap=1.0) == approx(0.46137344)
+    # Nothing hidden, nothing slowed: dp_overlap 0 exposes every collective, and
+    # d = 1 has none.
+    assert extra(num_gpus=16, zero_stage=3) == 0.0
+    assert extra(dp_overlap=1.0) == 0.0
+
+
 def test_fsdp2_copies_around_the_collectives():
     # ZeRO-3 over d = 2, bf16, grad_buffer_bytes 2, HBM 1e12 B/s; per micro-batch
     # the 4 layers (4 LAYER_P = 12,582,912 parameters) are gathered twice and the
@@ -195,6 +216,27 @@ def test_fsdp2_copies_around_the_collectives():
     # Nothing to gather over one rank (d = 1), nor without ZeRO-3.
     assert extra(zero_stage=3) == 0.0
     assert extra(num_gpus=16, zero_stage=1) == 0.0
+
+
+def test_foreach_adamw_and_clipping_passes():
+    # PyTorch's foreach AdamW, one HBM pass per _foreach op over fp32 p, g, m, v
+    # and the sqrt temporary: mul_(p) 8, lerp_(m, g) 12, mul_(v) 8,
+    # addcmul_(v, g, g) 12, sqrt(v) 8, div_ 8, add_ 8, addcdiv_(p, m, sq) 16 =
+    # 80 B; clip_grad_norm_(foreach): _foreach_norm(g) 4 + _foreach_mul_(g) 8 =
+    # 12 B.  92 against the fused pass's 28: 64 B more per parameter of the
+    # optimizer's shard.  Without ZeRO (d = 1) that is P_GPU = 12,845,056
+    # parameters: 64 x 12,845,056 B / 1e12 B/s = 822.083584 us, once a step,
+    # memory-bound on the compute stream.
+    def extra(**changes):
+        on, off = run(foreach_optimizer=1, **changes), run(foreach_optimizer=0, **changes)
+        assert on["memory_bound_ms"] - off["memory_bound_ms"] == approx(
+            on["compute_time_ms"] - off["compute_time_ms"])
+        return on["step_time_ms"] - off["step_time_ms"]
+
+    assert extra() == approx(0.822083584)
+    # ZeRO-1 and FSDP over d = 2 ranks: each GPU steps half the parameters.
+    assert extra(num_gpus=16, zero_stage=1) == approx(0.411041792)
+    assert extra(num_gpus=16, zero_stage=3) == approx(0.411041792)
 
 
 def test_zero1_param_gather_overlap():

@@ -438,7 +438,7 @@ def test_torchtitan_interleaved_3d_row_by_hand():
     _has(case, num_gpus=512, tensor_parallel=8, pipeline_parallel=8, virtual_stages=2,
          micro_batch=4, gradient_accum_steps=8, recompute=2, precision=1, tp_overlap=1.0,
          tp_overlap_kind=1, zero_stage=3, zero_shard_degree=0, param_gather_overlap=1.0,
-         fsdp_copies=1, sequence_parallel=1, pp_stage_buffers=2,
+         fsdp_copies=1, sequence_parallel=1, pp_stage_buffers=2, foreach_optimizer=1,
          gpu_memory_gb=96 * GIB, seq_length=8192, hidden_dim=16384)
     # Plain 1F1B: one stage per rank, 8 micro-batches of 4.
     _has(cases["Table 5 FSDP 8, TP 8, PP 8 1F1B"], virtual_stages=1, micro_batch=4,

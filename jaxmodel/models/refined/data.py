@@ -31,12 +31,15 @@
   (``dp_bucket_params``; Megatron-Core's default ``max(40M, 1M x d)``
   parameters) reduces only after the backward pass ends and is gathered before
   the forward pass: it cannot hide.
+* **Contention**: compute that a collective hides runs slower, NCCL's kernels
+  holding SMs and HBM bandwidth beside it (``overlap_slowdown``).
 * **Experts**: the routed experts' gradients are reduced over the ``edp``
   replicas of each expert shard (``jaxmodel.models.refined.moe``) in the same
   window.
 * **Optimizer step**: memory-bound mixed-precision Adam over the GPU's shard
-  (ZeRO divides it by ``z``), the once-a-step passes over the gradient buffer
-  and the FP8 weight casts.
+  (ZeRO divides it by ``z``): one fused pass, or PyTorch's foreach AdamW and
+  gradient-norm clipping, a pass per ``_foreach`` op (``foreach_optimizer``);
+  the once-a-step passes over the gradient buffer and the FP8 weight casts.
 """
 
 from __future__ import annotations
@@ -50,6 +53,25 @@ from jaxmodel.numerics import positive_part
 # Mixed-precision Adam update per parameter: read fp32 master, momentum,
 # variance and the bf16 gradient, write the three fp32 states and bf16 weights.
 _ADAM_BYTES = 28.0
+# PyTorch's foreach AdamW (foreach_optimizer 1; torch/optim/adam.py
+# _multi_tensor_adam, AdamW's decoupled weight decay, capturable False), over
+# fp32 parameters p, gradients g and states m, v (FSDP2's sharded parameters
+# and gradients are fp32 under torchtitan's MixedPrecisionPolicy), each
+# _foreach op its own pass over HBM, in bytes per parameter:
+#   _foreach_mul_(p, 1 - lr wd)               read p, write p          8
+#   _foreach_lerp_(m, g, 1 - beta1)           read m, g, write m      12
+#   _foreach_mul_(v, beta2)                   read v, write v          8
+#   _foreach_addcmul_(v, g, g, 1 - beta2)     read v, g, write v      12
+#   sq = _foreach_sqrt(v)                     read v, write sq         8
+#   _foreach_div_(sq, sqrt(bias_corr2))       read sq, write sq        8
+#   _foreach_add_(sq, eps)                    read sq, write sq        8
+#   _foreach_addcdiv_(p, m, sq, step_size)    read p, m, sq, write p  16
+# = 80; then torch.nn.utils.clip_grad_norm_(foreach=True) (torchtitan clips by
+# the total norm every step, max_norm 1.0): _foreach_norm(g) reads g (4) and
+# clip_grads_with_norm_'s _foreach_mul_(g, coef) reads and writes it (8): 92.
+# (The norm's all-reduce is one scalar: latency only, left out.)
+_FOREACH_ADAMW_BYTES = 80.0
+_FOREACH_CLIP_BYTES = 12.0
 # Once a step over the whole gradient buffer (grad_buffer_traffic 1,
 # Megatron-Core DDP): zero_grad_buffer (write g), the
 # --check-for-nan-in-loss-and-grad norm before each bucket's reduction (read
@@ -193,6 +215,22 @@ def dp_seconds(x, g, params, stage, layer_hw_flops, active_w, attn_core):
     return z, edp, dp_raw, dp
 
 
+def overlap_seconds(x, dp_raw, dp):
+    """Seconds the compute loses a step to the data-parallel collectives it hides.
+
+    NCCL runs each collective as a kernel with a CTA per channel on the SMs and
+    streams its data through HBM; compute overlapped by it runs ``1 +
+    overlap_slowdown`` times slower ("NCCL collectives use SMs, which makes
+    matmuls that are overlapped by them 30-40% slower", pytorch/pytorch PR
+    179937, H100).  During the ``dp_raw - dp`` seconds the collectives are
+    hidden the compute does only ``1 / (1 + s)`` of its work, so the step
+    grows by ``s / (1 + s)`` of that time.  (The exposed part slows nothing: no
+    compute runs beside it.)
+    """
+    s = x.overlap_slowdown
+    return s / (1.0 + s) * positive_part(dp_raw - dp)
+
+
 def fsdp_copy_seconds(x, g, params, stage_layers, z):
     """Seconds a step of PyTorch FSDP2's copies (``fsdp_copies`` 1, ZeRO-3 over
     ``z`` > 1 ranks), memory-bound on the compute stream.
@@ -237,13 +275,15 @@ def optimizer_seconds(x, g, params, stage_layers, z, edp):
     # the whole buffer, or the shard with ZeRO-3.
     buffer_shards = jnp.where(zero_i == 3, z, jnp.ones_like(z))
     grad_pass_bytes = gb_traffic * _GRAD_PASSES * x.grad_buffer_bytes
-    optimizer_s = (_ADAM_BYTES * params_gpu / optimizer_shards
+    adam_bytes = jnp.where(x.foreach_optimizer > 0.5,
+                           _FOREACH_ADAMW_BYTES + _FOREACH_CLIP_BYTES, _ADAM_BYTES)
+    optimizer_s = (adam_bytes * params_gpu / optimizer_shards
                    + grad_pass_bytes * params_gpu / buffer_shards
                    + g.cast_bytes * stage_layers * layer_params) / hbm_rate
     expert_shards = jnp.where(zero > 0.5, edp, jnp.ones_like(edp))
     expert_buffer_shards = jnp.where(zero_i == 3, edp, jnp.ones_like(edp))
     optimizer_s = jnp.where(
-        has_experts, optimizer_s + (_ADAM_BYTES / expert_shards
+        has_experts, optimizer_s + (adam_bytes / expert_shards
                                     + grad_pass_bytes / expert_buffer_shards
                                     + g.cast_bytes)
         * stage_layers * expert_layer_params / hbm_rate, optimizer_s)

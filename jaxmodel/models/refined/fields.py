@@ -130,6 +130,16 @@ INPUTS: tuple[InputField, ...] = (
            high=4.0),
     InputField("dp_overlap", "fraction", "share of the last micro-batch's backward pass that "
                "hides the gradient reduction (0 none, 1 all)", False, 0.0, True, 1.0, 1.0),
+    # NCCL's collectives run as kernels on the SMs (a CTA per channel) and move
+    # their data through HBM, so the compute they overlap runs slower: "NCCL
+    # collectives use SMs, which makes matmuls that are overlapped by them
+    # 30-40% slower" (pytorch/pytorch PR 179937, 8 x H100, Llama 3 8B FSDP2,
+    # whose copy-engine collectives gained 2.4% tokens/s at TP 1, batch 2).
+    # 0.35, the middle of that range; the same for every GPU (no other is
+    # published).  refined/data.py: overlap_seconds.
+    InputField("overlap_slowdown", "fraction", "how much slower compute runs while an "
+               "overlapped data-parallel NCCL collective shares its SMs and HBM (0.35: "
+               "30-40% on H100, PyTorch PR 179937); 0 none", False, 0.0, True, 0.35, 1.0),
     InputField("param_gather_overlap", "fraction", "share of a micro-batch's forward pass that "
                "hides the ZeRO weight all-gather (Megatron-LM --overlap-param-gather)",
                False, 0.0, True, 0.0, 1.0),
@@ -151,6 +161,10 @@ INPUTS: tuple[InputField, ...] = (
             "(1): each all-gather's output copied out into the parameters and the gradients "
             "copied into the reduce-scatter input in grad_buffer_bytes; 0: the collectives "
             "work in place (Megatron-FSDP's buffers)", 0),
+    switch("foreach_optimizer", "the optimizer step's kernels: 0 one fused Adam pass (Apex / "
+            "Transformer Engine FusedAdam, torch fused=True); 1 PyTorch's foreach AdamW "
+            "(torch.optim.AdamW foreach=True, 8 passes over fp32 states) and "
+            "clip_grad_norm_(foreach=True) over the fp32 gradients (torchtitan)", 0),
     InputField("tp_overlap", "fraction", "share of the tensor-parallel collectives hidden "
                "behind the GEMMs they feed (Megatron-Core --tp-comm-overlap)", False, 0.0,
                True, 0.0, 1.0),

@@ -46,7 +46,12 @@ from jaxmodel.models.common import masked, next_whole_value, switch_steps, whole
 from jaxmodel.models.layout import CONTEXT, GPUS, PIPELINE, TENSOR, LayoutSpace, replica_step
 from jaxmodel.models.refined import mamba, moe, mtp, space
 from jaxmodel.models.refined.context import cp_seconds
-from jaxmodel.models.refined.data import dp_seconds, fsdp_copy_seconds, optimizer_seconds
+from jaxmodel.models.refined.data import (
+    dp_seconds,
+    fsdp_copy_seconds,
+    optimizer_seconds,
+    overlap_seconds,
+)
 from jaxmodel.models.refined.derived import derive
 from jaxmodel.models.refined.fields import (
     CLUSTER,
@@ -119,7 +124,10 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     # FSDP2's copies around its collectives (memory-bound, on the compute stream).
     copies_s = fsdp_copy_seconds(x, g, params, stage_layers, z)
 
-    compute = m * micro_compute + optimizer_s + copies_s
+    # The compute the hidden data-parallel collectives slow (NCCL on the SMs).
+    contention_s = overlap_seconds(x, dp_raw, dp)
+
+    compute = m * micro_compute + optimizer_s + copies_s + contention_s
     stage_recompute = stage_layers * lt.layer_recompute
     recompute_s = m * stage_recompute
     stage_memory_s = (stage_layers * (lt.fwd_bytes + lt.bwd_bytes + lt.recompute_bytes
