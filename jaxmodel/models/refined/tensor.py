@@ -173,9 +173,11 @@ def regathers(x, g):
     parallel communication is overlapped with dgrad GEMM"), or the userbuffers
     bulk all-gather run beside the dgrad GEMM (``ub_bulk_dgrad``).  Megatron-
     Core's own ``LinearWithGradAccumulationAndAsyncCommunication.backward``
-    (tensor_parallel/layers.py) does the same ("all-gather is launched
-    asynchronously ... overlapped with the input gradient computation");
-    Korthikanti et al. 2022, sec. 4.2.2.  The bytes are the forward gather's
+    (tensor_parallel/layers.py) does the same: ``dist_all_gather_func(...,
+    async_op=True)`` before ``grad_output.matmul(weight)``, "Here we rely on
+    CUDA_DEVICE_MAX_CONNECTIONS=1 to ensure that the gather is scheduled
+    before the input gradient computation"; Korthikanti et al. 2022, sec.
+    4.2.2.  The bytes are the forward gather's
     (``tp_gather_bytes``): under per-tensor FP8 the saved shard keeps its
     row-wise FP8 data, gathered and transposed after ("For sequence parallel
     in vanilla FP8, rowwise data is to gather the input"); MXFP8 and
