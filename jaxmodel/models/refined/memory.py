@@ -113,8 +113,9 @@ def layer_activation_bytes(x, recompute_code, sp):
       (``tensor.regathers``); PyTorch DTensor TP (``tp_overlap_kind`` 1:
       torchtitan's ``ColwiseParallel`` behind a ``PrepareModuleInput`` to
       ``Replicate``) saves the gathered input, one per block shared by its
-      GEMMs (wq, wk, wv; w1, w3), so these 2 + 2 are not split by ``t``; the two dropout masks 2 when ``dropout`` is 1
-      (PyTorch stores none at probability 0).  Korthikanti's 10 is
+      GEMMs (wq, wk, wv; w1, w3), so these 2 + 2 are not split by ``t``;
+      the two dropout masks 2 when ``dropout`` is 1 (PyTorch stores none at
+      probability 0).  Korthikanti's 10 is
       ``dropout`` 1 without FP8;
     * split by ``t``: Q 2, K and V ``4 kv / a``, the attention output 2 (kept
       by the attention kernel and, in bf16, the projection's input; under FP8

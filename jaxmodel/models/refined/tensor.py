@@ -185,8 +185,12 @@ def regathers(x, g):
     Full recompute's forward saves the shard again, so the re-gather stays one
     per block.  PyTorch DTensor TP (torchtitan, ``tp_overlap_kind`` 1, with or
     without async TP) saves the ``Replicate`` input its ``ColwiseParallel``
-    redistributed: no re-gather.  Without sequence parallelism the input is
-    whole on every rank."""
+    redistributed: no re-gather.  Compiled too: PyTorch's partitioner does
+    not recompute collectives in backward (pytorch/pytorch#147561, "always
+    ban compiler-driven recompute of collectives by default") and saves the
+    all-gather's output unless ``torch._functorch.config.unsafe_allow_
+    optimization_of_collectives`` is set (#146693, #150302, March 2025).
+    Without sequence parallelism the input is whole on every rank."""
     return (1.0 - x.tp_overlap_kind) * (g.sp > 0.5) * (g.t > 1.0)
 
 
