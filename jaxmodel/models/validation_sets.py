@@ -130,9 +130,10 @@ beside the rows that use it):
   (``cross_entropy_fusion`` 2), both read from the recipes' source (``BRIDGE_RECIPES``).
 * torchtitan (every row): FSDP2 shards over the data x context ranks and
   prefetches the next all-gather (``zero_stage`` 3, ``param_gather_overlap`` 1);
-  TP with sequence-parallel norms (``sequence_parallel`` 1); AsyncTP ->
-  ``tp_overlap`` 1 with ``tp_overlap_kind`` 1 (PyTorch's micro-pipelined TP,
-  not Transformer Engine's userbuffers); Float8 (torchao, tensor-wise scaling) -> ``precision`` 1;
+  TP with sequence-parallel norms (``sequence_parallel`` 1), PyTorch DTensor's
+  (``tp_overlap_kind`` 1: it keeps each gathered GEMM input for the backward
+  pass); AsyncTP -> ``tp_overlap`` 1 (PyTorch's micro-pipelined TP, not
+  Transformer Engine's userbuffers); Float8 (torchao, tensor-wise scaling) -> ``precision`` 1;
   context parallelism, PyTorch's experimental context_parallel with its default
   all-gather rotation, on the repeat_kv'd K, V of torchtitan's Llama -> ``cp_comm`` 3;
   its loss, PyTorch's F.cross_entropy on fp32 logits -> ``cross_entropy_fusion`` 3;
@@ -1264,8 +1265,11 @@ TORCHTITAN = SetTable(
     # --optimizer.fused off by default and in the Llama 3 configs) after
     # train.py's torch.nn.utils.clip_grad_norm_(..., max_norm, foreach=True)
     # every step: foreach_optimizer 1.
+    # Its TP is PyTorch DTensor's (parallelize_llama.py apply_tp), which keeps the
+    # gathered input of each ColwiseParallel GEMM for the backward pass, AsyncTP
+    # or not: tp_overlap_kind 1 on every row (refined/tensor.py, regathers).
     every_row=(exact(sequence_parallel=1, cp_comm=3, cross_entropy_fusion=3,
-                     foreach_optimizer=1),
+                     foreach_optimizer=1, tp_overlap_kind=1),
                approx("attention by PyTorch SDPA's flash backend (FlashAttention-2)",
                       attention_kernel=1), NO_DROPOUT),
     columns={
@@ -1307,7 +1311,7 @@ TORCHTITAN = SetTable(
         # reduce-scatter (torch.compile's micro_pipeline_tp pass), which cannot
         # fuse the backward reduce-scatter of a sum of input gradients
         # (refined/tensor.py).
-        "async_tp": {"yes": exact(tp_overlap=1.0, tp_overlap_kind=1),
+        "async_tp": {"yes": exact(tp_overlap=1.0),
                      "no": exact(tp_overlap=0.0)},
     },
     blank={"tp": 1, "pp": 1, "cp": 1},

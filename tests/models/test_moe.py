@@ -15,7 +15,9 @@ from typer.testing import CliRunner
 import jaxmodel
 from jaxmodel.api import evaluate_on_host
 from jaxmodel.cli import app
-from jaxmodel.models.refined import moe
+from jaxmodel.collectives import Network
+from jaxmodel.deferred import on_host
+from jaxmodel.models.refined import moe, tensor
 from jaxmodel.models.validation_moe import read_moe_runs
 from jaxmodel.presets import MOE_LLMS, apply_presets
 
@@ -387,6 +389,40 @@ def test_tp_collectives_of_moe_layers_by_hand():
     assert float(moe.tp_collectives_per_layer(x, 1.0)) == 6.0
     dense = SimpleNamespace(**REFINED.defaults)  # Llama-2-70B, num_experts 1
     assert float(moe.tp_collectives_per_layer(dense, 1.0)) == 6.0  # the dense 4 + 2 full
+
+
+def test_moe_layer_regathers_its_attention_input_beside_the_dgrad_gemms():
+    # Qwen3-235B's MoE layer (no shared experts) at t = 4, sequence parallelism, a
+    # micro-batch of 4096 tokens: each bf16 reduce-scatter or all-gather of the
+    # 2 B x 4096 x 4096 activation sends 3/4 of it at 1e11 B/s, 251.65824 us; one
+    # pair forward and one backward, 1006.63296 us.  Transformer Engine re-gathers the
+    # QKV input (the only column-parallel block with TP) in backward: 251.65824 us
+    # more, hidden behind the layer's dgrad GEMMs (one pool in an MoE layer) where
+    # they last long enough, whatever tp_overlap.
+    x = SimpleNamespace(**{**REFINED.defaults, **apply_presets(REFINED, llm="qwen3-235b-a22b")})
+    x.tensor_parallel, x.sequence_parallel, x.precision = 4.0, 1.0, 0.0
+    x.tp_overlap, x.tp_overlap_kind = 0.0, 0.0
+    assert x.hidden_dim == 4096 and x.shared_experts == 0
+    g = SimpleNamespace(full=0.0, plain=np.bool_(False), tok=4096.0, h=4096.0, t=4.0, G=8.0,
+                        net=Network(1e11, 1e10, 0.0, 0.0), m=1.0, sp=1.0, fp8=0.0,
+                        hbm_rate=1e12)
+
+    def exposed_us(dgrad_s, **changes):
+        for k, v in changes.items():
+            setattr(x, k, v)
+        lt = SimpleNamespace(gemm_fwd_s=1e-3, gemm_dgrad_s=dgrad_s, gemm_wgrad_s=1e-3)
+        with on_host():
+            return float(tensor.tp_seconds(x, g, lt, 1.0)[1]) * 1e6
+
+    pairs, ag = 1006.63296, 251.65824
+    # dgrad GEMMs of 100 us hide 100 us of it; of 1 ms, all of it.
+    assert exposed_us(100e-6) == pytest.approx(pairs + ag - 100.0, rel=1e-12)
+    assert exposed_us(1e-3) == pytest.approx(pairs, rel=1e-12)
+    # With tp_overlap the pool hides 3/4 of the pairs and the whole re-gather.
+    assert exposed_us(1e-3, tp_overlap=1.0) == pytest.approx(pairs / 4, rel=1e-12)
+    # PyTorch DTensor TP keeps the gathered input: no re-gather.
+    assert exposed_us(100e-6, tp_overlap=0.0, tp_overlap_kind=1.0) == pytest.approx(
+        pairs, rel=1e-12)
 
 
 def test_moe_recompute_drops_activations_by_hand():

@@ -446,24 +446,72 @@ def test_fp8_sequence_parallel_all_gathers_move_the_quantized_tensor():
     # reduce-scatter (15.72864 us: 2 B x 1024 x 1024 over t = 4 at 1e11 B/s, 3/4 of it
     # sent) and an all-gather; 2 of them forward (the QKV and first feed-forward input),
     # 2 backward (the projection's and second feed-forward's output gradient).
+    # FP8 GEMMs at 1e14 FLOP/s (dgrad QKV 16.10612736 us, first feed-forward
+    # 21.47483648) hide the backward re-gathers of their inputs whole
+    # (test_backward_regathers_of_column_parallel_inputs_hide_behind_their_dgrad).
     rs = 15.72864
     assert run(sequence_parallel=1)["tp_comm_ms"] == approx(16 * 125.82912e-3)
+
+    def run8(**changes):
+        return run(fp8_peak_tflops=100, mxfp8_peak_tflops=100, fp8_matmul_efficiency=1.0,
+                   **changes)
+
     # Per-tensor FP8: both all-gathers 1 B an element, half the bf16 time.
     fp8 = 4 * (rs + rs / 2)
     assert fp8 == pytest.approx(94.37184)
-    assert run(sequence_parallel=1, precision=1)["tp_comm_ms"] == approx(16 * fp8 * 1e-3)
+    assert run8(sequence_parallel=1, precision=1)["tp_comm_ms"] == approx(16 * fp8 * 1e-3)
     # Without sequence parallelism the all-reduce stays bf16.
-    assert run(precision=1)["tp_comm_ms"] == approx(16 * 125.82912e-3)
+    assert run8(precision=1)["tp_comm_ms"] == approx(16 * 125.82912e-3)
     # Block-scaled FP8: forward row-wise data and a scale per 32 (1 + 1/32 B), backward
     # row- and column-wise (2 + 2/32 B): 2 (rs + 8.11008) + 2 (rs + 16.22016).
     block = 2 * (rs + rs * (1 + 1 / 32) / 2) + 2 * (rs + rs * (1 + 1 / 32))
     assert block == pytest.approx(111.57504)
-    assert run(sequence_parallel=1, precision=2)["tp_comm_ms"] == approx(16 * block * 1e-3)
+    assert run8(sequence_parallel=1, precision=2)["tp_comm_ms"] == approx(16 * block * 1e-3)
     # Full recompute: the two recomputed forward pairs gather in FP8 too.
-    assert run(sequence_parallel=1, precision=1, recompute=2)["tp_comm_ms"] == approx(
+    assert run8(sequence_parallel=1, precision=1, recompute=2)["tp_comm_ms"] == approx(
         16 * 6 * (rs + rs / 2) * 1e-3)
-    assert run(sequence_parallel=1, precision=2, recompute=2)["tp_comm_ms"] == approx(
+    assert run8(sequence_parallel=1, precision=2, recompute=2)["tp_comm_ms"] == approx(
         16 * (4 * (rs + rs * (1 + 1 / 32) / 2) + 2 * (rs + rs * (1 + 1 / 32))) * 1e-3)
+
+
+def test_backward_regathers_of_column_parallel_inputs_hide_behind_their_dgrad():
+    # Sequence parallelism, NVLink slowed to 1e10 B/s: each bf16 reduce-scatter and
+    # all-gather 157.2864 us (2 B x 1024 x 1024, 3/4 of it sent), 4 pairs a layer.
+    # Transformer Engine / Megatron-Core save the QKV and first feed-forward inputs as
+    # sequence shards and gather them again in backward (2 more all-gathers), each
+    # launched beside its own dgrad GEMM (QKV 16.10612736 us, first feed-forward
+    # 21.47483648): exposed 2 x 157.2864 - 37.58096384 = 276.99183616 us a layer more,
+    # with or without tp_overlap (here 0).
+    ag = 157.2864
+    pairs = 4 * 2 * ag
+    more = 2 * ag - (16.10612736 + 21.47483648)
+    assert more == pytest.approx(276.99183616)
+    slow = dict(link_bandwidth_gb_s=10)
+    assert run(sequence_parallel=1, **slow)["tp_comm_ms"] == approx(16 * (pairs + more) * 1e-3)
+    # PyTorch DTensor TP (kind 1) keeps the gathered input; no sequence parallelism:
+    # the input is whole on every rank.  Neither re-gathers.
+    assert run(sequence_parallel=1, tp_overlap_kind=1, **slow)["tp_comm_ms"] == approx(
+        16 * pairs * 1e-3)
+    assert run(**slow)["tp_comm_ms"] == approx(16 * pairs * 1e-3)
+    # Full recompute: six pairs, still one re-gather per column-parallel GEMM.
+    assert run(sequence_parallel=1, recompute=2, **slow)["tp_comm_ms"] == approx(
+        16 * (6 * 2 * ag + more) * 1e-3)
+    # Per-tensor FP8 (GEMMs at 2e14 FLOP/s: dgrad QKV 8.05306368 us, feed-forward
+    # 10.73741824): the shard's row-wise FP8 data, 1 B, re-gathered in 78.6432 us.
+    fp8 = dict(precision=1, fp8_peak_tflops=200, mxfp8_peak_tflops=200,
+               fp8_matmul_efficiency=1.0)
+    more_fp8 = 2 * ag / 2 - (8.05306368 + 10.73741824)
+    assert run(sequence_parallel=1, **fp8, **slow)["tp_comm_ms"] == approx(
+        16 * (4 * (ag + ag / 2) + more_fp8) * 1e-3)
+    # Block-scaled FP8: the column-wise data and its scales, 1 + 1/32 B an element,
+    # as the forward gather (the backward gradient gather moves twice that).
+    ag_block = ag * (1 + 1 / 32) / 2
+    more_block = 2 * ag_block - (8.05306368 + 10.73741824)
+    block = 2 * (ag + ag_block) + 2 * (ag + 2 * ag_block) + more_block
+    assert run(sequence_parallel=1, **{**fp8, "precision": 2}, **slow)["tp_comm_ms"] == approx(
+        16 * block * 1e-3)
+    # At full NVLink speed (157.2864 / 10 = 15.72864 us each) both hide whole.
+    assert run(sequence_parallel=1)["tp_comm_ms"] == approx(16 * 125.82912e-3)
 
 
 def test_fp8_all_gathers_hide_by_their_own_time():

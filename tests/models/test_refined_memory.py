@@ -271,6 +271,22 @@ def test_capacity_in_bytes_from_the_datasheet_gib():
     assert 183_359 * 2**20 / 1e9 < GPUS["b200"].values["gpu_memory_gb"]
 
 
+def test_dtensor_tp_saves_the_gathered_gemm_inputs():
+    # PyTorch DTensor TP (tp_overlap_kind 1, torchtitan) keeps the QKV and FC1 inputs
+    # as gathered (Replicate) for the backward pass: 2 + 2 bytes of all s b h, t = 4
+    # times the shard Transformer Engine keeps, 4 x 3 = 12 more per s b h / t:
+    # 33.5 -> 45.5; FP8 casts (1 + 1): 29 -> 35.
+    assert _layer_bytes(dropout=0, precision=0, tp_overlap_kind=1) == approx(
+        45.5 * LLAMA_SBH_T)
+    assert _layer_bytes(dropout=0, precision=1, tp_overlap_kind=1) == approx(
+        35.0 * LLAMA_SBH_T)
+    # Without sequence parallelism every rank holds the whole input either way:
+    # 8 replicated bytes x t = 32, plus the 25.5 split ones.
+    assert _layer_bytes(sp=0, dropout=0, precision=0, tp_overlap_kind=1) == approx(
+        57.5 * LLAMA_SBH_T)
+    assert _layer_bytes(sp=0, dropout=0, precision=0) == approx(57.5 * LLAMA_SBH_T)
+
+
 def test_norm_recompute_frees_the_norm_outputs_and_runs_the_norms_again():
     # Llama 3 70B layer as above: the QKV and FC1 inputs (the norm outputs) go,
     # 2 + 2 bytes in bf16 (33.5 -> 29.5), 1 + 1 under FP8 (29 -> 27).

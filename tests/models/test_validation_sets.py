@@ -454,12 +454,12 @@ def test_torchtitan_interleaved_3d_row_by_hand():
 
 def test_torchtitan_async_tp_is_pytorchs_and_plain_tp_overlaps_nothing():
     # Table 4: "2D" has no AsyncTP (no overlap); "2D + AsyncTP" runs PyTorch's
-    # micro-pipelined TP (kind 1), not Transformer Engine's userbuffers.
+    # micro-pipelined TP, not Transformer Engine's userbuffers.  Both are DTensor TP
+    # (kind 1), which keeps the gathered inputs: no backward re-gather.
     cases = _by_label(TORCHTITAN)
     plain = cases["Table 4 FSDP 32, TP 8 2D"]
     fused = cases["Table 4 FSDP 32, TP 8 2D + AsyncTP"]
-    _has(plain, tp_overlap=0.0)
-    assert plain.inputs.get("tp_overlap_kind", 0) == 0
+    _has(plain, tp_overlap=0.0, tp_overlap_kind=1)
     _has(fused, tp_overlap=1.0, tp_overlap_kind=1)
 
 

@@ -168,9 +168,12 @@ INPUTS: tuple[InputField, ...] = (
     InputField("tp_overlap", "fraction", "share of the tensor-parallel collectives hidden "
                "behind the GEMMs they feed (Megatron-Core --tp-comm-overlap)", False, 0.0,
                True, 0.0, 1.0),
-    # tensor.py: which implementation overlaps the TP collectives (their physics
-    # differ in the backward pass and in the reduce-scatter's last step).
-    switch("tp_overlap_kind", "TP overlap: 0 TE, 1 async TP", 0),
+    # tensor.py: which implementation runs (and overlaps) the TP collectives:
+    # 0 Transformer Engine / Megatron-Core (re-gathers each sequence-parallel
+    # GEMM input in backward; --tp-comm-overlap: userbuffers), 1 PyTorch DTensor
+    # (keeps the gathered input; overlap: async TP).  Their physics differ in
+    # the backward pass and in the reduce-scatter's last step.
+    switch("tp_overlap_kind", "TP: 0 TE/MCore, 1 DTensor", 0),
     # Megatron-Core's gradient buffer and its buckets (distributed/
     # param_and_grad_buffer.py, distributed_data_parallel_config.py).
     switch("grad_buffer_traffic", "count the gradient buffer's own memory traffic (1): "

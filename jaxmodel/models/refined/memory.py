@@ -108,8 +108,14 @@ def layer_activation_bytes(x, recompute_code, sp):
       inputs 4; the inputs of the QKV and FC1 GEMMs 2 + 2, or 1 + 1 under FP8
       (Transformer Engine's Linear and LayerNormLinear save the input they cast
       to FP8, ``saved_inputmat = inputmat``, and no bf16 copy), none with
-      ``norm_recompute``; the two dropout masks 2 when ``dropout`` is 1
-      (PyTorch stores none at probability 0).  Korthikanti's 10 is
+      ``norm_recompute``.  Transformer Engine and Megatron-Core save these
+      inputs as sequence shards and gather them again in backward
+      (``tensor.regathers``); PyTorch DTensor TP (``tp_overlap_kind`` 1:
+      torchtitan's ``ColwiseParallel`` behind a ``PrepareModuleInput`` to
+      ``Replicate``) saves the gathered input, one per block shared by its
+      GEMMs (wq, wk, wv; w1, w3), so these 2 + 2 are not split by ``t``;
+      the two dropout masks 2 when ``dropout`` is 1 (PyTorch stores none at
+      probability 0).  Korthikanti's 10 is
       ``dropout`` 1 without FP8;
     * split by ``t``: Q 2, K and V ``4 kv / a``, the attention output 2 (kept
       by the attention kernel and, in bf16, the projection's input; under FP8
@@ -137,8 +143,11 @@ def layer_activation_bytes(x, recompute_code, sp):
     # Norm recompute (norm_recompute) frees the norm outputs, FP8 casts included
     # (Megatron-Core then has the GEMM save its original input, which the
     # checkpoint frees: set_save_original_input).
+    # PyTorch DTensor TP (tp_overlap_kind 1) saves the QKV and FC1 inputs as
+    # gathered: stored whole, not split by t (tensor.regathers).
+    gathered = 1.0 + x.tp_overlap_kind * (rep_split - 1.0)
     replicated = (_NORM_INPUT_BYTES
-                  + (1.0 - x.norm_recompute) * _NORM_GEMM_INPUTS * (BF16 - fp8)
+                  + (1.0 - x.norm_recompute) * _NORM_GEMM_INPUTS * (BF16 - fp8) * gathered
                   + _DROPOUT_MASK_BYTES * dropout)
     # MLA's compressed latents are not split by tensor parallelism (moe).
     replicated = jnp.where(mamba.plain(x), replicated,

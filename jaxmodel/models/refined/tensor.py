@@ -24,8 +24,15 @@ projections; the reduce-scatters take the input gradients of the two
 column-parallel ones.  MoE and hybrid layers keep one pool: their collectives
 hide behind all of the layer's GEMMs.
 
-``tp_overlap_kind`` names the implementation, whose backward and last step
-differ:
+Transformer Engine and Megatron-Core save only the sequence shard of each
+column-parallel GEMM's input and gather it again in backward for the weight
+gradient (``regathers``): one more all-gather per such block (QKV, first
+feed-forward; a Mamba mixer's in-projection), hidden whole behind that GEMM's
+dgrad where it fits, with or without ``tp_overlap``.
+
+``tp_overlap_kind`` names the implementation (0 also for Megatron-Core
+without ``--tp-comm-overlap``, 1 for any PyTorch DTensor TP, which keeps the
+gathered input), whose backward and last step differ:
 
 * 0, Megatron-Core ``--tp-comm-overlap`` (Transformer Engine userbuffers):
   the backward reduce-scatter of the column-parallel input gradient runs
@@ -121,7 +128,9 @@ def dense_overlap_seconds(x, g, halves, act_bytes):
     ``halves``: ``(rs, ag_fwd, ag_bwd)``, one reduce-scatter, one forward and
     one backward all-gather (each half an all-reduce's time in bf16).  Each
     hides ``min(tp_overlap (t - 1) / t its time, GEMM)``; the forward pairs run
-    ``1 + full`` times (full recompute runs the forward again).
+    ``1 + full`` times (full recompute runs the forward again).  The backward
+    re-gathers of the QKV and first feed-forward inputs (``regathers``) hide
+    whole behind those GEMMs' dgrad, whatever ``tp_overlap``.
     """
     t, tok, fp8, hbm_rate = g.t, g.tok, g.fp8, g.hbm_rate
     rs, ag_fwd, ag_bwd = halves
@@ -141,10 +150,48 @@ def dense_overlap_seconds(x, g, halves, act_bytes):
                + hide(fwd[down], rs))
     backward = (hide(dgrad[proj], ag_bwd) + hide(dgrad[down], ag_bwd)
                 + te * (hide(wgrad[qkv], rs) + hide(wgrad[up], rs)))
+    # Transformer Engine / Megatron-Core: each column-parallel GEMM's input is
+    # gathered again, launched before its dgrad GEMM and independent of it.
+    backward = backward + regathers(x, g) * (
+        jnp.minimum(ag_fwd, dgrad[qkv]) + jnp.minimum(ag_fwd, dgrad[up]))
     # Async TP: the two forward reduce-scatters each end with the sum of t partials.
     reduce_s = act_bytes * (1.0 + 1.0 / t) / hbm_rate
     extra = x.tp_overlap_kind * x.tp_overlap * passes * 2.0 * reduce_s * (t > 1.0)
     return passes * forward + backward, extra
+
+
+def regathers(x, g):
+    """Backward re-gathers of column-parallel inputs per block with one (0, 1).
+
+    Transformer Engine's ``_LayerNormLinear`` and ``_Linear`` (module/
+    layernorm_linear.py, linear.py, TE 1.x and 2.x) save only the local
+    sequence shard of the GEMM input (``ln_out``, ``inputmat``) and, with
+    ``ctx.ln_out_needs_gather`` / ``backward_input_needs_gather`` (``weight.
+    requires_grad and parallel_mode == "column" and sequence_parallel``),
+    gather it again in backward for the weight-gradient GEMM: ``gather_along_
+    first_dim(ln_out, tp_group, async_op=True, quantizer=...)`` ("Tensor-
+    parallel communication is overlapped with dgrad GEMM"), or the userbuffers
+    bulk all-gather run beside the dgrad GEMM (``ub_bulk_dgrad``).  Megatron-
+    Core's own ``LinearWithGradAccumulationAndAsyncCommunication.backward``
+    (tensor_parallel/layers.py) does the same: ``dist_all_gather_func(...,
+    async_op=True)`` before ``grad_output.matmul(weight)``, "Here we rely on
+    CUDA_DEVICE_MAX_CONNECTIONS=1 to ensure that the gather is scheduled
+    before the input gradient computation"; Korthikanti et al. 2022, sec.
+    4.2.2.  The bytes are the forward gather's
+    (``tp_gather_bytes``): under per-tensor FP8 the saved shard keeps its
+    row-wise FP8 data, gathered and transposed after ("For sequence parallel
+    in vanilla FP8, rowwise data is to gather the input"); MXFP8 and
+    blockwise FP8 keep and gather the column-wise data only, ``1 + 1/32`` B.
+    Full recompute's forward saves the shard again, so the re-gather stays one
+    per block.  PyTorch DTensor TP (torchtitan, ``tp_overlap_kind`` 1, with or
+    without async TP) saves the ``Replicate`` input its ``ColwiseParallel``
+    redistributed: no re-gather.  Compiled too: PyTorch's partitioner does
+    not recompute collectives in backward (pytorch/pytorch#147561, "always
+    ban compiler-driven recompute of collectives by default") and saves the
+    all-gather's output unless ``torch._functorch.config.unsafe_allow_
+    optimization_of_collectives`` is set (#146693, #150302, March 2025).
+    Without sequence parallelism the input is whole on every rank."""
+    return (1.0 - x.tp_overlap_kind) * (g.sp > 0.5) * (g.t > 1.0)
 
 
 def tp_seconds(x, g, lt, stage_layers):
@@ -167,10 +214,15 @@ def tp_seconds(x, g, lt, stage_layers):
     ag_bwd = all_gather(act_bytes * gather_bwd / BF16, t, tg, net)
     forward_share = (1.0 + full) / (2.0 + full)
     one = rs + forward_share * ag_fwd + (1.0 - forward_share) * ag_bwd
-    tp_layer = tp_count * one
-    # MoE / hybrid layers: one pool, every GEMM of the layer.
+    # Backward re-gathers (regathers): one per block with a column-parallel
+    # input, 2 + full pairs of collectives each.
+    regather = regathers(x, g) * tp_count / (2.0 + full) * ag_fwd
+    tp_layer = tp_count * one + regather
+    # MoE / hybrid layers: one pool, every GEMM of the layer; the re-gathers
+    # hide behind the dgrad GEMMs whatever tp_overlap.
     gemm_layer = gemm_fwd_s * (1.0 + full) + gemm_dgrad_s + gemm_wgrad_s
-    pooled = jnp.minimum(x.tp_overlap * (t - 1.0) / t * tp_layer, gemm_layer)
+    pooled = jnp.minimum(x.tp_overlap * (t - 1.0) / t * (tp_layer - regather)
+                         + jnp.minimum(regather, gemm_dgrad_s), gemm_layer)
     dense_hidden, dense_extra = dense_overlap_seconds(x, g, (rs, ag_fwd, ag_bwd), act_bytes)
     tp_hidden = jnp.where(plain, dense_hidden, pooled)
     tp_layer_exposed = tp_layer - tp_hidden + jnp.where(plain, dense_extra, 0.0)
