@@ -96,6 +96,10 @@ beside the rows that use it):
   graphs, dispatcher, TP and EP overlap, FSDP, MTP, pipeline layout) come from the
   25.09-era performance scripts, ``BRIDGE_2509`` (the source and how it is dated
   there), fed to the same readers as the later releases' recipe columns.
+* Megatron-Bridge virtual stages left blank beside p > 1 where the recipe for that
+  pipeline depth runs the EP all-to-all overlap and sets them (``recipe_parallel_mismatch``
+  "vp: table=n/a recipe=N"): Megatron-Bridge refuses the overlap without virtual stages,
+  so the recipe's N is read (listed, ``_bridge_vp_read``): the B200 Qwen3-235B rows.
 * Megatron-Bridge batch cells that contradict each other: a row whose published
   gradient-accumulation count is not GBS / (MBS x DP) (the CSV's ``note``, "stated GA
   g != GBS/(MBS*DP) = m") has a wrong batch cell; where the recipe for its layout
@@ -745,6 +749,40 @@ def _bridge_ep_overlap(row: Mapping[str, str]) -> Cell:
     return exact(ep_overlap=0.0)
 
 
+def _bridge_vp_read(row: Mapping[str, str]) -> str:
+    """The row's virtual-pipeline size, or the recipe's where the printed layout cannot run.
+
+    Megatron-Bridge refuses the EP all-to-all overlap on a pipeline without virtual
+    stages: its CommOverlapConfig (src/megatron/bridge/training/comm_overlap.py,
+    ``_get_model_comm_overlap_cfgs``) asserts "If enabling EP A2A overlap,
+    virtual_pipeline_model_parallel_size must be specified when
+    pipeline_model_parallel_size > 1", as Megatron-Core's TransformerConfig does.  A row
+    that prints no virtual size beside p > 1, whose recipe for the same pipeline depth
+    runs the overlap (``recipe_ep_a2a_overlap`` True) and sets the virtual size
+    (``recipe_parallel_mismatch`` "vp: table=n/a recipe=N", no "pp:" entry), cannot
+    have run as printed with that recipe: its blank cell is the table's omission, and
+    the recipe's N is read.  Every other row keeps its own cell.
+    """
+    row = _recipe(row)
+    text = row["recipe_parallel_mismatch"]
+    recipe = re.search(r"vp: table=n/a recipe=(\d+)", text)
+    if (row["vp"].strip() or not recipe or "pp:" in text
+            or _number(row["pp"], 1) <= 1
+            or row["recipe_ep_a2a_overlap"].strip() != "True"):
+        return row["vp"]
+    return recipe.group(1)
+
+
+def _bridge_vp(row: Mapping[str, str]) -> Cell:
+    read = _bridge_vp_read(row)
+    vp = _number(read, 1)
+    if read == row["vp"]:
+        return exact(virtual_stages=vp)
+    return approx(f"{vp:g} virtual stages, the recipe's, for the table's blank: its recipe "
+                  "runs the EP all-to-all overlap, which Megatron-Bridge refuses at p > 1 "
+                  "without virtual stages", virtual_stages=vp)
+
+
 def _bridge_fsdp(row: Mapping[str, str]) -> Cell:
     row = _recipe(row)
     group = _number(row["fsdp"], 0)
@@ -803,7 +841,8 @@ def _bridge_mismatch(row: Mapping[str, str]) -> Cell:
     if not text or text.startswith("none"):
         return NOTHING
     return approx("recipe settings read from a recipe of another layout (the row's "
-                  "recipe_parallel_mismatch; the row's own layout is used)")
+                  "recipe_parallel_mismatch; the row's own layout is used, but for a "
+                  "virtual-stage cell the recipe's overlap needs: _bridge_vp_read)")
 
 
 # The pipeline layout Megatron-Bridge's DeepSeek-V3 recipe sets for every (pp, vp) it
@@ -841,6 +880,7 @@ def _bridge_layout(row: Mapping[str, str]) -> Cell:
     the loss and an MTP module counted as layers of the split; or Megatron's
     account_for_embedding/loss_in_pipeline_split alone."""
     row = _recipe(row)
+    row = {**row, "vp": _bridge_vp_read(row)}
     layout = row.get("pipeline_layout", "").strip()
     if not layout and row["model"].strip().startswith("DeepSeekV3"):
         mtp = row["recipe_mtp_num_layers"].strip()
@@ -891,7 +931,7 @@ BRIDGE = SetTable(
         "tp": "tensor_parallel",
         "pp": "pipeline_parallel",
         "cp": "context_parallel",
-        "vp": "virtual_stages",
+        "vp": _bridge_vp,
         "ep": "expert_parallel",
         "micro_batch": _bridge_micro_batch,
         "seq_length": "seq_length",
