@@ -6,7 +6,13 @@ x accumulation layout of a GPU count and global batch, crossed with the
 model's own axes), in ``config_id`` order.  They run through the sweep
 engine (:mod:`jaxmodel.engine`) as an explicit candidate table
 (``SweepSpec.table``): put on the device once and looked up by row inside
-the jitted step, the model ``vmap``-ed over fixed-shape chunks sharded over
+the jitted step.  The table is crossed (``LayoutSpace.crossed``): its rows
+are the layouts (a few hundred), and per layout the combinations of the
+searched axes the layout rules admit; the device decodes candidate ``i``
+into its layout and its axes' values (``IndexSpace.crossed_rows``), so the
+host never builds the crossed table (10.8M rows of 14 columns for the
+DeepSeek-V3 search of issue 26; with ``group_by`` it still does, to number
+the groups).  Then the model is ``vmap``-ed over fixed-shape chunks sharded over
 the local devices (the last chunk padded and masked, so one compile serves
 every chunk), folded into a top-k (and optionally a best-per-group and a
 Pareto) state by ``jaxmodel.reduce`` inside the same step, so only ``k`` rows

@@ -26,7 +26,10 @@ Their global index ``config_id`` follows that order: ``t`` ascending, then
 The enumeration runs on the host in numpy: it is a ragged product of divisor
 lists (a few int64 operations per candidate, about 1 s per 10^8), and the
 candidate table (4 integers a row) is tiny next to what the model computes
-per row.
+per row.  Crossed with the searched axes it is not (a DeepSeek-V3 search:
+384 layouts x 55,296 combinations, cut to 10.8M rows of 14 columns), so a
+search takes :meth:`LayoutSpace.crossed`: the layouts and, per layout, the
+combinations the rules admit, which the device decodes from the index.
 """
 
 from __future__ import annotations
