@@ -227,23 +227,28 @@ def search(model: str | Model, values: Mapping[str, float], *, global_batch: int
                             + closest(name, model.input_names))
         if name in pinned:
             raise SpecError(f"--vary: {name!r} is also pinned to {pinned[name]}; give one")
-    crossed = None
-    if CROSSED and not group_by:
+    crossed, group_ids, num_groups = None, None, 1
+    if CROSSED:
         # The layouts, and per layout the admitted combinations of the searched
         # axes: the device decodes each candidate from its index (issue 26).
         crossed = space.crossed(values, global_batch, allow_idle=allow_idle, pinned=pinned,
                                 vary=vary, also=also, cross_node_tp=cross_node_tp)
         cand, n = crossed.layouts, crossed.size
-    else:
-        # (group ids are found over the whole table)
+        if group_by and n:
+            groups = crossed.groups(group_by)
+            if groups is None:  # (too many groups to number without the table)
+                crossed = None
+            else:
+                *group_ids, num_groups = groups
+                group_ids = tuple(group_ids)
+    if crossed is None:
         cand = space.candidates(values, global_batch, allow_idle=allow_idle,
                                 pinned=pinned, vary=vary, also=also,
                                 cross_node_tp=cross_node_tp)
         n = len(next(iter(cand.values())))
     if n == 0:
         raise space.no_layout_error(values, global_batch, allow_idle=allow_idle, pinned=pinned)
-    group_ids, num_groups = None, 1
-    if group_by:
+    if group_by and crossed is None:
         stacked = np.stack([cand[g] for g in group_by], axis=1)
         group_keys, group_ids = np.unique(stacked, axis=0, return_inverse=True)
         group_ids = group_ids.reshape(-1).astype(np.int64)
@@ -378,7 +383,8 @@ def table_spec(model: Model, values: Mapping[str, float], columns: Mapping[str, 
     for name, col in sorted(columns.items()):
         digest.update(name.encode() + np.ascontiguousarray(col).tobytes())
     if group_ids is not None:
-        digest.update(np.ascontiguousarray(group_ids).tobytes())
+        for ids in (group_ids if isinstance(group_ids, tuple) else (group_ids,)):
+            digest.update(np.ascontiguousarray(ids).tobytes())
     table = CandidateTable(columns={k: np.asarray(v) for k, v in columns.items()},
                            group_by=tuple(group_by), group_ids=group_ids,
                            num_groups=num_groups, report=report, crossed=crossed)

@@ -29,6 +29,8 @@ from jaxmodel.spec import SweepSpec
 
 # The candidate table's group ids, beside its input columns in ``tables``.
 GROUP_KEY = "group:ids"
+# (a crossed table's: each layout's row and each combination's column of them)
+GROUP_LAYOUT, GROUP_COMBO = "group:layout", "group:combo"
 # A crossed candidate table's index (``CandidateTable.crossed``), beside its
 # columns: per layout its first and past-last index and where its admitted
 # combinations start in the flat table of them.
@@ -90,7 +92,13 @@ class IndexSpace:
                     CROSS_ENDS: np.asarray(crossed.ends, np.int64),
                     CROSS_FIRST: (np.asarray(crossed.pattern, np.int64) * width).astype(np.int32),
                     CROSS_COMBOS: np.asarray(crossed.combos, np.int32).reshape(-1)})
-            if self.table.group_ids is not None:
+            if self.table.group_ids is not None and self.table.crossed is not None:
+                of_layout, of_combo, ids = self.table.group_ids
+                self.tables.update({
+                    GROUP_LAYOUT: np.asarray(of_layout, np.int64) * ids.shape[1],
+                    GROUP_COMBO: np.asarray(of_combo, np.int64),
+                    GROUP_KEY: np.asarray(ids, np.int64).reshape(-1)})
+            elif self.table.group_ids is not None:
                 self.tables[GROUP_KEY] = np.asarray(self.table.group_ids, dtype=np.int64)
         self._dim_of = {name: i for i, d in enumerate(spec.dims) for name in d.names}
 
@@ -103,6 +111,11 @@ class IndexSpace:
         """Each row's group index from the candidate table (zeros without groups)."""
         if GROUP_KEY not in tables:
             return jnp.zeros(ids.shape, dtype=jnp.int64)
+        if self.table.crossed is not None:
+            layout, combo = self._crossed_index(self._rows(ids), tables)
+            at = (jnp.take(tables[GROUP_LAYOUT], layout, mode="clip")
+                  + jnp.take(tables[GROUP_COMBO], combo, mode="clip"))
+            return jnp.take(tables[GROUP_KEY], at, mode="clip")
         return jnp.take(tables[GROUP_KEY], self._rows(ids), mode="clip")
 
     def report(self, cols: dict[str, jax.Array]) -> dict[str, jax.Array]:
@@ -121,12 +134,17 @@ class IndexSpace:
         index range holds the row (a binary search over a few hundred
         layouts), then the row's admitted combination of the axes, decoded as
         a grid's index is (:func:`mixed_radix_digits`)."""
+        layout, combo = self._crossed_index(rows, tables)
+        return layout, mixed_radix_digits(combo, self.table.crossed.radices)
+
+    def _crossed_index(self, rows: jax.Array, tables) -> tuple[jax.Array, jax.Array]:
+        """The layout and the combination (a flat index) of each of ``rows``."""
         layout = jnp.searchsorted(tables[CROSS_ENDS], rows, side="right")
         offset = (rows - jnp.take(tables[CROSS_STARTS], layout, mode="clip")).astype(jnp.int32)
         combo = jnp.take(tables[CROSS_COMBOS],
                          jnp.take(tables[CROSS_FIRST], layout, mode="clip") + offset,
                          mode="clip")
-        return layout, mixed_radix_digits(combo, self.table.crossed.radices)
+        return layout, combo
 
     def start_digits(self, start: int) -> np.ndarray:
         """Digits of a chunk's first index, on the host (exact Python ints)."""

@@ -156,6 +156,8 @@ class CandidateTable:
         outputs: jax arrays) returning them as reported, run on the device
         after the model (a search's rows run on the GPUs they use and are
         reported with the job's); None: as evaluated.
+        With ``crossed``, ``group_ids`` is ``(of_layout, of_combo, ids)``
+        (``CrossedCandidates.groups``).
       crossed: the rows as layouts crossed with searched axes
         (``jaxmodel.models.layout.CrossedCandidates``: ``columns`` are then
         per layout, and the device decodes configuration ``i`` into its
@@ -164,7 +166,7 @@ class CandidateTable:
 
     columns: dict[str, np.ndarray]
     group_by: tuple[str, ...] = ()
-    group_ids: np.ndarray | None = None
+    group_ids: Any = None
     num_groups: int = 1
     report: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     crossed: Any = None

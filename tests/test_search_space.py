@@ -242,6 +242,7 @@ def test_best_over_the_crossed_table_equals_best_over_the_whole_table(monkeypatc
     values = {**TOY_MOE, "gpu_memory_gb": 40.0, "num_gpus": 30 if idle else 32}
     kw = dict(global_batch=32, top=40, allow_idle=idle, pareto=("step_time_ms",
               "memory_gb_per_gpu", True, True),
+              group_by=("pipeline_parallel", "virtual_stages", "expert_parallel"),
               vary={"recompute": [0, 1, 2], "pipeline_schedule": [0, 1, 2]})
     crossed = search(REFINED, values, **kw)
     monkeypatch.setattr(searching, "CROSSED", False)
@@ -251,3 +252,22 @@ def test_best_over_the_crossed_table_equals_best_over_the_whole_table(monkeypatc
     assert 0 < crossed.valid < crossed.candidates
     _same_columns(crossed.top, table.top)
     _same_columns(crossed.pareto, table.pareto)
+    _same_columns(crossed.per_group, table.per_group)
+
+
+@pytest.mark.parametrize("names", [("pipeline_parallel", "recompute", "expert_parallel"),
+                                   ("recompute", "data_parallel"), ("moe_overlap",),
+                                   ("micro_batch",)])
+def test_crossed_groups_are_numbered_as_the_table_numbers_them(names):
+    kw = {"vary": {"recompute": [0, 1, 2], "pipeline_schedule": [0, 1]}}
+    crossed = REFINED.layout.crossed(TOY_MOE, 32, **kw)
+    table = REFINED.layout.candidates(TOY_MOE, 32, **kw)
+    keys, want = np.unique(np.stack([table[n] for n in names], axis=1), axis=0,
+                           return_inverse=True)
+    of_layout, of_combo, ids, count = crossed.groups(names)
+    i = np.arange(crossed.size)
+    r = np.searchsorted(crossed.ends, i, side="right")
+    combo = crossed.combos[crossed.pattern[r], i - crossed.starts[r]]
+    assert count == len(keys) > 1
+    assert np.array_equal(ids[of_layout[r], of_combo[combo]], want.reshape(-1))
+    assert crossed.groups(names, limit=1) is None  # (then the search crosses the table)

@@ -423,6 +423,50 @@ class CrossedCandidates:
         """Every candidate (:meth:`LayoutSpace.candidates`' table)."""
         return self.rows(np.arange(self.size, dtype=np.int64))
 
+    def groups(self, names: Sequence[str], limit: int = 1 << 22):
+        """The candidates' groups by the values of ``names`` (layout columns and
+        axes), numbered as ``np.unique`` numbers the table's rows of them (the
+        rank of the row's values among those present), without the table.
+
+        Returns ``(of_layout, of_combo, ids, count)``: each layout's key and
+        each combination's key (int64), and the group id of every (layout
+        key, combination key) pair present (int64, ``ids[of_layout[r],
+        of_combo[c]]``); None where that matrix would pass ``limit`` entries.
+        """
+        inner = [n for n in names if n in self.layouts]
+        outer = [n for n in names if n not in self.layouts]
+        combos = math.prod(self.radices)
+
+        def keyed(cols, count):
+            if not cols:
+                return np.zeros((1, 0), np.int64), np.zeros(count, np.int64)
+            keys, inverse = np.unique(np.stack(cols, axis=1), axis=0, return_inverse=True)
+            return keys, inverse.reshape(-1).astype(np.int64)
+
+        layout_keys, of_layout = keyed([self.layouts[n] for n in inner], len(self.ends))
+        digits = dict(zip(self.axes, np.unravel_index(np.arange(combos), self.radices),
+                          strict=True)) if self.axes else {}
+        combo_keys, of_combo = keyed([self.axes[n][digits[n]] for n in outer], combos)
+        if len(layout_keys) * len(combo_keys) > limit:
+            return None
+        admitted = np.zeros(len(self.combos), np.int64)
+        admitted[self.pattern] = self.ends - self.starts
+        pairs = np.unique(np.stack([of_layout, self.pattern.astype(np.int64)], axis=1), axis=0)
+        at_layout, at_combo = [], []
+        for key, pattern in pairs:
+            present = np.unique(of_combo[self.combos[pattern, :admitted[pattern]]])
+            at_layout.append(np.full(len(present), key))
+            at_combo.append(present)
+        at_layout, at_combo = np.concatenate(at_layout), np.concatenate(at_combo)
+        # each pair's values of ``names``, in the order of ``names``
+        values = np.concatenate([layout_keys[at_layout], combo_keys[at_combo]], axis=1)
+        values = values[:, [inner.index(n) if n in inner else len(inner) + outer.index(n)
+                            for n in names]]
+        _, ids = np.unique(values, axis=0, return_inverse=True)
+        table = np.zeros((len(layout_keys), len(combo_keys)), np.int64)
+        table[at_layout, at_combo] = ids.reshape(-1)
+        return of_layout, of_combo, table, int(ids.max()) + 1
+
 
 class _RuleColumns(Mapping):
     """A table of the rule columns crossed with the axes, shown to the rules as
