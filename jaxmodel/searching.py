@@ -6,7 +6,13 @@ x accumulation layout of a GPU count and global batch, crossed with the
 model's own axes), in ``config_id`` order.  They run through the sweep
 engine (:mod:`jaxmodel.engine`) as an explicit candidate table
 (``SweepSpec.table``): put on the device once and looked up by row inside
-the jitted step, the model ``vmap``-ed over fixed-shape chunks sharded over
+the jitted step.  The table is crossed (``LayoutSpace.crossed``): its rows
+are the layouts (a few hundred), and per layout the combinations of the
+searched axes the layout rules admit; the device decodes candidate ``i``
+into its layout and its axes' values (``IndexSpace.crossed_rows``), so the
+host never builds the crossed table (10.8M rows of 14 columns for the
+DeepSeek-V3 search of issue 26; with ``group_by`` it still does, to number
+the groups).  Then the model is ``vmap``-ed over fixed-shape chunks sharded over
 the local devices (the last chunk padded and masked, so one compile serves
 every chunk), folded into a top-k (and optionally a best-per-group and a
 Pareto) state by ``jaxmodel.reduce`` inside the same step, so only ``k`` rows
@@ -55,6 +61,10 @@ from jaxmodel.spec import CandidateTable, SweepSpec
 
 MAX_TOP = 10_000
 DEFAULT_CHUNK = 1 << 16
+# A search without group_by hands the device its layouts and the admitted
+# combinations of the searched axes (``LayoutSpace.crossed``), not the crossed
+# table (tests set this False to compare with the table).
+CROSSED = True
 
 
 @dataclass
@@ -217,13 +227,28 @@ def search(model: str | Model, values: Mapping[str, float], *, global_batch: int
                             + closest(name, model.input_names))
         if name in pinned:
             raise SpecError(f"--vary: {name!r} is also pinned to {pinned[name]}; give one")
-    cand = space.candidates(values, global_batch, allow_idle=allow_idle,
-                            pinned=pinned, vary=vary, also=also, cross_node_tp=cross_node_tp)
-    n = len(next(iter(cand.values())))
+    crossed, group_ids, num_groups = None, None, 1
+    if CROSSED:
+        # The layouts, and per layout the admitted combinations of the searched
+        # axes: the device decodes each candidate from its index (issue 26).
+        crossed = space.crossed(values, global_batch, allow_idle=allow_idle, pinned=pinned,
+                                vary=vary, also=also, cross_node_tp=cross_node_tp)
+        cand, n = crossed.layouts, crossed.size
+        if group_by and n:
+            groups = crossed.groups(group_by)
+            if groups is None:  # (too many groups to number without the table)
+                crossed = None
+            else:
+                *group_ids, num_groups = groups
+                group_ids = tuple(group_ids)
+    if crossed is None:
+        cand = space.candidates(values, global_batch, allow_idle=allow_idle,
+                                pinned=pinned, vary=vary, also=also,
+                                cross_node_tp=cross_node_tp)
+        n = len(next(iter(cand.values())))
     if n == 0:
         raise space.no_layout_error(values, global_batch, allow_idle=allow_idle, pinned=pinned)
-    group_ids, num_groups = None, 1
-    if group_by:
+    if group_by and crossed is None:
         stacked = np.stack([cand[g] for g in group_by], axis=1)
         group_keys, group_ids = np.unique(stacked, axis=0, return_inverse=True)
         group_ids = group_ids.reshape(-1).astype(np.int64)
@@ -249,7 +274,8 @@ def search(model: str | Model, values: Mapping[str, float], *, global_batch: int
                        chunk=chunk, group_by=group_by, group_ids=group_ids,
                        num_groups=num_groups, report=report, out=out, resume=resume,
                        overwrite=overwrite, process=process, processes=processes,
-                       devices=devices, quiet=quiet, progress_stream=progress_stream)
+                       devices=devices, quiet=quiet, progress_stream=progress_stream,
+                       crossed=crossed)
     parts = run.reducer.parts(run.state)
     front = parts[-1] if pareto is not None else None
     return SearchResult(
@@ -346,7 +372,7 @@ class TableRun:
 def table_spec(model: Model, values: Mapping[str, float], columns: Mapping[str, np.ndarray],
                *, question: Mapping[str, Any], group_by: Sequence[str] = (),
                group_ids: np.ndarray | None = None, num_groups: int = 1,
-               report=None) -> SweepSpec:
+               report=None, crossed=None) -> SweepSpec:
     """A sweep spec over explicit candidate rows: ``columns`` (equal-length, some
     inputs), every other input from ``values``; only valid rows are kept.
 
@@ -357,15 +383,21 @@ def table_spec(model: Model, values: Mapping[str, float], columns: Mapping[str, 
     for name, col in sorted(columns.items()):
         digest.update(name.encode() + np.ascontiguousarray(col).tobytes())
     if group_ids is not None:
-        digest.update(np.ascontiguousarray(group_ids).tobytes())
-    text = json.dumps({"model": model.name, "question": question,
-                       "values": {f.name: float(values[f.name]) for f in model.inputs},
-                       "table": {"rows": len(next(iter(columns.values()))),
-                                 "columns": sorted(columns), "group_by": list(group_by),
-                                 "sha256": digest.hexdigest()}}, sort_keys=True)
+        for ids in (group_ids if isinstance(group_ids, tuple) else (group_ids,)):
+            digest.update(np.ascontiguousarray(ids).tobytes())
     table = CandidateTable(columns={k: np.asarray(v) for k, v in columns.items()},
                            group_by=tuple(group_by), group_ids=group_ids,
-                           num_groups=num_groups, report=report)
+                           num_groups=num_groups, report=report, crossed=crossed)
+    described = {"rows": table.size, "columns": sorted(columns), "group_by": list(group_by)}
+    if crossed is not None:
+        for name, col in crossed.axes.items():
+            digest.update(name.encode() + np.ascontiguousarray(col).tobytes())
+        for col in (crossed.pattern, crossed.combos, crossed.starts, crossed.ends):
+            digest.update(np.ascontiguousarray(col).tobytes())
+        described.update(layouts=len(crossed.ends), axes=list(crossed.axes))
+    text = json.dumps({"model": model.name, "question": question,
+                       "values": {f.name: float(values[f.name]) for f in model.inputs},
+                       "table": {**described, "sha256": digest.hexdigest()}}, sort_keys=True)
     return SweepSpec(text=text, name="best", model=model,
                      base={f.name: float(values[f.name]) for f in model.inputs},
                      filter=parse(model.validity), table=table)
@@ -377,7 +409,7 @@ def reduce_table(model: Model, values: Mapping[str, float], columns: Mapping[str
                  group_ids: np.ndarray | None = None, num_groups: int = 1, report=None,
                  out: str | Path | None = None, resume: bool = False, overwrite: bool = False,
                  process: int = 0, processes: int = 1, devices: Sequence | None = None,
-                 quiet: bool = True, progress_stream=None) -> TableRun:
+                 quiet: bool = True, progress_stream=None, crossed=None) -> TableRun:
     """Fold explicit candidate rows into ``reducer`` with the sweep engine.
 
     ``columns`` are equal-length columns of some inputs (row ``i`` is
@@ -387,16 +419,19 @@ def reduce_table(model: Model, values: Mapping[str, float], columns: Mapping[str
     reducer; its ``group_by`` groups are ``group_ids``), keeping valid rows
     only.  With ``out`` the run checkpoints there and may be one of
     ``processes`` (see :func:`search`); without, it runs in memory.
+    ``crossed`` (a :class:`~jaxmodel.models.layout.CrossedCandidates`):
+    ``columns`` are its layouts' and the rows are its candidates.
     """
     check_processes(process, processes, out)
-    n = len(next(iter(columns.values())))
+    n = crossed.size if crossed is not None else len(next(iter(columns.values())))
     directory = None if out is None else Path(out)
     if chunk is None and resume and directory is not None \
             and (directory / METADATA_FILE).exists():
         chunk = read_metadata(directory / METADATA_FILE)["chunk_size"]
     chunk = chunk or min(DEFAULT_CHUNK, max(256, 1 << (n - 1).bit_length()))
     spec = table_spec(model, values, columns, question=question or {}, group_by=group_by,
-                      group_ids=group_ids, num_groups=num_groups, report=report)
+                      group_ids=group_ids, num_groups=num_groups, report=report,
+                      crossed=crossed)
     check_outputs(model, float_dtype(x64))
     plan = Plan(spec, x64=x64, chunk_size=chunk, devices=devices, reducer=reducer)
     swept = run_reduce(plan, directory, resume=resume, overwrite=overwrite, process=process,

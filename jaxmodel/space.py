@@ -29,6 +29,24 @@ from jaxmodel.spec import SweepSpec
 
 # The candidate table's group ids, beside its input columns in ``tables``.
 GROUP_KEY = "group:ids"
+# (a crossed table's: each layout's row and each combination's column of them)
+GROUP_LAYOUT, GROUP_COMBO = "group:layout", "group:combo"
+# A crossed candidate table's index (``CandidateTable.crossed``), beside its
+# columns: per layout its first and past-last index and where its admitted
+# combinations start in the flat table of them.
+CROSS_STARTS, CROSS_ENDS, CROSS_FIRST, CROSS_COMBOS = (
+    "cross:starts", "cross:ends", "cross:first", "cross:combos")
+
+
+def mixed_radix_digits(ids, radices: Sequence[int]) -> list:
+    """Mixed-radix digits of integer ``ids`` (jax or numpy), one array per radix,
+    the last radix fastest."""
+    out = []
+    rem = ids
+    for radix in reversed(radices):
+        out.append(rem % radix)
+        rem = rem // radix
+    return out[::-1]
 
 
 def batch_axes(x):
@@ -64,7 +82,23 @@ class IndexSpace:
         if self.table is not None:
             self.tables = {name: np.asarray(col, dtype=self.dtype)
                            for name, col in self.table.columns.items()}
-            if self.table.group_ids is not None:
+            crossed = self.table.crossed
+            if crossed is not None:
+                self.tables.update({name: np.asarray(v, dtype=self.dtype)
+                                    for name, v in crossed.axes.items()})
+                width = crossed.combos.shape[1]
+                self.tables.update({
+                    CROSS_STARTS: np.asarray(crossed.starts, np.int64),
+                    CROSS_ENDS: np.asarray(crossed.ends, np.int64),
+                    CROSS_FIRST: (np.asarray(crossed.pattern, np.int64) * width).astype(np.int32),
+                    CROSS_COMBOS: np.asarray(crossed.combos, np.int32).reshape(-1)})
+            if self.table.group_ids is not None and self.table.crossed is not None:
+                of_layout, of_combo, ids = self.table.group_ids
+                self.tables.update({
+                    GROUP_LAYOUT: np.asarray(of_layout, np.int64) * ids.shape[1],
+                    GROUP_COMBO: np.asarray(of_combo, np.int64),
+                    GROUP_KEY: np.asarray(ids, np.int64).reshape(-1)})
+            elif self.table.group_ids is not None:
                 self.tables[GROUP_KEY] = np.asarray(self.table.group_ids, dtype=np.int64)
         self._dim_of = {name: i for i, d in enumerate(spec.dims) for name in d.names}
 
@@ -77,6 +111,11 @@ class IndexSpace:
         """Each row's group index from the candidate table (zeros without groups)."""
         if GROUP_KEY not in tables:
             return jnp.zeros(ids.shape, dtype=jnp.int64)
+        if self.table.crossed is not None:
+            layout, combo = self._crossed_index(self._rows(ids), tables)
+            at = (jnp.take(tables[GROUP_LAYOUT], layout, mode="clip")
+                  + jnp.take(tables[GROUP_COMBO], combo, mode="clip"))
+            return jnp.take(tables[GROUP_KEY], at, mode="clip")
         return jnp.take(tables[GROUP_KEY], self._rows(ids), mode="clip")
 
     def report(self, cols: dict[str, jax.Array]) -> dict[str, jax.Array]:
@@ -87,12 +126,25 @@ class IndexSpace:
 
     def digits(self, ids: jax.Array) -> list[jax.Array]:
         """Mixed-radix digits of any int64 ``ids``, one array per grid dimension."""
-        out = []
-        rem = ids
-        for radix in reversed(self.radices):
-            out.append(rem % radix)
-            rem = rem // radix
-        return out[::-1]
+        return mixed_radix_digits(ids, self.radices)
+
+    def crossed_rows(self, rows: jax.Array, tables) -> tuple[jax.Array, list[jax.Array]]:
+        """A crossed candidate table's configurations ``rows`` (in range) as their
+        layouts' rows and the digits of their axes' values: the layout whose
+        index range holds the row (a binary search over a few hundred
+        layouts), then the row's admitted combination of the axes, decoded as
+        a grid's index is (:func:`mixed_radix_digits`)."""
+        layout, combo = self._crossed_index(rows, tables)
+        return layout, mixed_radix_digits(combo, self.table.crossed.radices)
+
+    def _crossed_index(self, rows: jax.Array, tables) -> tuple[jax.Array, jax.Array]:
+        """The layout and the combination (a flat index) of each of ``rows``."""
+        layout = jnp.searchsorted(tables[CROSS_ENDS], rows, side="right")
+        offset = (rows - jnp.take(tables[CROSS_STARTS], layout, mode="clip")).astype(jnp.int32)
+        combo = jnp.take(tables[CROSS_COMBOS],
+                         jnp.take(tables[CROSS_FIRST], layout, mode="clip") + offset,
+                         mode="clip")
+        return layout, combo
 
     def start_digits(self, start: int) -> np.ndarray:
         """Digits of a chunk's first index, on the host (exact Python ints)."""
@@ -165,8 +217,13 @@ class IndexSpace:
             return self._sample(ids, tables)
         if self.table is not None:
             rows = self._rows(ids)
+            at = {name: rows for name in self.table.columns}
+            if self.table.crossed is not None:
+                rows, axis_digits = self.crossed_rows(rows, tables)
+                at = {name: rows for name in self.table.columns}
+                at.update(zip(self.table.crossed.axes, axis_digits, strict=True))
             return self.model.inputs_type(*(
-                jnp.take(tables[f.name], rows, mode="clip") if f.name in self.table.columns
+                jnp.take(tables[f.name], at[f.name], mode="clip") if f.name in at
                 else self.constant(f.name)
                 for f in self.model.inputs))
         if digits is None:
@@ -234,6 +291,11 @@ class IndexSpace:
             raise ValueError("host_inputs decodes grid sweeps only")
         ids = np.asarray(ids, dtype=np.int64)
         if self.table is not None:
+            if self.table.crossed is not None:
+                rows = self.table.crossed.rows(ids)
+                return {f.name: np.asarray(rows[f.name], self.dtype) if f.name in self.table.names
+                        else np.full(ids.shape, self.spec.base[f.name], dtype=self.dtype)
+                        for f in self.model.inputs}
             return {f.name: self.tables[f.name][ids] if f.name in self.table.columns
                     else np.full(ids.shape, self.spec.base[f.name], dtype=self.dtype)
                     for f in self.model.inputs}

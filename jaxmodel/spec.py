@@ -156,17 +156,32 @@ class CandidateTable:
         outputs: jax arrays) returning them as reported, run on the device
         after the model (a search's rows run on the GPUs they use and are
         reported with the job's); None: as evaluated.
+        With ``crossed``, ``group_ids`` is ``(of_layout, of_combo, ids)``
+        (``CrossedCandidates.groups``).
+      crossed: the rows as layouts crossed with searched axes
+        (``jaxmodel.models.layout.CrossedCandidates``: ``columns`` are then
+        per layout, and the device decodes configuration ``i`` into its
+        layout and its axes' values); None: ``columns`` are the rows.
     """
 
     columns: dict[str, np.ndarray]
     group_by: tuple[str, ...] = ()
-    group_ids: np.ndarray | None = None
+    group_ids: Any = None
     num_groups: int = 1
     report: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    crossed: Any = None
 
     @property
     def size(self) -> int:
+        if self.crossed is not None:
+            return self.crossed.size
         return len(next(iter(self.columns.values()))) if self.columns else 0
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The inputs the rows set (the others are the spec's ``base``)."""
+        return tuple(self.columns) + (tuple(self.crossed.axes) if self.crossed is not None
+                                      else ())
 
 
 @dataclass(frozen=True)
@@ -226,7 +241,7 @@ class SweepSpec:
         ``global_batch_tokens`` included)."""
         derived = (ACCUMULATION,) if self.global_batch_tokens is not None else ()
         if self.table is not None:
-            return tuple(self.table.columns)
+            return self.table.names
         if self.sample is not None:
             return tuple(d.name for d in self.sample.distributions) + derived
         return tuple(n for d in self.dims for n in d.names) + derived

@@ -162,3 +162,112 @@ def test_blockwise_candidates_equal_the_whole_cross(monkeypatch):
     assert len(whole["tensor_parallel"]) > 1000 and list(blocks) == list(whole)
     for k, v in whole.items():
         assert blocks[k].dtype == v.dtype and np.array_equal(blocks[k], v), k
+
+
+def _same_columns(got, want):
+    assert list(got) == list(want)
+    for k, v in want.items():
+        assert got[k].dtype == v.dtype and np.array_equal(got[k], v, equal_nan=True), k
+
+
+@pytest.mark.parametrize("case", ["dense", "moe-idle", "llama-admissible"])
+def test_crossed_candidates_expand_to_the_table(case):
+    # The layouts and each layout's admitted combinations (what best hands the
+    # device, issue 26) are the crossed-and-cut table: same rows, order,
+    # columns and dtypes, so the same config_id for every candidate.
+    values, batch, kw = {
+        "dense": (TOY, 16, {"vary": {"recompute": [0, 1, 2], "virtual_stages": [1, 2, 3],
+                                     "pipeline_schedule": [0, 1, 2]}}),
+        "moe-idle": ({**TOY_MOE, "num_gpus": 30}, 32,
+                     {"allow_idle": True, "vary": {"zero_stage": [0, 1, 3]},
+                      "pinned": {"moe_dispatcher": 1}}),
+        "llama-admissible": ({**REFINED.defaults, **jaxmodel.presets.apply_presets(
+            REFINED, llm="llama3-70b"), "num_gpus": 64}, 256, {"vary": {"recompute": [0, 2]}}),
+    }[case]
+    crossed = REFINED.layout.crossed(values, batch, **kw)
+    table = REFINED.layout.candidates(values, batch, **kw)
+    assert crossed.size == len(table["tensor_parallel"]) > 500
+    assert len(crossed.ends) < crossed.size // 5  # (the layouts: far fewer rows)
+    _same_columns(crossed.expand(), table)
+    ids = np.array([0, 1, crossed.size // 3, crossed.size - 1])
+    _same_columns(crossed.rows(ids), {k: v[ids] for k, v in table.items()})
+    if case == "llama-admissible":  # (virtual stages that do not split the layers are cut)
+        assert len(crossed.combos[0]) < np.prod(crossed.radices)
+
+
+def test_a_rule_reading_an_undeclared_layout_column_raises():
+    from dataclasses import replace
+
+    def reads_micro_batch(values, cand):
+        return {"recompute": np.asarray(cand["micro_batch"]) > 1}
+
+    space = replace(REFINED.layout, meaningless=reads_micro_batch)
+    with pytest.raises(KeyError, match="rule_columns"):
+        space.crossed(TOY, 16, vary={"recompute": [0, 1]})
+    # declared, it is read (and the crossing agrees with the table)
+    space = replace(space, rule_columns=("tensor_parallel", "pipeline_parallel", "micro_batch"))
+    _same_columns(space.crossed(TOY, 16, vary={"recompute": [0, 1]}).expand(),
+                  space.candidates(TOY, 16, vary={"recompute": [0, 1]}))
+
+
+def test_the_device_decodes_a_crossed_table_as_the_host_does():
+    import jax
+    import jax.numpy as jnp
+
+    from jaxmodel.precision import computing
+    from jaxmodel.searching import table_spec
+    from jaxmodel.space import IndexSpace
+
+    crossed = REFINED.layout.crossed(TOY_MOE, 32, vary={"recompute": [0, 1, 2]})
+    layout = {k: v for k, v in crossed.layouts.items() if k in REFINED.input_names}
+    spec = table_spec(REFINED, TOY_MOE, layout, question={}, crossed=crossed)
+    space = IndexSpace(spec, np.float64)
+    ids = np.arange(space.size, dtype=np.int64)
+    with computing():
+        x = jax.jit(space.decode)(jnp.asarray(ids), space.tables)
+    host = space.host_inputs(ids)
+    table = REFINED.layout.candidates(TOY_MOE, 32, vary={"recompute": [0, 1, 2]})
+    for f, v in zip(REFINED.inputs, x, strict=True):
+        want = table[f.name] if f.name in table else host[f.name]
+        assert np.array_equal(np.broadcast_to(np.asarray(v), ids.shape), want), f.name
+
+
+def test_best_over_the_crossed_table_equals_best_over_the_whole_table(monkeypatch):
+    # The same best rows (every column, config_id included), order and counts
+    # as the search over the materialised table (issue 26); with idle GPUs, so
+    # that the rows' num_gpus column and the reported job size are decoded too.
+    import jaxmodel.searching as searching
+
+    idle = True
+    values = {**TOY_MOE, "gpu_memory_gb": 40.0, "num_gpus": 30 if idle else 32}
+    kw = dict(global_batch=32, top=40, allow_idle=idle, pareto=("step_time_ms",
+              "memory_gb_per_gpu", True, True),
+              group_by=("pipeline_parallel", "virtual_stages", "expert_parallel"),
+              vary={"recompute": [0, 1, 2], "pipeline_schedule": [0, 1, 2]})
+    crossed = search(REFINED, values, **kw)
+    monkeypatch.setattr(searching, "CROSSED", False)
+    table = search(REFINED, values, **kw)
+    assert (crossed.candidates, crossed.valid, crossed.chunks) \
+        == (table.candidates, table.valid, table.chunks)
+    assert 0 < crossed.valid < crossed.candidates
+    _same_columns(crossed.top, table.top)
+    _same_columns(crossed.pareto, table.pareto)
+    _same_columns(crossed.per_group, table.per_group)
+
+
+@pytest.mark.parametrize("names", [("pipeline_parallel", "recompute", "expert_parallel"),
+                                   ("recompute", "data_parallel"), ("moe_overlap",),
+                                   ("micro_batch",)])
+def test_crossed_groups_are_numbered_as_the_table_numbers_them(names):
+    kw = {"vary": {"recompute": [0, 1, 2], "pipeline_schedule": [0, 1]}}
+    crossed = REFINED.layout.crossed(TOY_MOE, 32, **kw)
+    table = REFINED.layout.candidates(TOY_MOE, 32, **kw)
+    keys, want = np.unique(np.stack([table[n] for n in names], axis=1), axis=0,
+                           return_inverse=True)
+    of_layout, of_combo, ids, count = crossed.groups(names)
+    i = np.arange(crossed.size)
+    r = np.searchsorted(crossed.ends, i, side="right")
+    combo = crossed.combos[crossed.pattern[r], i - crossed.starts[r]]
+    assert count == len(keys) > 1
+    assert np.array_equal(ids[of_layout[r], of_combo[combo]], want.reshape(-1))
+    assert crossed.groups(names, limit=1) is None  # (then the search crosses the table)

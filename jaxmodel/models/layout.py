@@ -26,7 +26,10 @@ Their global index ``config_id`` follows that order: ``t`` ascending, then
 The enumeration runs on the host in numpy: it is a ragged product of divisor
 lists (a few int64 operations per candidate, about 1 s per 10^8), and the
 candidate table (4 integers a row) is tiny next to what the model computes
-per row.
+per row.  Crossed with the searched axes it is not (a DeepSeek-V3 search:
+384 layouts x 55,296 combinations, cut to 10.8M rows of 14 columns), so a
+search takes :meth:`LayoutSpace.crossed`: the layouts and, per layout, the
+combinations the rules admit, which the device decodes from the index.
 """
 
 from __future__ import annotations
@@ -129,6 +132,10 @@ class LayoutSpace:
         with the rest of the candidate (e.g. virtual stages that split each
         stage's layers evenly); the others are dropped, unless the user pinned
         or varied that column.  None: every value goes with every row.
+      rule_columns: the layout columns (of ``enumerate_layouts``') that
+        ``admissible`` and ``meaningless`` read; :meth:`crossed` evaluates the
+        rules once per distinct value of them.  None: any (then once per
+        layout).  A rule that reads an undeclared layout column raises.
     """
 
     context: bool = False
@@ -138,6 +145,7 @@ class LayoutSpace:
                           dict[str, np.ndarray]] | None = None
     admissible: Callable[[Mapping[str, float], Mapping[str, np.ndarray]],
                          dict[str, np.ndarray]] | None = None
+    rule_columns: tuple[str, ...] | None = None
 
     axes = LAYOUT_AXES
     required = REQUIRED_INPUTS
@@ -216,6 +224,87 @@ class LayoutSpace:
           each row runs on (``d t c p``).  Empty columns when no layout fits
           (:meth:`no_layout_error` says why).
         """
+        cand, axes, own, pinned = self._parts(values, global_batch, allow_idle=allow_idle,
+                                              pinned=pinned, vary=vary, also=also,
+                                              extra=extra, cross_node_tp=cross_node_tp)
+        if extra and self.admissible is not None:
+            cand = cross_where(cand, axes, lambda block: self._admitted(values, block, own,
+                                                                        pinned))
+        else:
+            cand = cross(cand, axes)
+        if self.meaningless is not None and len(cand[TENSOR]):
+            cand = _rows(cand, self._meaningful(values, cand))
+        if allow_idle:
+            cand[GPUS] = (cand[DATA] * cand[TENSOR] * cand.get(CONTEXT, 1) * cand[PIPELINE])
+        return cand
+
+    def crossed(self, values: Mapping[str, float], global_batch: int, *,
+                allow_idle: bool = False, pinned: Mapping[str, int] | None = None,
+                vary: Mapping[str, Sequence[float]] | None = None,
+                also: Sequence[str] = (), cross_node_tp: bool = False) -> CrossedCandidates:
+        """:meth:`candidates` (with the model's own axes), not materialised: the
+        layouts (``t c p d b m``, a few hundred rows) and, per layout, which
+        combinations of the searched axes (varied inputs and the model's own
+        axes, tens of thousands) the rules admit (:class:`CrossedCandidates`).
+
+        The rules (``admissible``, ``meaningless``) are evaluated once per
+        distinct value of the layout columns they read (``rule_columns``),
+        crossed with every combination, not once per candidate: a DeepSeek-V3
+        search has 384 layouts but 23 distinct (t, p), and 55,296 combinations,
+        so 1.3M rule rows instead of the 21.2M of the whole cross (and of a
+        10.8M-row table of 14 columns, 1.2 GB, issue 26).
+        """
+        cand, axes, own, pinned = self._parts(values, global_batch, allow_idle=allow_idle,
+                                              pinned=pinned, vary=vary, also=also,
+                                              extra=True, cross_node_tp=cross_node_tp)
+        if allow_idle:
+            cand[GPUS] = (cand[DATA] * cand[TENSOR] * cand.get(CONTEXT, 1) * cand[PIPELINE])
+        rows = len(cand[TENSOR])
+        combos = math.prod(len(v) for v in axes.values())
+        ruled = self.admissible is not None or self.meaningless is not None
+        if not rows or not combos or not ruled:
+            mask = np.ones((1, combos), bool)
+            pattern = np.zeros(rows, np.int64)
+        else:
+            # (GPUS is added after the rules in candidates(): they never see it)
+            names = [k for k in cand if k != GPUS]
+            keyed = [k for k in names if self.rule_columns is None or k in self.rule_columns]
+            stacked = np.stack([cand[k] for k in keyed], axis=1) if keyed \
+                else np.zeros((rows, 0), np.int64)
+            keys, key_of = np.unique(stacked, axis=0, return_inverse=True)
+            if not keyed:
+                keys = np.zeros((1, 0), np.int64)
+            table = cross({k: keys[:, i] for i, k in enumerate(keyed)}, axes)
+            keep = self._admitted(values, _RuleColumns(table, names), own, pinned)
+            if self.meaningless is not None and keep.any():
+                kept = table if keep.all() else _rows(table, keep)
+                keep[keep] = self._meaningful(values, _RuleColumns(kept, names))
+            # (distinct patterns, in order of first appearance)
+            seen: dict[bytes, int] = {}
+            per_key = keep.reshape(len(keys), combos)
+            pattern_of_key = np.array([seen.setdefault(row.tobytes(), len(seen))
+                                       for row in per_key], np.int64)
+            mask = per_key[[list(pattern_of_key).index(i) for i in range(len(seen))]]
+            pattern = pattern_of_key[key_of.reshape(-1)]
+        counts = mask.sum(axis=1)[pattern]
+        has = counts > 0
+        cand = {k: v[has] for k, v in cand.items()}
+        pattern, counts = pattern[has], counts[has]
+        width = max(int(mask.sum(axis=1).max()) if len(mask) else 0, 1)
+        admitted = np.zeros((len(mask), width), np.int32)
+        for i, row in enumerate(mask):
+            idx = np.flatnonzero(row)
+            admitted[i, :len(idx)] = idx
+        ends = np.cumsum(counts, dtype=np.int64)
+        return CrossedCandidates(layouts=cand, axes=axes, pattern=pattern.astype(np.int32),
+                                 combos=admitted, starts=ends - counts, ends=ends)
+
+    def _parts(self, values: Mapping[str, float], global_batch: int, *, allow_idle: bool,
+               pinned: Mapping[str, int] | None, vary: Mapping[str, Sequence[float]] | None,
+               also: Sequence[str], extra: bool, cross_node_tp: bool):
+        """What :meth:`candidates` crosses: the layouts (``enumerate_layouts``),
+        the axes crossed with each (the varied inputs, then the model's own
+        axes, the last fastest), the model's own axes and the pinned axes."""
         pinned = dict(pinned or {})
         vary = dict(vary or {})
         for name in self.axes:
@@ -230,34 +319,35 @@ class LayoutSpace:
         cand = enumerate_layouts(n_gpus, hidden, layers, global_batch, allow_idle=allow_idle,
                                  pinned=pinned, contexts=contexts,
                                  uneven=self.uneven_pipeline)
-        # The varied inputs, then the model's own axes, crossed in one pass
-        # (the last one fastest).
         axes = {name: np.asarray(vals, np.float64) for name, vals in vary.items()}
+        own: dict[str, Any] = {}
         if extra:
             # (an axis the user varies explicitly is not crossed twice)
             own = {k: v for k, v in self.extra_axes(values, also).items()
                    if k not in cand and k not in axes}
             axes.update(extra_axis_values(own, pinned))
-        if extra and self.admissible is not None:
-            def admitted(block):
-                keep = np.ones(len(block[TENSOR]), bool)
-                for name, fits in self.admissible(values, block).items():
-                    if name in own and name not in pinned:
-                        keep &= fits
-                return keep
+        return cand, axes, own, pinned
 
-            cand = cross_where(cand, axes, admitted)
-        else:
-            cand = cross(cand, axes)
-        if self.meaningless is not None and len(cand[TENSOR]):
-            keep = np.ones(len(cand[TENSOR]), bool)
-            for name, idle_axis in self.meaningless(values, cand).items():
-                if name in cand:
-                    keep &= ~idle_axis | (cand[name] == cand[name].min())
-            cand = _rows(cand, keep)
-        if allow_idle:
-            cand[GPUS] = (cand[DATA] * cand[TENSOR] * cand.get(CONTEXT, 1) * cand[PIPELINE])
-        return cand
+    def _admitted(self, values: Mapping[str, float], block: Mapping[str, np.ndarray],
+                  own: Mapping[str, Any], pinned: Mapping[str, Any]) -> np.ndarray:
+        """The rows of ``block`` whose model's own axes (not pinned) ``admissible``
+        admits (all of them without the rule)."""
+        keep = np.ones(len(block[TENSOR]), bool)
+        if self.admissible is not None:
+            for name, fits in self.admissible(values, block).items():
+                if name in own and name not in pinned:
+                    keep &= fits
+        return keep
+
+    def _meaningful(self, values: Mapping[str, float],
+                    cand: Mapping[str, np.ndarray]) -> np.ndarray:
+        """The rows of ``cand`` that are not another row's plan: where a column
+        means nothing (``meaningless``) only its smallest value in ``cand``."""
+        keep = np.ones(len(cand[TENSOR]), bool)
+        for name, idle_axis in self.meaningless(values, cand).items():
+            if name in cand:
+                keep &= ~idle_axis | (cand[name] == cand[name].min())
+        return keep
 
     def no_layout_error(self, values: Mapping[str, float], global_batch: int, *,
                         allow_idle: bool = False,
@@ -279,6 +369,127 @@ class LayoutSpace:
         return " ".join(f"{head}{row[name]}" for name, head in self.symbols.items()
                         if name in row and name != "idle_gpus"
                         and (name not in self.hidden_when or row[name] != self.hidden_when[name]))
+
+
+@dataclass(frozen=True, eq=False)
+class CrossedCandidates:
+    """A search's candidates as layouts crossed with the searched axes, cut by the
+    rules, never materialised (:meth:`LayoutSpace.crossed`).
+
+    Candidate ``i`` (its ``config_id``, as in :meth:`LayoutSpace.candidates`)
+    is layout ``r`` with ``starts[r] <= i < ends[r]``, and combination
+    ``combos[pattern[r], i - starts[r]]`` of ``axes`` (a mixed-radix number,
+    the last axis fastest).
+
+    Attributes:
+      layouts: the layout columns (``enumerate_layouts``', and ``num_gpus``
+        with ``allow_idle``), only the layouts with some admitted combination.
+      axes: the searched axes' values, in crossing order.
+      pattern: int32, per layout, its row of ``combos``.
+      combos: int32 (patterns, width): each pattern's admitted combinations,
+        ascending (zero-padded).
+      starts, ends: int64, per layout, its first and past-last ``config_id``.
+    """
+
+    layouts: dict[str, np.ndarray]
+    axes: dict[str, np.ndarray]
+    pattern: np.ndarray
+    combos: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+
+    @property
+    def size(self) -> int:
+        return int(self.ends[-1]) if len(self.ends) else 0
+
+    @property
+    def radices(self) -> tuple[int, ...]:
+        return tuple(len(v) for v in self.axes.values())
+
+    def rows(self, ids: np.ndarray) -> dict[str, np.ndarray]:
+        """The candidates ``ids`` as columns, on the host (in the order and with
+        the dtypes of :meth:`LayoutSpace.candidates`)."""
+        ids = np.asarray(ids, np.int64)
+        r = np.searchsorted(self.ends, ids, side="right")
+        combo = self.combos[self.pattern[r], ids - self.starts[r]]
+        digits = np.unravel_index(combo, self.radices) if self.axes else ()
+        out = {k: v[r] for k, v in self.layouts.items() if k != GPUS}
+        out.update({k: v[d] for (k, v), d in zip(self.axes.items(), digits, strict=True)})
+        if GPUS in self.layouts:
+            out[GPUS] = self.layouts[GPUS][r]
+        return out
+
+    def expand(self) -> dict[str, np.ndarray]:
+        """Every candidate (:meth:`LayoutSpace.candidates`' table)."""
+        return self.rows(np.arange(self.size, dtype=np.int64))
+
+    def groups(self, names: Sequence[str], limit: int = 1 << 22):
+        """The candidates' groups by the values of ``names`` (layout columns and
+        axes), numbered as ``np.unique`` numbers the table's rows of them (the
+        rank of the row's values among those present), without the table.
+
+        Returns ``(of_layout, of_combo, ids, count)``: each layout's key and
+        each combination's key (int64), and the group id of every (layout
+        key, combination key) pair present (int64, ``ids[of_layout[r],
+        of_combo[c]]``); None where that matrix would pass ``limit`` entries.
+        """
+        inner = [n for n in names if n in self.layouts]
+        outer = [n for n in names if n not in self.layouts]
+        combos = math.prod(self.radices)
+
+        def keyed(cols, count):
+            if not cols:
+                return np.zeros((1, 0), np.int64), np.zeros(count, np.int64)
+            keys, inverse = np.unique(np.stack(cols, axis=1), axis=0, return_inverse=True)
+            return keys, inverse.reshape(-1).astype(np.int64)
+
+        layout_keys, of_layout = keyed([self.layouts[n] for n in inner], len(self.ends))
+        digits = dict(zip(self.axes, np.unravel_index(np.arange(combos), self.radices),
+                          strict=True)) if self.axes else {}
+        combo_keys, of_combo = keyed([self.axes[n][digits[n]] for n in outer], combos)
+        if len(layout_keys) * len(combo_keys) > limit:
+            return None
+        admitted = np.zeros(len(self.combos), np.int64)
+        admitted[self.pattern] = self.ends - self.starts
+        pairs = np.unique(np.stack([of_layout, self.pattern.astype(np.int64)], axis=1), axis=0)
+        at_layout, at_combo = [], []
+        for key, pattern in pairs:
+            present = np.unique(of_combo[self.combos[pattern, :admitted[pattern]]])
+            at_layout.append(np.full(len(present), key))
+            at_combo.append(present)
+        at_layout, at_combo = np.concatenate(at_layout), np.concatenate(at_combo)
+        # each pair's values of ``names``, in the order of ``names``
+        values = np.concatenate([layout_keys[at_layout], combo_keys[at_combo]], axis=1)
+        values = values[:, [inner.index(n) if n in inner else len(inner) + outer.index(n)
+                            for n in names]]
+        _, ids = np.unique(values, axis=0, return_inverse=True)
+        table = np.zeros((len(layout_keys), len(combo_keys)), np.int64)
+        table[at_layout, at_combo] = ids.reshape(-1)
+        return of_layout, of_combo, table, int(ids.max()) + 1
+
+
+class _RuleColumns(Mapping):
+    """A table of the rule columns crossed with the axes, shown to the rules as
+    the whole candidate table: it has every column name, and reading one it
+    lacks (a layout column not in ``rule_columns``) raises."""
+
+    def __init__(self, columns: Mapping[str, np.ndarray], names: Sequence[str]):
+        self._columns = dict(columns)
+        self._names = list(dict.fromkeys([*names, *columns]))
+
+    def __getitem__(self, name):
+        if name in self._columns:
+            return self._columns[name]
+        if name in self._names:
+            raise KeyError(f"a layout rule reads {name!r}, not among the layout space's "
+                           "rule_columns; declare it there")
+        raise KeyError(name)
+
+    def __iter__(self):
+        return iter(self._names)
+
+    def __len__(self):
+        return len(self._names)
 
 
 def divisors(n: int) -> np.ndarray:

@@ -273,7 +273,8 @@ REFINED = Model(
     steps={GPUS: replica_step((TENSOR, PIPELINE, CONTEXT)), **switch_steps(INPUTS),
            "num_sms": next_whole_value("num_sms")},
     layout=LayoutSpace(context=True, extra=space.layout_axes, uneven_pipeline=True,
-                       meaningless=space.meaningless, admissible=space.admissible),
+                       meaningless=space.meaningless, admissible=space.admissible,
+                       rule_columns=space.RULE_COLUMNS),
     layout_reasons=layout_reasons,
     # tokens_per_step = b m s d, and d <= num_gpus.
     at_least=(("fp8_peak_tflops", "compute_tflops"), ("mxfp8_peak_tflops", "compute_tflops"),

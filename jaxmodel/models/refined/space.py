@@ -37,6 +37,8 @@ from jaxmodel.models.refined.pipeline import split_mtp_units
 VIRTUAL_STAGES = (1, 2, 4)
 # DeepSeek-V3 sends each token to at most 4 nodes (DeepSeek-AI 2024, sec. 2.1.2).
 NODE_LIMIT = 4
+# The layout columns the rules below read (``LayoutSpace.rule_columns``).
+RULE_COLUMNS = ("tensor_parallel", "pipeline_parallel", "context_parallel")
 EXPERT_LEVERS = ("moe_overlap", "max_nodes_per_token", "moe_dispatcher", "moe_recompute",
                  "moe_host_overhead_us")
 
