@@ -101,7 +101,10 @@ as Megatron-Core requires sequence parallelism with TP and MoE):
   counts to the host every forward pass, so the host cannot run ahead and each
   kernel of the layer costs ``host_kernel_us`` (derived in the GPU presets
   from a published measurement) in place of ``kernel_overhead_us``, those of
-  per-layer CUDA graphs too (the sync stays; none under a full-iteration graph).
+  per-layer CUDA graphs too (the sync stays; none under a full-iteration graph);
+  an expert GEMM hides the host's issue time under its own GPU time
+  (``expert_gemm_kernel_seconds``), so only ``max(0, host - launch - GEMM)``
+  of it shows.
 * **Expert tensor parallelism** ``etp``: an all-gather and a reduce-scatter of
   the routed tokens in the ETP group, forward and backward.
 * **Memory**: expert weights, gradients and optimizer state sharded by
