@@ -384,9 +384,12 @@ def layer_times(x, g) -> LayerTimes:
             ffn_share=mamba.ffn_share(x))
         unfused = gemm(rows, s, head_dim, 0.0) + gemm(rows, head_dim, s, 0.0)
         logit = (gemm(tok, V / t, h, 0.0), gemm(tok, h, V / t, 0.0), gemm(h, V / t, tok, 0.0))
-        return dense, layer, unfused, logit
+        expert_kernel = moe.expert_gemm_kernel_seconds(
+            x, tok, lambda m_, n_, k_: gemm(m_, n_, k_, fp8), hbm_rate)
+        return dense, layer, unfused, logit, expert_kernel
 
-    (gemm_fwd_s, gemm_dgrad_s, gemm_wgrad_s), moe_gemm, unfused_s, logit_gemms = step_gemms(
+    ((gemm_fwd_s, gemm_dgrad_s, gemm_wgrad_s), moe_gemm, unfused_s, logit_gemms,
+     expert_kernel_s) = step_gemms(
         lambda m_, n_, k_, low: gemm_seconds(x, m_, n_, k_, low, hbm_rate))
     gemm_fwd_s = jnp.where(plain, gemm_fwd_s, moe_gemm[0])
     gemm_dgrad_s = jnp.where(plain, gemm_dgrad_s, moe_gemm[1])
@@ -540,15 +543,16 @@ def layer_times(x, g) -> LayerTimes:
     # The kernels at the host's pace in a dropless layer: all of them unless
     # the whole iteration is one graph (per-layer graphs keep the sync, see
     # GRAPH_KERNEL_GAP_US above).
+    # The expert GEMMs hide the host's pace under their own GPU time.
     unsynced = jnp.where(graphs == 2, 0.0, 1.0)
-    paced_layer = unsynced * jnp.where(hybrid, hybrid_kernels, _LAYER_KERNELS) \
-        * (1.0 + full / 3.0)
-    paced_moe = unsynced * moe_kernels * moe_again
+    paced_layer = jnp.where(hybrid, hybrid_kernels, _LAYER_KERNELS) * (1.0 + full / 3.0)
     layer_b = jnp.where(plain, layer_b, layer_b
                         + (moe_graphed * graphed_s + (moe_kernels - moe_graphed) * launch_s)
                         * moe_again
                         + moe.host_seconds(x, full + moe_layer_again)
-                        + moe.host_paced_seconds(x, paced_layer, paced_moe, launch_s))
+                        + unsynced * moe.host_paced_seconds(
+                            x, paced_layer, moe_kernels * moe_again, launch_s,
+                            expert_kernel_s, full + moe_layer_again))
     layer_s = layer_f + layer_b + layer_w
 
     # Output layer and loss (last stage): logits GEMM in bf16, fused softmax

@@ -101,7 +101,10 @@ as Megatron-Core requires sequence parallelism with TP and MoE):
   counts to the host every forward pass, so the host cannot run ahead and each
   kernel of the layer costs ``host_kernel_us`` (derived in the GPU presets
   from a published measurement) in place of ``kernel_overhead_us``, those of
-  per-layer CUDA graphs too (the sync stays; none under a full-iteration graph).
+  per-layer CUDA graphs too (the sync stays; none under a full-iteration graph);
+  an expert GEMM hides the host's issue time under its own GPU time
+  (``expert_gemm_kernel_seconds``), so only ``max(0, host - launch - GEMM)``
+  of it shows.
 * **Expert tensor parallelism** ``etp``: an all-gather and a reduce-scatter of
   the routed tokens in the ETP group, forward and backward.
 * **Memory**: expert weights, gradients and optimizer state sharded by
@@ -807,7 +810,8 @@ def dropless(x):
     return jnp.where((x.num_experts > 1.5) & (x.capacity_factor <= 0.0), 1.0, 0.0)
 
 
-def host_paced_seconds(x, eager_layer_kernels, eager_moe_kernels, launch_s):
+def host_paced_seconds(x, eager_layer_kernels, eager_moe_kernels, launch_s,
+                       expert_kernel_s=None, forward_again=0.0):
     """Extra seconds of the average layer, per micro-batch pass, where the host sets the pace.
 
     A dropless MoE layer copies its tokens-per-expert counts to the host every
@@ -816,20 +820,41 @@ def host_paced_seconds(x, eager_layer_kernels, eager_moe_kernels, launch_s):
     launches eagerly in that layer reaches the GPU ``host_kernel_us`` after the
     one before (PyTorch and Transformer Engine dispatch plus the CUDA launch;
     Megatron-LM's "CPU overhead or host boundedness", docs/discussions/
-    deepseek-v3-gb200-optimization).  Each such kernel then costs
-    ``host_kernel_us`` instead of the ``kernel_overhead_us`` the model charges
-    it elsewhere (never less).  Counted for the MoE layers' share
-    (``moe_fraction``) of the layer's paced kernels (``eager_layer_kernels``,
-    per layer) and for the MoE kernels (``eager_moe_kernels``, already the
-    average layer's); 0 for a dense model or a token-dropping one (no sync:
-    the host runs ahead).  The caller passes the kernels of per-layer CUDA
-    graphs among them: a graph of the attention, router and preprocessing
-    scopes leaves the sync in place and was measured not to shorten the
-    iteration (Megatron-Bridge skills/mbridge-perf-cuda-graphs/SKILL.md,
-    pitfall 13); a full-iteration graph passes none (static shapes, no sync).
+    deepseek-v3-gb200-optimization).  The GPU waits only when a kernel ends
+    before the next one arrives: beyond the ``kernel_overhead_us`` the model
+    charges each kernel elsewhere, a kernel of ``d`` seconds on the GPU exposes
+    ``max(0, host_kernel_us - kernel_overhead_us - d)``.  The kernels whose
+    duration the model does not itemise (router, token counts, permutation,
+    activation, the layer's own: short on these tensors) are taken at ``d``
+    = 0, the full host pace; the routed experts' GEMMs (``EXPERT_GEMM_KERNELS``
+    per local expert among ``eager_moe_kernels``, the forward two again for
+    ``forward_again``, the full or MoE-layer recompute) at their own
+    ``expert_kernel_s`` (``expert_gemm_kernel_seconds``; None: taken at 0 as
+    well).  Each kernel is bounded on its own: the lead a long GEMM gives the
+    host over the kernels after it is not carried (a lower bound on what is
+    hidden).  Backward too is taken at the host's pace (autograd's engine
+    issues it without a sync, but runs ahead only where the host is faster).
+
+    Counted for the MoE layers' share (``moe_fraction``) of the layer's paced
+    kernels (``eager_layer_kernels``, per layer) and for the MoE kernels
+    (``eager_moe_kernels``, already the average layer's); 0 for a dense model
+    or a token-dropping one (no sync: the host runs ahead).  The caller passes
+    the kernels of per-layer CUDA graphs among them: a graph of the attention,
+    router and preprocessing scopes leaves the sync in place and was measured
+    not to shorten the iteration (Megatron-Bridge skills/mbridge-perf-cuda-
+    graphs/SKILL.md, pitfall 13); a full-iteration graph passes none (static
+    shapes, no sync).
     """
     paced = jnp.maximum(x.host_kernel_us * 1e-6 - launch_s, 0.0)
-    return dropless(x) * paced * (moe_fraction(x) * eager_layer_kernels + eager_moe_kernels)
+    total = paced * (moe_fraction(x) * eager_layer_kernels + eager_moe_kernels)
+    if expert_kernel_s is not None:
+        # Each expert GEMM kernel hides min(paced, d) of its host pace.
+        # (Indexed on the leading axis: inputs may carry a batch axis after it.)
+        hid = [jnp.minimum(paced, expert_kernel_s[i]) for i in range(6)]
+        hidden = (1.0 + forward_again) * (hid[0] + hid[3]) + hid[1] + hid[2] + hid[4] + hid[5]
+        local = x.num_experts / x.expert_parallel
+        total = total - moe_fraction(x) * local * hidden
+    return dropless(x) * total
 
 
 def _passes(gemm, m, n, k):
@@ -930,14 +955,8 @@ def layer_gemm_seconds(x, tokens, gemm, hbm_rate, mixer=None, ffn_share=None):
     router = p(x.num_experts, h, rank_tokens)
     shared_w = jnp.maximum(x.shared_experts, 1.0) * fe
     shared = (x.shared_experts > 0.5) * (p((w - 1.0) * shared_w / t, h) + p(h, shared_w / t))
-    etp = x.expert_tensor_parallel
-    groups = x.num_experts / x.expert_parallel
-    rows = expert_gemm_tokens(rank_tokens, x) * etp
-    gb = x.grad_buffer_bytes
-    on = x.grad_buffer_traffic
-    d = routed_width(x)
-    routed = (_grouped_passes(gemm, groups, rows, (w - 1.0) * fe / etp, d, hbm_rate, gb, on)
-              + _grouped_passes(gemm, groups, rows, d, fe / etp, hbm_rate, gb, on))
+    fc1, fc2 = _routed_passes(x, tokens, gemm, hbm_rate)
+    routed = fc1 + fc2
     # LatentMoE: fc1_latent_proj before the dispatch, fc2_latent_proj after the
     # combine, on the rank's tokens, not split.
     latent = jnp.maximum(x.moe_latent_size, 1.0)
@@ -946,6 +965,34 @@ def layer_gemm_seconds(x, tokens, gemm, hbm_rate, mixer=None, ffn_share=None):
     block = frac * (router + shared + routed + latent)
     dense_share = (1.0 if ffn_share is None else ffn_share) - frac
     return jnp.concatenate([attention + dense_share * dense + block, block[:1]])
+
+
+def _routed_passes(x, tokens, gemm, hbm_rate):
+    """The routed experts' FC1 and FC2 grouped GEMMs of one MoE layer: two
+    stacks ``[forward, input gradient, weight gradient]`` of seconds
+    (``_grouped_passes``; arguments as ``layer_gemm_seconds``)."""
+    w, fe = x.mlp_weight_matrices, x.moe_ffn_hidden_dim
+    etp = x.expert_tensor_parallel
+    groups = x.num_experts / x.expert_parallel
+    rows = expert_gemm_tokens(tokens / x.tensor_parallel, x) * etp
+    gb = x.grad_buffer_bytes
+    on = x.grad_buffer_traffic
+    d = routed_width(x)
+    return (_grouped_passes(gemm, groups, rows, (w - 1.0) * fe / etp, d, hbm_rate, gb, on),
+            _grouped_passes(gemm, groups, rows, d, fe / etp, hbm_rate, gb, on))
+
+
+def expert_gemm_kernel_seconds(x, tokens, gemm, hbm_rate):
+    """GPU seconds of one expert's GEMM kernel in an MoE layer, shape [6]:
+    FC1 forward, input gradient, weight gradient, then FC2's.
+
+    Transformer Engine's GroupedLinear issues one cuBLAS GEMM per local expert
+    and pass (``EXPERT_GEMM_KERNELS``), so one kernel runs for its grouped
+    pass's time (``_routed_passes``) over the ``E / e`` local experts.  What
+    ``host_paced_seconds`` hides the host's issue time under.  Arguments as
+    ``layer_gemm_seconds``."""
+    fc1, fc2 = _routed_passes(x, tokens, gemm, hbm_rate)
+    return jnp.concatenate([fc1, fc2]) / (x.num_experts / x.expert_parallel)
 
 
 def combined_1f1b_share(g):
