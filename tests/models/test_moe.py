@@ -248,6 +248,40 @@ def test_moe_layer_kernel_launches_by_hand():
     assert float(moe.graph_scope_kernels(x)) == 31 + 11
 
 
+def test_expert_quantize_kernels_by_precision_by_hand():
+    # Transformer Engine's GroupedLinear quantises four tensors per local
+    # expert and micro-batch (FC1 and FC2 inputs forward, their output
+    # gradients backward, split_quantize): per-tensor current scaling (1)
+    # zeroes the amax, reduces it, computes the scale and casts (4 kernels
+    # each: 16); MXFP8 / blockwise (2) one cast kernel each (4); BF16 (0)
+    # none; NVFP4 (3) only grouped kernels, per call.
+    x = _namespace(apply_presets(REFINED, llm="qwen3-30b-a3b"))
+    x.moe_dispatcher, x.router_fusion, x.expert_parallel = 0.0, 1.0, 8.0
+    # 128 experts over e 8: 16 local, the flat dispatcher with chunk sorts
+    # (30), the fused router (31), the activation (3), less the dense FFN (8).
+    for precision, per_expert in ((0, 0), (1, 16), (2, 4), (3, 0)):
+        x.precision = np.float64(precision)
+        assert float(moe.expert_quantize_kernels(x)) == per_expert
+        assert float(moe.layer_extra_kernels(x)) == 31 + 30 + 3 - 8 + (6 + per_expert) * 16
+
+
+def test_expert_quantize_kernels_pay_the_full_host_pace(monkeypatch):
+    # Qwen3-30B-A3B on 8 H100 (p 1, e 8: 16 local experts, 48 MoE layers, 16
+    # micro-batches), dropless, eager, FP8 current scaling: each of the 16 x
+    # 16 cast kernels of an MoE layer's micro-batch reaches the GPU at the
+    # host's pace, 16 us (its 4 us launch and 12 us more: no GPU time hides
+    # it), so removing them saves 16 x 48 x 16 x 16 x 16 us.
+    values = apply_presets(REFINED, gpu="h100-sxm", llm="qwen3-30b-a3b")
+    values.update(num_gpus=8, tensor_parallel=1, pipeline_parallel=1, expert_parallel=8,
+                  micro_batch=1, gradient_accum_steps=16, moe_dispatcher=0, precision=1,
+                  capacity_factor=0.0, gpu_memory_gb=1000, cuda_graphs=0, recompute=0,
+                  moe_recompute=0, kernel_overhead_us=4.0, host_kernel_us=16.0)
+    with_casts = float(evaluate_on_host(REFINED, **values).compute_time_ms)
+    monkeypatch.setattr(moe, "CURRENT_SCALING_KERNELS", 0.0)
+    without = float(evaluate_on_host(REFINED, **values).compute_time_ms)
+    assert with_casts - without == pytest.approx(16 * 48 * 16 * 16 * 16e-3, rel=1e-9)
+
+
 def test_router_fusion_saves_what_the_host_kernel_us_preset_derives_from():
     # The preset's host_kernel_us: Megatron-LM's DeepSeek-V3 on 256 GB200 went
     # from 529.55 to 540.00 TFLOP/s with router fusion (72 -> 31 router kernels):

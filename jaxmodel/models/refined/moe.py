@@ -74,7 +74,9 @@ as Megatron-Core requires sequence parallelism with TP and MoE):
   and combine: ``dispatch_kernels``, by dispatcher, expert parallelism and
   local experts) and one GEMM per local expert and pass (TE's multi-stream
   cuBLAS grouped GEMM) in place of the dense FFN's (``layer_extra_kernels``),
-  each at ``kernel_overhead_us``; expert
+  with GroupedLinear's casts of each expert's slice under FP8 (16 per local
+  expert with per-tensor current scaling, 4 MXFP8 / blockwise:
+  ``expert_quantize_kernels``), each at ``kernel_overhead_us``; expert
   weight gradients accumulate into the fp32 gradient buffer (read and
   written, ``wgrad_accumulate_seconds``); the flat dispatcher permutes twice
   each way (``permute_passes``); routed experts need no TP collective
@@ -524,6 +526,54 @@ SHARED_ADD_KERNELS = 1.0
 # cuBLAS GEMM per expert (multi-stream backend) for FC1 and FC2, forward,
 # input gradient and weight gradient.
 EXPERT_GEMM_KERNELS = 6.0
+# Quantisation kernels per local expert and micro-batch beyond those GEMMs
+# (``expert_quantize_kernels``), by ``precision``.  Transformer Engine 2.x
+# GroupedLinear (pytorch/module/grouped_linear.py, _GroupedLinear) quantises
+# one tensor per expert four times a micro-batch: forward its input
+# (tex.split_quantize(inp, m_splits, input_quantizers), rowwise and, as the
+# weights need a gradient, columnwise) of FC1 and FC2, backward its output
+# gradient (split_quantize of grad_output, no bias: Qwen3, DeepSeek) of FC1
+# and FC2.  split_quantize (pytorch/csrc/extensions/cast.cpp) hands the
+# pieces to multi_tensor_quantize_impl, whose one fused kernel for all
+# experts (nvte_multi_cast_transpose) serves only delayed-scaling Float8
+# quantizers; every other quantizer runs quantizer->quantize per tensor:
+# * per-tensor current scaling (Float8CurrentScalingQuantizer::quantize_impl,
+#   pytorch/csrc/quantizer.cpp): nvte_compute_amax (launch_amax_kernel zeroes
+#   the amax first, a cudaMemsetAsync or zero_amax_kernel, then the amax
+#   kernel: 2), nvte_compute_scale_from_amax (1), nvte_quantize_v2 (the cast
+#   and transpose in one kernel: 1) = 4 per tensor, 16 per expert (no amax
+#   all-reduce: with_amax_reduction only for sequence-parallel inputs);
+# * MXFP8 and 1x128 / 128x128 blockwise FP8 (MXFP8Quantizer,
+#   Float8BlockQuantizer): one nvte_quantize_v2 kernel writes both the rowwise
+#   and columnwise copies, 1 per tensor, 4 per expert (the outputs bulk
+#   allocated in one buffer; the grouped GEMM swizzles the MXFP8 scales of all
+#   experts at once, multi_tensor_swizzle_scaling_factors: per call, not per
+#   expert);
+# * BF16: torch.split views, no kernel; NVFP4: split_quantize_nvfp4_impl's
+#   grouped amax and Hadamard-cast kernels, per call (0 per expert).
+# ``precision`` 1 is taken as current scaling, the recipe Megatron-Bridge's
+# H100 FP8 perf configs run (fp8_cs); delayed scaling would add none per
+# expert.  Not counted: the weights' casts (get_weight_workspace with
+# Megatron's is_first_microbatch: once per step, cached for the other
+# micro-batches; none with fp8_param_gather), the weight-gradient
+# placeholders (torch.empty, no kernel; zeroed only for shared embeddings),
+# bias gradients (no expert bias, or fused: bgrad_quantize), and the
+# per-expert Python work and multi-stream cuBLAS stream waits that launch no
+# kernel (host time the model does not itemise).
+EXPERT_QUANTIZED_TENSORS = 4.0
+CURRENT_SCALING_KERNELS = 4.0
+BLOCK_SCALING_KERNELS = 1.0
+
+
+def expert_quantize_kernels(x):
+    """Quantisation kernels per local expert and micro-batch, forward and
+    backward: ``EXPERT_QUANTIZED_TENSORS`` tensors, ``CURRENT_SCALING_KERNELS``
+    each at ``precision`` 1 (per-tensor current scaling), ``BLOCK_SCALING_KERNELS``
+    at 2 (MXFP8 / blockwise FP8), none at 0 (BF16) or 3 (NVFP4's grouped kernels)."""
+    per_tensor = jnp.where(x.precision < 0.5, 0.0,
+                           jnp.where(x.precision < 1.5, CURRENT_SCALING_KERNELS,
+                                     jnp.where(x.precision < 2.5, BLOCK_SCALING_KERNELS, 0.0)))
+    return EXPERT_QUANTIZED_TENSORS * per_tensor
 
 
 def router_kernels(x):
@@ -560,14 +610,15 @@ def layer_extra_kernels(x):
     """Kernel launches the average layer adds to the dense layer's, per
     micro-batch forward and backward, in MoE layers: the router's
     (``router_kernels``), the dispatcher's (``dispatch_kernels``), the weighted
-    activation (``ROUTED_ACT_KERNELS``) and ``EXPERT_GEMM_KERNELS`` per local
-    expert (``E / e``), less the dense FFN's ``DENSE_FFN_KERNELS`` (plus
+    activation (``ROUTED_ACT_KERNELS``) and ``EXPERT_GEMM_KERNELS`` plus the
+    low-precision casts' ``expert_quantize_kernels`` per local expert
+    (``E / e``), less the dense FFN's ``DENSE_FFN_KERNELS`` (plus
     ``SHARED_ADD_KERNELS`` where shared experts keep them); ``eager_expert_kernels``
     adds a clamped GLU's and expert biases'."""
     local = x.num_experts / x.expert_parallel
     ffn = jnp.where(x.shared_experts > 0.5, SHARED_ADD_KERNELS, -DENSE_FFN_KERNELS)
     return moe_fraction(x) * (router_kernels(x) + dispatch_kernels(x) + ROUTED_ACT_KERNELS
-                              + ffn + EXPERT_GEMM_KERNELS * local)
+                              + ffn + (EXPERT_GEMM_KERNELS + expert_quantize_kernels(x)) * local)
 
 
 def graph_scope_kernels(x):
