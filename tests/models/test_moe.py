@@ -1122,3 +1122,25 @@ def test_expert_gradients_reduce_scatter_under_the_distributed_optimizer(zero_st
     nvlink = values["link_bandwidth_gb_s"] * 1e9 * values["intra_node_efficiency"]
     moved = (4 + 2) if zero_stage == 1 else 2 * 4
     assert four - one == pytest.approx(moved * 0.75 * params / nvlink * 1e3, rel=1e-9)
+
+
+def test_layers_between_two_syncs_run_at_the_host_pace_by_hand():
+    # A toy dropless model with an MoE layer every second layer: 6 layers, the
+    # first 2 dense, then MoE at 2 and 4 (interval 2): 2 MoE layers, but the
+    # dense layers 3 and 5 follow a sync in the forward pass, so 4 of the 6
+    # layers' 30 kernels run at the host's pace (16 - 4 = 12 us each), not 2;
+    # the 40 MoE kernels (the average layer's) as before.
+    x = SimpleNamespace(**{**REFINED.defaults, **apply_presets(REFINED, gpu="h100-sxm")})
+    x.num_experts, x.expert_parallel, x.capacity_factor = 16.0, 4.0, 0.0
+    x.num_layers, x.dense_layers, x.moe_layer_interval = 6.0, 2.0, 2.0
+    x.host_kernel_us = 16.0
+    assert float(moe.moe_fraction(x)) == pytest.approx(2 / 6)
+    assert float(moe.paced_layer_share(x)) == pytest.approx(4 / 6)
+    got = float(moe.host_paced_seconds(x, 30.0, 40.0, 4e-6))
+    assert got == pytest.approx(12e-6 * (4 / 6 * 30 + 40), rel=1e-6)
+    # Every layer an MoE layer after the leading dense ones: the MoE share, as before.
+    x.moe_layer_interval = 1.0
+    assert float(moe.paced_layer_share(x)) == pytest.approx(float(moe.moe_fraction(x)))
+    # No MoE layer: nothing synced, nothing paced.
+    x.num_experts = 1.0
+    assert float(moe.paced_layer_share(x)) == 0.0

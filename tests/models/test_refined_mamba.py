@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import jaxmodel
-from jaxmodel.models.refined import mamba
+from jaxmodel.models.refined import mamba, moe
 from jaxmodel.models.refined.model import REFINED
 from jaxmodel.presets import apply_presets, get_preset
 
@@ -186,3 +186,50 @@ def test_nemotron3_super_counts_by_hand_and_published():
     assert abs(total / 1e9 - pub.total_params_b) <= 0.01 * pub.total_params_b + 0.5
     active_pub = (active - V * SH) / 1e9
     assert abs(active_pub - pub.active_params_b) <= 0.01 * pub.active_params_b + 0.5
+
+
+# _mamba_chunk_scan_combined_bwd's launches (mamba_ssm ops/triton/ssd_combined.py,
+# with z, as Megatron-Core's MambaMixer._ssm_training calls it: no rmsnorm_weight).
+SSD_BACKWARD = ("dt.clone", "_chunk_cumsum_fwd", "_bmm_chunk_fwd", "_chunk_state_fwd",
+                "_state_passing_fwd", "_chunk_scan_bwd_dz", "_chunk_scan_bwd_dstates",
+                "_state_passing_bwd", "_chunk_scan_chunk_state_bwd_dx", "_chunk_state_bwd_db",
+                "_chunk_scan_bwd_dC", "_chunk_scan_bwd_dcb", "_bmm_chunk_bwd dB",
+                "_bmm_chunk_bwd dC", "ddA_cumsum_prev[..., -1] +=", "flip", "cumsum", "flip",
+                "_chunk_scan_bwd_ddAcs_stable", "ddA_next + ddA_prev", "ddA +=",
+                "_chunk_cumsum_bwd")
+# _ssm_training's eager ops forward: zxBCdt's transposed copy, A_log.float(), exp,
+# neg, dt_bias.float(), y's transposed copy.
+EAGER_FORWARD = ("zxBCdt copy", "A_log cast", "exp", "neg", "dt_bias cast", "y copy")
+
+
+def test_mamba_layer_kernels_by_hand():
+    # Forward 13 (norm, in-proj, conv1d, 5 SSD kernels, norm, out-proj, residual,
+    # 2 TP collectives) and the eager ops; backward the norm, 4 GEMMs, conv1d
+    # again and its gradient, the SSD backward, norm, residual, 2 TP collectives
+    # and the eager ops' gradients (one each).
+    assert len(SSD_BACKWARD) == 22 and len(EAGER_FORWARD) == 6
+    assert mamba.MAMBA_LAYER_KERNELS == (13 + len(EAGER_FORWARD) + (1 + 4 + 2 + 1 + 1 + 2)
+                                         + len(SSD_BACKWARD) + len(EAGER_FORWARD))
+
+
+def test_nemotron3_nano_mixer_layers_run_at_the_host_pace_by_hand():
+    # Nano on H100, dropless: every layer but the first follows an MoE layer's
+    # sync, so all of the average layer's kernels are paced, not the MoE
+    # layers' 23/52 share: (6 attention x 30 + 23 Mamba-2 x 58 + 23 FFN x 30)
+    # / 52 per layer (test_mamba_layer_kernels_by_hand: 58), plus the MoE
+    # kernels (40 here), each at host - launch.
+    x = SimpleNamespace(**{**REFINED.defaults, **apply_presets(
+        REFINED, gpu="h100-sxm", llm="nemotron3-nano")})
+    # mamba.moe_view: the 29 mixer layers counted with the leading non-MoE layers.
+    x.dense_layers = x.dense_layers + x.mamba_layers + x.attention_layers
+    assert float(moe.dropless(x)) == 1.0 and float(moe.moe_layers(x)) == 23
+    assert float(mamba.paced_layer_share(x)) == 1.0
+    layer = (6 * 30 + 23 * 58 + 23 * 30) / 52
+    paced = (x.host_kernel_us - x.kernel_overhead_us) * 1e-6
+    assert paced > 0
+    got = float(moe.host_paced_seconds(x, layer, 40.0, x.kernel_overhead_us * 1e-6,
+                                       layer_share=mamba.paced_layer_share(x)))
+    assert got == pytest.approx(paced * (layer + 40), rel=1e-6)
+    # Nemotron-H style (no experts): no sync, nothing paced.
+    x.num_experts = 1.0
+    assert float(mamba.paced_layer_share(x)) == 0.0

@@ -546,13 +546,15 @@ def layer_times(x, g) -> LayerTimes:
     # The expert GEMMs hide the host's pace under their own GPU time.
     unsynced = jnp.where(graphs == 2, 0.0, 1.0)
     paced_layer = jnp.where(hybrid, hybrid_kernels, _LAYER_KERNELS) * (1.0 + full / 3.0)
+    # ... in the layers from the first sync on: a hybrid's mixer layers too.
+    paced_share = jnp.where(hybrid, mamba.paced_layer_share(x), moe.paced_layer_share(x))
     layer_b = jnp.where(plain, layer_b, layer_b
                         + (moe_graphed * graphed_s + (moe_kernels - moe_graphed) * launch_s)
                         * moe_again
                         + moe.host_seconds(x, full + moe_layer_again)
                         + unsynced * moe.host_paced_seconds(
                             x, paced_layer, moe_kernels * moe_again, launch_s,
-                            expert_kernel_s, full + moe_layer_again))
+                            expert_kernel_s, full + moe_layer_again, paced_share))
     layer_s = layer_f + layer_b + layer_w
 
     # Output layer and loss (last stage): logits GEMM in bf16, fused softmax

@@ -58,7 +58,9 @@ inner width, ``G`` groups of B and C, ``N`` state size, ``K`` conv width,
   ``y`` and the gated norm's output (the out-projection's input, 1 byte
   under FP8); the layer's pre-norm input and the in-projection's input count
   as the norm inputs of a transformer layer do.
-* **Kernels**: ``MAMBA_LAYER_KERNELS`` per layer and micro-batch.
+* **Kernels**: ``MAMBA_LAYER_KERNELS`` per layer and micro-batch; in a
+  hybrid with dropless MoE layers all of them at the host's pace
+  (``paced_layer_share``).
 * **TP collectives**: as the attention block's, one pair per Mamba layer.
 """
 
@@ -68,15 +70,39 @@ from jaxmodel.deferred import jnp
 from jaxmodel.models.refined import moe
 from jaxmodel.models.refined.rates import BF16, low_precision_gemms
 
-# Kernels of one Mamba-2 layer and micro-batch, forward and backward (Megatron-
-# Core MambaMixer with mamba_ssm's fused path): forward the pre-norm, the
-# in-projection, the conv1d, the five SSD kernels (chunk cumsum, chunk state,
-# state passing, bmm_chunk C B^T, chunk scan), the gated RMSNorm, the
-# out-projection, the residual add and the two TP collectives (13); backward
-# the norm, two GEMMs per projection (4), the conv1d again and its gradient
-# (2), the SSD backward kernels (mamba_ssm's _mamba_chunk_scan_combined_bwd:
-# 10), the gated norm, the residual and two TP collectives (20): 33.
-MAMBA_LAYER_KERNELS = 33.0
+# Kernels of one Mamba-2 layer and micro-batch, forward and backward: Megatron-
+# Core's MambaMixer in training (megatron/core/ssm/mamba_mixer.py,
+# _ssm_training) calls mamba_ssm's mamba_split_conv1d_scan_combined without
+# rmsnorm_weight and outproj_weight, so the gate z goes into the scan and the
+# mixer's own norm and out-projection follow it.  Forward the pre-norm, the
+# in-projection, the conv1d, the five SSD kernels of mamba_ssm's
+# ops/triton/ssd_combined.py _mamba_chunk_scan_combined_fwd (_chunk_cumsum_fwd,
+# _chunk_state_fwd, _state_passing_fwd, _bmm_chunk_fwd C B^T, _chunk_scan_fwd),
+# the norm, the out-projection, the residual add and the two TP collectives
+# (13), and MAMBA_EAGER_KERNELS of the mixer's eager ops around the scan;
+# backward the norm, two GEMMs per projection (4), the conv1d again and its
+# gradient (2), the SSD backward (below), the norm, the residual and two TP
+# collectives (11 besides the SSD backward) and the eager ops' gradients.
+# The SSD backward, _mamba_chunk_scan_combined_bwd in the same file, launches
+# with z: dt.clone(); the forward's _chunk_cumsum_fwd, _bmm_chunk_fwd,
+# _chunk_state_fwd and _state_passing_fwd again (5); _chunk_scan_bwd_dz (the
+# gate's gradient, 1); _chunk_scan_bwd_dstates, _state_passing_bwd,
+# _chunk_scan_chunk_state_bwd_dx, _chunk_state_bwd_db, _chunk_scan_bwd_dC,
+# _chunk_scan_bwd_dcb and _bmm_chunk_bwd twice (8); the eager ops on ddA:
+# ddA_cumsum_prev[..., -1] += (1), .flip().cumsum().flip() (3), ddA += ddA_next
+# + ddA_prev (2); and _chunk_scan_bwd_ddAcs_stable and _chunk_cumsum_bwd (2):
+# 22.  The reductions inside the Triton wrappers (e.g. dD's sum) are left out:
+# a lower bound.  (The count before took the SSD backward at 10, no eager ops,
+# and summed the backward's 21 to 20: 33.)
+SSD_BACKWARD_KERNELS = 22.0
+# _ssm_training's eager ops: rearrange(zxBCdt, "l b d -> b l d").contiguous()
+# (a copy), A = -torch.exp(A_log.float()) (cast, exp, neg: the parameters are
+# bf16 under Megatron's Float16Module), dt_bias.float() (a cast) and y's
+# rearrange(...).contiguous() (a copy): 6 forward; backward the two copies'
+# gradients (copies), neg's and exp's (a neg and a mul) and the two casts
+# back: 6.
+MAMBA_EAGER_KERNELS = 6.0
+MAMBA_LAYER_KERNELS = 13.0 + 11.0 + SSD_BACKWARD_KERNELS + 2.0 * MAMBA_EAGER_KERNELS
 # Half of a transformer layer's kernels belong to each block (layer.py's
 # _LAYER_KERNELS 60 = attention 30 + FFN 30); a hybrid model's norm and
 # residual add are one per layer, so its per-layer [s b h] traffic is half a
@@ -178,6 +204,22 @@ def tp_collectives_per_layer(x, full_recompute):
     one pair per mixer (attention or Mamba-2) and per tensor-parallel FFN block."""
     blocks = _mixed(x, 1.0, 1.0) + _ffn(x, x.shared_experts > 0.5, 1.0)
     return (2.0 + full_recompute) * blocks
+
+
+def paced_layer_share(x):
+    """Share of a hybrid's layers that a dropless MoE layer's sync leaves at the
+    host's pace (``moe.paced_layer_share``; ``x``: ``moe_view``).
+
+    Nemotron-3's layer patterns interleave the MoE layers with the mixers from
+    the start (Megatron-Bridge's nemotron_h_provider.py, the presets' Nano
+    ``MEMEM*EMEMEM*E...`` and Super ``MEMEMEM*EMEM...``): every Mamba-2 and
+    attention layer but the first follows an MoE layer in the forward pass,
+    so its kernels are issued by a host that the sync before them left
+    without a lead.  All layers, 1 (the leading mixer layer is counted too:
+    1 of Nano's 52 layers, of Super's 88; the pattern is no model input).  A
+    hybrid without MoE layers (Nemotron-H): 0.
+    """
+    return jnp.where(moe.moe_layers(x) > 0.5, 1.0, 0.0)
 
 
 def mixer(x, attention_value, mamba_value):

@@ -106,7 +106,9 @@ as Megatron-Core requires sequence parallelism with TP and MoE):
   per-layer CUDA graphs too (the sync stays; none under a full-iteration graph);
   an expert GEMM hides the host's issue time under its own GPU time
   (``expert_gemm_kernel_seconds``), so only ``max(0, host - launch - GEMM)``
-  of it shows.
+  of it shows.  The layers without experts that follow an MoE layer up to
+  the next sync (a hybrid's Mamba-2 and attention layers) run at the same
+  pace (``paced_layer_share``).
 * **Expert tensor parallelism** ``etp``: an all-gather and a reduce-scatter of
   the routed tokens in the ETP group, forward and backward.
 * **Memory**: expert weights, gradients and optimizer state sharded by
@@ -861,8 +863,27 @@ def dropless(x):
     return jnp.where((x.num_experts > 1.5) & (x.capacity_factor <= 0.0), 1.0, 0.0)
 
 
+def paced_layer_share(x):
+    """Share of the layers whose kernels a dropless model issues at the host's pace.
+
+    After a dropless MoE layer's token-count sync the GPU's queue is empty,
+    and the host issues every kernel after it, the MoE layer's and those of
+    the layers that follow it up to the next sync, from no lead: a layer
+    without experts between two MoE layers (a dense layer of a
+    ``moe_layer_interval`` > 1 model; a hybrid's Mamba-2 and attention
+    layers, ``mamba.paced_layer_share``) runs at the host's pace as the MoE
+    layer does.  The leading ``dense_layers`` come before the first sync of
+    the forward pass and are not counted.  Here: the layers from the first MoE
+    layer on, ``(L - dense_layers) / L`` (``moe_fraction`` when every layer
+    after the leading dense ones is an MoE layer: Qwen3, GPT-OSS,
+    DeepSeek-V3), 0 without MoE layers.
+    """
+    rest = jnp.maximum(x.num_layers - x.dense_layers, 0.0)
+    return jnp.where(moe_layers(x) > 0.5, rest / x.num_layers, 0.0)
+
+
 def host_paced_seconds(x, eager_layer_kernels, eager_moe_kernels, launch_s,
-                       expert_kernel_s=None, forward_again=0.0):
+                       expert_kernel_s=None, forward_again=0.0, layer_share=None):
     """Extra seconds of the average layer, per micro-batch pass, where the host sets the pace.
 
     A dropless MoE layer copies its tokens-per-expert counts to the host every
@@ -886,8 +907,9 @@ def host_paced_seconds(x, eager_layer_kernels, eager_moe_kernels, launch_s,
     hidden).  Backward too is taken at the host's pace (autograd's engine
     issues it without a sync, but runs ahead only where the host is faster).
 
-    Counted for the MoE layers' share (``moe_fraction``) of the layer's paced
-    kernels (``eager_layer_kernels``, per layer) and for the MoE kernels
+    Counted for the layers that follow a sync (``layer_share``; None:
+    ``paced_layer_share``) of the layer's paced kernels
+    (``eager_layer_kernels``, per layer) and for the MoE kernels
     (``eager_moe_kernels``, already the average layer's); 0 for a dense model
     or a token-dropping one (no sync: the host runs ahead).  The caller passes
     the kernels of per-layer CUDA graphs among them: a graph of the attention,
@@ -897,7 +919,8 @@ def host_paced_seconds(x, eager_layer_kernels, eager_moe_kernels, launch_s,
     shapes, no sync).
     """
     paced = jnp.maximum(x.host_kernel_us * 1e-6 - launch_s, 0.0)
-    total = paced * (moe_fraction(x) * eager_layer_kernels + eager_moe_kernels)
+    share = paced_layer_share(x) if layer_share is None else layer_share
+    total = paced * (share * eager_layer_kernels + eager_moe_kernels)
     if expert_kernel_s is not None:
         # Each expert GEMM kernel hides min(paced, d) of its host pace.
         # (Indexed on the leading axis: inputs may carry a batch axis after it.)
