@@ -1016,12 +1016,7 @@ def _settings(text: str) -> dict[str, str]:
 def _pipeline_stages(layout: str) -> int:
     """Stages of a Megatron ``--pipeline-model-parallel-layout`` (``|`` separates them;
     ``(X)*n`` and ``t*n`` repeat)."""
-    import re
-
-    text = layout
-    while "(" in text:
-        text = re.sub(r"\(([^()]*)\)\*(\d+)", lambda m: m.group(1) * int(m.group(2)), text)
-    return text.count("|") + 1
+    return len(_layout_chunks(layout))
 
 
 def _layout_chunks(layout: str) -> list[str]:

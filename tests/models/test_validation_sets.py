@@ -289,17 +289,6 @@ def test_bridge_25_09_deepseek_h100_row_by_hand():
     assert not any("pipeline layout" in n for n in case.notes)
 
 
-def _expand_layout(layout: str) -> list[str]:
-    """A Megatron layout string's chunks, repeats expanded (``(X)*n``, ``t*n``)."""
-    import re
-
-    text = layout
-    while "(" in text:
-        text = re.sub(r"\(([^()]*)\)\*(\d+)", lambda m: m.group(1) * int(m.group(2)), text)
-    text = re.sub(r"([tm])\*(\d+)", lambda m: m.group(1) * int(m.group(2)), text)
-    return text.split("|")
-
-
 def test_bridge_deepseek_v3_rows_take_the_recipe_layout():
     from jaxmodel.models import validation_sets as vs
     from jaxmodel.models.refined.pipeline import _stage_split
@@ -313,7 +302,7 @@ def test_bridge_deepseek_v3_rows_take_the_recipe_layout():
     assert vs.deepseek_v3_layout(8, 2, 0) == "Et*4|(t*4|)*14tL"
     assert vs.deepseek_v3_layout(8, 4, 1) == ""  # not in the map: the recipe sets none
     for (pp, vp) in vs.DEEPSEEK_V3_LAYOUT_MAP:
-        chunks = _expand_layout(vs.deepseek_v3_layout(pp, vp, 1))
+        chunks = vs._layout_chunks(vs.deepseek_v3_layout(pp, vp, 1))
         assert len(chunks) == pp * vp
         assert sum(c.count("t") for c in chunks) == 61
         assert chunks[0].startswith("E") and chunks[-1].endswith("mL")
