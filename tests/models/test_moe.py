@@ -404,8 +404,8 @@ def test_scoped_graphs_of_a_dropless_layer_gain_what_bridge_measured():
 def test_combined_1f1b_hides_the_steady_phase_all_to_all():
     # Row 1: p 8, v 4, m 128: the first stage's 2 (p - 1) + (v - 1) p = 38 warm-up
     # chunk passes of m v = 512 run unpaired; the other 474 hide their dispatch and
-    # combine (here shorter than the compute); the exposed rest stretches the
-    # bubble by 1 + (p - 1) / (v m) = 1 + 7 / 512.
+    # combine (here each shorter than its partner module, paired_hidden_seconds);
+    # the exposed rest stretches the bubble by 1 + (p - 1) / (v m) = 1 + 7 / 512.
     # The hidden part holds 20 of the H100's 132 SMs (DeepEP's default), so the
     # compute beside it loses 20 / 132 of the hidden seconds.
     sms = 20 / 132
@@ -422,6 +422,48 @@ def test_combined_1f1b_hides_the_steady_phase_all_to_all():
     flat_raw = float(flat.moe_comm_raw_ms)
     assert float(flat.moe_comm_ms) == pytest.approx(flat_raw / 128 + flat_raw * 127 / 128 * sms,
                                                     rel=1e-9)
+
+
+def test_combined_1f1b_hides_each_all_to_all_behind_its_partner_only():
+    # A toy layer pair (ms): each all-to-all 2, attention forward 1.5, backward
+    # 3, MLP forward 0.5, input gradient 1, weight gradient 1.  Walking
+    # Megatron-Core's two streams (TransformerLayerSchedulePlan.run):
+    #   phase 1: combine_bwd [0, 2] beside attn_fwd [0, 1.5]: 0.5 exposed;
+    #   phase 2: dispatch_fwd [0, 2], dispatch_bwd after it and the dgrad
+    #     [2, 4]; dgrad [0, 1], wgrad [1, 2], mlp_fwd after the dispatch [2, 2.5]:
+    #     4 against 2.5 of compute, 1.5 exposed (dispatch_fwd 1 past the dgrad,
+    #     dispatch_bwd 0.5 past wgrad + forward);
+    #   phase 3: combine_fwd [0, 2] beside attn_bwd [0, 3]: none exposed.
+    # Hidden: 8 - 2 = 6.  The old bound (the whole compute, 7.5) hid all 8.
+    with on_host():
+        hidden = moe.paired_hidden_seconds(2.0, 1.5, 3.0, 0.5, 1.0, 1.0)
+        assert float(hidden) == 6.0
+        # Partners longer than every all-to-all: all four hidden.
+        assert float(moe.paired_hidden_seconds(1.0, 1.5, 3.0, 1.0, 1.0, 1.0)) == 4.0
+
+
+def test_exposed_all_to_all_under_combined_1f1b_by_hand():
+    # Qwen3-235B on 256 H100 (p 8, v 4, m 128): 38 of the first stage's 512
+    # chunk passes are warm-up and cool-down, unpaired (combined_1f1b_share).
+    # With partners of half an all-to-all each (and the MLP's wgrad + forward a
+    # whole one), a layer pair hides 0.5 + 0.5 + 1 + 0.5 = 2.5 of its 4
+    # all-to-alls; the hidden part takes 20 of 132 SMs from the compute, the
+    # exposed rest stretches the bubble by 1 + (p - 1) / (v m) = 1 + 7 / 512.
+    from jaxmodel.models.refined.derived import derive
+
+    values = {**REFINED.defaults, **qwen3(ep_overlap=1)}
+    with on_host():
+        x = SimpleNamespace(**{k: np.float64(v) for k, v in values.items()})
+        g = derive(x)
+        a2a = float(moe.layer_comm_seconds(x, g.tok / g.t, g.G, g.net, 0.0)) / 4
+        half = a2a / 2
+        layers = 12.0  # the busiest stage's layers (an argument here)
+        raw, comm = moe.exposed_comm_seconds(x, g, layers, 0.0, 1e9,
+                                             (half, half, half, half, half))
+    raw, comm = float(raw), float(comm)
+    assert raw == pytest.approx(128 * layers * 4 * a2a, rel=1e-12)
+    hidden = 474 / 512 * 128 * layers * 2.5 * a2a
+    assert comm == pytest.approx((raw - hidden) * (1 + 7 / 512) + hidden * 20 / 132, rel=1e-9)
 
 
 def test_tp_collectives_of_moe_layers_by_hand():

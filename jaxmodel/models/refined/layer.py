@@ -200,6 +200,8 @@ class LayerTimes(NamedTuple):
       logit_bytes, accum_logit_bytes: its cross-entropy and accumulation bytes.
       embed_grad_s: the input embedding's gradient added to the buffer.
       qw: the attention width ``a x head_dim`` (or ``h``).
+      ep_partners: one MoE layer's attention forward and backward and MLP block
+        forward, input and weight gradient (``moe.paired_hidden_seconds``).
     """
 
     gemm_fwd_s: object
@@ -223,6 +225,7 @@ class LayerTimes(NamedTuple):
     accum_logit_bytes: object
     embed_grad_s: object
     qw: object
+    ep_partners: object
 
 
 def attention_width(x):
@@ -556,6 +559,14 @@ def layer_times(x, g) -> LayerTimes:
                             x, paced_layer, moe_kernels * moe_again, launch_s,
                             expert_kernel_s, full + moe_layer_again, paced_share))
     layer_s = layer_f + layer_b + layer_w
+    # Combined 1F1B's partners of the all-to-alls: the MoE block's GEMMs (the
+    # MLP node), the rest of the average layer (the attention node: norms,
+    # attention, router, permutation, recompute and launches).
+    frac = moe.moe_fraction(x)
+    block_f, block_d, block_w = moe_gemm[4], moe_gemm[5], moe_gemm[6]
+    ep_partners = (layer_f - frac * block_f,
+                   layer_b + layer_w - frac * (block_d + block_w),
+                   block_f, block_d, block_w)
 
     # Output layer and loss (last stage): logits GEMM in bf16, fused softmax
     # cross-entropy memory-bound.
@@ -582,6 +593,7 @@ def layer_times(x, g) -> LayerTimes:
         layer_f=layer_f, layer_recompute=layer_recompute, layer_w=layer_w, layer_s=layer_s,
         logit_fwd_s=logit_fwd_s, logit_s=logit_s, logit_bytes=logit_bytes,
         accum_logit_bytes=accum_logit_bytes, embed_grad_s=embed_grad_s, qw=qw,
+        ep_partners=ep_partners,
     )
 
 

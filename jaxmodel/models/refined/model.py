@@ -143,7 +143,7 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     pp = transfer_seconds(g, act_bytes)
     bubble = bubble_seconds(g, stage, tp, cp)
     moe_raw, moe_comm = moe.exposed_comm_seconds(x, g, stage_layers, lt.moe_layer_again,
-                                                 compute)
+                                                 compute, lt.ep_partners)
 
     step = compute + tp + cp + pp + bubble + dp
     step = jnp.where(has_experts, step + moe_comm, step)

@@ -97,8 +97,13 @@ as Megatron-Core requires sequence parallelism with TP and MoE):
   stored (``recomputed_activation_bytes``).
 * **Overlap**: ``moe_overlap`` of the all-to-all is hidden under compute (1F1B
   all-to-all overlap, DualPipe), never more than the compute there is.  Under
-  Combined 1F1B (``ep_overlap``) the hidden all-to-all holds ``A2A_COMM_SMS`` of
-  the SMs, and the compute beside it loses that share (``sm_contention_seconds``).
+  Combined 1F1B (``ep_overlap``) each of a layer pair's four all-to-alls hides
+  behind its partner module only (``paired_hidden_seconds``: the backward
+  combine behind the attention forward, the forward dispatch behind the MLP
+  input gradient, the backward dispatch behind the MLP weight gradient and
+  forward, the forward combine behind the attention backward); the hidden
+  all-to-all holds ``A2A_COMM_SMS`` of the SMs, and the compute beside it loses
+  that share (``sm_contention_seconds``).
 * **Host pace** (``host_paced_seconds``): a dropless MoE layer syncs its token
   counts to the host every forward pass, so the host cannot run ahead and each
   kernel of the layer costs ``host_kernel_us`` (derived in the GPU presets
@@ -991,8 +996,10 @@ def wgrad_accumulate_seconds(elements, accumulate_bytes, hbm_rate):
 def layer_gemm_seconds(x, tokens, gemm, hbm_rate, mixer=None, ffn_share=None):
     """Forward, input-gradient and weight-gradient seconds of the average
     layer's weight GEMMs on one GPU, and the forward of its MoE block alone
-    (router, shared and routed experts: what ``moe`` recompute runs again);
-    shape [4].
+    (router, shared and routed experts: what ``moe`` recompute runs again,
+    weighted by the share of MoE layers), then one MoE layer's block forward,
+    input gradient and weight gradient (the MLP node that Combined 1F1B pairs
+    with the all-to-alls, ``exposed_comm_seconds``); shape [7].
 
     Args:
       x: the inputs (tensor parallelism ``t`` splits attention, dense FFN and
@@ -1038,7 +1045,8 @@ def layer_gemm_seconds(x, tokens, gemm, hbm_rate, mixer=None, ffn_share=None):
     frac = moe_fraction(x)
     block = frac * (router + shared + routed + latent)
     dense_share = (1.0 if ffn_share is None else ffn_share) - frac
-    return jnp.concatenate([attention + dense_share * dense + block, block[:1]])
+    return jnp.concatenate([attention + dense_share * dense + block, block[:1],
+                            router + shared + routed + latent])
 
 
 def _routed_passes(x, tokens, gemm, hbm_rate):
@@ -1085,22 +1093,57 @@ def combined_1f1b_share(g):
     return positive_part(passes - warmup) / passes
 
 
-def exposed_comm_seconds(x, g, stage_layers, moe_layer_again, compute):
+def paired_hidden_seconds(a2a, attn_fwd, attn_bwd, mlp_fwd, mlp_dgrad, mlp_wgrad):
+    """All-to-all seconds one Combined 1F1B layer pair hides (``ep_overlap``).
+
+    Megatron-Core runs the forward of one micro-batch's layer with the
+    backward of another's on two streams (``TransformerLayerSchedulePlan.run``,
+    megatron/core/models/common/model_chunk_schedule_plan.py)::
+
+        comm: combine_bwd | dispatch_fwd -> dispatch_bwd        | combine_fwd
+        comp: attn_fwd    | mlp_bwd -> mlp_bwd_dw -> mlp_fwd    | attn_bwd
+
+    Each all-to-all waits for its own micro-batch's previous node, so it hides
+    only behind the compute issued beside it, not the whole step's: the
+    backward combine behind the attention forward (the ``attn`` node: norm,
+    attention, router, dispatch preprocess), the forward dispatch behind the
+    MLP input gradient, the backward dispatch behind the MLP weight gradient
+    (``delay_wgrad_compute``, which the recipes set, moves it after the
+    dispatch; taken for every row, the model has no input for it: without it
+    the forward dispatch would have the input and weight gradients, the
+    backward dispatch the forward alone) and the MLP forward, the forward
+    combine behind the attention backward.  The MLP node here is the MoE
+    block's GEMMs (its router GEMM, in Megatron's attention node, is small).
+    An all-to-all longer than its partner stays exposed by the difference.
+    Arguments: one all-to-all's seconds and the partners' (one layer, one
+    micro-batch)."""
+    return (jnp.minimum(a2a, attn_fwd) + jnp.minimum(a2a, mlp_dgrad)
+            + jnp.minimum(a2a, mlp_wgrad + mlp_fwd) + jnp.minimum(a2a, attn_bwd))
+
+
+def exposed_comm_seconds(x, g, stage_layers, moe_layer_again, compute, partners):
     """``(moe_raw, moe_comm)``: the expert all-to-all seconds a step, before and after overlap.
 
     Dispatch and combine of the busiest stage's MoE layers (``layer_comm_seconds``);
-    ``moe_overlap`` of it hidden under compute (with ``ep_overlap``, at least
-    the share Combined 1F1B pairs, ``combined_1f1b_share``, and the SMs the hidden
-    part takes from the compute, ``sm_contention_seconds``); the exposed rest stretches
-    the 1F1B bubble as well (counted here, so the bubble keeps its dense meaning).
-    ``g`` is the model's ``Derived``.
+    ``moe_overlap`` of it hidden under compute; with ``ep_overlap``, at least
+    what the layer pairs of the share of passes Combined 1F1B pairs hide
+    (``combined_1f1b_share``, ``paired_hidden_seconds``: each of the four
+    all-to-alls behind its partner module only; the recompute's forward
+    all-to-alls stay exposed), and the SMs the hidden part takes from the
+    compute (``sm_contention_seconds``); the exposed rest stretches the 1F1B
+    bubble as well (counted here, so the bubble keeps its dense meaning).
+    ``g`` is the model's ``Derived``; ``partners`` the seconds of one MoE
+    layer's attention forward and backward and MLP forward, input and weight
+    gradient, one micro-batch.
     """
     m, t, p, v, tok, G, net = g.m, g.t, g.p, g.v, g.tok, g.G, g.net
-    moe_raw = m * stage_layers * moe_fraction(x) * layer_comm_seconds(
-        x, tok / t, G, net, g.full + moe_layer_again)
+    moe_layers = m * stage_layers * moe_fraction(x)
+    moe_raw = moe_layers * layer_comm_seconds(x, tok / t, G, net, g.full + moe_layer_again)
     pairs = x.ep_overlap > 0.5
-    share = jnp.where(pairs, jnp.maximum(x.moe_overlap, combined_1f1b_share(g)), x.moe_overlap)
-    hidden = share * jnp.minimum(moe_raw, compute)
+    a2a = layer_comm_seconds(x, tok / t, G, net, 0.0) / a2a_per_moe_layer(0.0)
+    paired = combined_1f1b_share(g) * moe_layers * paired_hidden_seconds(a2a, *partners)
+    plain = x.moe_overlap * jnp.minimum(moe_raw, compute)
+    hidden = jnp.where(pairs, jnp.maximum(plain, paired), plain)
     moe_comm = ((moe_raw - hidden) * (1.0 + jnp.where(g.schedule == 0, (p - 1.0) / (v * m), 0.0))
                 + jnp.where(pairs, sm_contention_seconds(x, hidden), 0.0))
     return moe_raw, moe_comm
