@@ -14,6 +14,8 @@ Collectives (alpha-beta, Patarasuk & Yuan 2009 for the ring; Thakur et al.
   nodes on ``1 / g`` of the data over each GPU's own NIC, all-gather in the
   node), as NCCL's tree/ring hierarchies do.  ``all_reduce`` (2 phases),
   ``reduce_scatter`` and ``all_gather`` (1 phase each) are its cases.
+* ``contention_growth``: what a hidden collective costs the compute beside it
+  (its SMs and HBM traffic, in proportion to the rate it streams).
 * ``point_to_point``: one send, ``bytes / bandwidth + latency``.
 * ``all_to_all``: every rank sends ``1 / n`` of its buffer to every other; the
   intra-node and inter-node parts run at once on their own links, so the slower
@@ -86,6 +88,32 @@ def hierarchical_seconds(nbytes, ranks, ranks_per_node, net: Network, phases):
     intra = phases * ((g - 1.0) / g * nbytes / net.intra_bw + (g - 1.0) * net.intra_latency)
     inter = phases * ((k - 1.0) / k * nbytes / g / net.inter_bw + (k - 1.0) * net.inter_latency)
     return intra + inter
+
+
+def contention_growth(slowdown, ranks, ranks_per_node, net: Network):
+    """Of each second a ring collective runs hidden behind compute, the seconds
+    the compute loses to it.
+
+    A collective runs as kernels on the SMs and streams its data through HBM;
+    NCCL sizes its channels (a CTA each) to the link it drives ("a single NIC,
+    which can achieve up to 12-24 GB/s ... should just launch 2 SMs",
+    NVIDIA/nccl issue 689), so the compute beside it slows in proportion to the
+    rate it moves data.  ``slowdown`` is that slowdown on NVLink (the intra-node
+    rate); a level running at ``inter_bw`` slows the compute by
+    ``slowdown * inter_bw / intra_bw``.  Compute ``1 + s`` times slower does
+    ``1 / (1 + s)`` of its work, so a hidden second costs ``s / (1 + s)``;
+    weighted by the share of the collective's (bandwidth) time each level of
+    ``hierarchical_seconds`` takes.  Zero for a group of one.
+    """
+    n = jnp.maximum(ranks, 1.0)
+    g = jnp.clip(ranks_per_node, 1.0, n)
+    k = n / g
+    intra = (g - 1.0) / g / net.intra_bw
+    inter = (k - 1.0) / k / g / net.inter_bw
+    total = intra + inter
+    s_inter = slowdown * net.inter_bw / net.intra_bw
+    growth = (slowdown / (1.0 + slowdown) * intra + s_inter / (1.0 + s_inter) * inter)
+    return jnp.where(total > 0.0, growth / jnp.where(total > 0.0, total, 1.0), 0.0)
 
 
 def all_reduce(nbytes, ranks, ranks_per_node, net: Network):

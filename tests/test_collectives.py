@@ -7,6 +7,7 @@ from jaxmodel.collectives import (
     all_gather,
     all_reduce,
     all_to_all,
+    contention_growth,
     gemm_efficiency,
     hierarchical_seconds,
     one_level,
@@ -91,3 +92,17 @@ def test_gemm_efficiency_grows_with_size_towards_the_ceiling():
     large = float(gemm_efficiency(16384.0, 16384.0, 16384.0, **args))
     assert small < large < 0.8
     assert large > 0.74
+
+
+def test_contention_scales_with_the_rate_the_collective_streams():
+    # 16 ranks, 8 to a node: NVLink 100, NIC 10 (any unit), slowdown 0.5 on
+    # NVLink.  Bandwidth time per byte: intra 7/8 / 100 = 7/800, inter
+    # (1/2) / 8 / 10 = 1/160, of 3/200 in all.  On NVLink a hidden second costs
+    # 0.5 / 1.5 = 1/3; on the NIC the slowdown is 0.5 x 10/100 = 0.05, a second
+    # costs 0.05 / 1.05 = 1/21.  (7/800 / 3 + 1/160 / 21) / (3/200) = 3/14.
+    net = Network(100.0, 10.0, 0.0, 0.0)
+    assert float(contention_growth(0.5, 16.0, 8.0, net)) == pytest.approx(3 / 14, rel=1e-12)
+    # All in one node: 1/3; one rank a node: 1/21; a group of one: 0.
+    assert float(contention_growth(0.5, 8.0, 8.0, net)) == pytest.approx(1 / 3, rel=1e-12)
+    assert float(contention_growth(0.5, 16.0, 1.0, net)) == pytest.approx(1 / 21, rel=1e-12)
+    assert float(contention_growth(0.5, 1.0, 8.0, net)) == 0.0

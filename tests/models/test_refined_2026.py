@@ -194,6 +194,14 @@ def test_compute_slowed_by_the_collectives_it_hides():
     # d = 1 has none.
     assert extra(num_gpus=16, zero_stage=3) == 0.0
     assert extra(dp_overlap=1.0) == 0.0
+    # Four GPUs a node: the two data-parallel ranks (stride t = 4) sit on two
+    # nodes and the collectives stream at the NIC's 10 GB/s, a tenth of NVLink:
+    # the compute slows 0.5 x 0.1 = 0.05, a hidden second costs 0.05 / 1.05.
+    out = run(num_gpus=16, zero_stage=3, dp_overlap=1.0, gpus_per_node=4)
+    hidden = out["dp_allreduce_raw_ms"] - out["dp_allreduce_ms"]
+    assert hidden > 1.0
+    assert extra(num_gpus=16, zero_stage=3, dp_overlap=1.0, gpus_per_node=4) == approx(
+        hidden / 21)
 
 
 def test_fsdp2_copies_around_the_collectives():

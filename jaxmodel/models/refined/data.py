@@ -44,7 +44,7 @@
 
 from __future__ import annotations
 
-from jaxmodel.collectives import all_gather, all_reduce, reduce_scatter
+from jaxmodel.collectives import all_gather, all_reduce, contention_growth, reduce_scatter
 from jaxmodel.deferred import jnp
 from jaxmodel.models.refined import moe
 from jaxmodel.models.refined.rates import BF16
@@ -215,20 +215,23 @@ def dp_seconds(x, g, params, stage, layer_hw_flops, active_w, attn_core):
     return z, edp, dp_raw, dp
 
 
-def overlap_seconds(x, dp_raw, dp):
+def overlap_seconds(x, g, dp_raw, dp):
     """Seconds the compute loses a step to the data-parallel collectives it hides.
 
     NCCL runs each collective as a kernel with a CTA per channel on the SMs and
-    streams its data through HBM; compute overlapped by it runs ``1 +
+    streams its data through HBM; compute overlapped by it on NVLink runs ``1 +
     overlap_slowdown`` times slower ("NCCL collectives use SMs, which makes
     matmuls that are overlapped by them 30-40% slower", pytorch/pytorch PR
-    179937, H100).  During the ``dp_raw - dp`` seconds the collectives are
-    hidden the compute does only ``1 / (1 + s)`` of its work, so the step
-    grows by ``s / (1 + s)`` of that time.  (The exposed part slows nothing: no
-    compute runs beside it.)
+    179937: FSDP2 on one node of 8 H100).  Over the network the collective
+    streams at the NIC's rate with as few channels, and slows the compute in
+    proportion (``collectives.contention_growth``).  During the ``dp_raw - dp``
+    seconds the collectives are hidden the compute does only ``1 / (1 + s)`` of
+    its work.  (The exposed part slows nothing: no compute runs beside it.)
+    Weighted by the data x context group's levels (G / t of it to a node); the
+    expert-data-parallel group's are taken as the same.
     """
-    s = x.overlap_slowdown
-    return s / (1.0 + s) * positive_part(dp_raw - dp)
+    growth = contention_growth(x.overlap_slowdown, g.d * g.c, g.G / g.t, g.net)
+    return growth * positive_part(dp_raw - dp)
 
 
 def fsdp_copy_seconds(x, g, params, stage_layers, z):

@@ -135,11 +135,14 @@ INPUTS: tuple[InputField, ...] = (
     # collectives use SMs, which makes matmuls that are overlapped by them
     # 30-40% slower" (pytorch/pytorch PR 179937, 8 x H100, Llama 3 8B FSDP2,
     # whose copy-engine collectives gained 2.4% tokens/s at TP 1, batch 2).
-    # 0.35, the middle of that range; the same for every GPU (no other is
-    # published).  refined/data.py: overlap_seconds.
+    # 0.35, the middle of that range, on NVLink; a collective over the network
+    # streams at the NIC's rate with as few channels (NCCL issue 689) and slows
+    # the compute in proportion (collectives.contention_growth).  The same for
+    # every GPU (no other is published).  refined/data.py: overlap_seconds.
     InputField("overlap_slowdown", "fraction", "how much slower compute runs while an "
-               "overlapped data-parallel NCCL collective shares its SMs and HBM (0.35: "
-               "30-40% on H100, PyTorch PR 179937); 0 none", False, 0.0, True, 0.35, 1.0),
+               "overlapped data-parallel NCCL collective shares its SMs and HBM, on NVLink "
+               "(0.35: 30-40% on H100, PyTorch PR 179937; over the network in proportion "
+               "to its rate); 0 none", False, 0.0, True, 0.35, 1.0),
     InputField("param_gather_overlap", "fraction", "share of a micro-batch's forward pass that "
                "hides the ZeRO weight all-gather (Megatron-LM --overlap-param-gather)",
                False, 0.0, True, 0.0, 1.0),

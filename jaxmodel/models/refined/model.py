@@ -125,7 +125,7 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     copies_s = fsdp_copy_seconds(x, g, params, stage_layers, z)
 
     # The compute the hidden data-parallel collectives slow (NCCL on the SMs).
-    contention_s = overlap_seconds(x, dp_raw, dp)
+    contention_s = overlap_seconds(x, g, dp_raw, dp)
 
     compute = m * micro_compute + optimizer_s + copies_s + contention_s
     stage_recompute = stage_layers * lt.layer_recompute
