@@ -498,7 +498,8 @@ def test_moe_layer_regathers_its_attention_input_beside_the_dgrad_gemms():
     def exposed_us(dgrad_s, **changes):
         for k, v in changes.items():
             setattr(x, k, v)
-        lt = SimpleNamespace(gemm_fwd_s=1e-3, gemm_dgrad_s=dgrad_s, gemm_wgrad_s=1e-3)
+        lt = SimpleNamespace(gemm_fwd_s=1e-3, gemm_dgrad_s=dgrad_s, gemm_wgrad_s=1e-3,
+                             dense_gemms=((2.5e-4,) * 4,) * 3)  # a dense layer's; unused
         with on_host():
             return float(tensor.tp_seconds(x, g, lt, 1.0)[1]) * 1e6
 

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 from jaxmodel.deferred import jnp
 from jaxmodel.models.common import whole
 from jaxmodel.models.refined import mamba, moe
-from jaxmodel.models.refined.rates import low_precision_gemms, network
+from jaxmodel.models.refined.rates import gemm_rates, low_precision_gemms, network
 from jaxmodel.models.refined.validity import layout_ok
 
 # Bytes moved per element by the quantisation kernels of each precision
@@ -83,6 +83,7 @@ class Derived(NamedTuple):
         (``d`` at least 1, so that an invalid layout divides by no zero).
       net: the achieved network (``rates.network``).
       peak: the dense bf16 peak, FLOP/s.  hbm_rate: achieved HBM bytes/s.
+      gemm: the rates every GEMM shares (``rates.gemm_rates``).
       rep_split: ``t`` with sequence parallelism, else 1 (the replicated part).
       tok: tokens of one micro-batch on one GPU, ``b s / c``.
       plain: a dense model with standard attention and no Mamba-2 layers
@@ -132,6 +133,7 @@ class Derived(NamedTuple):
     net: Any
     peak: Any
     hbm_rate: Any
+    gemm: Any
     rep_split: Any
     tok: Any
     plain: Any
@@ -163,6 +165,7 @@ def derive(x) -> Derived:
     # so that neither values nor gradients see a division by zero.
     d = jnp.maximum(d_i, 1).astype(fdt)
     t = x.tensor_parallel
+    hbm_rate = x.hbm_bandwidth_tb_s * 1e12 * x.hbm_efficiency
     return Derived(
         fdt=fdt, n_i=n_i, t_i=t_i, p_i=p_i, c_i=c_i, v_i=v_i, m_i=m_i, d_i=d_i,
         used_i=used_i, tokens_i=tokens_i, schedule=schedule, zero_i=zero_i,
@@ -175,7 +178,7 @@ def derive(x) -> Derived:
         L=x.num_layers, V=x.vocab_size, a=x.num_heads, kv=x.num_kv_heads,
         f=x.ffn_hidden_dim, G=x.gpus_per_node, net=network(x),
         peak=x.compute_tflops * 1e12,
-        hbm_rate=x.hbm_bandwidth_tb_s * 1e12 * x.hbm_efficiency,
+        hbm_rate=hbm_rate, gemm=gemm_rates(x, hbm_rate),
         rep_split=jnp.where(sp > 0.5, t, jnp.ones_like(t)),
         tok=x.micro_batch * x.seq_length / x.context_parallel,
         # MoE and MLA (moe) enter by where: a dense model with standard

@@ -202,6 +202,8 @@ class LayerTimes(NamedTuple):
       qw: the attention width ``a x head_dim`` (or ``h``).
       ep_partners: one MoE layer's attention forward and backward and MLP block
         forward, input and weight gradient (``moe.paired_hidden_seconds``).
+      dense_gemms: a dense layer's forward, input- and weight-gradient seconds
+        of each weight GEMM of ``layer_gemm_shapes`` (three 4-tuples).
     """
 
     gemm_fwd_s: object
@@ -226,6 +228,7 @@ class LayerTimes(NamedTuple):
     embed_grad_s: object
     qw: object
     ep_partners: object
+    dense_gemms: object
 
 
 def attention_width(x):
@@ -352,7 +355,7 @@ def eager_elementwise(x, g):
 
 def layer_times(x, g) -> LayerTimes:
     """Seconds of one layer and of the output layer (``g``: ``Derived``)."""
-    full, selective, flash, fp8, op_sac = g.full, g.selective, g.flash, g.fp8, g.op_sac
+    full, selective, flash, op_sac = g.full, g.selective, g.flash, g.op_sac
     t, c, b, s, h = g.t, g.c, g.b, g.s, g.h
     V, a, kv, f = g.V, g.a, g.kv, g.f
     peak, hbm_rate, rep_split, tok, plain = g.peak, g.hbm_rate, g.rep_split, g.tok, g.plain
@@ -375,25 +378,27 @@ def layer_times(x, g) -> LayerTimes:
     head_dim = jnp.where(plain, qw / a, moe.head_dim(x))
     rows = b * (a / t) * s / c
 
-    def step_gemms(gemm):
-        shapes = layer_gemm_shapes(x)
-        dense = (sum(gemm(tok, n_, k_, fp8) for n_, k_ in shapes),
-                 sum(gemm(tok, k_, n_, fp8) for n_, k_ in shapes),
-                 sum(gemm(k_, n_, tok, fp8) for n_, k_ in shapes))
-        layer = moe.layer_gemm_seconds(
-            x, tok, lambda m_, n_, k_: gemm(m_, n_, k_, fp8), hbm_rate,
-            mixer=lambda att, passes: mamba.mixer(
-                x, att, sum(passes(n_, k_) for n_, k_ in mamba.gemm_shapes(x))),
-            ffn_share=mamba.ffn_share(x))
-        unfused = gemm(rows, s, head_dim, 0.0) + gemm(rows, head_dim, s, 0.0)
-        logit = (gemm(tok, V / t, h, 0.0), gemm(tok, h, V / t, 0.0), gemm(h, V / t, tok, 0.0))
-        expert_kernel = moe.expert_gemm_kernel_seconds(
-            x, tok, lambda m_, n_, k_: gemm(m_, n_, k_, fp8), hbm_rate)
-        return dense, layer, unfused, logit, expert_kernel
+    # Each GEMM's rates are computed once (g.gemm) and each GEMM is evaluated
+    # once: the dense shapes' passes are kept for the TP overlap pairing
+    # (tensor.dense_overlap_seconds), the routed experts' for the host pace.
+    def gemm(m_, n_, k_, low=True):
+        return gemm_seconds(g.gemm, m_, n_, k_, low)
 
-    ((gemm_fwd_s, gemm_dgrad_s, gemm_wgrad_s), moe_gemm, unfused_s, logit_gemms,
-     expert_kernel_s) = step_gemms(
-        lambda m_, n_, k_, low: gemm_seconds(x, m_, n_, k_, low, hbm_rate))
+    shapes = layer_gemm_shapes(x)
+    dense_gemms = (tuple(gemm(tok, n_, k_) for n_, k_ in shapes),
+                   tuple(gemm(tok, k_, n_) for n_, k_ in shapes),
+                   tuple(gemm(k_, n_, tok) for n_, k_ in shapes))
+    gemm_fwd_s, gemm_dgrad_s, gemm_wgrad_s = (sum(passes) for passes in dense_gemms)
+    routed = moe.routed_passes(x, tok, gemm, hbm_rate)
+    moe_gemm = moe.layer_gemm_seconds(
+        x, tok, gemm, hbm_rate,
+        mixer=lambda att, passes: mamba.mixer(
+            x, att, sum(passes(n_, k_) for n_, k_ in mamba.gemm_shapes(x))),
+        ffn_share=mamba.ffn_share(x), routed=routed)
+    unfused_s = gemm(rows, s, head_dim, False) + gemm(rows, head_dim, s, False)
+    logit_gemms = (gemm(tok, V / t, h, False), gemm(tok, h, V / t, False),
+                   gemm(h, V / t, tok, False))
+    expert_kernel_s = moe.expert_gemm_kernel_seconds(x, routed)
     gemm_fwd_s = jnp.where(plain, gemm_fwd_s, moe_gemm[0])
     gemm_dgrad_s = jnp.where(plain, gemm_dgrad_s, moe_gemm[1])
     gemm_wgrad_s = jnp.where(plain, gemm_wgrad_s, moe_gemm[2])
@@ -493,7 +498,7 @@ def layer_times(x, g) -> LayerTimes:
 
     layer_f = gemm_fwd_s + attn_fwd_s + fwd_bytes / hbm_rate
     layer_recompute = (full * gemm_fwd_s + op_sac * sum(
-        gemm_seconds(x, tok, n_, k_, fp8, hbm_rate) for n_, k_ in op_sac_recomputed_shapes(x))
+        gemm(tok, n_, k_) for n_, k_ in op_sac_recomputed_shapes(x))
         + attn_recompute_s + recompute_bytes / hbm_rate)
     layer_recompute = jnp.where(plain, layer_recompute,
                                 layer_recompute + moe_layer_again * moe_gemm[3])
@@ -593,7 +598,7 @@ def layer_times(x, g) -> LayerTimes:
         layer_f=layer_f, layer_recompute=layer_recompute, layer_w=layer_w, layer_s=layer_s,
         logit_fwd_s=logit_fwd_s, logit_s=logit_s, logit_bytes=logit_bytes,
         accum_logit_bytes=accum_logit_bytes, embed_grad_s=embed_grad_s, qw=qw,
-        ep_partners=ep_partners,
+        ep_partners=ep_partners, dense_gemms=dense_gemms,
     )
 
 

@@ -993,7 +993,7 @@ def wgrad_accumulate_seconds(elements, accumulate_bytes, hbm_rate):
     return (2.0 * accumulate_bytes - DISPATCH_BYTES) * elements / hbm_rate
 
 
-def layer_gemm_seconds(x, tokens, gemm, hbm_rate, mixer=None, ffn_share=None):
+def layer_gemm_seconds(x, tokens, gemm, hbm_rate, mixer=None, ffn_share=None, routed=None):
     """Forward, input-gradient and weight-gradient seconds of the average
     layer's weight GEMMs on one GPU, and the forward of its MoE block alone
     (router, shared and routed experts: what ``moe`` recompute runs again,
@@ -1013,6 +1013,7 @@ def layer_gemm_seconds(x, tokens, gemm, hbm_rate, mixer=None, ffn_share=None):
         mixer from its attention GEMMs' and ``passes(n, k)`` (a hybrid model's
         Mamba-2 layers, ``jaxmodel.models.refined.mamba``); None: attention.
       ffn_share: the share of the layers with an FFN block (None: every layer).
+      routed: ``routed_passes`` of the same arguments, where the caller has them.
     """
     h, t, a, kv, dh = x.hidden_dim, x.tensor_parallel, x.num_heads, x.num_kv_heads, head_dim(x)
     w, f, fe = x.mlp_weight_matrices, x.ffn_hidden_dim, x.moe_ffn_hidden_dim
@@ -1036,7 +1037,7 @@ def layer_gemm_seconds(x, tokens, gemm, hbm_rate, mixer=None, ffn_share=None):
     router = p(x.num_experts, h, rank_tokens)
     shared_w = jnp.maximum(x.shared_experts, 1.0) * fe
     shared = (x.shared_experts > 0.5) * (p((w - 1.0) * shared_w / t, h) + p(h, shared_w / t))
-    fc1, fc2 = _routed_passes(x, tokens, gemm, hbm_rate)
+    fc1, fc2 = routed_passes(x, tokens, gemm, hbm_rate) if routed is None else routed
     routed = fc1 + fc2
     # LatentMoE: fc1_latent_proj before the dispatch, fc2_latent_proj after the
     # combine, on the rank's tokens, not split.
@@ -1049,7 +1050,7 @@ def layer_gemm_seconds(x, tokens, gemm, hbm_rate, mixer=None, ffn_share=None):
                             router + shared + routed + latent])
 
 
-def _routed_passes(x, tokens, gemm, hbm_rate):
+def routed_passes(x, tokens, gemm, hbm_rate):
     """The routed experts' FC1 and FC2 grouped GEMMs of one MoE layer: two
     stacks ``[forward, input gradient, weight gradient]`` of seconds
     (``_grouped_passes``; arguments as ``layer_gemm_seconds``)."""
@@ -1064,16 +1065,16 @@ def _routed_passes(x, tokens, gemm, hbm_rate):
             _grouped_passes(gemm, groups, rows, d, fe / etp, hbm_rate, gb, on))
 
 
-def expert_gemm_kernel_seconds(x, tokens, gemm, hbm_rate):
+def expert_gemm_kernel_seconds(x, routed):
     """GPU seconds of one expert's GEMM kernel in an MoE layer, shape [6]:
     FC1 forward, input gradient, weight gradient, then FC2's.
 
     Transformer Engine's GroupedLinear issues one cuBLAS GEMM per local expert
     and pass (``EXPERT_GEMM_KERNELS``), so one kernel runs for its grouped
-    pass's time (``_routed_passes``) over the ``E / e`` local experts.  What
-    ``host_paced_seconds`` hides the host's issue time under.  Arguments as
-    ``layer_gemm_seconds``."""
-    fc1, fc2 = _routed_passes(x, tokens, gemm, hbm_rate)
+    pass's time over the ``E / e`` local experts.  What ``host_paced_seconds``
+    hides the host's issue time under.  ``routed``: the layer's
+    ``routed_passes``."""
+    fc1, fc2 = routed
     return jnp.concatenate([fc1, fc2]) / (x.num_experts / x.expert_parallel)
 
 

@@ -119,10 +119,10 @@ def projection_seconds(x, g):
     """``(forward, total)`` seconds of one module's projection GEMMs on one GPU:
     ``[tok, 2h] x [2h, h / t]`` forward, input and weight gradients, in the layers'
     precision."""
-    h, t, tok, fp8 = g.h, g.t, g.tok, g.fp8
-    fwd = gemm_seconds(x, tok, h / t, 2.0 * h, fp8, g.hbm_rate)
-    dgrad = gemm_seconds(x, tok, 2.0 * h, h / t, fp8, g.hbm_rate)
-    wgrad = gemm_seconds(x, 2.0 * h, h / t, tok, fp8, g.hbm_rate)
+    h, t, tok = g.h, g.t, g.tok
+    fwd = gemm_seconds(g.gemm, tok, h / t, 2.0 * h, True)
+    dgrad = gemm_seconds(g.gemm, tok, 2.0 * h, h / t, True)
+    wgrad = gemm_seconds(g.gemm, 2.0 * h, h / t, tok, True)
     return fwd, fwd + dgrad + wgrad
 
 

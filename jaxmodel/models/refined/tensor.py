@@ -99,8 +99,7 @@ from jaxmodel.collectives import all_gather, reduce_scatter
 from jaxmodel.deferred import jnp
 from jaxmodel.models.common import whole
 from jaxmodel.models.refined import mamba, moe
-from jaxmodel.models.refined.layer import layer_gemm_shapes
-from jaxmodel.models.refined.rates import BF16, gemm_seconds
+from jaxmodel.models.refined.rates import BF16
 
 # Bytes an element of a sequence-parallel all-gather, forward (the GEMM input)
 # and backward (the output gradient), by ``precision`` (module docstring).
@@ -121,23 +120,21 @@ def tp_gather_bytes(x, sp):
     return jnp.where(on, fwd, BF16), jnp.where(on, bwd, BF16)
 
 
-def dense_overlap_seconds(x, g, halves, act_bytes):
+def dense_overlap_seconds(x, g, halves, act_bytes, dense_gemms):
     """``(hidden, extra)``: a dense layer's TP seconds hidden behind their own GEMMs,
     and the seconds the overlap adds (async TP's reduction of the partials).
 
     ``halves``: ``(rs, ag_fwd, ag_bwd)``, one reduce-scatter, one forward and
-    one backward all-gather (each half an all-reduce's time in bf16).  Each
+    one backward all-gather (each half an all-reduce's time in bf16);
+    ``dense_gemms``: the layer's GEMM passes (``LayerTimes.dense_gemms``).  Each
     hides ``min(tp_overlap (t - 1) / t its time, GEMM)``; the forward pairs run
     ``1 + full`` times (full recompute runs the forward again).  The backward
     re-gathers of the QKV and first feed-forward inputs (``regathers``) hide
     whole behind those GEMMs' dgrad, whatever ``tp_overlap``.
     """
-    t, tok, fp8, hbm_rate = g.t, g.tok, g.fp8, g.hbm_rate
+    t, hbm_rate = g.t, g.hbm_rate
     rs, ag_fwd, ag_bwd = halves
-    shapes = layer_gemm_shapes(x)
-    fwd = [gemm_seconds(x, tok, n, k, fp8, hbm_rate) for n, k in shapes]
-    dgrad = [gemm_seconds(x, tok, k, n, fp8, hbm_rate) for n, k in shapes]
-    wgrad = [gemm_seconds(x, k, n, tok, fp8, hbm_rate) for n, k in shapes]
+    fwd, dgrad, wgrad = dense_gemms
     share = x.tp_overlap * (t - 1.0) / t
     te = 1.0 - x.tp_overlap_kind
 
@@ -223,7 +220,8 @@ def tp_seconds(x, g, lt, stage_layers):
     gemm_layer = gemm_fwd_s * (1.0 + full) + gemm_dgrad_s + gemm_wgrad_s
     pooled = jnp.minimum(x.tp_overlap * (t - 1.0) / t * (tp_layer - regather)
                          + jnp.minimum(regather, gemm_dgrad_s), gemm_layer)
-    dense_hidden, dense_extra = dense_overlap_seconds(x, g, (rs, ag_fwd, ag_bwd), act_bytes)
+    dense_hidden, dense_extra = dense_overlap_seconds(x, g, (rs, ag_fwd, ag_bwd), act_bytes,
+                                                     lt.dense_gemms)
     tp_hidden = jnp.where(plain, dense_hidden, pooled)
     tp_layer_exposed = tp_layer - tp_hidden + jnp.where(plain, dense_extra, 0.0)
     tp = m * stage_layers * tp_layer_exposed
