@@ -42,7 +42,8 @@ TEST_MARKS := $(if $(filter true,$(CI)),-m '',)
 # worker that crashes fails only its test, which tests/conftest.py reruns once
 # in a fresh worker.
 TEST_WORKERS ?= 3
-PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal
+# The 25 slowest tests are listed at the end, so a slow CI run says where it went.
+PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal --durations=25
 
 test: $(STAMP)
 	$(PYTEST) $(TEST_MARKS)

@@ -48,6 +48,53 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
             yellow=True)
 
 
+# Each worker keeps every program it compiled (jax's caches and the engine's
+# own); over the suite one grew past 10 GB, and three such workers on CI's
+# 24 GB machine ran out (the kernel killed one).  After a test that leaves the
+# worker above this resident size, its caches are dropped and the freed heap
+# returned to the system; the next test that needs a program compiles it again.
+RSS_LIMIT_BYTES = 4 * 2**30
+
+
+def _resident_bytes() -> int:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def drop_compiled_programs() -> None:
+    """Forget every compiled program in this process and give the memory back."""
+    import ctypes
+    import gc
+    import sys
+
+    jax = sys.modules.get("jax")
+    if jax is not None:
+        jax.clear_caches()
+    for name in ("jaxmodel.sensitivity", "jaxmodel.solving"):
+        module = sys.modules.get(name)
+        if module is not None:
+            module._CACHE.clear()
+    for name, function in (("jaxmodel.api", "batched"), ("jaxmodel.reduce", "jitted")):
+        module = sys.modules.get(name)
+        if module is not None:
+            getattr(module, function).cache_clear()
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+@pytest.fixture(autouse=True)
+def _bounded_worker_memory():
+    yield
+    if _resident_bytes() > RSS_LIMIT_BYTES:
+        drop_compiled_programs()
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _no_compile_cache_in_this_process():
     """Tests that call ``jaxmodel.cli.main`` in this process leave jax's cache off.
