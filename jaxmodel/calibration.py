@@ -73,6 +73,7 @@ from jaxmodel.errors import InputError, closest
 from jaxmodel.models import DEFAULT_MODEL, Model, get_model
 from jaxmodel.precision import computing
 from jaxmodel.spec_tables import DEFAULT_BOOTSTRAP, DEFAULT_SUGGEST
+from jaxmodel.xla_options import quick_jit
 
 MEASURED = "measured_"
 LABEL_COLUMN = "run"
@@ -546,7 +547,7 @@ def _residuals(z, args, *, model, fit_index, out_names):
     return jnp.where(use, pred - log_measured, 0.0) * jnp.sqrt(weights)
 
 
-@functools.partial(jax.jit, static_argnames=("model", "fit_index", "out_names"))
+@quick_jit(static_argnames=("model", "fit_index", "out_names"))
 def fit_batch(z0, lo, hi, base, log_measured, weights, free=None, *, model: Model,
               fit_index: tuple[int, ...], out_names: tuple[str, ...]):
     """Every fit at once: ``vmap`` of one Levenberg-Marquardt solve over weights.
@@ -608,7 +609,7 @@ def _stationary(residuals, z, args):
     return (rnorm == 0) | jnp.all((cos <= GTOL) | at_lo | at_hi | ~free)
 
 
-@functools.partial(jax.jit, static_argnames=("model", "fit_index", "out_names"))
+@quick_jit(static_argnames=("model", "fit_index", "out_names"))
 def _predict_many(zs, lo, hi, base, *, model, fit_index, out_names):
     """Log predictions ``(S, C, k)`` for parameter samples ``zs (S, P)``."""
     use = jnp.ones((base.shape[0], len(out_names)), bool)
@@ -616,7 +617,7 @@ def _predict_many(zs, lo, hi, base, *, model, fit_index, out_names):
                                              out_names, use))(zs)
 
 
-@functools.partial(jax.jit, static_argnames=("model", "fit_index", "out_names"))
+@quick_jit(static_argnames=("model", "fit_index", "out_names"))
 def _jacobian_z(z, lo, hi, base, *, model, fit_index, out_names):
     """d log prediction / dz, ``(C, k, P)``."""
     use = jnp.ones((base.shape[0], len(out_names)), bool)
@@ -624,7 +625,7 @@ def _jacobian_z(z, lo, hi, base, *, model, fit_index, out_names):
                                                 out_names, use))(z)
 
 
-@functools.partial(jax.jit, static_argnames=("model", "fit_index"))
+@quick_jit(static_argnames=("model", "fit_index"))
 def _evaluate(x, base, *, model, fit_index):
     return jax.vmap(model.apply)(_columns(model, fit_index, x, base))
 

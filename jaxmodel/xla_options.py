@@ -72,3 +72,24 @@ def quick_compile(quick: bool) -> dict[str, Any] | None:
 def compiler_options(rows: int) -> dict[str, Any] | None:
     """``jax.jit``'s ``compiler_options`` for a program that will run ``rows`` rows in all."""
     return quick_compile(rows <= QUICK_ROWS)
+
+
+def quick_jit(**jit_kwargs):
+    """A decorator: ``jax.jit(fun, **jit_kwargs)`` with the quick options, for a
+    program that runs few rows wherever it is called (a calibration's fits: a
+    few hundred rows a solver step).  The jit is built at the first call, when
+    the options are probed, so importing the module compiles nothing."""
+
+    def decorate(fun):
+        jitted = None
+
+        @functools.wraps(fun)
+        def call(*args, **kwargs):
+            nonlocal jitted
+            if jitted is None:
+                jitted = jax.jit(fun, compiler_options=quick_compile(True), **jit_kwargs)
+            return jitted(*args, **kwargs)
+
+        return call
+
+    return decorate
