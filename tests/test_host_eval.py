@@ -112,6 +112,28 @@ def test_dual_rules_are_jaxs_on_kinks_and_branches():
             np.testing.assert_allclose(tangent, np.asarray(want), rtol=1e-12, atol=1e-12)
 
 
+def test_a_dual_bf16_peak_stays_a_dual_through_the_precision_choice():
+    """The GEMM rates pick the bf16 peak and ceiling as the last choice; NumPy's
+    select does not dispatch on its default, so a Dual there came back as an
+    object array of Duals and the step time could not be cast (a CI failure of
+    test_solve_host's compute_tflops question).  d peak / d compute_tflops is
+    1e12 at precision 0 and 0 at FP8; d ceiling / d matmul_efficiency 1 and 0."""
+    from jaxmodel.dual import Dual, seeded
+    from jaxmodel.models.refined.rates import low_precision_rate
+
+    refined = jaxmodel.get_model("refined")
+    x = refined.inputs_type(**{k: np.full(2, float(v)) for k, v in refined.defaults.items()})
+    x = x._replace(precision=np.array([0.0, 1.0]), fp8_peak_tflops=np.full(2, 1979.0),
+                   compute_tflops=seeded(np.full(2, 989.0), 0, 2),
+                   matmul_efficiency=seeded(np.full(2, 0.8), 1, 2))
+    with on_host():
+        peak, ceiling, _ = low_precision_rate(x)
+    assert isinstance(peak, Dual) and isinstance(ceiling, Dual)
+    np.testing.assert_array_equal(peak.primal, [989e12, 1979e12])
+    np.testing.assert_array_equal(peak.tangent, [[1e12, 0.0], [0.0, 0.0]])
+    np.testing.assert_array_equal(ceiling.tangent, [[0.0, 0.0], [1.0, 0.0]])
+
+
 def test_a_ufunc_without_a_rule_is_refused():
     from jaxmodel.dual import seeded
 

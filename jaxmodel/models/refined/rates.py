@@ -61,10 +61,17 @@ def low_precision_rate(x):
     """
     p = whole(x.precision)
     conds = [p == 1, p == 2, p == 3]
-    peak = jnp.select(conds, [x.fp8_peak_tflops, x.mxfp8_peak_tflops, x.fp4_peak_tflops],
-                      x.compute_tflops) * 1e12
-    ceiling = jnp.select(conds, [x.fp8_matmul_efficiency, x.fp8_matmul_efficiency,
-                                 x.fp4_matmul_efficiency], x.matmul_efficiency)
+
+    # Nested wheres, not jnp.select: NumPy's select does not hand its default
+    # to __array_function__, so on the host (jaxmodel.dual) a Dual bf16 peak
+    # there became an object array of Duals, not a Dual.
+    def by_precision(fp8, mxfp8, fp4, bf16):
+        return jnp.where(conds[0], fp8, jnp.where(conds[1], mxfp8, jnp.where(conds[2], fp4, bf16)))
+
+    peak = by_precision(x.fp8_peak_tflops, x.mxfp8_peak_tflops, x.fp4_peak_tflops,
+                        x.compute_tflops) * 1e12
+    ceiling = by_precision(x.fp8_matmul_efficiency, x.fp8_matmul_efficiency,
+                           x.fp4_matmul_efficiency, x.matmul_efficiency)
     element = jnp.select(conds, [1.0, 1.0, 0.5], BF16).astype(jnp.result_type(peak))
     return peak, ceiling, element
 
