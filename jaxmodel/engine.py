@@ -546,6 +546,7 @@ def _reduce(plan: Plan, directory: Path | None, meta: dict[str, Any], *, resume:
     result.valid_rows = counts["valid"] - resumed["valid"]
     result.extra["kept_rows"] = counts["rows"] - resumed["rows"]
     if in_memory:
+        state = plan.widen(state)
         result.extra["state"] = state
         result.reduced = plan.reducer.rows(state)
         result.rows = len(result.reduced[CONFIG_ID])
@@ -572,7 +573,7 @@ def merged_state(plan: Plan, directory: Path) -> tuple[dict, dict[str, int]] | N
     if final is None:
         return None
     counts = {k: sum(info["counts"][k] for _, info in final) for k in ("rows", "valid")}
-    return merge_states(plan.reducer, [state for state, _ in final]), counts
+    return plan.widen(merge_states(plan.reducer, [state for state, _ in final])), counts
 
 
 def _merge_if_last(plan: Plan, directory: Path, meta: dict[str, Any]):
@@ -604,7 +605,7 @@ def _merge_if_last(plan: Plan, directory: Path, meta: dict[str, Any]):
         if any(r.get("sweep") == key for r in Manifest.read_all(directory)):
             return None  # merged already
         clean_orphans(directory, [0])  # what a merge cut short left behind
-        merged = merge_states(plan.reducer, states)
+        merged = plan.widen(merge_states(plan.reducer, states))
         rows = plan.reducer.rows(merged)
         writer = PartWriter(directory, 0, plan.columns, file_metadata=file_metadata(meta),
                             rows_per_file=1 << 62,

@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pyarrow as pa
+from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from jaxmodel.api import program_key
@@ -156,12 +157,25 @@ class Plan:
         if CONFIG_ID not in wanted:
             wanted.insert(0, CONFIG_ID)
         self.columns = [self.all_columns[n] for n in wanted]
+        # A search over a candidate table (best, plan, co-design) folds only
+        # what its reducer ranks and groups by; the winners' other columns are
+        # computed afterwards from their config ids (widen).  XLA then cuts
+        # every output the ranking and the filter do not need (with
+        # filter_first, the DeepSeek-V3 search of issue 26 compiled in 3.6 s
+        # instead of 11.5 and ran in 1.7 s instead of 15.6: bench/README.md).
+        self.state_columns = self.columns
+        if reducer is not None and spec.table is not None and not self.extras:
+            ranked = {CONFIG_ID, *needed}
+            for member in (reducer, *getattr(reducer, "reducers", ())):
+                ranked |= {getattr(member, a) for a in ("by", "x", "y") if hasattr(member, a)}
+                ranked |= set(getattr(member, "group_by", ()))
+            self.state_columns = [c for c in self.columns if c.name in ranked]
         # Inputs fixed for the whole sweep ([base] or a model default) are
         # still columns (dashboards group by them), but the device neither
         # computes nor sends them: the host fills them in (see fetch), and the
         # writer dictionary-encodes them.
         varied = set(spec.varied)
-        dtypes = self.state_dtypes()
+        dtypes = self.state_dtypes(self.columns)
         self.constant = {
             f.name: dtypes[f.name].type(round(spec.base[f.name]) if f.integer
                                         else spec.base[f.name])
@@ -177,6 +191,7 @@ class Plan:
         self._kept_key: tuple | None = None  # (program_key(),), found once: every chunk asks
         self._step = jax.jit(self._step_fn, compiler_options=options)
         self._slices: dict[int, Callable] = {}
+        self._rows_program: Callable | None = None
         self._constants: dict[str, np.ndarray] | None = None
         with computing():
             self.offsets = jax.device_put(
@@ -227,15 +242,69 @@ class Plan:
                 gid = gid * len(self.categories[name]) + cols[name].astype(jnp.int64)
         return gid
 
-    def state_dtypes(self) -> dict[str, np.dtype]:
-        """Device dtypes of the kept columns (categories are int32 codes there)."""
+    def state_dtypes(self, columns: Sequence[Column] | None = None) -> dict[str, np.dtype]:
+        """Device dtypes of the kept columns (categories are int32 codes there);
+        of ``columns`` if given, else of those the reducer's state holds."""
         out = {}
-        for c in self.columns:
+        for c in self.state_columns if columns is None else columns:
             if c.categories:
                 out[c.name] = np.dtype(np.int32)
             else:
                 out[c.name] = np.dtype(c.type.to_pandas_dtype())
         return out
+
+    @property
+    def narrowed(self) -> bool:
+        """Whether the reducer's state holds fewer columns than are reported."""
+        return len(self.state_columns) != len(self.columns)
+
+    def widen(self, state):
+        """A reducer state (device or host) with every reported column: the rows
+        it holds evaluated again from their config ids (host NumPy arrays).
+
+        Only a narrowed plan's state changes; empty slots are evaluated too
+        (as config id 0) and stay marked empty.
+        """
+        state = jax.tree_util.tree_map(np.asarray, jax.device_get(state))
+        if not self.narrowed:
+            return state
+
+        def fill(node):
+            if not isinstance(node, dict):
+                return node
+            if isinstance(node.get("rows"), dict) and CONFIG_ID in node["rows"]:
+                return {**node, "rows": self._every_column(node["rows"])}
+            return {k: fill(v) for k, v in node.items()}
+
+        return fill(state)
+
+    def _every_column(self, held: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Every reported column of the rows ``held`` (which keep their own values:
+        they are what the reducer ranked)."""
+        ids = np.asarray(held[CONFIG_ID], dtype=np.int64)
+        if self.model.on_host:
+            from jaxmodel.deferred import on_host
+
+            x = self.space.host_inputs(ids)
+            with on_host():
+                y = self.model.apply(self.model.inputs_type(
+                    *(np.asarray(x[n], np.float64) for n in self.model.input_names)))
+            cols: dict[str, Any] = {CONFIG_ID: ids}
+            for f in self.model.inputs:
+                v = np.broadcast_to(np.asarray(x[f.name]), ids.shape)
+                cols[f.name] = np.round(v).astype(np.int64) if f.integer else v
+            for f, v in zip(self.model.outputs, y, strict=True):
+                cols[f.name] = np.broadcast_to(np.asarray(v), ids.shape)
+            with computing():  # (a report may name int64 columns)
+                cols = self.space.report(cols)
+        else:
+            if self._rows_program is None:
+                self._rows_program = jax.jit(self.evaluate_rows)
+            with computing():
+                cols = jax.device_get(self._rows_program(jnp.asarray(ids), self.tables))
+        dtypes = self.state_dtypes(self.columns)
+        return {name: (held[name] if name in held else np.asarray(cols[name]))
+                .astype(dtype, copy=False) for name, dtype in dtypes.items()}
 
     # -- device side -------------------------------------------------------
     def evaluate_rows(self, ids, tables, digits=None) -> dict[str, jax.Array]:
@@ -278,10 +347,28 @@ class Plan:
         out, counts = self._per_shard(_compact)(out, keep)
         return out, counts, valid
 
+    @property
+    def filter_first(self) -> int:
+        """Rows per block of a chunk's kept rows when the filter runs first, else 0.
+
+        A narrowed search on one device whose filter keeps few rows (the
+        DeepSeek-V3 search of issue 26 keeps 3.5%: most layouts do not fit)
+        evaluates the filter for the whole chunk, then the ranked columns for
+        the kept rows only, a block at a time: XLA cuts the filter's program to
+        the memory terms, so the step-time terms run for kept rows alone.
+        """
+        if (not self.narrowed or self.filter is None or self.mesh.devices.size != 1
+                or self.space.radices):
+            return 0
+        return max(1, self.padded // 16)
+
     def _reduce_fn(self, state, start, start_digits, offsets, tables):
+        block = self.filter_first
+        if block:
+            return self._reduce_kept(state, start, offsets, tables, block)
         cols, keep, count, valid, digits = self._chunk(start, start_digits, offsets, tables)
         gid = self.group_ids(cols, digits, tables) if hasattr(self.reducer, "group_by") else None
-        out = {c.name: cols[c.name] for c in self.columns}
+        out = {c.name: cols[c.name] for c in self.state_columns}
         if self.mesh.devices.size > 1 and hasattr(self.reducer, "candidates"):
             # Each device cuts its own shard to the reducer's candidates first.
             # Selecting over the whole sharded chunk (top_k, nonzero) made XLA
@@ -289,6 +376,32 @@ class Plan:
             # than one (bench/README.md, issue 15).
             out, keep = self._per_shard(self.reducer.candidates)(out, keep)
         return self.reducer.update(state, out, keep, gid), count, valid
+
+    def _reduce_kept(self, state, start, offsets, tables, block: int):
+        """:meth:`_reduce_fn` with the filter first (:attr:`filter_first`)."""
+        self.traces += 1
+        ids = start + offsets
+        real = (offsets < self.chunk_size) & (ids < self.size)
+        cols = self.evaluate_rows(ids, tables)
+        keep = real & self.filter.evaluate_jax(cols, self.categories)
+        count = jnp.sum(keep, dtype=jnp.int64)
+        valid = jnp.sum(keep & cols[self.model.validity], dtype=jnp.int64)
+        (kept,) = jnp.nonzero(keep, size=self.padded, fill_value=0)
+        # (whole blocks: the padding after the last kept row is masked out)
+        kept = jnp.concatenate([ids[kept], jnp.zeros((block,), ids.dtype)])
+        grouped = hasattr(self.reducer, "group_by")
+
+        def fold(j, state):
+            at = j * block
+            some = lax.dynamic_slice(kept, (at,), (block,))
+            mask = at + jnp.arange(block) < count
+            rows = self.evaluate_rows(some, tables)
+            gid = self.group_ids(rows, None, tables) if grouped else None
+            out = {c.name: rows[c.name] for c in self.state_columns}
+            return self.reducer.update(state, out, mask, gid)
+
+        blocks = ((count + block - 1) // block).astype(jnp.int32)
+        return lax.fori_loop(0, blocks, fold, state), count, valid
 
     def _per_shard(self, fn: Callable) -> Callable:
         """``fn(columns, mask) -> (columns, mask-like)`` run on each device's shard of
@@ -329,7 +442,8 @@ class Plan:
         return {**model, "spec": self.spec.text, "reducer": repr(self.reducer),
                 "chunk_size": self.chunk_size, "padded": self.padded,
                 "num_groups": self.num_groups, "x64": self.x64,
-                "columns": [c.name for c in self.columns], "constant": sorted(self.constant)}
+                "columns": [c.name for c in self.state_columns],
+                "constant": sorted(self.constant)}
 
     def _kept_reduce_step(self, key: dict[str, Any], args: tuple):
         """The reduce step as a :class:`~jaxmodel.program_cache.CachedProgram`: its
@@ -453,5 +567,7 @@ def dataset_metadata(plan: Plan) -> dict[str, Any]:
         "x64": plan.x64,
         "filter": spec.filter.text if spec.filter else None,
         "columns": [c.name for c in plan.columns],
+        # (a narrowed search's checkpoints hold fewer columns: another state)
+        **({"state_columns": [c.name for c in plan.state_columns]} if plan.narrowed else {}),
         **({"draws": SAMPLE_DRAWS} if spec.sample is not None else {}),
     }

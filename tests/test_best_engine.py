@@ -137,6 +137,42 @@ def test_the_plan_shards_a_candidate_table_over_the_mesh(monkeypatch):
     assert plan.mesh.devices.size == len(jax.local_devices())
 
 
+def test_a_search_folds_what_it_ranks_and_fills_the_winners_on_the_host(monkeypatch):
+    # The reducer's state holds the ranked, grouped and Pareto columns only;
+    # every other column of the winners comes from one NumPy evaluation of
+    # their inputs (Plan.widen), checked here against jax's evaluate.
+    plans = []
+    real_init = Plan.__init__
+
+    def spy(self, *args, **kwargs):
+        real_init(self, *args, **kwargs)
+        plans.append(self)
+
+    monkeypatch.setattr(Plan, "__init__", spy)
+    r = search(SEED, VALUES, chunk=64, **QUESTION)
+    (plan,) = plans
+    assert {c.name for c in plan.state_columns} == {
+        "config_id", "throughput_tokens_s", "tensor_parallel", "used_gpus"}
+    assert plan.filter_first == 64 // 16
+    for part in (r.top, r.per_group, r.pareto):
+        assert set(part) >= {c.name for c in plan.columns}
+        inputs = {f.name: part[f.name] for f in SEED.inputs if f.name != "num_gpus"}
+        # (rows with idle GPUs run on the GPUs they use: the table's num_gpus)
+        out = jaxmodel.evaluate(SEED, x64=True, num_gpus=part["used_gpus"], **inputs)
+        for f in SEED.outputs:
+            if f.name != "idle_gpus":
+                np.testing.assert_allclose(part[f.name], getattr(out, f.name), rtol=1e-12,
+                                           err_msg=f.name)
+        np.testing.assert_array_equal(part["num_gpus"], N)
+
+
+def test_the_filter_first_gives_the_rows_of_the_whole_chunk(monkeypatch, one_device):
+    # Plan.filter_first (the filter over every row, the ranked columns over
+    # the kept ones, block by block) against the plain step over whole chunks.
+    monkeypatch.setattr(Plan, "filter_first", property(lambda self: 0))
+    assert rows_of(search(SEED, VALUES, chunk=64, **QUESTION)) == one_device
+
+
 @pytest.mark.slow
 def test_two_processes_give_the_same_rows_as_one(tmp_path, one_device, expected):
     out = tmp_path / "split"
@@ -261,3 +297,15 @@ def test_an_output_not_of_its_declared_kind_is_refused():
     with pytest.raises(SpecError, match="output 'used_gpus' is float(32|64) of shape \\(\\); "
                                         "allowed: a scalar of its declared kind \\(int\\)"):
         search(model, VALUES, global_batch=G, allow_idle=True)
+
+
+@pytest.mark.parametrize("x64", [False, True])
+def test_every_registered_model_declares_its_output_kinds(x64):
+    # (a search skips this trace for registered models: searching.check_outputs)
+    from jaxmodel.models import MODELS
+    from jaxmodel.precision import float_dtype
+    from jaxmodel.searching import check_outputs
+
+    for model in MODELS.values():
+        check_outputs(model, float_dtype(x64), force=True)
+

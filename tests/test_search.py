@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 import jaxmodel
 from jaxmodel.cli import app
+from jaxmodel.deferred import hosted
 from jaxmodel.errors import SpecError
 from jaxmodel.searching import divisors, enumerate_layouts, search
 
@@ -134,19 +135,22 @@ def test_refined_model_is_searched_too():
 
 
 def test_chunking_changes_nothing_and_compiles_once():
-    traces = []
+    traces, host_calls = [], []
 
     def counting_apply(x):
-        traces.append(1)
+        (host_calls if hosted() else traces).append(1)
         return SEED.apply(x)
 
     model = dataclasses.replace(SEED, apply=counting_apply)
     whole = search(SEED, QUESTION, global_batch=96, top=20, allow_idle=True)
     chunked = search(model, QUESTION, global_batch=96, top=20, allow_idle=True, chunk=16)
     assert chunked.chunks > 5 and whole.chunks == 1
-    # two traces: one for the column dtypes (eval_shape), one for the single
-    # compile; none per chunk
-    assert len(traces) == 2
+    # three traces: one for the column dtypes (eval_shape), two in the single
+    # compile (the filter over every row, then the ranked columns of the kept
+    # rows: Plan.filter_first); none per chunk; and one NumPy call for the
+    # winners' other columns (the search folds only what it ranks by: Plan.widen)
+    assert len(traces) == 3
+    assert len(host_calls) == 1
     for k, v in whole.top.items():
         np.testing.assert_array_equal(chunked.top[k], v, err_msg=k)
     assert chunked.valid == whole.valid
