@@ -120,8 +120,8 @@ def test_four_devices_give_the_same_rows_as_one(tmp_path, one_device, expected):
     check_against(four, expected)
 
 
-def test_the_plan_shards_a_candidate_table_over_the_mesh(monkeypatch):
-    # (in this process: 1 device) the plan a search runs is the sweep engine's
+def spy_plans(monkeypatch) -> list:
+    """The Plans built from here on, in order."""
     plans = []
     real_init = Plan.__init__
 
@@ -130,6 +130,12 @@ def test_the_plan_shards_a_candidate_table_over_the_mesh(monkeypatch):
         plans.append(self)
 
     monkeypatch.setattr(Plan, "__init__", spy)
+    return plans
+
+
+def test_the_plan_shards_a_candidate_table_over_the_mesh(monkeypatch):
+    # (in this process: 1 device) the plan a search runs is the sweep engine's
+    plans = spy_plans(monkeypatch)
     r = search(SEED, VALUES, global_batch=G, top=2, chunk=256, allow_idle=True)
     (plan,) = plans
     assert plan.spec.table is not None and plan.size == r.candidates > 256
@@ -141,14 +147,7 @@ def test_a_search_folds_what_it_ranks_and_fills_the_winners_on_the_host(monkeypa
     # The reducer's state holds the ranked, grouped and Pareto columns only;
     # every other column of the winners comes from one NumPy evaluation of
     # their inputs (Plan.widen), checked here against jax's evaluate.
-    plans = []
-    real_init = Plan.__init__
-
-    def spy(self, *args, **kwargs):
-        real_init(self, *args, **kwargs)
-        plans.append(self)
-
-    monkeypatch.setattr(Plan, "__init__", spy)
+    plans = spy_plans(monkeypatch)
     r = search(SEED, VALUES, chunk=64, **QUESTION)
     (plan,) = plans
     assert {c.name for c in plan.state_columns} == {
