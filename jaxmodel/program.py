@@ -165,7 +165,7 @@ class Plan:
         # instead of 11.5 and ran in 1.7 s instead of 15.6: bench/README.md).
         self.state_columns = self.columns
         if reducer is not None and spec.table is not None and not self.extras:
-            ranked = {CONFIG_ID, *needed}
+            ranked = {CONFIG_ID}
             for member in (reducer, *getattr(reducer, "reducers", ())):
                 ranked |= {getattr(member, a) for a in ("by", "x", "y") if hasattr(member, a)}
                 ranked |= set(getattr(member, "group_by", ()))
@@ -283,20 +283,12 @@ class Plan:
         they are what the reducer ranked)."""
         ids = np.asarray(held[CONFIG_ID], dtype=np.int64)
         if self.model.on_host:
-            from jaxmodel.deferred import on_host
+            from jaxmodel.api import evaluate_on_host
 
             x = self.space.host_inputs(ids)
-            with on_host():
-                y = self.model.apply(self.model.inputs_type(
-                    *(np.asarray(x[n], np.float64) for n in self.model.input_names)))
-            cols: dict[str, Any] = {CONFIG_ID: ids}
-            for f in self.model.inputs:
-                v = np.broadcast_to(np.asarray(x[f.name]), ids.shape)
-                cols[f.name] = np.round(v).astype(np.int64) if f.integer else v
-            for f, v in zip(self.model.outputs, y, strict=True):
-                cols[f.name] = np.broadcast_to(np.asarray(v), ids.shape)
+            y = evaluate_on_host(self.model, **x)
             with computing():  # (a report may name int64 columns)
-                cols = self.space.report(cols)
+                cols = self._columns(ids, [x[n] for n in self.model.input_names], y, np)
         else:
             if self._rows_program is None:
                 self._rows_program = jax.jit(self.evaluate_rows)
@@ -312,15 +304,21 @@ class Plan:
         x = self.space.decode(ids, tables, digits)
         axes = batch_axes(x)
         y = jax.vmap(self.model.apply, in_axes=(axes,), axis_size=ids.shape[0])(x)
-        cols: dict[str, jax.Array] = {CONFIG_ID: ids}
-        for f, v in zip(self.model.inputs, x, strict=True):
-            v = jnp.broadcast_to(v, ids.shape)
-            cols[f.name] = jnp.round(v).astype(jnp.int64) if f.integer else v
-        cols.update(y._asdict())
-        cols = self.space.report(cols)
+        cols = self._columns(ids, x, y, jnp)
         for extra in self.extras:
             cols.update(jax.vmap(extra.kernel, in_axes=(axes,), axis_size=ids.shape[0])(x))
         return cols
+
+    def _columns(self, ids, x, y, xp) -> dict[str, Any]:
+        """The reported columns of rows ``ids`` from their inputs ``x`` (in the
+        model's order) and outputs ``y``, with array module ``xp``: integer
+        inputs rounded, the candidate table's report applied."""
+        cols: dict[str, Any] = {CONFIG_ID: ids}
+        for f, v in zip(self.model.inputs, x, strict=True):
+            v = xp.broadcast_to(v, ids.shape)
+            cols[f.name] = xp.round(v).astype(xp.int64) if f.integer else v
+        cols.update(y._asdict())
+        return self.space.report(cols)
 
     def _chunk(self, start, start_digits, offsets, tables):
         """Every column of one chunk, the kept-row mask, its counts and the digits."""
@@ -379,15 +377,10 @@ class Plan:
 
     def _reduce_kept(self, state, start, offsets, tables, block: int):
         """:meth:`_reduce_fn` with the filter first (:attr:`filter_first`)."""
-        self.traces += 1
-        ids = start + offsets
-        real = (offsets < self.chunk_size) & (ids < self.size)
-        cols = self.evaluate_rows(ids, tables)
-        keep = real & self.filter.evaluate_jax(cols, self.categories)
-        count = jnp.sum(keep, dtype=jnp.int64)
-        valid = jnp.sum(keep & cols[self.model.validity], dtype=jnp.int64)
+        cols, keep, count, valid, _ = self._chunk(start, None, offsets, tables)
         (kept,) = jnp.nonzero(keep, size=self.padded, fill_value=0)
         # (whole blocks: the padding after the last kept row is masked out)
+        ids = cols[CONFIG_ID]
         kept = jnp.concatenate([ids[kept], jnp.zeros((block,), ids.dtype)])
         grouped = hasattr(self.reducer, "group_by")
 
