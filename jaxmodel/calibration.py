@@ -18,7 +18,14 @@ model), jit-compiled.  Bounds are the inputs' domains, kept by a change of
 variables: ``x = lo + (hi - lo) sigmoid(z)`` for an input with an upper bound
 (efficiencies, fractions), ``x = lo + exp(z)`` for one without (latencies,
 bandwidths), so the solver runs unconstrained in ``z`` and every fitted value
-is in its domain.
+is in its domain.  Where the optimum lies beyond a bound, ``z`` runs off
+towards infinity and the solver creeps after it until its step limit, ending
+wherever that is: so a fit that has not converged, whose objective pushes a
+parameter towards a bound, is solved again with that parameter held exactly at
+the bound, and counts as converged when the others are stationary there and
+the objective still falls only beyond the bound (the bound-constrained
+optimum's KKT condition, checked at the bound, not near it: an active-set
+step, :func:`fit_bounded`).
 
 One vmapped batch of fits does everything: the fit on all runs, one
 leave-one-out fit per run (that run's weight zero), and the bootstrap
@@ -98,6 +105,9 @@ MAX_STEPS = 100
 # a cosine of at most this with every column of the Jacobian is at a stationary
 # point of the sum of squares, whether or not the solver's own step test said so.
 GTOL = 1e-6
+# The solver variable of a parameter held at a bound: sigmoid(40) and
+# 1 - sigmoid(-40) round to 1 in float32 and float64, exp(-40) to 4e-18.
+Z_BOUND = 40.0
 MAX_CANDIDATES = 4096
 # A parameter whose largest effect on any measured output is below this (in
 # log units for a change of the parameter by its own size) affects none.
@@ -539,74 +549,148 @@ def _predict_log_x(x, base, model: Model, fit_index, out_names, use):
     return jnp.where(use, jnp.log(jnp.where(use, pred, 1.0)), 0.0)
 
 
-def _residuals(z, args, *, model, fit_index, out_names):
-    lo, hi, base, log_measured, weights, z0, free = args
-    use = weights > 0
+def _params(z, args):
+    """The parameters at solver variables ``z``: held ones (not ``free``) at their
+    start ``z0``, pinned ones (``pinned`` +1 / -1) exactly at their upper / lower
+    bound."""
+    lo, hi, _, _, _, z0, free, pinned = args
     x = _from_z(jnp.where(free, z, z0), lo, hi)
+    return jnp.where(pinned > 0, hi, jnp.where(pinned < 0, lo, x))
+
+
+def _residuals_x(x, args, *, model, fit_index, out_names):
+    """Weighted log residuals of every run and output, flat, at parameters ``x``."""
+    base, log_measured, weights = args[2:5]
+    use = weights > 0
     pred = _predict_log_x(x, base, model, fit_index, out_names, use)
-    return jnp.where(use, pred - log_measured, 0.0) * jnp.sqrt(weights)
+    return (jnp.where(use, pred - log_measured, 0.0) * jnp.sqrt(weights)).reshape(-1)
+
+
+def _residuals(z, args, **static):
+    return _residuals_x(_params(z, args), args, **static)
 
 
 @quick_jit(static_argnames=("model", "fit_index", "out_names"))
-def fit_batch(z0, lo, hi, base, log_measured, weights, free=None, *, model: Model,
-              fit_index: tuple[int, ...], out_names: tuple[str, ...]):
+def fit_batch(z0, lo, hi, base, log_measured, weights, free=None, pinned=None, *,
+              model: Model, fit_index: tuple[int, ...], out_names: tuple[str, ...]):
     """Every fit at once: ``vmap`` of one Levenberg-Marquardt solve over weights.
 
     Args:
-      z0: ``(P,)`` starting point in solver variables; lo, hi: ``(P,)`` domains.
+      z0: ``(P,)`` or ``(F, P)`` starting point in solver variables; lo, hi:
+        ``(P,)`` domains.
       base: ``(n, I)`` inputs of the runs; log_measured: ``(n, k)`` (0 where
         unmeasured); weights: ``(F, n, k)``, one row per fit (0: not used).
-      free: ``(P,)`` bool, the parameters fitted; the others stay at ``z0``
-        (default all).  An array, so that any subset of ``fit_index`` runs in
-        the same compiled program.
+      free: ``(P,)`` or ``(F, P)`` bool, the parameters fitted; the others stay
+        at ``z0`` (default all).  An array, so that any subset of ``fit_index``
+        runs in the same compiled program.
+      pinned: ``(F, P)`` int, +1 / -1 for a parameter held exactly at its upper /
+        lower bound (not ``free``), else 0 (default none).
 
     Returns:
-      ``(z (F, P), converged (F,), steps (F,))``.
+      ``(z (F, P), converged (F,), steps (F,), snap (F, P))``; ``snap`` is +1 / -1
+      where a fit that has not converged has a free parameter that the objective
+      pushes towards its upper / lower bound (:func:`fit_bounded` tries it
+      there).
 
     A fit has converged when the solver says so, or when its last iterate passes
     MINPACK's orthogonality test (:func:`_stationary`): there the trust region can
     keep rejecting steps whose gain is below the objective's rounding, so the
     solver's own test on accepted steps never fires and it runs to the step limit
     at the optimum (2 of the 200 bootstrap fits of ``tests/test_calibrate.py`` do
-    so on an AVX-512 CPU).
+    so on an AVX-512 CPU); and, either way, when every pinned parameter meets the
+    KKT condition at its bound.
     """
     import optimistix as optx
 
-    residuals = functools.partial(_residuals, model=model, fit_index=fit_index,
-                                  out_names=out_names)
+    static = {"model": model, "fit_index": fit_index, "out_names": out_names}
+    residuals = functools.partial(_residuals, **static)
     solver = optx.LevenbergMarquardt(rtol=RTOL, atol=ATOL)
-    free = jnp.ones(z0.shape, bool) if free is None else free
+    shape = (weights.shape[0], z0.shape[-1])
+    z0 = jnp.broadcast_to(z0, shape)
+    free = jnp.ones(shape, bool) if free is None else jnp.broadcast_to(free, shape)
+    pinned = jnp.zeros(shape, jnp.int8) if pinned is None else pinned
 
-    def one(w):
-        args = (lo, hi, base, log_measured, w, z0, free)
+    def one(z0, free, pinned, w):
+        args = (lo, hi, base, log_measured, w, z0, free, pinned)
         sol = optx.least_squares(residuals, solver, z0, args=args, max_steps=MAX_STEPS,
                                  throw=False)
-        ok = (sol.result == optx.RESULTS.successful) | _stationary(residuals, sol.value, args)
-        return sol.value, ok, sol.stats["num_steps"]
+        cos, grad = _stationary(sol.value, args, **static)
+        kkt = jnp.all(jnp.where(pinned > 0, grad <= 0, True) & jnp.where(pinned < 0, grad >= 0,
+                                                                             True))
+        ok = ((sol.result == optx.RESULTS.successful) | cos) & kkt
+        up = jnp.isfinite(hi) & (grad < 0)
+        snap = jnp.where(free & ~ok, jnp.where(up, 1, jnp.where(grad > 0, -1, 0)), 0)
+        return sol.value, ok, sol.stats["num_steps"], snap.astype(jnp.int8)
 
-    return jax.vmap(one)(weights)
+    return jax.vmap(one)(z0, free, pinned, weights)
 
 
-def _stationary(residuals, z, args):
-    """MINPACK's (lmder) orthogonality test at ``z``: ``|J_j . r| <= GTOL |J_j| |r|``
-    for every column ``J_j`` of the Jacobian of the residuals ``r``, except a
-    parameter at a bound that the objective pushes against, or one held (not
-    ``free``); a zero residual passes, a zero column (a parameter that moves
-    nothing there) does not."""
-    r = residuals(z, args).reshape(-1)
-    jac = jax.jacfwd(residuals)(z, args).reshape(r.shape[0], -1)
+def _stationary(z, args, **static):
+    """MINPACK's (lmder) orthogonality test at ``z``, on the parameters:
+    ``|J_j . r| <= GTOL |J_j| |r|`` for every column ``J_j`` of the Jacobian of the
+    residuals ``r`` of a free parameter (a held or pinned one passes; a zero
+    residual passes, a zero column, a parameter that moves nothing there, does
+    not).  The cosine is the same in ``x`` and in ``z`` (a column's scale cancels);
+    in ``x`` it also exists at a bound, where ``dx/dz`` is 0.
+
+    Returns:
+      ``(passes, gradient of the half sum of squares in x (P,))``.
+    """
+    x = _params(z, args)
+    r = _residuals_x(x, args, **static)
+    jac = jax.jacfwd(functools.partial(_residuals_x, **static))(x, args)
     rnorm = jnp.linalg.norm(r)
     grad = jac.T @ r
     cos = jnp.abs(grad) / (jnp.linalg.norm(jac, axis=0) * rnorm)
-    # A parameter held at a bound (within EDGE of its range) is stationary when
-    # the objective would fall only beyond it (the bound-constrained optimum's
-    # KKT condition): there its logit runs on forever and no step test fires.
-    lo, hi, free = args[0], args[1], args[6]
-    x = _from_z(z, lo, hi)
-    span = jnp.where(jnp.isfinite(hi), hi - lo, jnp.maximum(jnp.abs(x), 1e-12))
-    at_lo = (x - lo <= EDGE * span) & (grad >= 0)
-    at_hi = jnp.isfinite(hi) & (hi - x <= EDGE * span) & (grad <= 0)
-    return (rnorm == 0) | jnp.all((cos <= GTOL) | at_lo | at_hi | ~free)
+    free = args[6]
+    return (rnorm == 0) | jnp.all((cos <= GTOL) | ~free), grad
+
+
+def fit_bounded(z0, lo, hi, base, log_measured, weights, free, **static):
+    """``fit_batch``, then active-set steps for the fits that ran off a bound.
+
+    A fit whose optimum lies beyond a bound never converges in ``z`` (module
+    docstring).  Each round solves again the fits that have not converged, with
+    the parameters ``fit_batch`` proposes to ``snap`` (and those of earlier
+    rounds) pinned exactly at their bound, from where the last round left them;
+    a fit takes the new solution when it converges there (the others stationary,
+    the objective falling only beyond every pinned bound).  The KKT test at the
+    bound decides, not how near the last iterate came to it; a fit it rejects
+    keeps its first iterate, not converged.  At most one round per parameter,
+    each in the same compiled program.
+
+    Args:
+      as :func:`fit_batch`, with ``z0`` and ``free`` ``(P,)``.
+
+    Returns:
+      ``(z (F, P), converged (F,))`` as numpy arrays; a pinned parameter's ``z`` is
+      ``+-Z_BOUND``, its value exactly the bound.
+    """
+    shape = (weights.shape[0], np.shape(z0)[-1])
+    free = np.broadcast_to(np.asarray(free, bool), shape)
+    trial = np.zeros(shape, np.int8)
+
+    def run(z, pinned):
+        out = jax.device_get(fit_batch(
+            jnp.asarray(z), lo, hi, base, log_measured, weights,
+            free=jnp.asarray(free & (pinned == 0)), pinned=jnp.asarray(pinned), **static))
+        return np.array(out[0]), np.array(out[1]), np.asarray(out[3])
+
+    zs, ok, snap = run(np.broadcast_to(np.asarray(z0), shape), trial)
+    z_cur, open_ = zs, ~ok
+    for _ in range(shape[1]):
+        rows = open_ & np.any(snap != 0, axis=1)
+        if not rows.any():
+            break
+        trial = np.where(rows[:, None] & (snap != 0), snap, trial).astype(np.int8)
+        z_try = np.where(trial != 0, Z_BOUND * trial, z_cur)
+        zs_t, ok_t, snap = run(z_try, np.where(rows[:, None], trial, 0).astype(np.int8))
+        take = rows & ok_t
+        zs[take] = np.where(trial != 0, Z_BOUND * trial, zs_t)[take]
+        ok[take] = True
+        open_ = rows & ~ok_t
+        z_cur = np.where(open_[:, None], zs_t, z_cur)
+    return zs, ok
 
 
 @quick_jit(static_argnames=("model", "fit_index", "out_names"))
@@ -798,8 +882,7 @@ def calibrate(runs, fit: str | Sequence[str] | None = None, *,
         batch = [jnp.asarray(a) for a in (z0, lo, hi, base_matrix, log_measured, weights)]
 
         def solve(free):
-            zs, ok, _ = jax.device_get(fit_batch(*batch, free=jnp.asarray(free), **static))
-            return np.asarray(zs), np.asarray(ok)
+            return fit_bounded(*batch, free, **static)
 
         def log_jacobian(z):
             """d log prediction / d log parameter, ``(measurements, P)``."""
@@ -1184,7 +1267,7 @@ def cross_validate(inputs: Mapping[str, np.ndarray], measured: np.ndarray, folds
     static = {"model": m, "fit_index": fit_index, "out_names": (output,)}
     with computing():
         lo_j, hi_j, base_j = jnp.asarray(lo), jnp.asarray(hi), jnp.asarray(padded)
-        zs, _, _ = fit_batch(jnp.asarray(z0), lo_j, hi_j, base_j, jnp.asarray(log_measured),
-                             jnp.asarray(weights), **static)
-        preds = np.asarray(_predict_many(zs, lo_j, hi_j, base_j, **static))
+        zs, _ = fit_bounded(z0, lo_j, hi_j, base_j, jnp.asarray(log_measured),
+                            jnp.asarray(weights), np.ones(len(names), bool), **static)
+        preds = np.asarray(_predict_many(jnp.asarray(zs), lo_j, hi_j, base_j, **static))
     return np.exp(preds[folds, np.arange(n), 0])
