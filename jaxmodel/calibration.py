@@ -999,8 +999,8 @@ def calibrate(runs, fit: str | Sequence[str] | None = None, *,
     converged = int(np.sum(ok[1 + n:] & finite[1 + n:]))
     if converged < bootstrap:
         warnings.append(f"{bootstrap - converged} of {bootstrap} bootstrap fits stopped at the "
-                        f"step limit ({MAX_STEPS}), most often a parameter running to the edge "
-                        "of its domain; their last iterates are in the intervals")
+                        f"step limit ({MAX_STEPS}) before converging; their last iterates are "
+                        "in the intervals")
 
     rows, errs = [], {"before": [], "after": [], "leave_one_out": []}
     for i in range(data.n):
