@@ -615,8 +615,8 @@ def fit_batch(z0, lo, hi, base, log_measured, weights, free=None, pinned=None, *
         sol = optx.least_squares(residuals, solver, z0, args=args, max_steps=MAX_STEPS,
                                  throw=False)
         cos, grad = _stationary(sol.value, args, **static)
-        kkt = jnp.all(jnp.where(pinned > 0, grad <= 0, True) & jnp.where(pinned < 0, grad >= 0,
-                                                                             True))
+        # At a pinned bound the objective may fall only outwards: pinned * grad <= 0.
+        kkt = jnp.all(jnp.where(pinned != 0, pinned * grad <= 0, True))
         ok = ((sol.result == optx.RESULTS.successful) | cos) & kkt
         up = jnp.isfinite(hi) & (grad < 0)
         snap = jnp.where(free & ~ok, jnp.where(up, 1, jnp.where(grad > 0, -1, 0)), 0)
