@@ -538,8 +538,8 @@ for _name, _preset in GPUS.items():
 # and B300 keep their own burst ceiling times GB200's sustained / burst ratio
 # 0.581 / 0.723 (0.763 -> 0.613, 0.745 -> 0.599); GB300 takes GB200's 0.581;
 # MI355X its bf16 ceiling times MI300X's FP8-sustained / bf16 ratio 0.443 /
-# 0.511 (0.622 -> 0.539).  Block-scaled FP8 runs at the FP8 ceiling (no MXFP8 or blockwise GEMM
-# benchmark is published apart from it).  FP4: GB200's sustained 0.763, the
+# 0.511 (0.622 -> 0.539).  Block-scaled FP8 runs at the FP8 ceiling times
+# mxfp8_matmul_ratio (MXFP8_RATIO, below).  FP4: GB200's sustained 0.763, the
 # only published FP4 GEMM figure, for every FP4 GPU.  A GPU without the
 # precision (peak None above: A100 FP8, Hopper FP4) has a peak of 0, which
 # makes a layout asking for it invalid, and its ceiling is left at the bf16 one.
@@ -561,6 +561,22 @@ FP8_SUSTAINED: dict[str, float] = {
 }
 FP4_SUSTAINED = MATMUL_CEILINGS["gb200-nvl72"]["fp4_sustained"]
 
+# A block-scaled FP8 GEMM's rate over a per-tensor FP8 GEMM's of the same shape
+# (mxfp8_matmul_ratio).  Blackwell's MMA reads an E8M0 scale per 32 elements of
+# each operand (tcgen05.mma's block-scaled kind), which TE first swizzles into
+# the layout the kernel wants.  Measured by NVIDIA with Transformer Engine's
+# benchmarks/gemm/benchmark_gemm.py on a B300 (docs/examples/gemm_profiling/
+# gemm_profiling.rst, "--pre-quantize": kernels only, the inputs already
+# quantised): the 12 GEMMs of a layer of hidden 4,096, FFN 16,384 at 15,872
+# tokens take 6.812 ms per-tensor FP8 (FP8 CurrentScaling) and 7.161 ms MXFP8,
+# a ratio of 0.951 (fprop 0.912, dgrad 0.972, wgrad 0.969).  Every Blackwell
+# preset shares that tensor core (B200, B300, GB200, GB300).  Hopper has no
+# block-scaled MMA (its 1x128 / 128x128 blockwise FP8 applies the scales
+# outside it), and neither it nor CDNA has a published kernel-only
+# measurement, so they keep 1.
+MXFP8_RATIO = round(6.812 / 7.161, 3)
+BLACKWELL: tuple[str, ...] = ("b200", "b300", "gb200-nvl72", "gb300-nvl72")
+
 
 def _precision_columns(name: str, mamf: float) -> dict[str, float]:
     """The GPU preset's low-precision peaks and ceilings (the tables above);
@@ -571,6 +587,7 @@ def _precision_columns(name: str, mamf: float) -> dict[str, float]:
         "mxfp8_peak_tflops": peaks["mxfp8"] or 0.0,
         "fp4_peak_tflops": peaks["fp4"] or 0.0,
         "fp8_matmul_efficiency": FP8_SUSTAINED.get(name, mamf),
+        "mxfp8_matmul_ratio": MXFP8_RATIO if name in BLACKWELL else 1.0,
         "fp4_matmul_efficiency": FP4_SUSTAINED if peaks["fp4"] else mamf,
     }
 

@@ -303,6 +303,19 @@ def test_precision_runs_at_its_own_peak_and_ceiling():
     assert fp4_slow["compute_time_ms"] - fp4 == approx(16 * 3 * GEMM_FWD_US / 2 * 1e-3)
 
 
+def test_block_scaled_fp8_runs_at_the_fp8_ceiling_times_its_ratio():
+    # mxfp8_matmul_ratio 0.8 slows block-scaled FP8's layer GEMMs (3 passes of
+    # 16 layer micro-batches, GEMM_FWD_US / 2 each at 200 TFLOP/s) to 1 / 0.8
+    # of their time, 0.25 x (16 x 3 x GEMM_FWD_US / 2) more; per-tensor FP8
+    # and the casts do not change.
+    mx = run(precision=2, **LOW_AT_TWICE)["compute_time_ms"]
+    mx_slow = run(precision=2, **{**LOW_AT_TWICE, "mxfp8_matmul_ratio": 0.8})["compute_time_ms"]
+    assert mx_slow - mx == approx(0.25 * 16 * 3 * GEMM_FWD_US / 2 * 1e-3)
+    fp8 = run(precision=1, **LOW_AT_TWICE)["compute_time_ms"]
+    assert run(precision=1, **{**LOW_AT_TWICE, "mxfp8_matmul_ratio": 0.8})[
+        "compute_time_ms"] == approx(fp8)
+
+
 def test_a_precision_the_gpu_lacks_is_invalid():
     out = run(precision=3, fp4_peak_tflops=0)
     assert not out["valid_layout"]

@@ -216,8 +216,11 @@ INPUTS: tuple[InputField, ...] = (
                "matrix multiplies (the ceiling of the shape model)", False, 0.0, False, 0.7,
                1.0),
     InputField("fp8_matmul_efficiency", "fraction", "achievable fraction of the FP8 peak for "
-               "large matrix multiplies under sustained load (per-tensor and block-scaled FP8)",
+               "large matrix multiplies under sustained load (per-tensor scaling)",
                False, 0.0, False, 0.698, 1.0),
+    InputField("mxfp8_matmul_ratio", "fraction", "a block-scaled FP8 GEMM's rate over a "
+               "per-tensor FP8 GEMM's of the same shape (precision 2 runs at "
+               "fp8_matmul_efficiency x this)", False, 0.0, False, 1.0, 1.0),
     InputField("fp4_matmul_efficiency", "fraction", "achievable fraction of the FP4 peak for "
                "large matrix multiplies under sustained load", False, 0.0, False, 0.763, 1.0),
     switch("gemm_shape_model", "each GEMM's efficiency from its shape: tile and wave "

@@ -54,8 +54,9 @@ def network(x) -> Network:
 def low_precision_rate(x):
     """The peak FLOP/s, large-GEMM ceiling and operand bytes of ``precision``'s GEMMs.
 
-    1 per-tensor FP8 at ``fp8_peak_tflops``, 2 block-scaled FP8 at
-    ``mxfp8_peak_tflops`` (both at ``fp8_matmul_efficiency``, 1-byte operands),
+    1 per-tensor FP8 at ``fp8_peak_tflops`` and ``fp8_matmul_efficiency``, 2
+    block-scaled FP8 at ``mxfp8_peak_tflops`` and ``fp8_matmul_efficiency x
+    mxfp8_matmul_ratio`` (the scale factors the MMA loads; both 1-byte operands),
     3 NVFP4 at ``fp4_peak_tflops`` and ``fp4_matmul_efficiency`` (half-byte
     operands); 0 (BF16) gives the bf16 peak and ceiling.
     """
@@ -70,7 +71,8 @@ def low_precision_rate(x):
 
     peak = by_precision(x.fp8_peak_tflops, x.mxfp8_peak_tflops, x.fp4_peak_tflops,
                         x.compute_tflops) * 1e12
-    ceiling = by_precision(x.fp8_matmul_efficiency, x.fp8_matmul_efficiency,
+    ceiling = by_precision(x.fp8_matmul_efficiency,
+                           x.fp8_matmul_efficiency * x.mxfp8_matmul_ratio,
                            x.fp4_matmul_efficiency, x.matmul_efficiency)
     element = jnp.select(conds, [1.0, 1.0, 0.5], BF16).astype(jnp.result_type(peak))
     return peak, ceiling, element
