@@ -23,6 +23,7 @@ from jaxmodel.models.presets import (
     LLMS,
     MATMUL_CEILINGS,
     MOE_LLMS,
+    MXFP8_RATIO_SOURCE,
     PRECISION_PEAKS,
     Preset,
 )
@@ -157,6 +158,7 @@ def presets_page() -> str:
              *_transposed(PRECISION_PEAKS, "GPU"), "",
              "Large-GEMM ceilings, fractions of peak (`MATMUL_CEILINGS`):", "",
              *_transposed(MATMUL_CEILINGS, "GPU"), "",
+             MXFP8_RATIO_SOURCE, "",
              "Board power, W (`BOARD_POWER_W`):", "",
              "| GPU | W |", "|---|---:|",
              *(f"| `{k}` | {number(v)} |" for k, v in BOARD_POWER_W.items()), "",

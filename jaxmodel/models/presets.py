@@ -576,6 +576,14 @@ FP4_SUSTAINED = MATMUL_CEILINGS["gb200-nvl72"]["fp4_sustained"]
 # measurement, so they keep 1.
 MXFP8_RATIO = round(6.812 / 7.161, 3)
 BLACKWELL: tuple[str, ...] = ("b200", "b300", "gb200-nvl72", "gb300-nvl72")
+MXFP8_RATIO_SOURCE = (
+    "A block-scaled FP8 GEMM's rate over a per-tensor FP8 GEMM's (`mxfp8_matmul_ratio`, "
+    f"`MXFP8_RATIO`): {MXFP8_RATIO} on the Blackwell presets ({', '.join(BLACKWELL)}), "
+    "1 on the others: "
+    "NVIDIA's Transformer Engine GEMM tutorial (docs/examples/gemm_profiling/"
+    "gemm_profiling.rst), B300, kernels only (--pre-quantize): the 12 GEMMs of a layer of "
+    "hidden 4,096 and FFN 16,384 at 15,872 tokens take 6.812 ms per-tensor FP8 and "
+    "7.161 ms MXFP8. Hopper and CDNA have no kernel-only measurement.")
 
 
 def _precision_columns(name: str, mamf: float) -> dict[str, float]:
