@@ -349,7 +349,9 @@ GPUS: dict[str, Preset] = {p.name: p for p in (
          "bandwidth 679.6 of 900 GB/s (Azure AI-benchmarking-guide, ND GB200 v6); 46-48 of "
          "50 GB/s per NDR NIC (nccl-tests issue 290). Assumed: attention backward at "
          "H100's cuDNN backward/forward ratio; HBM at the H200's measured HBM3e fraction "
-         "(no B200 STREAM figure is published); latencies within NCCL's cost model",
+         "(no B200 STREAM figure is published; ProjectPhysX OpenCL-Benchmark's coalesced "
+         "read 6.67 and write 6.50 TB/s on a B200, 0.87 and 0.84 of 7.7, bracket it); "
+         "latencies within NCCL's cost model",
          tflops=2250, sms=148, mamf=0.776, memory_gb=180,
          hbm_tb_s=7.7, nvlink_gb_s=900, network_gb_s=50, per_node=8,
          rates=_rates(attention=_ATTN_BLACKWELL, hbm=_HBM_H200, intra=_NVLINK5)),
