@@ -96,10 +96,11 @@ beside the rows that use it):
   graphs, dispatcher, TP and EP overlap, FSDP, MTP, pipeline layout) come from the
   25.09-era performance scripts, ``BRIDGE_2509`` (the source and how it is dated
   there), fed to the same readers as the later releases' recipe columns.
-* Megatron-Bridge virtual stages left blank beside p > 1 where the recipe for that
-  pipeline depth runs the EP all-to-all overlap and sets them (``recipe_parallel_mismatch``
-  "vp: table=n/a recipe=N"): Megatron-Bridge refuses the overlap without virtual stages,
-  so the recipe's N is read (listed, ``_bridge_vp_read``): the B200 Qwen3-235B rows.
+* Megatron-Bridge rows whose recipe columns the CSV read from a later recipe than the
+  one their release ran: DeepSeek-V3 on B200 at t1 p16 e8 and Qwen3-235B on B200 at t1
+  p8 e8 before 26.06 are read at the preset of their own era
+  (``BRIDGE_DEEPSEEK_B200_P16``, ``BRIDGE_QWEN3_235B_B200_PRE_2606``: the sources and
+  how they are dated there).
 * Megatron-Bridge batch cells that contradict each other: a row whose published
   gradient-accumulation count is not GBS / (MBS x DP) (the CSV's ``note``, "stated GA
   g != GBS/(MBS*DP) = m") has a wrong batch cell; where the recipe for its layout
@@ -653,14 +654,40 @@ BRIDGE_DEEPSEEK_B200_P16: dict[str, dict[str, str]] = {
 }
 
 
+# Qwen3-235B-A22B on 256 DGX-B200 at t1 p8 e8, MXFP8 (26.02 mb0232, 26.04.01 mb0105):
+# the CSV read these rows' recipe columns after Megatron-Bridge PR 4606 ("perf(qwen):
+# enable full iteration cg for b200 b300 fp8 mx", 2026-06-30, on the r0.5.0 branch,
+# 26.06), which set exactly what they show for the Qwen3 235B B200 FP8-MX V2 preset:
+# moe_a2a_overlap, full-iteration CUDA graphs (cuda_graph_scope []), VP 3 and the
+# HybridEP flex dispatcher.  Full-iteration graphs of a dropless MoE model reached
+# Megatron-Bridge in 26.06 at all (issue 3393, "enable full-iteration cudagraph",
+# needing Megatron-Core PR 4247; enabled 2026-06-07 by PR 3983).  The rows' own
+# releases ran the preset before it: scripts/performance/configs/qwen/
+# qwen3_workload_base_configs.py (commit 01b2977e518f0a58ec870daba2fb2c04d76a91b2):
+# QWEN3_235B_A22B_PRETRAIN_CONFIG_B200_FP8_MX_V2 = B200_FP8_CS_V2 = B200_FP8_CS_V1 at
+# 256 GPUs and GBS 8192: pp 8, ep 8, no virtual stages (the table's blank),
+# moe_a2a_overlap False, moe_token_dispatcher_type "alltoall", no cuda_graph_impl
+# (WorkloadBaseConfig's None: the recipe's "none").
+BRIDGE_QWEN3_235B_B200_PRE_2606: dict[str, str] = {
+    "recipe_cuda_graph_impl": "none", "recipe_cuda_graph_scope": "unset",
+    "recipe_moe_token_dispatcher": "alltoall",
+    "recipe_ep_a2a_overlap": "False", "recipe_parallel_mismatch": "none"}
+BRIDGE_QWEN3_235B_B200_RELEASES: tuple[str, ...] = ("26.02", "26.04.01")
+
+
 def _recipe(row: Mapping[str, str]) -> Mapping[str, str]:
-    """The row with 25.09's recipe settings (``BRIDGE_2509``) filled in, and those of the
-    DeepSeek-V3 B200 t1 p16 e8 preset (``BRIDGE_DEEPSEEK_B200_P16``) for its rows."""
+    """The row with 25.09's recipe settings (``BRIDGE_2509``) filled in, those of the
+    DeepSeek-V3 B200 t1 p16 e8 preset (``BRIDGE_DEEPSEEK_B200_P16``) for its rows, and
+    those of the Qwen3-235B B200 preset before 26.06 (``BRIDGE_QWEN3_235B_B200_PRE_2606``)
+    for its rows."""
     release = row["release"].strip()
+    layout = (row["tp"].strip(), row["pp"].strip(), row["ep"].strip())
     if (row["model"].strip().startswith("DeepSeekV3") and row["system"].strip() == "DGX-B200"
-            and (row["tp"].strip(), row["pp"].strip(), row["ep"].strip()) == ("1", "16", "8")
-            and release in BRIDGE_DEEPSEEK_B200_P16):
+            and layout == ("1", "16", "8") and release in BRIDGE_DEEPSEEK_B200_P16):
         return {**row, **BRIDGE_DEEPSEEK_B200_P16[release]}
+    if (row["model"].strip() == "Qwen3_235B_a22B" and row["system"].strip() == "DGX-B200"
+            and layout == ("1", "8", "8") and release in BRIDGE_QWEN3_235B_B200_RELEASES):
+        return {**row, **BRIDGE_QWEN3_235B_B200_PRE_2606}
     if release != "25.09":
         return row
     return {**row, **BRIDGE_2509.get((row["model"].strip(), row["system"].strip()), {})}
@@ -749,38 +776,8 @@ def _bridge_ep_overlap(row: Mapping[str, str]) -> Cell:
     return exact(ep_overlap=0.0)
 
 
-def _bridge_vp_read(row: Mapping[str, str]) -> str:
-    """The row's virtual-pipeline size, or the recipe's where the printed layout cannot run.
-
-    Megatron-Bridge refuses the EP all-to-all overlap on a pipeline without virtual
-    stages: its CommOverlapConfig (src/megatron/bridge/training/comm_overlap.py,
-    ``_get_model_comm_overlap_cfgs``) asserts "If enabling EP A2A overlap,
-    virtual_pipeline_model_parallel_size must be specified when
-    pipeline_model_parallel_size > 1", as Megatron-Core's TransformerConfig does.  A row
-    that prints no virtual size beside p > 1, whose recipe for the same pipeline depth
-    runs the overlap (``recipe_ep_a2a_overlap`` True) and sets the virtual size
-    (``recipe_parallel_mismatch`` "vp: table=n/a recipe=N", no "pp:" entry), cannot
-    have run as printed with that recipe: its blank cell is the table's omission, and
-    the recipe's N is read.  Every other row keeps its own cell.
-    """
-    row = _recipe(row)
-    text = row["recipe_parallel_mismatch"]
-    recipe = re.search(r"vp: table=n/a recipe=(\d+)", text)
-    if (row["vp"].strip() or not recipe or "pp:" in text
-            or _number(row["pp"], 1) <= 1
-            or row["recipe_ep_a2a_overlap"].strip() != "True"):
-        return row["vp"]
-    return recipe.group(1)
-
-
 def _bridge_vp(row: Mapping[str, str]) -> Cell:
-    read = _bridge_vp_read(row)
-    vp = _number(read, 1)
-    if read == row["vp"]:
-        return exact(virtual_stages=vp)
-    return approx(f"{vp:g} virtual stages, the recipe's, for the table's blank: its recipe "
-                  "runs the EP all-to-all overlap, which Megatron-Bridge refuses at p > 1 "
-                  "without virtual stages", virtual_stages=vp)
+    return exact(virtual_stages=_number(row["vp"], 1))
 
 
 def _bridge_fsdp(row: Mapping[str, str]) -> Cell:
@@ -841,8 +838,7 @@ def _bridge_mismatch(row: Mapping[str, str]) -> Cell:
     if not text or text.startswith("none"):
         return NOTHING
     return approx("recipe settings read from a recipe of another layout (the row's "
-                  "recipe_parallel_mismatch; the row's own layout is used, but for a "
-                  "virtual-stage cell the recipe's overlap needs: _bridge_vp_read)")
+                  "recipe_parallel_mismatch; the row's own layout is used)")
 
 
 # The pipeline layout Megatron-Bridge's DeepSeek-V3 recipe sets for every (pp, vp) it
@@ -880,7 +876,6 @@ def _bridge_layout(row: Mapping[str, str]) -> Cell:
     the loss and an MTP module counted as layers of the split; or Megatron's
     account_for_embedding/loss_in_pipeline_split alone."""
     row = _recipe(row)
-    row = {**row, "vp": _bridge_vp_read(row)}
     layout = row.get("pipeline_layout", "").strip()
     if not layout and row["model"].strip().startswith("DeepSeekV3"):
         mtp = row["recipe_mtp_num_layers"].strip()

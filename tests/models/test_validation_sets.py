@@ -167,29 +167,29 @@ def test_bridge_gpt_oss_h100_25_11_row_is_read_at_the_recipe_micro_batch():
         assert not any("the recipe's, for the printed" in n for n in other.notes), label
 
 
-def test_bridge_qwen3_235b_b200_rows_are_read_at_the_recipe_virtual_stages():
-    # mb0105 (26.04.01) and mb0232 (26.02): 256 B200, t1 p8 e8, vp printed blank; the
-    # recipe for the same p8 (recipe_parallel_mismatch "vp: table=n/a recipe=3", no pp
-    # entry) runs the EP all-to-all overlap, which Megatron-Bridge's CommOverlapConfig
-    # refuses at p > 1 without virtual stages (assertion quoted in _bridge_vp_read).
-    # The printed layout cannot have run that recipe: read v 3, keep p 8 and e 8, and
-    # list the reading.  DP = 256 / 8 = 32, GA = 8192 / (1 x 32) = 256.
+def test_bridge_qwen3_235b_b200_rows_before_26_06_are_read_at_their_era_preset():
+    # mb0232 (26.02) and mb0105 (26.04.01): 256 B200, t1 p8 e8, MXFP8, vp printed blank.
+    # The CSV's recipe columns (full-iteration graphs, VP 3, the EP a2a overlap, the flex
+    # HybridEP dispatcher) are what Megatron-Bridge PR 4606 set on the r0.5.0 branch
+    # (26.06); before it the preset was B200_FP8_CS_V1 at 256 GPUs: no graphs, no
+    # overlap, alltoall, no virtual stages (validation_sets' sources).  Read that, at the
+    # printed layout: DP = 256 / 8 = 32, GA = 8192 / (1 x 32) = 256.
     cases = _by_label(BRIDGE)
-    for label in ("mb0105", "mb0232"):
-        case = cases[label]
-        _has(case, pipeline_parallel=8, virtual_stages=3, expert_parallel=8,
-             ep_overlap=1.0, micro_batch=1, gradient_accum_steps=256)
-        assert any("3 virtual stages, the recipe's" in n for n in case.notes), label
-    # Every other Bridge row keeps its printed virtual-pipeline cell (blank = 1), with
-    # no such note: DeepSeek-V3's t1 p16 e8 rows also print vp blank beside a recipe vp,
-    # but their recipe is another pipeline depth (a "pp:" entry), read elsewhere.
     rows = {r["row_id"]: r for r in _rows(BRIDGE.file)}
+    for label in ("mb0105", "mb0232"):
+        assert rows[label]["recipe_cuda_graph_impl"] == "full_iteration", label
+        _has(cases[label], pipeline_parallel=8, virtual_stages=1, expert_parallel=8,
+             ep_overlap=0.0, cuda_graphs=0, moe_dispatcher=0, micro_batch=1,
+             gradient_accum_steps=256)
+        assert not any("another layout" in n for n in cases[label].notes), label
+    # The 25.11 row of the same model and system (mb0259, t1 p8 v2 e8) keeps its columns.
+    _has(cases["mb0259"], virtual_stages=2, cuda_graphs=0, moe_dispatcher=0)
+    # Every Bridge row keeps its printed virtual-pipeline cell (blank = 1).
     for label, other in cases.items():
-        if label in ("mb0105", "mb0232") or other.inputs is None:
+        if other.inputs is None:
             continue
         printed = float(rows[label]["vp"]) if rows[label]["vp"].strip() else 1.0
         assert other.inputs.get("virtual_stages", 1.0) == printed, label
-        assert not any("virtual stages, the recipe's" in n for n in other.notes), label
 
 
 def test_bridge_gpt_oss_h100_memory_by_hand():
