@@ -660,9 +660,9 @@ BRIDGE_DEEPSEEK_B200_P16: dict[str, dict[str, str]] = {
 # 26.06), which set exactly what they show for the Qwen3 235B B200 FP8-MX V2 preset:
 # moe_a2a_overlap, full-iteration CUDA graphs (cuda_graph_scope []), VP 3 and the
 # HybridEP flex dispatcher.  Full-iteration graphs of a dropless MoE model reached
-# Megatron-Bridge in 26.06 at all (issue 3393, "enable full-iteration cudagraph",
+# Megatron-Bridge only in 26.06 (issue 3393, "enable full-iteration cudagraph",
 # needing Megatron-Core PR 4247; enabled 2026-06-07 by PR 3983).  The rows' own
-# releases ran the preset before it: scripts/performance/configs/qwen/
+# releases ran the preset as it was before PR 4606: scripts/performance/configs/qwen/
 # qwen3_workload_base_configs.py (commit 01b2977e518f0a58ec870daba2fb2c04d76a91b2):
 # QWEN3_235B_A22B_PRETRAIN_CONFIG_B200_FP8_MX_V2 = B200_FP8_CS_V2 = B200_FP8_CS_V1 at
 # 256 GPUs and GBS 8192: pp 8, ep 8, no virtual stages (the table's blank),
