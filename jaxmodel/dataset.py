@@ -594,6 +594,7 @@ def prepare_directory(directory: Path, meta: dict[str, Any], *, process: int, pr
             locks.append(_claim_split(directory, processes))
             _adopt(directory, meta, process=process, processes=processes, resume=resume,
                    overwrite=overwrite)
+            _clean_metadata_temporaries(directory)
             _record_split(meta_path, processes)
     except OSError as e:
         for lock in locks:
@@ -656,6 +657,17 @@ def _claim_split(directory: Path, processes: int) -> FileLock:
         f"{_split_words(recorded) if recorded else 'another run'}; "
         f"this run splits it into {processes}; wait for those runs to finish (or use "
         "the same split), then rerun")
+
+
+def _clean_metadata_temporaries(directory: Path) -> None:
+    """Delete what a run killed while writing the metadata left behind.
+
+    Metadata is written only under :func:`_deciding`, which the caller holds:
+    any ``._jaxmodel.json.*.tmp`` there now is a dead run's.  (A kill between
+    ``os.link`` and the unlink that follows leaves one beside a complete
+    metadata file.)"""
+    for path in directory.glob(f".{METADATA_FILE}.*.tmp"):
+        path.unlink(missing_ok=True)
 
 
 def _record_split(meta_path: Path, processes: int) -> None:

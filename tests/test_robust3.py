@@ -6,6 +6,7 @@ test in ``test_fuzz.py`` (both slow).
 """
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -94,6 +95,32 @@ def test_a_run_of_another_split_is_refused_while_one_is_alive(tmp_path, plan, fi
                                   resume=True, overwrite=False):
         lock.release()
     assert json.loads((tmp_path / "_jaxmodel.json").read_text())["processes"] == second[1]
+
+
+@pytest.mark.parametrize("split", [1, 2])
+def test_a_kill_while_the_metadata_was_written_leaves_nothing_after_resume(tmp_path, plan,
+                                                                         split):
+    """CI's failure at 51aaf68: a SIGKILL between ``os.link`` of the metadata and
+    the unlink of its temporary left ``._jaxmodel.json.p0.tmp`` beside a
+    complete ``_jaxmodel.json``, and --resume kept it for ever."""
+    meta = dataset_metadata(plan)
+    for lock in prepare_directory(tmp_path, meta, process=0, processes=split, resume=False,
+                                  overwrite=False):
+        lock.release()
+    os.link(tmp_path / "_jaxmodel.json", tmp_path / "._jaxmodel.json.p0.tmp")
+    (tmp_path / "._jaxmodel.json.split.tmp").write_text("{")
+    foreign = tmp_path / ".notes.tmp"  # not the dataset's: never touched
+    foreign.write_text("keep me")
+    if split == 1:  # refused without --resume: nothing changes
+        with pytest.raises(SpecError, match="already holds"):
+            prepare_directory(tmp_path, meta, process=0, processes=1, resume=False,
+                              overwrite=False)
+        assert (tmp_path / "._jaxmodel.json.p0.tmp").exists()
+    for lock in prepare_directory(tmp_path, meta, process=split - 1, processes=split,
+                                  resume=True, overwrite=False):
+        lock.release()
+    assert sorted(p.name for p in tmp_path.glob(".*.tmp")) == [".notes.tmp"]
+    assert json.loads((tmp_path / "_jaxmodel.json").read_text())["processes"] == split
 
 
 def test_a_chunk_held_twice_is_never_complete(tmp_path, plan, clean):
