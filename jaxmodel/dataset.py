@@ -403,18 +403,40 @@ def dataset_files(directory: Path) -> Iterator[Path]:
 
 
 def is_dataset_file(path: Path) -> bool:
-    """A file a jaxmodel dataset writes (by its name)."""
+    """A file a jaxmodel dataset writes (by its name), its temporaries included."""
     name = path.name
     return (
         name == METADATA_FILE
         or name.startswith(MANIFEST_PREFIX)
         or (name.startswith(PART_PREFIX) and name.endswith(".parquet"))
-        or (name.startswith("." + PART_PREFIX) and name.endswith(".tmp"))
         or name.startswith(CHECKPOINT_PREFIX)
         or name.startswith(LOCK_PREFIX)
         or name in (MERGE_LOCK, SPLIT_LOCK, DECIDE_LOCK)
         or (name.startswith(f".{METADATA_FILE}") and name.endswith(".tmp"))
+        or _temporary_of(name, (PART_PREFIX, MANIFEST_PREFIX, CHECKPOINT_PREFIX))
     )
+
+
+def _temporary_of(name: str, prefixes: tuple[str, ...]) -> bool:
+    """Whether ``name`` is the temporary (``temporary_name``) of a part, manifest
+    or checkpoint whose name starts with one of ``prefixes``."""
+    return name.startswith(tuple("." + p for p in prefixes)) and name.endswith(".tmp")
+
+
+def _clean_temporaries(directory: Path, processes: Sequence[int],
+                      prefixes: tuple[str, ...]) -> int:
+    """Delete the temporaries of ``processes``' files named with ``prefixes``; the count.
+
+    A file is written under its temporary name and renamed (``temporary_name``);
+    a kill in between leaves the temporary.  The caller holds what every writer
+    of those files holds (their process slots, or the merge lock for the
+    merger's), so any such temporary there now is a dead run's."""
+    removed = 0
+    for path in list(dataset_files(directory)):
+        if _temporary_of(path.name, prefixes) and _process_of(path) in processes:
+            path.unlink(missing_ok=True)
+            removed += 1
+    return removed
 
 
 def part_files(directory: Path) -> list[Path]:
@@ -423,16 +445,15 @@ def part_files(directory: Path) -> list[Path]:
 
 
 def clean_orphans(directory: Path, processes: Sequence[int]) -> int:
-    """Delete temporary files and unrecorded parts of ``processes``; the count."""
+    """Delete the temporary parts and manifests and the unrecorded parts of
+    ``processes``; the count."""
     recorded = recorded_parts(intact_records(directory, Manifest.read_all(directory)))
     prefixes = tuple(f"{PART_PREFIX}{p:04d}-" for p in processes)
-    removed = 0
+    removed = _clean_temporaries(directory, processes, (PART_PREFIX, MANIFEST_PREFIX))
     for path in list(dataset_files(directory)):
         name = path.name
         rel = path.relative_to(directory).as_posix()
-        tmp = name.startswith("." + PART_PREFIX) and name.endswith(".tmp")
-        stale = name.startswith(prefixes) and name.endswith(".parquet") and rel not in recorded
-        if (tmp and name[1:].startswith(prefixes)) or stale:
+        if name.startswith(prefixes) and name.endswith(".parquet") and rel not in recorded:
             path.unlink()
             removed += 1
     return removed

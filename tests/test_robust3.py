@@ -123,6 +123,26 @@ def test_a_kill_while_the_metadata_was_written_leaves_nothing_after_resume(tmp_p
     assert json.loads((tmp_path / "_jaxmodel.json").read_text())["processes"] == split
 
 
+def test_a_kill_while_a_manifest_was_rewritten_leaves_nothing(tmp_path, plan, clean):
+    """A manifest's rewrite (drop_damaged_records) is written under a temporary
+    name and renamed; a kill in between left the temporary, which neither
+    --resume nor --overwrite deleted (it was not even one of the dataset's files)."""
+    def leftovers(d):
+        return sorted(p.name for p in d.rglob(".*.tmp"))
+
+    out = tmp_path / "d"
+    shutil.copytree(clean, out)
+    (out / "._manifest-p0000.jsonl.tmp").write_text('{"chunks": [[0, 1]]')
+    (out / "._manifest-p0001.jsonl.tmp").write_text("")  # a slot this run cleans
+    run_sweep(plan, out, resume=True)
+    assert leftovers(out) == []
+    assert_same(read(out), read(clean))
+    (out / "._manifest-p0000.jsonl.tmp").write_text("")
+    run_sweep(plan, out, overwrite=True)
+    assert leftovers(out) == []
+    assert_same(read(out), read(clean))
+
+
 def test_a_chunk_held_twice_is_never_complete(tmp_path, plan, clean):
     """What the race left before its fix: two manifests holding the same chunks."""
     out = tmp_path / "d"
