@@ -1,6 +1,6 @@
 """The 2026 public record as validation sets: each row as the refined model's inputs.
 
-Three sets, each a CSV in ``jaxmodel/data/`` with its source in its header:
+Four sets, each a CSV in ``jaxmodel/data/`` with its source in its header:
 
 * ``megatron-bridge`` (``megatron_bridge_h100_b200.csv``): NVIDIA Megatron-Bridge's
   performance summaries 25.09-26.08, pre-training on DGX-H100 and DGX-B200.
@@ -13,12 +13,17 @@ Three sets, each a CSV in ``jaxmodel/data/`` with its source in its header:
 * ``torchtitan`` (``torchtitan_llama3_h100.csv``): torchtitan's Llama 3.1 benchmarks on
   H100.  Measured: tokens/s per GPU and the peak memory PyTorch's allocator reserved
   (``max_reserved``, GiB), against the model's ``memory_gb_per_gpu``.
+* ``deepseek-v3-gb200`` (``megatron_lm_deepseek_v3_gb200_history.csv``): Megatron-LM's
+  DeepSeek-V3 on 256 GB200 optimization history, one documented change a row, in
+  Megatron-LM's TFLOP/s per GPU.  A row whose changes (its own or an earlier row's)
+  have no model input is not expressible and names them.
 
 **The rule: out of the box.**  A row uses only what the row and its source document;
 every other input keeps the refined model's default, and the cluster parameters
 come from the GPU preset alone.  What each source column means in model inputs is
-declared in ONE table per set (``BRIDGE``, ``MOE_RECIPES``, ``TORCHTITAN``: source
-column -> input name, or source value -> :class:`Way` s), so that a new model input
+declared in ONE table per set (``BRIDGE``, ``MOE_RECIPES``, ``TORCHTITAN``,
+``GB200_HISTORY``: source column -> input name, or source value -> :class:`Way` s),
+so that a new model input
 changes only that table.  A :class:`Way` names the inputs that express a value; a
 value may list several, best first, and the first whose inputs the model has is
 used.  A way with a note is an
@@ -1207,6 +1212,73 @@ MOE_RECIPES = SetTable(
 )
 
 
+# --- DeepSeek-V3 on GB200, step by step ---------------------------------------------------------
+
+def _history_recompute(row: Mapping[str, str]) -> Cell:
+    # The document's "up_proj" is Megatron-Core's mla_up_proj module (its later name).
+    modules = row["recompute_modules"].replace("up_proj", "mla_up_proj")
+    return megatron_recompute("selective", "", "", modules)
+
+
+def _history_graphs(row: Mapping[str, str]) -> Cell:
+    scope = row["cuda_graph_scope"].strip()
+    return graphs(1, f"CUDA graphs of part of each layer ({scope}) as per-layer graphs"
+                  ) if scope else graphs(0)
+
+
+def _history_unmodelled(row: Mapping[str, str]) -> Cell:
+    text = row["unmodelled"].strip()
+    return Missing(f"{text}: no input") if text else NOTHING
+
+
+def _history_measure(row: Mapping[str, str], x: Mapping[str, float]
+                     ) -> tuple[float, float, float]:
+    flops = megatron_flops(x, _number(row["gbs"]), _number(row["seq"]))
+    return _number(row["tflops_per_gpu"]), flops / _number(row["gpus"]) / 1e12, math.nan
+
+
+GB200_HISTORY = SetTable(
+    name="deepseek-v3-gb200",
+    description="Megatron-LM's DeepSeek-V3 on 256 GB200 optimization history, one change a "
+                "row (TFLOP/s per GPU, Megatron-LM's FLOP count)",
+    file="megatron_lm_deepseek_v3_gb200_history.csv",
+    # The reproduce guide's command (the file's header): distributed optimizer,
+    # overlapped gradient reduce and parameter gather, sequence parallel, MXFP8 with
+    # FP8 parameter gather, forced load balancing; the earlier rows are taken alike.
+    every_row=(exact(zero_stage=1, dp_overlap=1.0, param_gather_overlap=1.0,
+                     sequence_parallel=1.0, moe_imbalance=1.0, precision=2,
+                     fp8_param_gather=1),
+               approx("the reproduce guide's settings (distributed optimizer, overlaps, "
+                      "forced load balancing) for every row: the history lists only what "
+                      "each row changed"),
+               NO_DROPOUT, llm("deepseek-v3")),
+    columns={
+        "system": {"GB200": gpu("gb200-nvl72")},
+        "gpus": "num_gpus",
+        "tp": "tensor_parallel",
+        "pp": "pipeline_parallel",
+        "ep": "expert_parallel",
+        "cp": "context_parallel",
+        "etp": "expert_tensor_parallel",
+        "mbs": "micro_batch",
+        "seq": "seq_length",
+        "gbs": lambda row: _accumulation(row, "gpus", "gbs", "mbs"),
+        "yaml_pp_layout": _recipe_layers,
+        "dispatcher": {"AlltoAll": exact(moe_dispatcher=0),
+                       "DeepEP": exact(moe_dispatcher=1),
+                       "HybridEP": exact(moe_dispatcher=1)},
+        "router_fusion": "router_fusion",
+        "recompute_modules": _history_recompute,
+        "cuda_graph_scope": _history_graphs,
+        "unmodelled": _history_unmodelled,
+    },
+    blank={},
+    measure=_history_measure,
+    label=lambda row: f"step {row['step']}: {row['feature']}",
+    layout=_layout,
+)
+
+
 # --- torchtitan ------------------------------------------------------------------------------
 
 TORCHTITAN_GPU = "H100 (Grand Teton, 96GB HBM2e, 500W)"
@@ -1350,4 +1422,5 @@ TORCHTITAN = SetTable(
     layout=_layout,
 )
 
-NEW_SETS: dict[str, SetTable] = {s.name: s for s in (BRIDGE, MOE_RECIPES, TORCHTITAN)}
+NEW_SETS: dict[str, SetTable] = {s.name: s for s in (BRIDGE, MOE_RECIPES, TORCHTITAN,
+                                                      GB200_HISTORY)}

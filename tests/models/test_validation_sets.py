@@ -31,6 +31,7 @@ from jaxmodel.models.validation_moe import summary_moe, validate_moe
 from jaxmodel.models.validation_sets import (
     BRIDGE,
     DATA,
+    GB200_HISTORY,
     GIB,
     MOE_RECIPES,
     TORCHTITAN,
@@ -68,6 +69,32 @@ def test_bundled_files_are_the_shared_files_with_their_sources():
 def test_row_counts_are_the_sources():
     # shared/validation/README.md: 73, 7 and 18 rows.
     assert [len(read_set(t)) for t in (BRIDGE, MOE_RECIPES, TORCHTITAN)] == [73, 7, 18]
+
+
+def test_the_deepseek_v3_gb200_history_reads_each_documented_change():
+    """Megatron-LM's optimization history (the CSV's header): one change a row.  The
+    settings below are the document's section 2, read by hand; steps 1 and 7-13
+    change what the model has no input for, and say so."""
+    header = (DATA / GB200_HISTORY.file).read_text().splitlines()[:2]
+    assert "deepseek-v3-gb200-optimization.md" in header[0] and "commit" in header[1]
+    cases = read_set(GB200_HISTORY)
+    assert [c.measured for c in cases if c.inputs] == [529.55, 540.00, 566.07, 610.71, 663.27]
+    assert [c.label.split(":")[0] for c in cases if c.inputs] == [f"step {i}" for i in range(2, 7)]
+    assert "scaling factors (torch.zeros)" in cases[0].reason
+    assert "NUMA binding" in cases[7].reason and "no input" in cases[12].reason
+    # TP1 PP8 EP32 on 256 GPUs: 32 data-parallel ranks, GBS 2048 of MBS 1 -> 64
+    # micro-batches; the layout's 32 chunks on 8 stages -> 4 virtual stages.
+    common = dict(num_gpus=256, tensor_parallel=1, pipeline_parallel=8, expert_parallel=32,
+                  micro_batch=1, gradient_accum_steps=64, virtual_stages=4, precision=2,
+                  moe_imbalance=1.0, seq_length=4096)
+    # AlltoAll, router unfused, MLA up-projection recomputed, no graphs.
+    _has(cases[1], **common, moe_dispatcher=0, router_fusion=0, mla_recompute=1,
+         moe_recompute=0, cuda_graphs=0)
+    _has(cases[2], **common, moe_dispatcher=0, router_fusion=1, mla_recompute=1)
+    _has(cases[3], **common, moe_dispatcher=1, router_fusion=1, mla_recompute=1)
+    _has(cases[4], **common, moe_dispatcher=1, mla_recompute=0, moe_recompute=1, cuda_graphs=0)
+    _has(cases[5], **common, moe_dispatcher=1, mla_recompute=0, moe_recompute=1, cuda_graphs=1)
+    assert cases[1].inputs["hidden_dim"] == 7168 and cases[1].gpu == "gb200-nvl72"
 
 
 def test_bridge_llama3_70b_fp8_row_by_hand():
@@ -651,7 +678,8 @@ def test_validate_all_json_counts_and_the_existing_figures():
     doc = json.loads(result.output)
     lines = {(s["set"], s["variant"]): s for s in doc["sets"]}
     assert [(s["set"], s["rows"]) for s in doc["sets"]] == [
-        ("megatron-bridge", 73), ("megatron-lm-moe", 7), ("torchtitan", 18), ("sc21", 10),
+        ("megatron-bridge", 73), ("megatron-lm-moe", 7), ("torchtitan", 18),
+        ("deepseek-v3-gb200", 13), ("sc21", 10),
         ("megatron-h100", 9), ("megatron-h100", 9), ("qwen3-235b", 12), ("qwen3-235b", 12)]
     for s in doc["sets"]:
         assert s["expressible"] + len(s["not_expressible"]) == s["rows"]
