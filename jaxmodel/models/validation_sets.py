@@ -1170,6 +1170,20 @@ def _recipe_measure(row: Mapping[str, str], x: Mapping[str, float]
     return _number(row["tflops_per_gpu"]), flops / _number(row["gpus"]) / 1e12, math.nan
 
 
+# The layout and batch columns the Megatron-LM sets share.
+_MEGATRON_LAYOUT: Mapping[str, str | Callable[[Mapping[str, str]], Cell]] = {
+    "gpus": "num_gpus",
+    "tp": "tensor_parallel",
+    "pp": "pipeline_parallel",
+    "ep": "expert_parallel",
+    "cp": "context_parallel",
+    "etp": "expert_tensor_parallel",
+    "mbs": "micro_batch",
+    "seq": "seq_length",
+    "gbs": lambda row: _accumulation(row, "gpus", "gbs", "mbs"),
+    "yaml_vp": _recipe_layers,
+}
+
 MOE_RECIPES = SetTable(
     name="megatron-lm-moe",
     description="Megatron-LM MoE recipes, H100 and B200 (TFLOP/s per GPU, Megatron-LM's "
@@ -1183,16 +1197,7 @@ MOE_RECIPES = SetTable(
         "system": {"H100": gpu("h100-sxm"), "B200": gpu("b200")},
         "model": {"DeepSeek-V3": llm("deepseek-v3"), "Qwen3-235B-A22B": llm("qwen3-235b-a22b"),
                   "Qwen3-30B-A3B": llm("qwen3-30b-a3b")},
-        "gpus": "num_gpus",
-        "tp": "tensor_parallel",
-        "pp": "pipeline_parallel",
-        "ep": "expert_parallel",
-        "cp": "context_parallel",
-        "etp": "expert_tensor_parallel",
-        "mbs": "micro_batch",
-        "seq": "seq_length",
-        "gbs": lambda row: _accumulation(row, "gpus", "gbs", "mbs"),
-        "yaml_vp": _recipe_layers,
+        **_MEGATRON_LAYOUT,
         "yaml_precision_args": _recipe_precision,
         "yaml_recompute_granularity": _recipe_recompute,
         "yaml_activation_offload": _recipe_flag("activation offload has no layer count here"),
@@ -1220,21 +1225,9 @@ def _history_recompute(row: Mapping[str, str]) -> Cell:
     return megatron_recompute("selective", "", "", modules)
 
 
-def _history_graphs(row: Mapping[str, str]) -> Cell:
-    scope = row["cuda_graph_scope"].strip()
-    return graphs(1, f"CUDA graphs of part of each layer ({scope}) as per-layer graphs"
-                  ) if scope else graphs(0)
-
-
 def _history_unmodelled(row: Mapping[str, str]) -> Cell:
     text = row["unmodelled"].strip()
     return Missing(f"{text}: no input") if text else NOTHING
-
-
-def _history_measure(row: Mapping[str, str], x: Mapping[str, float]
-                     ) -> tuple[float, float, float]:
-    flops = megatron_flops(x, _number(row["gbs"]), _number(row["seq"]))
-    return _number(row["tflops_per_gpu"]), flops / _number(row["gpus"]) / 1e12, math.nan
 
 
 GB200_HISTORY = SetTable(
@@ -1254,26 +1247,15 @@ GB200_HISTORY = SetTable(
                NO_DROPOUT, llm("deepseek-v3")),
     columns={
         "system": {"GB200": gpu("gb200-nvl72")},
-        "gpus": "num_gpus",
-        "tp": "tensor_parallel",
-        "pp": "pipeline_parallel",
-        "ep": "expert_parallel",
-        "cp": "context_parallel",
-        "etp": "expert_tensor_parallel",
-        "mbs": "micro_batch",
-        "seq": "seq_length",
-        "gbs": lambda row: _accumulation(row, "gpus", "gbs", "mbs"),
-        "yaml_pp_layout": _recipe_layers,
-        "dispatcher": {"AlltoAll": exact(moe_dispatcher=0),
-                       "DeepEP": exact(moe_dispatcher=1),
-                       "HybridEP": exact(moe_dispatcher=1)},
+        **_MEGATRON_LAYOUT,
+        "yaml_moe_dispatcher": _recipe_dispatcher,
         "router_fusion": "router_fusion",
         "recompute_modules": _history_recompute,
-        "cuda_graph_scope": _history_graphs,
+        "yaml_cuda_graph": _recipe_graphs,
         "unmodelled": _history_unmodelled,
     },
     blank={},
-    measure=_history_measure,
+    measure=_recipe_measure,
     label=lambda row: f"step {row['step']}: {row['feature']}",
     layout=_layout,
 )
