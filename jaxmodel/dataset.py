@@ -412,14 +412,13 @@ def is_dataset_file(path: Path) -> bool:
         or name.startswith(CHECKPOINT_PREFIX)
         or name.startswith(LOCK_PREFIX)
         or name in (MERGE_LOCK, SPLIT_LOCK, DECIDE_LOCK)
-        or (name.startswith(f".{METADATA_FILE}") and name.endswith(".tmp"))
-        or _temporary_of(name, (PART_PREFIX, MANIFEST_PREFIX, CHECKPOINT_PREFIX))
+        or _temporary_of(name, (METADATA_FILE, PART_PREFIX, MANIFEST_PREFIX, CHECKPOINT_PREFIX))
     )
 
 
 def _temporary_of(name: str, prefixes: tuple[str, ...]) -> bool:
-    """Whether ``name`` is the temporary (``temporary_name``) of a part, manifest
-    or checkpoint whose name starts with one of ``prefixes``."""
+    """Whether ``name`` is the temporary (``temporary_name``) of a dataset file whose
+    name starts with one of ``prefixes`` (the metadata's carry a writer's suffix)."""
     return name.startswith(tuple("." + p for p in prefixes)) and name.endswith(".tmp")
 
 

@@ -1221,7 +1221,8 @@ MOE_RECIPES = SetTable(
 
 def _history_recompute(row: Mapping[str, str]) -> Cell:
     # The document's "up_proj" is Megatron-Core's mla_up_proj module (its later name).
-    modules = row["recompute_modules"].replace("up_proj", "mla_up_proj")
+    names = {"up_proj": "mla_up_proj"}
+    modules = " ".join(names.get(n, n) for n in row["recompute_modules"].split())
     return megatron_recompute("selective", "", "", modules)
 
 
