@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU benchmarks in one go: install the `cuda` extra, then run the
 # in-memory, end-to-end, top-k and `best` benchmarks on whatever jax finds, and
-# write their JSON into OUT_DIR.  Sized to finish in under 5 minutes on one
+# write their JSON into OUT_DIR.  Sized to finish in under 8 minutes on one
 # modern GPU with a 16-core host (each step has its own time limit, so a slow
 # step cannot eat the others' time; a step that fails or runs out is noted in
 # OUT_DIR/failures.txt and the others still run).
@@ -9,12 +9,17 @@
 #   bench/device.sh OUT_DIR
 #
 # Environment:
-#   JAXMODEL_BENCH_SKIP_INSTALL=1   use .venv as it is (no pip; e.g. on a CPU)
+#   JAXMODEL_BENCH_INSTALL=pip      (default) pip install -e '.[cuda,test]' into .venv
+#   JAXMODEL_BENCH_INSTALL=system   an offline box whose python already has jax with
+#                                   its CUDA plugin (a container image): .venv sees the
+#                                   system's packages and this checkout, nothing is fetched
+#   JAXMODEL_BENCH_INSTALL=none     use .venv as it is (also JAXMODEL_BENCH_SKIP_INSTALL=1)
 #   JAXMODEL_BENCH_SCALE=small      tiny sizes: checks the script in a minute on a CPU
 #   PYTHON=python3.12               the interpreter that makes .venv if it is missing
 #
-# Writes OUT_DIR/environment.json, sweep_throughput.json, top_k.json,
-# search.json (and failures.txt if any step failed).
+# Writes OUT_DIR/environment.json, device_rates.json, sweep_throughput.json,
+# top_k.json, search.json, first_answer.json/.md (and failures.txt if any step
+# failed).
 set -uo pipefail
 
 if [[ $# -ne 1 ]]; then
@@ -29,21 +34,46 @@ SCALE=${JAXMODEL_BENCH_SCALE:-full}
 PY=$ROOT/.venv/bin/python
 rm -f "$OUT/failures.txt"
 
-if [[ ${JAXMODEL_BENCH_SKIP_INSTALL:-0} != 1 ]]; then
-    [[ -x $PY ]] || "${PYTHON:-python3}" -m venv .venv || exit 1
-    "$PY" -m pip install --quiet -e '.[cuda,test]' || {
-        echo "error: could not install the cuda extra (pip install -e '.[cuda,test]')" >&2
-        exit 1
-    }
-fi
+INSTALL=${JAXMODEL_BENCH_INSTALL:-pip}
+[[ ${JAXMODEL_BENCH_SKIP_INSTALL:-0} == 1 ]] && INSTALL=none
+case $INSTALL in
+    pip)
+        [[ -x $PY ]] || "${PYTHON:-python3}" -m venv .venv || exit 1
+        "$PY" -m pip install --quiet -e '.[cuda,test]' || {
+            echo "error: could not install the cuda extra (pip install -e '.[cuda,test]')" >&2
+            exit 1
+        } ;;
+    system)
+        [[ -x $PY ]] || "${PYTHON:-python3}" -m venv --system-site-packages .venv || exit 1
+        # this checkout on the path, its metadata (jaxmodel.__version__ reads it)
+        # and the console script, as pip would have made them
+        "$PY" - "$ROOT" <<'PYEOF' || exit 1
+import pathlib, sys, sysconfig, tomllib
+root = pathlib.Path(sys.argv[1])
+site = pathlib.Path(sysconfig.get_paths()["purelib"])
+version = tomllib.loads((root / "pyproject.toml").read_text())["project"]["version"]
+(site / "jaxmodel-checkout.pth").write_text(f"{root}\n")
+info = site / f"jaxmodel-{version}.dist-info"
+info.mkdir(exist_ok=True)
+(info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: jaxmodel\nVersion: {version}\n")
+PYEOF
+        printf '#!%s\nfrom jaxmodel.cli import main\nmain()\n' "$PY" > .venv/bin/jaxmodel
+        chmod +x .venv/bin/jaxmodel
+        "$PY" -c 'import jax, jaxmodel' || {
+            echo "error: JAXMODEL_BENCH_INSTALL=system: the system python lacks jax or a dependency of jaxmodel" >&2
+            exit 1
+        } ;;
+    none) ;;
+    *) echo "error: JAXMODEL_BENCH_INSTALL: got '$INSTALL'; allowed: pip, system, none" >&2; exit 2 ;;
+esac
 
 case $SCALE in
     full)   # a GPU: large chunks; the full grids
-        CHUNK=16777216; BANDWIDTHS=1024; REPEATS=2; SHARE=8; SEARCH_ROWS=67108864
-        LIMITS=(150 75 45) ;;
+        CHUNK=16777216; BANDWIDTHS=1024; REPEATS=1; SHARE=8; SEARCH_ROWS=67108864
+        LIMITS=(120 60 45 90 120) ;;
     small)  # a check of this script on a CPU
-        CHUNK=65536; BANDWIDTHS=2; REPEATS=1; SHARE=100000; SEARCH_ROWS=65536
-        LIMITS=(600 300 300) ;;
+        CHUNK=65536; BANDWIDTHS=2; REPEATS=1; SHARE=10000; SEARCH_ROWS=65536
+        LIMITS=(600 300 300 120 900) ;;
     *) echo "error: JAXMODEL_BENCH_SCALE: got '$SCALE'; allowed: full, small" >&2; exit 2 ;;
 esac
 
@@ -76,6 +106,11 @@ print(json.dumps(info))
 EOF
 [[ $? -eq 0 ]] || echo "environment: failed" >> "$OUT/failures.txt"
 
+# The GPU's achievable rates (GEMMs by shape in bf16 and FP8, cuDNN attention,
+# HBM) against the refined model's shape model at the h200 preset.
+step rates "${LIMITS[3]}" "$PY" bench/device_rates.py --scale "$SCALE" \
+    --out "$OUT/device_rates.json"
+
 # In memory (a, b, c, f), to Parquet in the process (d, e), whole processes
 # on the 24M grid against the numpy + pyarrow script (g, h), constant columns.
 step sweep_throughput "${LIMITS[0]}" "$PY" bench/sweep_throughput.py --skip-rss \
@@ -88,6 +123,10 @@ rm -rf "$OUT/top_k_dataset"
 # jaxmodel best: the engine against a Python loop, and the question end to end.
 step search "${LIMITS[2]}" "$PY" bench/search.py --rows "$SEARCH_ROWS" --repeats 2 \
     --out "$OUT/search.json"
+# Issue 26's first answer on this box: refined eval and the DeepSeek-V3 search,
+# cold and warm, as ratios to the bare jax import.
+step first_answer "${LIMITS[4]}" "$PY" bench/first_answer.py --only "eval,best (DeepSeek-V3)" \
+    --bare 2 --out-dir "$OUT"
 
 if [[ -s $OUT/failures.txt ]]; then
     echo "some steps failed:" >&2

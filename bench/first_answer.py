@@ -194,6 +194,7 @@ def main() -> None:
     parser.add_argument("--max-rss-gb", type=float, default=8.0)
     parser.add_argument("--timeout", type=float, default=1200.0, help="seconds per process")
     parser.add_argument("--name", default="first_answer", help="results file stem")
+    parser.add_argument("--out-dir", default=str(RESULTS), help="where the results go")
     args = parser.parse_args()
     chosen = [n.strip() for n in args.only.split(",")] if args.only else list(COMMANDS)
     load_before = os.getloadavg()
@@ -222,9 +223,10 @@ def main() -> None:
         for mode in ("cold", "warm"):
             if mode in r:
                 r[mode]["ratio_to_bare"] = round(r[mode]["wall_s"] / doc["bare_import_s"], 2)
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{args.name}.json").write_text(json.dumps(doc, indent=1) + "\n")
-    (RESULTS / f"{args.name}.md").write_text(markdown(doc))
+    out = Path(args.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{args.name}.json").write_text(json.dumps(doc, indent=1) + "\n")
+    (out / f"{args.name}.md").write_text(markdown(doc))
     print(markdown(doc))
 
 

@@ -1,7 +1,7 @@
 """The baseline of the end-to-end benchmark: what a user could write in an
 afternoon instead of jaxmodel.
 
-The grid of ``sweeps/default.toml`` with BANDWIDTHS link bandwidths (1024 by
+The grid of ``sweeps/seed_default.toml`` with BANDWIDTHS link bandwidths (1024 by
 default: 23,592,960 configurations), decoded with numpy a million rows at a
 time, evaluated with the seed model's formulas vectorised in numpy
 (``bench/numpy_seed.py``), and written, every input and output, through one
@@ -33,7 +33,7 @@ INTEGER = {"num_gpus", "tensor_parallel", "pipeline_parallel", "micro_batch",
 
 
 def axes(bandwidths: int) -> dict[str, np.ndarray]:
-    """The grid of sweeps/default.toml, first axis slowest."""
+    """The grid of sweeps/seed_default.toml, first axis slowest."""
     f = np.float32
     return {
         "link_bandwidth_gb_s": np.geomspace(25, 3200, bandwidths).astype(f),

@@ -65,10 +65,11 @@ from reference import seed_reference  # noqa: E402
 from jaxmodel.engine import DEFAULT_CHUNK, run_sweep, usable_cores  # noqa: E402
 from jaxmodel.precision import computing  # noqa: E402
 from jaxmodel.sink import parquet_options, to_table  # noqa: E402
-from jaxmodel.spec import load_spec, parse_spec  # noqa: E402
+from jaxmodel.spec import load_spec  # noqa: E402
 from jaxmodel.sweeping import build_plan, estimate, expected_seconds  # noqa: E402
 
-SPEC = ROOT / "sweeps" / "default.toml"
+SPEC = ROOT / "sweeps" / "seed_default.toml"
+REFINED_SPEC = ROOT / "sweeps" / "default.toml"
 LOAD_AT_START = (0.0, 0.0, 0.0)
 JAXMODEL = str(Path(sys.executable).with_name("jaxmodel"))
 
@@ -104,7 +105,7 @@ def timed(cmd: list[str]) -> float:
 
 
 def grid_spec(bandwidths: int, directory: Path) -> Path:
-    """sweeps/default.toml with ``bandwidths`` link bandwidths."""
+    """sweeps/seed_default.toml with ``bandwidths`` link bandwidths."""
     text = SPEC.read_text().replace("{geomspace = [25, 3200, 128]}",
                                     f"{{geomspace = [25, 3200, {bandwidths}]}}")
     path = directory / f"grid{bandwidths}.toml"
@@ -186,8 +187,9 @@ def rss_child(configs: int, directory: Path) -> dict:
     n_bw = max(configs // (9 * 4 * 4 * 5 * 4 * 8), 1)
     text = SPEC.read_text().replace("{geomspace = [25, 3200, 128]}",
                                     f"{{geomspace = [25, 3200, {n_bw}]}}")
-    text = text.replace('path = "out/default"', f'path = "{directory}"')
-    text += '\ncolumns = ["link_bandwidth_gb_s", "num_gpus", "mfu_percent", "step_time_ms"]\n'
+    assert text.rstrip().splitlines()[-1].startswith("rows_per_file"), "[output] comes last"
+    text += f'\npath = "{directory}"\n'
+    text += 'columns = ["link_bandwidth_gb_s", "num_gpus", "mfu_percent", "step_time_ms"]\n'
     spec_path = directory.parent / "rss.toml"
     spec_path.write_text(text)
     size = load_spec(spec_path).size
@@ -228,10 +230,11 @@ def main() -> None:
     compile_s, engine_s = engine_in_memory(plan)
     rate_a = n / engine_s
 
-    # The refined model on the same axes (its own defaults: Llama-2-70B on H100s).
-    axes = SPEC.read_text().split("[axes]")[1].split("[output]")[0]
-    refined = build_plan(parse_spec('model = "refined"\n[axes]' + axes, "refined"),
-                         chunk_size=args.chunk_size)
+    # The refined model on the same grid (sweeps/default.toml: Llama 3 70B on
+    # H100s, each GPU speed zipped with its FP8 peaks).
+    refined_spec = load_spec(REFINED_SPEC)
+    assert refined_spec.size == n, (refined_spec.size, n)
+    refined = build_plan(refined_spec, chunk_size=args.chunk_size)
     refined_compile_s, refined_s = engine_in_memory(refined)
     rate_f = refined.size / refined_s
 
