@@ -103,7 +103,7 @@ def gemm_time(m, n, k, fp8, key, min_seconds, copies=3):
         dims = (((1,), (0,)), ((), ()))
     fn = jax.jit(lambda x, y: jax.lax.dot_general(x, y, dims,
                                                   preferred_element_type=jnp.bfloat16))
-    return timed(fn, list(zip(a, b)), min_seconds)
+    return timed(fn, list(zip(a, b, strict=True)), min_seconds)
 
 
 def sustained(m, fp8, key, seconds):
@@ -145,7 +145,7 @@ def sustained(m, fp8, key, seconds):
     end = time.perf_counter()
     done.set()
     late = [s[1:] for s in samples if s[0] >= (half or start)]
-    med = [statistics.median(c) for c in zip(*late)] if late else [None] * 3
+    med = [statistics.median(c) for c in zip(*late, strict=True)] if late else [None] * 3
     return (2.0 * m ** 3 * calls_after / max(end - (half or start), 1e-9) / 1e12,
             {"power_w": med[0], "sm_clock_mhz": med[1], "temperature_c": med[2],
              "samples": len(late)})

@@ -50,8 +50,8 @@ from jaxmodel.searching import LAYOUT_AXES, enumerate_layouts, reduce_table  # n
 
 QUESTION = {"model_params_b": 175.0, "num_layers": 96, "hidden_dim": 12288, "num_gpus": 512}
 GLOBAL_BATCH = 1536
-CLI_ARGS = ["best", "--model", "seed", "--model-params-b", "175", "--num-layers", "96", "--hidden-dim", "12288",
-            "--num-gpus", "512", "--global-batch", str(GLOBAL_BATCH)]
+CLI_ARGS = ["best", "--model", "seed", "--model-params-b", "175", "--num-layers", "96",
+            "--hidden-dim", "12288", "--num-gpus", "512", "--global-batch", str(GLOBAL_BATCH)]
 
 
 def python_loop(values: dict, stream: dict, count: int) -> tuple[float, int]:
