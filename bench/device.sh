@@ -47,12 +47,16 @@ case $INSTALL in
         [[ -x $PY ]] || "${PYTHON:-python3}" -m venv --system-site-packages .venv || exit 1
         # this checkout on the path, its metadata (jaxmodel.__version__ reads it)
         # and the console script, as pip would have made them
-        "$PY" - "$ROOT" <<'PYEOF' || exit 1
+        # (and the system python's own site-packages: where that python is
+        # itself a virtual environment, --system-site-packages sees its base)
+        SYSTEM_SITE=$("${PYTHON:-python3}" -c 'import sysconfig; p = sysconfig.get_paths()
+print(p["purelib"]); print(p["platlib"])') || exit 1
+        "$PY" - "$ROOT" "$SYSTEM_SITE" <<'PYEOF' || exit 1
 import pathlib, sys, sysconfig, tomllib
 root = pathlib.Path(sys.argv[1])
 site = pathlib.Path(sysconfig.get_paths()["purelib"])
 version = tomllib.loads((root / "pyproject.toml").read_text())["project"]["version"]
-(site / "jaxmodel-checkout.pth").write_text(f"{root}\n")
+(site / "jaxmodel-checkout.pth").write_text(f"{root}\n{sys.argv[2]}\n")
 info = site / f"jaxmodel-{version}.dist-info"
 info.mkdir(exist_ok=True)
 (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: jaxmodel\nVersion: {version}\n")
