@@ -51,6 +51,30 @@ State = dict[str, Any]
 # little there and costs a second of compile time (XLA:CPU, measured).
 _SORT_BELOW = 8192
 
+# The longest row ``lax.top_k`` is given.  XLA:GPU's TopKSplitter rewrites a
+# top_k over more than 2**20 elements into batched ones and a sort, and with
+# jax 0.11.2 the rewritten program fails XLA's HLO verifier ("Expected
+# computation compare-greater-than.1 called from sort.2 to have 4 parameters,
+# has 2 ... Failed after topk-splitter": a 16M-row top-k sweep on an H200,
+# bench/results/h200_2026-12-04).  Splitting here the way the pass would leaves
+# it nothing to split.
+_TOP_K_ROW = 1 << 20
+
+
+def _top_values(x: jax.Array, k: int, row: int = _TOP_K_ROW) -> jax.Array:
+    """The ``k`` largest values of the 1-D ``x`` (``lax.top_k(x, k)[0]``), each
+    ``lax.top_k`` over at most ``row`` elements: the ``k`` largest of ``x`` are
+    among the ``k`` largest of its blocks of ``row`` (the last padded with
+    ``-inf``), so the top of the blocks' tops is the top of ``x``."""
+    n = x.shape[0]
+    if n <= row or k >= row:
+        return lax.top_k(x, k)[0]
+    blocks = -(-n // row)
+    if blocks * row > n:
+        x = jnp.concatenate([x, jnp.full((blocks * row - n,), -jnp.inf, x.dtype)])
+    tops = lax.top_k(x.reshape(blocks, row), min(k, row))[0]
+    return _top_values(tops.reshape(-1), k, row)
+
 
 def _check_columns(columns: Mapping[str, Any], *names: str) -> None:
     for name in (CONFIG_ID, *names):
@@ -150,7 +174,7 @@ class TopK:
         score = jnp.where(bad, -jnp.inf, -key.astype(jnp.float32))
         # min of the k values, not [k - 1]: XLA:CPU turns top_k + slice into
         # a slow sort (measured: 5 against 600 M rows/s).
-        thr = jnp.min(lax.top_k(score, self.k)[0])
+        thr = jnp.min(_top_values(score, self.k))
         above = ~bad & (score > thr)
         tie = ~bad & (score == thr)
 
@@ -160,7 +184,7 @@ class TopK:
         key_lo = jnp.min(jnp.where(tie, key, jnp.max(key)))
         key_hi = jnp.max(jnp.where(tie, key, jnp.min(key)))
         rank = jnp.where(tie, -(cid - lo).astype(jnp.float32), -jnp.inf)
-        rank_thr = jnp.min(lax.top_k(rank, self.k)[0])
+        rank_thr = jnp.min(_top_values(rank, self.k))
         by_id = (key_lo == key_hi) & (hi - lo < (1 << 24))
         pick = above | (tie & (~by_id | (rank >= rank_thr)))
         count = jnp.sum(pick)

@@ -192,6 +192,41 @@ def test_top_k_of_ten_thousand():
     assert_rows_equal(r.rows(run(r, rows, mask, 25_000)), rows, expected)
 
 
+@pytest.mark.parametrize("row", [64, 100])
+def test_top_k_over_blocks_equals_numpy(monkeypatch, row):
+    # Chunks longer than the longest top_k row are cut into blocks (the last
+    # padded), the blocks' tops topped again, twice over for 3,000 rows in
+    # blocks of 64: the rows are still numpy's, ties and NaNs included.
+    monkeypatch.setattr(jaxmodel.reduce, "_TOP_K_ROW", row)
+    rows, mask = make_rows(3000, seed=21)
+    rng = np.random.default_rng(22)
+    rows["a"] = np.where(np.isnan(rows["a"]), np.nan,
+                         np.round(rng.normal(size=3000), 1)).astype(np.float32)
+    for k, maximize in [(1, True), (5, False), (40, True)]:
+        r = TopK("a", k, maximize)
+        expected = ref_top_k(rows, mask, "a", k, maximize)
+        for chunk in (3000, 1000):
+            assert_rows_equal(r.rows(run(r, rows, mask, chunk)), rows, expected)
+
+
+def test_top_k_of_a_long_chunk_hands_xla_no_top_k_over_a_million():
+    # XLA:GPU's TopKSplitter rewrites a top_k over more than 2**20 elements,
+    # and under jax 0.11.2 its output failed the HLO verifier on an H200 (a
+    # 16M-row chunk of the 10^10 top-k sweep).  Every top_k in TopK's program
+    # for a 2**21-row chunk must be over at most 2**20 elements.
+    import re
+
+    n = 1 << 21
+    r = TopK("a", 100)
+    cols = {"config_id": np.zeros(n, np.int64), "a": np.zeros(n, np.float32)}
+    with computing():
+        state = r.init(columns_of(cols))
+        text = jax.jit(r.update).lower(state, cols, np.ones(n, bool)).as_text()
+    lengths = [int(m) for m in re.findall(r"top_k[^\n]*?tensor<(?:\d+x)*(\d+)xf32>", text)]
+    assert lengths, "no top_k in the program"
+    assert max(lengths) <= 1 << 20, lengths
+
+
 def test_top_k_by_bool_column():
     rows, mask = make_rows(100, seed=3)
     r = TopK("flag", 10, True)
