@@ -113,7 +113,7 @@ EOF
 # The GPU's achievable rates (GEMMs by shape in bf16 and FP8, cuDNN attention,
 # HBM) against the refined model's shape model at the h200 preset.  About 7 s
 # a GEMM shape on an H200 (each compiles, with XLA's GEMM autotuning, and draws
-# its inputs): 300 s for its 98.
+# its inputs): 300 s for its 74.
 step rates "${LIMITS[3]}" "$PY" bench/device_rates.py --scale "$SCALE" \
     --out "$OUT/device_rates.json"
 
