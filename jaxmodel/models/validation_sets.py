@@ -1,10 +1,14 @@
 """The 2026 public record as validation sets: each row as the refined model's inputs.
 
-Four sets, each a CSV in ``jaxmodel/data/`` with its source in its header:
+Five sets, each a CSV in ``jaxmodel/data/`` with its source in its header:
 
 * ``megatron-bridge`` (``megatron_bridge_h100_b200.csv``): NVIDIA Megatron-Bridge's
   performance summaries 25.09-26.08, pre-training on DGX-H100 and DGX-B200.
   Measured: tokens/s per GPU.
+* ``megatron-bridge-gb`` (``megatron_bridge_gb200_gb300_b300.csv``): the same
+  summaries' rows on DGX-GB200, DGX-GB300 and DGX-B300, read the same way
+  (``BRIDGE_GB``); the recipes of 26.02 on, from the newest stored version of each
+  recipe chain (each row names the commit read).
 * ``megatron-lm-moe`` (``megatron_lm_moe_recipes_h100_b200.csv``): Megatron-LM's MoE
   recipes.  Measured: model TFLOP/s per GPU by Megatron-LM's own FLOP count
   (:func:`megatron_flops`, ``num_floating_point_operations`` of
@@ -21,8 +25,8 @@ Four sets, each a CSV in ``jaxmodel/data/`` with its source in its header:
 **The rule: out of the box.**  A row uses only what the row and its source document;
 every other input keeps the refined model's default, and the cluster parameters
 come from the GPU preset alone.  What each source column means in model inputs is
-declared in ONE table per set (``BRIDGE``, ``MOE_RECIPES``, ``TORCHTITAN``,
-``GB200_HISTORY``: source column -> input name, or source value -> :class:`Way` s),
+declared in ONE table per set (``BRIDGE`` and ``BRIDGE_GB``, ``MOE_RECIPES``,
+``TORCHTITAN``, ``GB200_HISTORY``: source column -> input name, or source value -> :class:`Way` s),
 so that a new model input
 changes only that table.  A :class:`Way` names the inputs that express a value; a
 value may list several, best first, and the first whose inputs the model has is
@@ -34,7 +38,8 @@ not expressible, with a one-line reason.
 Decisions where the sources are silent or the model is coarser (each one listed
 beside the rows that use it):
 
-* GPUs: ``DGX-H100`` -> ``h100-sxm``, ``DGX-B200`` -> ``b200``.  torchtitan's H100s
+* GPUs: ``DGX-H100`` -> ``h100-sxm``, ``DGX-B200`` -> ``b200``, ``DGX-GB200`` ->
+  ``gb200-nvl72``, ``DGX-GB300`` -> ``gb300-nvl72``, ``DGX-B300`` -> ``b300``.  torchtitan's H100s
   are the 96 GB HBM2e part at a 500 W power limit: the ``h100-96gb-500w`` preset
   (the source's 96 GB and 2.4 TB/s; the tensor-core peak at 500 W derived in
   ``jaxmodel.models.presets``).
@@ -168,7 +173,7 @@ import csv
 import math
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from jaxmodel.errors import InputError
@@ -733,6 +738,18 @@ def _bridge_recompute(row: Mapping[str, str]) -> Cell:
                               row["recipe_recompute_modules"])
 
 
+def _release(row: Mapping[str, str]) -> tuple[int, ...]:
+    return tuple(int(part) for part in row["release"].strip().split("."))
+
+
+def _dropless_moe(row: Mapping[str, str]) -> bool:
+    """A row of an MoE model that drops no tokens: every model of these sets but the
+    dense Llamas, and but the rows named "(tokendrop)" (the source's note: MoE rows
+    are token-dropless from 25.11 on)."""
+    model = row["model"].strip()
+    return not model.startswith("LLAMA") and "tokendrop" not in model
+
+
 def _bridge_graphs(row: Mapping[str, str]) -> Cell:
     row = _recipe(row)
     impl = row["recipe_cuda_graph_impl"].strip()
@@ -742,6 +759,10 @@ def _bridge_graphs(row: Mapping[str, str]) -> Cell:
     if impl == "none":
         return graphs(0)
     if impl == "full_iteration" or "full_iteration" in scope:
+        if _dropless_moe(row) and _release(row) < (26, 6):
+            return Missing("the recipe read runs full-iteration CUDA graphs, which a "
+                           "dropless MoE model reached only in 26.06 (Megatron-Bridge "
+                           "issue 3393, PR 3983): this release's own settings are not read")
         return graphs(2)
     if impl in ("transformer_engine", "local"):
         if scope in ("full", "unset", "[]", ""):
@@ -758,9 +779,11 @@ def _bridge_dispatcher(row: Mapping[str, str]) -> Cell:
         return approx(RECIPE_NOT_READ)
     if "flex" in text:
         return exact(moe_dispatcher=1)
-    if text.strip() in ("alltoall", "allgather"):
+    # "unset": Megatron-Core's own default, TransformerConfig.moe_token_dispatcher_type
+    # "allgather" (the dense Llama 3 recipes on GB200/GB300 set none).
+    if text.strip() in ("alltoall", "allgather", "unset"):
         return exact(moe_dispatcher=0)
-    raise InputError("recipe_moe_token_dispatcher", text, "alltoall or flex")
+    raise InputError("recipe_moe_token_dispatcher", text, "alltoall, allgather, flex or unset")
 
 
 def _bridge_tp_overlap(row: Mapping[str, str]) -> Cell:
@@ -797,16 +820,29 @@ def _bridge_fsdp(row: Mapping[str, str]) -> Cell:
 
 
 def _bridge_offload(row: Mapping[str, str]) -> Cell:
-    if "fine_grained_activation_offloading=True" in row["recipe_activation_offload"]:
+    text = row["recipe_activation_offload"]
+    if "fine_grained_activation_offloading=True" in text:
         return Missing("activation offload: the recipe gives modules, not the layer count "
                        "an offload_layers input would take")
+    # Megatron-Core's layer offload (the Llama 3 70B FP8 recipes with Megatron-FSDP on
+    # GB200/GB300: cpu_offloading=True, cpu_offloading_weights=False,
+    # cpu_offloading_num_layers=N), which offload_layers models.
+    layers = re.search(r"cpu_offloading=True;.*cpu_offloading_num_layers=(\d+)", text)
+    if layers and "cpu_offloading_weights=False" in text:
+        return exact(offload_layers=float(layers.group(1)))
     return (Way({"offload_layers": 0}), Way())
+
+
+def _mtp_by_name(row: Mapping[str, str]) -> int:
+    """The MTP modules a row's model name states where its recipe says none: one for
+    "DeepSeekV3 (w/ MTP)", none for "DeepSeekV3 (w/o MTP)" or no mention."""
+    return int("w/ MTP" in row["model"])
 
 
 def _bridge_mtp(row: Mapping[str, str]) -> Cell:
     row = _recipe(row)
     text = row["recipe_mtp_num_layers"].strip()
-    return multi_token_prediction(int(text) if text.isdigit() else int("MTP" in row["model"]))
+    return multi_token_prediction(int(text) if text.isdigit() else _mtp_by_name(row))
 
 
 def _bridge_batch_row(row: Mapping[str, str]) -> Mapping[str, str]:
@@ -875,6 +911,16 @@ def deepseek_v3_layout(pp: int, vp: int, mtp_layers: int) -> str:
             + "m" * mtp_layers + "L")
 
 
+# Models whose base recipe counts the embedding and the loss as layers of the pipeline
+# split in every release: llama31_405b_pretrain_config sets
+# account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split (True)
+# in the _llama3_common era (src/megatron/bridge/recipes/llama/llama3.py, the search
+# index's file id 2525890528) and in the _pretrain_common era (file id 19643091699), and
+# the perf recipes of every GPU start from it (perf_recipes/llama/gb300/llama31.py:
+# ``cfg = llama31_405b_pretrain_config()``, file id 54876210123) without resetting them.
+BRIDGE_SPLIT_EMBEDDING = frozenset({"LLAMA3.1_405B"})
+
+
 def _bridge_layout(row: Mapping[str, str]) -> Cell:
     """A custom pipeline layout (``BRIDGE_2509``, or the DeepSeek-V3 recipe's map,
     ``deepseek_v3_layout``) as even chunks: the row's p x v chunks, with the embedding,
@@ -885,9 +931,10 @@ def _bridge_layout(row: Mapping[str, str]) -> Cell:
     if not layout and row["model"].strip().startswith("DeepSeekV3"):
         mtp = row["recipe_mtp_num_layers"].strip()
         layout = deepseek_v3_layout(int(_number(row["pp"], 1)), int(_number(row["vp"], 1)),
-                                    int(mtp) if mtp.isdigit() else int("MTP" in row["model"]))
+                                    int(mtp) if mtp.isdigit() else _mtp_by_name(row))
     if not layout:
-        if row.get("pipeline_split_embedding", "").strip() == "True":
+        if (row.get("pipeline_split_embedding", "").strip() == "True"
+                or row["model"].strip() in BRIDGE_SPLIT_EMBEDDING):
             return exact(pipeline_split_embedding=1)
         return NOTHING
     stages = _pipeline_stages(layout)
@@ -953,6 +1000,46 @@ BRIDGE = SetTable(
     measure=_bridge_measure,
     label=lambda row: row["row_id"],
     layout=_layout,
+)
+
+
+# The same summaries' rows on the other Blackwell systems, read the same way
+# (``megatron_bridge_gb200_gb300_b300.csv``; its header names the versions read).  The
+# models of those rows without a preset say so; Kimi K2's rows trained with Muon.
+BRIDGE_GB_LLMS: dict[str, Cell] = {
+    **BRIDGE_LLMS,
+    "DeepSeekV3 (w/o MTP)": _fused_router("deepseek-v3"),
+    "Kimi_K2": Missing("the Muon optimizer (the source's note): the model's optimizer is "
+                       "Adam, its states and its step"),
+    **{name: Missing(f"no preset for {name}'s architecture")
+       for name in ("DeepSeekV4 Flash", "Nemotron_3_Ultra", "Nemotron_3_5_Lightning")},
+}
+
+def _bridge_gb_release(row: Mapping[str, str]) -> Cell:
+    """Rows of 25.09 and 25.11 ran configs that live on release branches, which the
+    search index does not hold: their recipes were not read, so they are not expressed
+    (at the model's defaults two thirds of them were called out of memory)."""
+    if _release(row) < (26, 2):
+        return Missing(f"{row['release'].strip()}: the release's recipe was not read (its "
+                       "configs live on a release branch the search index does not hold)")
+    return NOTHING
+
+
+BRIDGE_GB = replace(
+    BRIDGE,
+    every_row=(*BRIDGE.every_row,
+               approx("recipe settings read from the newest stored version of each recipe "
+                      "chain, not from the row's release branch (the search index holds no "
+                      "branches)")),
+    name="megatron-bridge-gb",
+    description="Megatron-Bridge performance summaries 25.09-26.08, DGX-GB200, DGX-GB300 "
+                "and DGX-B300 (tokens/s per GPU)",
+    file="megatron_bridge_gb200_gb300_b300.csv",
+    columns={**BRIDGE.columns,
+             "system": {"DGX-GB200": gpu("gb200-nvl72"), "DGX-GB300": gpu("gb300-nvl72"),
+                        "DGX-B300": gpu("b300")},
+             "model": BRIDGE_GB_LLMS,
+             "release": _bridge_gb_release},
 )
 
 
@@ -1405,5 +1492,5 @@ TORCHTITAN = SetTable(
     layout=_layout,
 )
 
-NEW_SETS: dict[str, SetTable] = {s.name: s for s in (BRIDGE, MOE_RECIPES, TORCHTITAN,
-                                                      GB200_HISTORY)}
+NEW_SETS: dict[str, SetTable] = {s.name: s for s in (BRIDGE, BRIDGE_GB, MOE_RECIPES,
+                                                      TORCHTITAN, GB200_HISTORY)}

@@ -30,6 +30,7 @@ from jaxmodel.models.validation_all import (
 from jaxmodel.models.validation_moe import summary_moe, validate_moe
 from jaxmodel.models.validation_sets import (
     BRIDGE,
+    BRIDGE_GB,
     DATA,
     GB200_HISTORY,
     GIB,
@@ -67,7 +68,7 @@ def test_bundled_files_are_the_shared_files_with_their_sources():
 
 
 def test_row_counts_are_the_sources():
-    # shared/validation/README.md: 73, 7 and 18 rows.
+    # shared/validation/README.md: 73, 7 and 18 rows.  (The GB set: its own test.)
     assert [len(read_set(t)) for t in (BRIDGE, MOE_RECIPES, TORCHTITAN)] == [73, 7, 18]
 
 
@@ -95,6 +96,44 @@ def test_the_deepseek_v3_gb200_history_reads_each_documented_change():
     _has(cases[4], **common, moe_dispatcher=1, mla_recompute=0, moe_recompute=1, cuda_graphs=0)
     _has(cases[5], **common, moe_dispatcher=1, mla_recompute=0, moe_recompute=1, cuda_graphs=1)
     assert cases[1].inputs["hidden_dim"] == 7168 and cases[1].gpu == "gb200-nvl72"
+
+
+def test_the_gb_bridge_set_reads_its_rows_and_recipes_by_hand():
+    """The Blackwell systems' rows of the same summaries (the CSV's header names the
+    versions read).  By hand: the 26.04 DGX-GB300 row | 256 | MXFP8 | 1536 | 1 | 8192 |
+    0 | 2 | 8 | 2 | 4 | n/a | 968 | 2443 | and the 26.02 GB200 GPT-OSS row, whose
+    recipe (perf_recipes/gpt_oss/gb200/gpt_oss.py at 0ae56a74,
+    gpt_oss_120b_pretrain_64gpu_gb200_bf16_config) sets t1 p1 e64, MBS 4, GBS 1280,
+    selective recompute of layernorm and moe_act, no TP overlap, the EP a2a overlap
+    and no graphs."""
+    header = (DATA / BRIDGE_GB.file).read_text().splitlines()[:3]
+    assert "performance summaries" in header[0] and "DGX-GB300" in header[0]
+    assert any("commit" in line.lower() for line in header)
+    rows = _rows(BRIDGE_GB.file)
+    assert len(rows) == 190
+    assert {r["system"] for r in rows} == {"DGX-GB200", "DGX-GB300", "DGX-B300"}
+    cases = _by_label(BRIDGE_GB)
+    # d = 256 / (2 x 8 x 2) = 8, m = 1536 / (1 x 8) = 192; 126 layers + embedding + loss
+    # in 8 x 4 chunks.
+    c = cases["mg0083"]
+    assert (c.gpu, c.measured) == ("gb300-nvl72", 968.0)
+    _has(c, num_gpus=256, tensor_parallel=2, pipeline_parallel=8, context_parallel=2,
+         virtual_stages=4, micro_batch=1, gradient_accum_steps=192, precision=2,
+         pipeline_split_embedding=1, cuda_graphs=0, tp_overlap=1)
+    # d = 64, m = 1280 / (4 x 64) = 5.
+    c = cases["mg0153"]
+    assert (c.gpu, c.measured) == ("gb200-nvl72", 15784.0)
+    _has(c, expert_parallel=64, micro_batch=4, gradient_accum_steps=5, precision=0,
+         recompute=0, norm_recompute=1, moe_recompute=1, tp_overlap=0, ep_overlap=1,
+         cuda_graphs=0, moe_dispatcher=0)
+    assert cases["mg0154"].gpu == "b300"
+    # What is not expressed, and why.
+    assert "no preset" in cases["mg0003"].reason            # DeepSeek-V4 Flash
+    assert "Muon" in cases["mg0034"].reason                 # Kimi K2
+    assert "release branch" in cases["mg0161"].reason        # 25.11
+    # 26.02.01 Qwen3-235B on B300: the recipe read runs full-iteration graphs, which a
+    # dropless MoE model reached in 26.06.
+    assert "26.06" in cases["mg0132"].reason
 
 
 def test_bridge_llama3_70b_fp8_row_by_hand():
@@ -292,6 +331,23 @@ def test_bridge_25_09_llama_405b_and_layout_mismatch():
     row = {r["row_id"]: r for r in _rows(BRIDGE.file)}["mb0290"]
     (way,) = vs._bridge_layout({**row, "vp": "2"})
     assert way.inputs == {} and "(32 chunks) not the row's p x v = 16" in way.note
+
+
+def test_bridge_llama_405b_counts_the_embedding_and_loss_in_every_release():
+    # llama31_405b_pretrain_config sets account_for_embedding/loss_in_pipeline_split in
+    # both recipe eras, and every perf recipe starts from it: 26.06's mb0039 (t8 p8 v8 c2
+    # on 1024 H100) splits 126 layers + embedding + loss = 128 into its 64 chunks, two
+    # each; 25.09's rows had it too.  No other model's rows are split so.
+    cases = _by_label(BRIDGE)
+    rows = _rows(BRIDGE.file)
+    llama405 = [r["row_id"] for r in rows if r["model"] == "LLAMA3.1_405B"]
+    assert {r["release"] for r in rows if r["model"] == "LLAMA3.1_405B"} >= {"26.06", "25.09"}
+    for label in llama405:
+        _has(cases[label], pipeline_split_embedding=1)
+    _has(cases["mb0039"], num_layers=126, pipeline_parallel=8, virtual_stages=8)
+    dense = {r["row_id"] for r in rows if r["model"] in ("LLAMA3_8B", "LLAMA3_70B")}
+    assert all(cases[label].inputs.get("pipeline_split_embedding", 0) == 0
+               for label in dense if cases[label].inputs)
 
 
 def test_bridge_25_09_deepseek_h100_row_by_hand():
@@ -678,7 +734,8 @@ def test_validate_all_json_counts_and_the_existing_figures():
     doc = json.loads(result.output)
     lines = {(s["set"], s["variant"]): s for s in doc["sets"]}
     assert [(s["set"], s["rows"]) for s in doc["sets"]] == [
-        ("megatron-bridge", 73), ("megatron-lm-moe", 7), ("torchtitan", 18),
+        ("megatron-bridge", 73), ("megatron-bridge-gb", 190), ("megatron-lm-moe", 7),
+        ("torchtitan", 18),
         ("deepseek-v3-gb200", 13), ("sc21", 10),
         ("megatron-h100", 9), ("megatron-h100", 9), ("qwen3-235b", 12), ("qwen3-235b", 12)]
     for s in doc["sets"]:
