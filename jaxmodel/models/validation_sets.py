@@ -1015,10 +1015,12 @@ BRIDGE_GB_LLMS: dict[str, Cell] = {
        for name in ("DeepSeekV4 Flash", "Nemotron_3_Ultra", "Nemotron_3_5_Lightning")},
 }
 
+
 def _bridge_gb_release(row: Mapping[str, str]) -> Cell:
     """Rows of 25.09 and 25.11 ran configs that live on release branches, which the
     search index does not hold: their recipes were not read, so they are not expressed
-    (at the model's defaults two thirds of them were called out of memory)."""
+    (at the model's defaults 6 of these 30 rows were called out of memory and one an
+    invalid layout)."""
     if _release(row) < (26, 2):
         return Missing(f"{row['release'].strip()}: the release's recipe was not read (its "
                        "configs live on a release branch the search index does not hold)")
