@@ -707,6 +707,16 @@ def _unread(row: Mapping[str, str], column: str) -> bool:
     return not _recipe(row).get(column, "").strip()
 
 
+# Precision recipes that keep layers' GEMMs in BF16 (Megatron-Bridge
+# src/megatron/bridge/training/mixed_precision.py, the search index's file id
+# 71126281837): nemotron_3_super_bf16_with_nvfp4_mixed sets first_last_layers_bf16 and
+# num_layers_at_end_in_bf16 = 14, MixedPrecisionConfig's num_layers_at_start_in_bf16
+# default is 0, and the Nemotron 3 Super perf recipes' _nemotron_3_super_nvfp4_precision
+# returns it (with fp4_param_gather off).  _perf_precision("fp8_cs") turns
+# first_last_layers_bf16 off, so the FP8-CS rows keep none.
+BRIDGE_BF16_LAYERS: dict[str, int] = {"_nemotron_3_super_nvfp4_precision()": 14}
+
+
 def _bridge_precision(row: Mapping[str, str]) -> Cell:
     text = row["precision"].strip()
     if not text:
@@ -725,6 +735,9 @@ def _bridge_precision(row: Mapping[str, str]) -> Cell:
     # bf16_with_mxfp8_mixed) set fp8_param_gather=True: FP8 primary weights.
     # NVFP4 parameters are not supported there (fp4_param_gather raises).
     gather = 1 if level in (1, 2) and row["recipe_precision_recipe"].strip() else 0
+    kept = BRIDGE_BF16_LAYERS.get(row["recipe_precision_recipe"].strip(), 0)
+    if kept:
+        return exact(precision=level, fp8_param_gather=gather, bf16_layers=kept)
     return exact(precision=level, fp8_param_gather=gather)
 
 

@@ -296,6 +296,25 @@ def test_precision_halves_layer_gemms_and_adds_its_casts(precision, cast_bytes):
         2 * 4 * LAYER_P / 1e9)
 
 
+@pytest.mark.parametrize("precision, cast_bytes", [
+    (1, FP8_CAST), (3, round(FP8_CAST * (6.453 - 3.764) / (9.147 - 6.812), 3))])
+def test_layers_kept_in_bf16_take_their_share_of_gemms_and_casts_back(precision, cast_bytes):
+    # bf16_layers 2 of the 8 layers (NVFP4 recipes keep the last ones in BF16,
+    # Megatron-Core's first_last_layers_bf16): the average layer's GEMMs are 3/4
+    # at the low precision's rate and 1/4 at bf16's, and 3/4 of the casts remain,
+    # so the change the precision made (the test above) is 3/4 as large.
+    off = run(**LOW_AT_TWICE)["compute_time_ms"]
+    on = run(precision=precision, **LOW_AT_TWICE)["compute_time_ms"]
+    kept = run(precision=precision, bf16_layers=2, **LOW_AT_TWICE)["compute_time_ms"]
+    delta = 16 * (-3 * GEMM_FWD_US / 2 + 7.340032 * cast_bytes) + 12.582912 * cast_bytes
+    assert on - off == approx(delta * 1e-3)
+    assert kept - off == approx(0.75 * delta * 1e-3)
+    # Every layer in BF16 is BF16; in BF16 the input changes nothing.
+    assert run(precision=precision, bf16_layers=8, **LOW_AT_TWICE)["compute_time_ms"] == \
+        approx(off)
+    assert run(bf16_layers=2, **LOW_AT_TWICE)["compute_time_ms"] == approx(off)
+
+
 def test_precision_runs_at_its_own_peak_and_ceiling():
     # FP8 at 400 TFLOP/s and a 0.5 ceiling is 200 TFLOP/s: the GEMMs as at
     # LOW_AT_TWICE.  Block-scaled FP8 takes its own peak, NVFP4 its own ceiling.

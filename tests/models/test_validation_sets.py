@@ -127,6 +127,12 @@ def test_the_gb_bridge_set_reads_its_rows_and_recipes_by_hand():
          recompute=0, norm_recompute=1, moe_recompute=1, tp_overlap=0, ep_overlap=1,
          cuda_graphs=0, moe_dispatcher=0)
     assert cases["mg0154"].gpu == "b300"
+    # Nemotron 3 Super's NVFP4 recipe keeps its last 14 layers in BF16
+    # (nemotron_3_super_bf16_with_nvfp4_mixed); MXFP8 and the other NVFP4 recipes none.
+    _has(cases["mg0014"], precision=3, bf16_layers=14)
+    _has(_by_label(BRIDGE)["mb0120"], precision=3, bf16_layers=14)
+    assert "bf16_layers" not in cases["mg0013"].inputs      # the same model in MXFP8
+    assert "bf16_layers" not in cases["mg0021"].inputs      # Llama 3.1 405B, NVFP4
     # What is not expressed, and why.
     assert "no preset" in cases["mg0003"].reason            # DeepSeek-V4 Flash
     assert "Muon" in cases["mg0034"].reason                 # Kimi K2

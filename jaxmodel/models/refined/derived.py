@@ -15,7 +15,12 @@ from typing import Any, NamedTuple
 from jaxmodel.deferred import jnp
 from jaxmodel.models.common import whole
 from jaxmodel.models.refined import mamba, moe
-from jaxmodel.models.refined.rates import gemm_rates, low_precision_gemms, network
+from jaxmodel.models.refined.rates import (
+    bf16_layer_share,
+    gemm_rates,
+    low_precision_gemms,
+    network,
+)
 from jaxmodel.models.refined.validity import layout_ok
 
 # Bytes moved per element by the quantisation kernels of each precision
@@ -92,8 +97,11 @@ class Derived(NamedTuple):
       selective, sp, flash: recompute kind and switches, 0/1 floats.
       op_sac: per-op selective recompute (``recompute`` 3, torchtitan's policy), 0/1.
       fp8: the layer GEMMs in a low precision (``low_precision_gemms``), 0/1.
-      cast_bytes: bytes the quantisation kernels move per element cast
-        (``cast_bytes_per_element``; 0 in BF16).
+      cast_bytes: bytes the quantisation kernels move per element cast, over the
+        average layer (``cast_bytes_per_element`` times the share of layers not
+        kept in BF16; 0 in BF16).
+      bf16_share: the share of the layers whose GEMMs stay BF16 under a low
+        precision (``rates.bf16_layer_share``).
       one_stage, pp_active, has_mid: ``p = 1``, ``p > 1``, ``p >= 3``, 0/1 floats.
       d, t, c, p, v, m, b, s, h, L, V, a, kv, f, G: the counts as floats
         (``d`` at least 1, so that an invalid layout divides by no zero).
@@ -128,6 +136,7 @@ class Derived(NamedTuple):
     flash: Any
     fp8: Any
     cast_bytes: Any
+    bf16_share: Any
     one_stage: Any
     pp_active: Any
     has_mid: Any
@@ -187,7 +196,8 @@ def derive(x) -> Derived:
         used_i=used_i, tokens_i=tokens_i, schedule=schedule, zero_i=zero_i,
         well_formed=well_formed, recompute=recompute, full=full, selective=selective, op_sac=op_sac,
         sp=sp, flash=x.flash_attention, fp8=low_precision_gemms(x),
-        cast_bytes=cast_bytes_per_element(x), one_stage=one_stage,
+        cast_bytes=cast_bytes_per_element(x) * (1.0 - bf16_layer_share(x)),
+        bf16_share=bf16_layer_share(x), one_stage=one_stage,
         pp_active=1.0 - one_stage, has_mid=(p_i >= 3).astype(fdt),
         d=d, t=t, c=x.context_parallel, p=x.pipeline_parallel, v=x.virtual_stages,
         m=x.gradient_accum_steps, b=x.micro_batch, s=x.seq_length, h=x.hidden_dim,

@@ -125,6 +125,10 @@ INPUTS: tuple[InputField, ...] = (
             "(current or delayed) scaling, 2 block-scaled FP8 (MXFP8 on Blackwell, 1x128 / "
             "128x128 blockwise on Hopper), 3 NVFP4; the output layer, attention, norms and "
             "optimizer stay BF16/FP32", 0, high=3.0),
+    count("bf16_layers", "layers", "layers that keep BF16 GEMMs under a low precision "
+           "(Megatron-Core first_last_layers_bf16 with num_layers_at_start_in_bf16 + "
+           "num_layers_at_end_in_bf16): their GEMMs run at the bf16 peak and ceiling and "
+           "cast nothing", 0, low=0.0),
     count("grad_buffer_bytes", "bytes", "bytes per gradient in the accumulation buffer "
            "and on the wire (4: Megatron-LM's fp32 main_grad with bf16; 2: bf16)", 4,
            high=4.0),

@@ -381,8 +381,16 @@ def layer_times(x, g) -> LayerTimes:
     # Each GEMM's rates are computed once (g.gemm) and each GEMM is evaluated
     # once: the dense shapes' passes are kept for the TP overlap pairing
     # (tensor.dense_overlap_seconds), the routed experts' for the host pace.
+    # A layer GEMM of the average layer: the share of layers kept in BF16
+    # (bf16_layers) runs it at the bf16 rates (a select, so that a sweep that
+    # keeps none drops the second GEMM).
     def gemm(m_, n_, k_, low=True):
-        return gemm_seconds(g.gemm, m_, n_, k_, low)
+        seconds = gemm_seconds(g.gemm, m_, n_, k_, low)
+        if not low:
+            return seconds
+        share = g.bf16_share
+        return jnp.where(share > 0.0, (1.0 - share) * seconds
+                         + share * gemm_seconds(g.gemm, m_, n_, k_, False), seconds)
 
     shapes = layer_gemm_shapes(x)
     dense_gemms = (tuple(gemm(tok, n_, k_) for n_, k_ in shapes),

@@ -138,6 +138,13 @@ def flash_attention_seconds(x, flops, peak):
     return flops / (peak * efficiency)
 
 
+def bf16_layer_share(x):
+    """The share of the layers whose GEMMs stay BF16 under a low ``precision``
+    (``bf16_layers`` of ``num_layers``; 0 in BF16, where every layer is)."""
+    share = jnp.clip(x.bf16_layers / x.num_layers, 0.0, 1.0)
+    return share * low_precision_gemms(x)
+
+
 def low_precision_gemms(x):
     """1 where the layer GEMMs run in FP8 or FP4 (``precision`` >= 1), else 0.
 
