@@ -382,15 +382,18 @@ def layer_times(x, g) -> LayerTimes:
     # once: the dense shapes' passes are kept for the TP overlap pairing
     # (tensor.dense_overlap_seconds), the routed experts' for the host pace.
     # A layer GEMM of the average layer: the share of layers kept in BF16
-    # (bf16_layers) runs it at the bf16 rates (a select, so that a sweep that
-    # keeps none drops the second GEMM).
+    # (bf16_layers) runs it at the bf16 peak and ceiling, scaled from its time at
+    # the low precision by the two rates' ratio (one factor per configuration,
+    # not a second GEMM each: exact without the shape model, and with it the
+    # BF16 share keeps the low precision's tile, wave and operand-byte terms).
+    low_peak, low_ceiling, _ = g.gemm.low
+    bf16_peak, bf16_ceiling, _ = g.gemm.bf16
+    share = g.bf16_share
+    kept = (1.0 - share) + share * (low_peak * low_ceiling) / (bf16_peak * bf16_ceiling)
+
     def gemm(m_, n_, k_, low=True):
         seconds = gemm_seconds(g.gemm, m_, n_, k_, low)
-        if not low:
-            return seconds
-        share = g.bf16_share
-        return jnp.where(share > 0.0, (1.0 - share) * seconds
-                         + share * gemm_seconds(g.gemm, m_, n_, k_, False), seconds)
+        return seconds * kept if low else seconds
 
     shapes = layer_gemm_shapes(x)
     dense_gemms = (tuple(gemm(tok, n_, k_) for n_, k_ in shapes),
