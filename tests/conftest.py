@@ -12,6 +12,28 @@ import pytest
 _COMPILE_CACHE = tempfile.mkdtemp(prefix="jaxmodel-test-compile-cache-")
 os.environ["JAXMODEL_COMPILE_CACHE"] = _COMPILE_CACHE
 
+# Every program the suite compiles is short (a few configurations, at most a
+# small sweep), so it compiles with jaxmodel.xla_options' quick options, which
+# the product itself uses for a program of up to QUICK_ROWS rows: through
+# XLA_FLAGS, they reach the programs of this process and of every console script
+# a test starts (a test that sets its own XLA_FLAGS leaves them out).  They change
+# no HLO, only LLVM's code, to within 4 units in the last place
+# (tests/test_xla_options.py, which compiles its reference with XLA's own
+# defaults); the fast set took 185 s without them and 144 s with them on 2 cores
+# (bench/README.md).  Set before jax is imported, which reads XLA_FLAGS once.
+def _quick_xla_flags() -> str:
+    from jaxmodel.xla_options import QUICK_OPTIONS
+
+    def flag(name, value):
+        return f"--{name}={str(value).lower() if isinstance(value, bool) else value}"
+
+    return " ".join(flag(name, value) for name, value in QUICK_OPTIONS.items())
+
+
+if _quick_xla_flags() not in os.environ.get("XLA_FLAGS", ""):  # once: workers inherit it
+    os.environ["XLA_FLAGS"] = " ".join(filter(None, (os.environ.get("XLA_FLAGS"),
+                                                     _quick_xla_flags())))
+
 
 def pytest_sessionfinish(session, exitstatus):
     shutil.rmtree(_COMPILE_CACHE, ignore_errors=True)

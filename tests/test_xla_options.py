@@ -27,6 +27,12 @@ def random_inputs(model, n: int, seed: int) -> dict[str, np.ndarray]:
     return out
 
 
+# XLA's own defaults for the quick options (its DebugOptions: LLVM at -O3, the MLIR
+# fusion emitters on), given explicitly because the suite's XLA_FLAGS
+# (tests/conftest.py) make the quick ones every program's default.
+XLA_DEFAULTS = {"xla_backend_optimization_level": 3, "xla_cpu_use_fusion_emitters": True}
+
+
 def outputs_both_ways(model_name: str, n: int = 512, x64: bool = False):
     """The model over one batch compiled with XLA's defaults and with the quick options."""
     model = jaxmodel.get_model(model_name)
@@ -34,7 +40,8 @@ def outputs_both_ways(model_name: str, n: int = 512, x64: bool = False):
     dtype = np.float64 if x64 else np.float32
     with computing():
         flat = model.inputs_type(*(a.astype(dtype) for a in arrays.values()))
-        default = jax.device_get(jax.jit(jax.vmap(model.apply))(flat))
+        options = XLA_DEFAULTS if jax.default_backend() == "cpu" else None
+        default = jax.device_get(jax.jit(jax.vmap(model.apply), compiler_options=options)(flat))
         quick = jax.device_get(batched(model, quick=True)(flat))
     return model, default, quick
 
