@@ -187,12 +187,16 @@ def _ceil_ratio(a, b):
 
 
 def gemm_efficiency(m, n, k, *, ceiling, peak_flops, hbm_bytes_s, num_sms,
-                    bytes_per_element=2.0):
+                    bytes_per_element=2.0, output_bytes=2.0):
     """Achievable fraction of ``peak_flops`` for an ``[m, k] x [k, n]`` GEMM.
 
     NVIDIA, "Matrix Multiplication Background User's Guide" (Deep Learning
     Performance docs): a GEMM does ``2 m n k`` FLOPs and moves at least
-    ``e (m k + k n + m n)`` bytes (``e`` bytes per element); it is limited by
+    ``e (m k + k n) + o m n`` bytes (``e`` bytes per input element, ``o`` per
+    output element: a low-precision GEMM of training reads FP8 or FP4 operands
+    but writes its output in BF16, ``o`` = 2, as Transformer Engine's FP8 and
+    NVFP4 GEMMs do for the forward, data-gradient and weight-gradient passes
+    alike); it is limited by
     math when its arithmetic intensity exceeds the GPU's ops:byte ratio, by
     memory otherwise; its output is cut into ``T_m x T_n`` tiles (tile
     quantization: a partial tile costs a whole one) that run in waves of
@@ -213,7 +217,8 @@ def gemm_efficiency(m, n, k, *, ceiling, peak_flops, hbm_bytes_s, num_sms,
       peak_flops: the datasheet peak for the precision used, FLOP/s.
       hbm_bytes_s: achieved memory bandwidth, bytes/s.
       num_sms: streaming multiprocessors (compute units) of the GPU.
-      bytes_per_element: 2 for bf16 operands, 1 for FP8.
+      bytes_per_element: 2 for bf16 operands, 1 for FP8, 0.5 for FP4.
+      output_bytes: bytes per output element, 2 (BF16) whatever the operands.
 
     Returns:
       The fraction in (0, ceiling]: FLOPs / (time x peak).
@@ -224,5 +229,5 @@ def gemm_efficiency(m, n, k, *, ceiling, peak_flops, hbm_bytes_s, num_sms,
     # Every wave costs num_sms whole tiles of T_m x T_n outputs, k deep.
     quantized = 2.0 * waves * num_sms * GEMM_TILE_M * GEMM_TILE_N * k
     math_s = quantized / (peak_flops * ceiling)
-    memory_s = bytes_per_element * (m * k + k * n + m * n) / hbm_bytes_s
+    memory_s = (bytes_per_element * (m * k + k * n) + output_bytes * m * n) / hbm_bytes_s
     return flops / ((math_s + memory_s) * peak_flops)

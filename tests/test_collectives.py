@@ -86,6 +86,22 @@ def test_gemm_efficiency_by_hand():
     assert float(eff2) == approx(2 * m * n2 * k / ((math2 + mem2) * 1e15))
 
 
+def test_a_low_precision_gemm_reads_its_operands_small_and_writes_bf16():
+    # The same GEMM in FP4 (0.5 bytes an operand element): the inputs move
+    # 0.5 (m k + k n) bytes, the BF16 output 2 m n.  Before, the output was
+    # taken at the operands' 0.5 bytes too: a quarter of what the GEMM writes.
+    m, n, k = 512.0, 8448.0, 8192.0
+    flops = 2 * m * n * k
+    math_s = flops / (0.8 * 4e15)
+    mem_s = (0.5 * (m * k + k * n) + 2 * m * n) / 3e12
+    eff = gemm_efficiency(m, n, k, ceiling=0.8, peak_flops=4e15, hbm_bytes_s=3e12,
+                          num_sms=132.0, bytes_per_element=0.5)
+    assert float(eff) == approx(flops / ((math_s + mem_s) * 4e15))
+    assert float(eff) < float(gemm_efficiency(m, n, k, ceiling=0.8, peak_flops=4e15,
+                                              hbm_bytes_s=3e12, num_sms=132.0,
+                                              bytes_per_element=0.5, output_bytes=0.5))
+
+
 def test_gemm_efficiency_grows_with_size_towards_the_ceiling():
     args = dict(ceiling=0.8, peak_flops=989e12, hbm_bytes_s=3.35e12 * 0.8, num_sms=132.0)
     small = float(gemm_efficiency(4096.0, 2048.0, 2048.0, **args))
