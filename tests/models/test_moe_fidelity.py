@@ -13,6 +13,7 @@ import pytest
 
 import jaxmodel
 from jaxmodel.collectives import gemm_efficiency
+from jaxmodel.models import presets
 from jaxmodel.models.refined import moe
 from jaxmodel.presets import apply_presets
 
@@ -61,6 +62,49 @@ def test_grouped_gemm_slows_with_fewer_tokens_per_expert():
     fewer = _h100_grouped_forward_tflops(16, 2048, 768, 2048)
     more = _h100_grouped_forward_tflops(8, 4096, 768, 2048)
     assert fewer < more
+
+
+# NVIDIA/TransformerEngine docs/examples/gemm_profiling/gemm_profiling.rst: a
+# B300, --pre-quantize (GEMM kernels only), the 12 GEMMs (forward, data and
+# weight gradient of QKV 4,096 x 12,288, output 4,096 x 4,096, FC1 4,096 x
+# 16,384, FC2 16,384 x 4,096) at 15,872 tokens: ms per layer.
+TE_B300_LAYER_MS = {"bf16": 13.102, "fp8": 6.812, "fp4": 3.764}
+
+
+def _te_b300_layer_ms(precision, ceiling=None):
+    """The model's 12 GEMMs of TE's layer on the b300 preset, ms."""
+    v = {**REFINED.defaults, **apply_presets(REFINED, gpu="b300")}
+    peak, own, element = {"bf16": (v["compute_tflops"], v["matmul_efficiency"], 2.0),
+                          "fp8": (v["fp8_peak_tflops"], v["fp8_matmul_efficiency"], 1.0),
+                          "fp4": (v["fp4_peak_tflops"], v["fp4_matmul_efficiency"], 0.5)}[precision]
+    ceiling = own if ceiling is None else ceiling
+    tokens, seconds = 15872.0, 0.0
+    for k, n in ((4096.0, 12288.0), (4096.0, 4096.0), (4096.0, 16384.0), (16384.0, 4096.0)):
+        for mm, nn, kk in ((tokens, n, k), (tokens, k, n), (k, n, tokens)):
+            eff = gemm_efficiency(mm, nn, kk, ceiling=ceiling, peak_flops=peak * 1e12,
+                                  hbm_bytes_s=v["hbm_bandwidth_tb_s"] * 1e12 * v["hbm_efficiency"],
+                                  num_sms=v["num_sms"], bytes_per_element=element)
+            seconds += 2.0 * mm * nn * kk / (peak * 1e12 * float(eff))
+    return seconds * 1e3
+
+
+def test_b300_bf16_layer_gemms_within_a_tenth_of_transformer_engines_kernels():
+    # The bf16 ceiling is MAMF's burst (not TE's figure): 12.3 ms against 13.1.
+    assert _te_b300_layer_ms("bf16") == pytest.approx(TE_B300_LAYER_MS["bf16"], rel=0.10)
+
+
+@pytest.mark.parametrize("precision", ["fp8", "fp4"])
+def test_the_ultra_fp4_ratio_is_te_s_b300_kernels_through_the_shape_model(precision):
+    # The ceiling at which the shape model takes TE's time (bisection), as
+    # presets.TE_B300_LAYER_CEILINGS records it; FP8's lies near MAMF's burst 0.745.
+    low, high = 0.05, 1.5
+    for _ in range(50):
+        mid = 0.5 * (low + high)
+        low, high = (mid, high) if _te_b300_layer_ms(precision, mid) > TE_B300_LAYER_MS[
+            precision] else (low, mid)
+    assert mid == pytest.approx(presets.TE_B300_LAYER_CEILINGS[precision], abs=0.0015)
+    assert presets.GPUS["b300"].values["fp4_matmul_efficiency"] == pytest.approx(
+        presets.FP8_SUSTAINED["b300"] * 0.470 / 0.725, abs=0.001)
 
 
 def _x(llm, **kw):

@@ -310,7 +310,9 @@ def test_gpu_presets_run_the_sustained_low_precision_ceilings():
     # Assumed from a sibling: H800 = H100's die; B200 its burst 3432.5 / 4500 times
     # GB200's sustained / burst 2906.9 / 3615.6 (0.763 x 0.581 / 0.723 = 0.6131);
     # MI355X its bf16 0.622 x MI300X's 0.443 / 0.511 = 0.5392.  FP4: GB200's 7627.6
-    # / 10000 for every FP4 GPU; no FP4 on Hopper: the bf16 ceiling, and peak 0.
+    # / 10000 for B200, GB200 and MI355X; Blackwell Ultra its FP8 sustained ceiling
+    # times TE's B300 FP4 / FP8 kernel ratio 0.470 / 0.725 (B300: 0.745 x 0.581 /
+    # 0.723 = 0.599, x 0.648 = 0.388); no FP4 on Hopper: the bf16 ceiling, and peak 0.
     values = {name: GPUS[name].values for name in GPUS}
     assert values["h100-sxm"]["fp8_matmul_efficiency"] == pytest.approx(1382.2 / 1979, abs=5e-4)
     assert values["h800"]["fp8_matmul_efficiency"] == values["h100-sxm"]["fp8_matmul_efficiency"]
@@ -318,7 +320,9 @@ def test_gpu_presets_run_the_sustained_low_precision_ceilings():
                                                                            abs=5e-4)
     assert values["b200"]["fp8_matmul_efficiency"] == 0.613
     assert values["mi355x"]["fp8_matmul_efficiency"] == 0.539
-    assert values["b300"]["fp4_matmul_efficiency"] == pytest.approx(7627.6 / 10000, abs=5e-4)
+    assert values["b200"]["fp4_matmul_efficiency"] == pytest.approx(7627.6 / 10000, abs=5e-4)
+    assert values["b300"]["fp4_matmul_efficiency"] == pytest.approx(
+        0.745 * 2906.9 / 3615.6 * 0.470 / 0.725, abs=1e-3)
     assert values["h100-sxm"]["fp4_matmul_efficiency"] == values["h100-sxm"]["matmul_efficiency"]
     assert values["h100-sxm"]["fp4_peak_tflops"] == 0
     assert values["a100-80gb-sxm"]["fp8_peak_tflops"] == 0
