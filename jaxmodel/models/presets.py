@@ -238,6 +238,9 @@ def _rates(*, attention, hbm, intra, inter=_NDR, fa2=None):
 # model's defaults for the other rates: the SC21 validation set runs on them
 # with its documented settings.
 _MAMF_A100 = 0.859
+# B300 (Blackwell Ultra): MAMF bf16 1769.0 of 2250 (Bekman, MAMF table), which
+# GB300 shares: the same die and kernels at a higher power limit.
+_MAMF_B300 = 0.786
 
 _HOPPER_MEASURED = ("MAMF bf16 794.5 of 989 (Bekman, MAMF table); cuDNN attention fwd 600 / "
                     "bwd 518 TFLOP/s (FlashAttention-3 paper, head dim 128, 8K); NCCL ring bus "
@@ -364,7 +367,7 @@ GPUS: dict[str, Preset] = {p.name: p for p in (
          "900 GB/s (Azure, ND GB200 v6). Assumed: the B200's attention (Blackwell Ultra "
          "doubles the exponential units, so this is conservative) and HBM fractions, the "
          "NDR per-NIC fraction for ConnectX-8, latencies within NCCL's cost model",
-         tflops=2250, sms=160, mamf=0.786, memory_gb=288,
+         tflops=2250, sms=160, mamf=_MAMF_B300, memory_gb=288,
          hbm_tb_s=8.0, nvlink_gb_s=900, network_gb_s=100, per_node=8,
          rates=_rates(attention=_ATTN_BLACKWELL, hbm=_HBM_H200, intra=_NVLINK5)),
     _gpu("gb200-nvl72", "NVIDIA GB200 NVL72: 72 Blackwell GPUs in one NVLink domain",
@@ -384,11 +387,11 @@ GPUS: dict[str, Preset] = {p.name: p for p in (
          "FP8 with sparsity (2.5 and 5 dense per GPU), up to 21 TB HBM3e (288 GB per "
          "GPU), 8 TB/s per GPU, NVLink 130 TB/s (1.8 TB/s per GPU), ConnectX-8 800 Gb/s "
          "per GPU; gpus_per_node is the NVLink domain (72); 160 SMs. Measured: NVLink 5 "
-         "ring bus bandwidth 679.6 of 900 GB/s (Azure, ND GB200 v6). Assumed: the GB200's "
-         "MAMF fraction (the same 2.5 PFLOP/s rating; no GB300 MAMF is published), the "
-         "B200's attention and HBM fractions, the NDR per-NIC fraction for ConnectX-8, "
-         "latencies within NCCL's cost model",
-         tflops=2500, sms=160, mamf=0.729, memory_gb=288,
+         "ring bus bandwidth 679.6 of 900 GB/s (Azure, ND GB200 v6). Assumed: the B300's "
+         "MAMF fractions (bf16 0.786, FP8 0.745: the same Blackwell Ultra die and kernels; "
+         "no GB300 MAMF is published), the B200's attention and HBM fractions, the NDR "
+         "per-NIC fraction for ConnectX-8, latencies within NCCL's cost model",
+         tflops=2500, sms=160, mamf=_MAMF_B300, memory_gb=288,
          hbm_tb_s=8.0, nvlink_gb_s=900, network_gb_s=100, per_node=72,
          rates=_rates(attention=_ATTN_BLACKWELL, hbm=_HBM_H200, intra=_NVLINK5)),
     _gpu("mi300x", "AMD Instinct MI300X 192 GB, 8-GPU platform (400 Gb/s per GPU)",
@@ -538,7 +541,8 @@ for _name, _preset in GPUS.items():
 # Where a GPU's sustained figure is not published it is assumed from its
 # sibling, each named: H800 and h100-96gb-500w are H100's die (0.698); B200
 # and B300 keep their own burst ceiling times GB200's sustained / burst ratio
-# 0.581 / 0.723 (0.763 -> 0.613, 0.745 -> 0.599); GB300 takes GB200's 0.581;
+# 0.581 / 0.723 (0.763 -> 0.613, 0.745 -> 0.599), and GB300 B300's (the same
+# Blackwell Ultra die: 0.599);
 # MI355X its bf16 ceiling times MI300X's FP8-sustained / bf16 ratio 0.443 /
 # 0.511 (0.622 -> 0.539).  Block-scaled FP8 runs at the FP8 ceiling times
 # mxfp8_matmul_ratio (MXFP8_RATIO, below).  FP4: GB200's sustained 0.763 for
@@ -556,7 +560,7 @@ FP8_SUSTAINED: dict[str, float] = {
     "b200": round(MATMUL_CEILINGS["b200"]["fp8_burst"] * _BLACKWELL_SUSTAINED, 3),
     "b300": round(MATMUL_CEILINGS["b300"]["fp8_burst"] * _BLACKWELL_SUSTAINED, 3),
     "gb200-nvl72": MATMUL_CEILINGS["gb200-nvl72"]["fp8_sustained"],
-    "gb300-nvl72": MATMUL_CEILINGS["gb200-nvl72"]["fp8_sustained"],
+    "gb300-nvl72": round(MATMUL_CEILINGS["b300"]["fp8_burst"] * _BLACKWELL_SUSTAINED, 3),
     "mi300x": MATMUL_CEILINGS["mi300x"]["fp8_sustained"],
     "mi355x": round(MATMUL_CEILINGS["mi355x"]["bf16_burst"]
                     * MATMUL_CEILINGS["mi300x"]["fp8_sustained"]
@@ -576,8 +580,7 @@ FP4_SUSTAINED = MATMUL_CEILINGS["gb200-nvl72"]["fp4_sustained"]
 # far from the 0.763 GB200's cuBLASLt reaches on its best size (Azure, above),
 # at layer shapes and on the faster FP4 units of the Ultra.  Both are short
 # runs (100 timed iterations), so the Ultra presets' FP4 ceiling is their FP8
-# sustained ceiling times that ratio (B300 0.599 -> 0.388, GB300 0.581 ->
-# 0.376); tests/models/test_moe_fidelity.py solves the two ceilings again.
+# sustained ceiling times that ratio (B300 and GB300: 0.599 -> 0.388); tests/models/test_moe_fidelity.py solves the two ceilings again.
 TE_B300_LAYER_CEILINGS = {"fp8": 0.725, "fp4": 0.470}
 ULTRA_FP4_OVER_FP8 = round(TE_B300_LAYER_CEILINGS["fp4"] / TE_B300_LAYER_CEILINGS["fp8"], 3)
 BLACKWELL_ULTRA: tuple[str, ...] = ("b300", "gb300-nvl72")
