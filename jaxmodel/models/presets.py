@@ -580,7 +580,8 @@ FP4_SUSTAINED = MATMUL_CEILINGS["gb200-nvl72"]["fp4_sustained"]
 # far from the 0.763 GB200's cuBLASLt reaches on its best size (Azure, above),
 # at layer shapes and on the faster FP4 units of the Ultra.  Both are short
 # runs (100 timed iterations), so the Ultra presets' FP4 ceiling is their FP8
-# sustained ceiling times that ratio (B300 and GB300: 0.599 -> 0.388); tests/models/test_moe_fidelity.py solves the two ceilings again.
+# sustained ceiling times that ratio (B300 and GB300: 0.599 -> 0.388);
+# tests/models/test_moe_fidelity.py solves the two ceilings again.
 TE_B300_LAYER_CEILINGS = {"fp8": 0.725, "fp4": 0.470}
 ULTRA_FP4_OVER_FP8 = round(TE_B300_LAYER_CEILINGS["fp4"] / TE_B300_LAYER_CEILINGS["fp8"], 3)
 BLACKWELL_ULTRA: tuple[str, ...] = ("b300", "gb300-nvl72")

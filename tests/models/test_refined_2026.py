@@ -834,6 +834,22 @@ def test_flashattention2_kernel_runs_at_its_own_efficiency():
     assert (fa2["step_time_ms"] - run()["step_time_ms"]) * 1e3 == approx(extra_us)
 
 
+def test_a_small_head_runs_fused_attention_slower_per_flop():
+    # 16 heads of 64 in place of 8 of 128: the same width, GEMMs and attention
+    # FLOPs, but the kernel's rate falls as d / (d + d0) (rates.head_dim_factor;
+    # FlashAttention-3 paper, H100 at 8K: cuDNN 426 against 539 TFLOP/s combined,
+    # d0 = 46.2; FlashAttention-2 296 against 331, d0 = 17.2).
+    for kernel, d0 in ((0, 46.2), (1, 17.2)):
+        rate = (64 / (64 + d0)) / (128 / (128 + d0))
+        base = run(attention_kernel=kernel, fa2_attention_efficiency=1.0)
+        small = run(attention_kernel=kernel, fa2_attention_efficiency=1.0, num_heads=16,
+                    num_kv_heads=16)
+        # The attention core of the FA2 test below, 1 / rate times as long.
+        extra_us = (1 + 2 + 0.5) * ATTN_FWD_US * 4 * 4 * (1 + 1 / 4) * (1 / rate - 1)
+        assert (small["step_time_ms"] - base["step_time_ms"]) * 1e3 == approx(extra_us)
+    assert (64 / (64 + 46.2)) / (128 / (128 + 46.2)) == pytest.approx(426.09 / 539.05, abs=1e-3)
+
+
 def test_hopper_flashattention2_efficiency_from_the_fa3_paper():
     # Shah et al. 2024, FlashAttention-2's bars at head dim 128, 8K on H100:
     # forward with the causal mask 333 (Fig. 5), backward 318 TFLOP/s (Fig. 6);

@@ -424,7 +424,8 @@ def layer_times(x, g) -> LayerTimes:
     attn_fwd_flops = jnp.where(plain, attn_fwd_flops,
                                b * s * executed_keys
                                * mamba.mixer(x, moe.attention_core_flops(x), 0.0) / (t * c))
-    flash_s = flash_attention_seconds(x, attn_fwd_flops, peak)
+    flash_s = flash_attention_seconds(x, attn_fwd_flops, peak,
+                                      jnp.where(plain, qw / a, moe.score_head_width(x)))
     attn_fwd_s = jnp.where(flash > 0.5, flash_s, unfused_s)
     attn_bwd_s = 2.0 * attn_fwd_s
     # Selective recompute checkpoints the core attention: its forward runs again

@@ -189,6 +189,13 @@ def head_dim(x):
     return jnp.where(x.head_dim > 0.5, x.head_dim, x.hidden_dim / x.num_heads)
 
 
+def score_head_width(x):
+    """The mean width of a head's two score products: ``d_h`` for GQA/MHA, ``(d_h
+    + d_r + d_h) / 2`` for MLA (``QK^T`` over ``d_h + d_r``, ``PV`` over ``d_h``)."""
+    dh = head_dim(x)
+    return jnp.where(x.attention > 0.5, dh + 0.5 * x.qk_rope_dim, dh)
+
+
 def attention_params(x):
     """Weight parameters of one attention block (GQA/MHA or MLA; module doc)."""
     h, a, dh = x.hidden_dim, x.num_heads, head_dim(x)

@@ -126,15 +126,44 @@ def gemm_seconds(r: GemmRates, m, n, k, low_precision: bool):
     return 2.0 * m * n * k / (rate * eff)
 
 
-def flash_attention_seconds(x, flops, peak):
+# The fused-attention fractions of the GPU presets are measured at head dimension
+# 128.  A score element costs the kernel a fixed softmax part (the exponential,
+# the running maximum, the rescale) and its two matrix products 4 d FLOPs, so
+# its fraction of peak goes as d / (d + d0): a small head does less MMA work per
+# exponential.  FlashAttention-3 paper (Shah et al. 2024, arXiv 2407.08608,
+# Figures 5 and 6: H100 SXM5, bf16, non-causal, sequence 8K), TFLOP/s forward /
+# backward: cuDNN 412 / 432 at head dim 64, 600 / 518 at 128 (the presets'
+# figures), combined by the model's 1 : 2.5 to 426 and 539, a ratio 0.790, so d0
+# = 128 (1 - 0.790) / (2 x 0.790 - 1) = 46.2; FlashAttention-2 322 / 287 and
+# 370 / 318, 296 and 331, ratio 0.894, d0 = 17.2.  At 256 cuDNN's d0 gives
+# 1.153x the 128 rate, FlashAttention-3's own forward 746 / 646 = 1.155x.
+ATTENTION_REFERENCE_HEAD_DIM = 128.0
+ATTENTION_HEAD_DIM_D0 = 46.2
+FA2_HEAD_DIM_D0 = 17.2
+
+
+def head_dim_factor(width, d0):
+    """A fused-attention kernel's rate at per-head width ``width`` over its rate at
+    the reference head dimension 128: ``(w / (w + d0)) / (128 / (128 + d0))``."""
+    ref = ATTENTION_REFERENCE_HEAD_DIM
+    return (width / (width + d0)) * ((ref + d0) / ref)
+
+
+def flash_attention_seconds(x, flops, peak, head_width=None):
     """Seconds of a fused attention pass that executes ``flops``.
 
     ``flops`` are those the kernel runs: a causal kernel skips the masked
     score blocks, a sliding-window one those outside the band
-    (``jaxmodel.models.refined.layer.attention_keys``).
+    (``jaxmodel.models.refined.layer.attention_keys``).  ``head_width``: the
+    mean width of the two products per head (``d`` for GQA/MHA, ``(d_qk + d_v)
+    / 2`` for MLA), which scales the preset's fraction (``head_dim_factor``);
+    None: the reference width, 128.
     """
-    efficiency = jnp.where(whole(x.attention_kernel) == 1, x.fa2_attention_efficiency,
-                           x.attention_efficiency)
+    fa2 = whole(x.attention_kernel) == 1
+    efficiency = jnp.where(fa2, x.fa2_attention_efficiency, x.attention_efficiency)
+    if head_width is not None:
+        efficiency = efficiency * head_dim_factor(
+            head_width, jnp.where(fa2, FA2_HEAD_DIM_D0, ATTENTION_HEAD_DIM_D0))
     return flops / (peak * efficiency)
 
 
