@@ -34,14 +34,16 @@ run-seed: $(STAMP)
 # On a workstation `make test` runs the fast set (pyproject's addopts skip
 # `slow`); under CI (CI=true, as .ci/run is run) the same command runs everything.
 TEST_MARKS := $(if $(filter true,$(CI)),-m '',)
-# Tests run in TEST_WORKERS pytest-xdist processes: three on a 2-core machine,
-# because a worker often waits (on the jaxmodel processes, kills and browser a
-# test drives): in the full CI run on 2 workers the workers themselves used 98
-# CPU-minutes in 71 minutes, and one ran alone for the last 15; worksteal keeps each worker on a contiguous run
-# of tests, so tests of one module share that process's compiled programs.  A
-# worker that crashes fails only its test, which tests/conftest.py reruns once
-# in a fresh worker.
-TEST_WORKERS ?= 3
+# Tests run in TEST_WORKERS pytest-xdist processes.  The full run (CI) takes
+# three on a 2-core machine, because a worker often waits (on the jaxmodel
+# processes, kills and browser a test drives): in the full CI run on 2 workers
+# the workers themselves used 98 CPU-minutes in 71 minutes, and one ran alone
+# for the last 15.  The fast set keeps both cores busy with two: 147 s against
+# 168 s with three (2 cores, 2026-12-04, back to back).  worksteal keeps each
+# worker on a contiguous run of tests, so tests of one module share that
+# process's compiled programs.  A worker that crashes fails only its test, which
+# tests/conftest.py reruns once in a fresh worker.
+TEST_WORKERS ?= $(if $(filter true,$(CI)),3,2)
 # The 25 slowest tests are listed at the end, so a slow CI run says where it went.
 PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal --durations=25
 
