@@ -30,9 +30,10 @@ def _quick_xla_flags() -> str:
     return " ".join(flag(name, value) for name, value in QUICK_OPTIONS.items())
 
 
-if _quick_xla_flags() not in os.environ.get("XLA_FLAGS", ""):  # once: workers inherit it
+_QUICK_XLA_FLAGS = _quick_xla_flags()
+if _QUICK_XLA_FLAGS not in os.environ.get("XLA_FLAGS", ""):  # once: workers inherit it
     os.environ["XLA_FLAGS"] = " ".join(filter(None, (os.environ.get("XLA_FLAGS"),
-                                                     _quick_xla_flags())))
+                                                     _QUICK_XLA_FLAGS)))
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -9,12 +9,14 @@
 
 from types import SimpleNamespace
 
+import jax
 import pytest
 
 import jaxmodel
 from jaxmodel.collectives import gemm_efficiency
 from jaxmodel.models import presets
 from jaxmodel.models.refined import moe
+from jaxmodel.models.refined.rates import gemm_rates, gemm_seconds
 from jaxmodel.presets import apply_presets
 
 REFINED = jaxmodel.get_model("refined")
@@ -67,42 +69,45 @@ def test_grouped_gemm_slows_with_fewer_tokens_per_expert():
 # NVIDIA/TransformerEngine docs/examples/gemm_profiling/gemm_profiling.rst: a
 # B300, --pre-quantize (GEMM kernels only), the 12 GEMMs (forward, data and
 # weight gradient of QKV 4,096 x 12,288, output 4,096 x 4,096, FC1 4,096 x
-# 16,384, FC2 16,384 x 4,096) at 15,872 tokens: ms per layer.
-TE_B300_LAYER_MS = {"bf16": 13.102, "fp8": 6.812, "fp4": 3.764}
+# 16,384, FC2 16,384 x 4,096) at 15,872 tokens: ms per layer, by the model's
+# precision level (0 BF16, 1 per-tensor FP8, 2 MXFP8, 3 NVFP4).
+TE_B300_LAYER_MS = {0: 13.102, 1: 6.812, 2: 7.161, 3: 3.764}
+_TOKENS, _H, _F = 15872.0, 4096.0, 16384.0
+TE_LAYER_PASSES = tuple(p for m, n, k in ((_TOKENS, n, k) for n, k in (
+    (3 * _H, _H), (_H, _H), (_F, _H), (_H, _F))) for p in ((m, n, k), (m, k, n), (k, n, m)))
+# The ceiling input each precision level runs at (rates.low_precision_rate).
+CEILING = {0: "matmul_efficiency", 1: "fp8_matmul_efficiency", 3: "fp4_matmul_efficiency"}
 
 
-def _te_b300_layer_ms(precision, ceiling=None):
-    """The model's 12 GEMMs of TE's layer on the b300 preset, ms."""
-    v = {**REFINED.defaults, **apply_presets(REFINED, gpu="b300")}
-    peak, own, element = {"bf16": (v["compute_tflops"], v["matmul_efficiency"], 2.0),
-                          "fp8": (v["fp8_peak_tflops"], v["fp8_matmul_efficiency"], 1.0),
-                          "fp4": (v["fp4_peak_tflops"], v["fp4_matmul_efficiency"], 0.5)}[precision]
-    ceiling = own if ceiling is None else ceiling
-    tokens, seconds = 15872.0, 0.0
-    for k, n in ((4096.0, 12288.0), (4096.0, 4096.0), (4096.0, 16384.0), (16384.0, 4096.0)):
-        for mm, nn, kk in ((tokens, n, k), (tokens, k, n), (k, n, tokens)):
-            eff = gemm_efficiency(mm, nn, kk, ceiling=ceiling, peak_flops=peak * 1e12,
-                                  hbm_bytes_s=v["hbm_bandwidth_tb_s"] * 1e12 * v["hbm_efficiency"],
-                                  num_sms=v["num_sms"], bytes_per_element=element)
-            seconds += 2.0 * mm * nn * kk / (peak * 1e12 * float(eff))
-    return seconds * 1e3
+def te_b300_layer_ms(precision, **changes):
+    """The refined model's time for TE's 12 GEMMs on the b300 preset at
+    ``precision`` (``changes``: inputs replaced), ms: its own GEMM rates
+    (``rates.gemm_rates`` and ``gemm_seconds``, the shape model on)."""
+    values = {**REFINED.defaults, **apply_presets(REFINED, gpu="b300"),
+              "precision": precision, **changes}
+    x = SimpleNamespace(**values)
+    with jax.enable_x64(True):
+        r = gemm_rates(x, x.hbm_bandwidth_tb_s * 1e12 * x.hbm_efficiency)
+        return 1e3 * sum(float(gemm_seconds(r, *p, True)) for p in TE_LAYER_PASSES)
 
 
 def test_b300_bf16_layer_gemms_within_a_tenth_of_transformer_engines_kernels():
     # The bf16 ceiling is MAMF's burst (not TE's figure): 12.3 ms against 13.1.
-    assert _te_b300_layer_ms("bf16") == pytest.approx(TE_B300_LAYER_MS["bf16"], rel=0.10)
+    assert te_b300_layer_ms(0) == pytest.approx(TE_B300_LAYER_MS[0], rel=0.10)
 
 
-@pytest.mark.parametrize("precision", ["fp8", "fp4"])
+@pytest.mark.parametrize("precision", [1, 3])
 def test_the_ultra_fp4_ratio_is_te_s_b300_kernels_through_the_shape_model(precision):
     # The ceiling at which the shape model takes TE's time (bisection), as
     # presets.TE_B300_LAYER_CEILINGS records it; FP8's lies near MAMF's burst 0.745.
     low, high = 0.05, 1.5
     for _ in range(50):
         mid = 0.5 * (low + high)
-        low, high = (mid, high) if _te_b300_layer_ms(precision, mid) > TE_B300_LAYER_MS[
-            precision] else (low, mid)
-    assert mid == pytest.approx(presets.TE_B300_LAYER_CEILINGS[precision], abs=0.0015)
+        slower = te_b300_layer_ms(precision, **{CEILING[precision]: mid}) > TE_B300_LAYER_MS[
+            precision]
+        low, high = (mid, high) if slower else (low, mid)
+    name = {1: "fp8", 3: "fp4"}[precision]
+    assert mid == pytest.approx(presets.TE_B300_LAYER_CEILINGS[name], abs=0.0015)
     assert presets.GPUS["b300"].values["fp4_matmul_efficiency"] == pytest.approx(
         presets.FP8_SUSTAINED["b300"] * 0.470 / 0.725, abs=0.001)
 

@@ -2,9 +2,7 @@
 
 import json
 import math
-from types import SimpleNamespace
 
-import jax
 import pytest
 from typer.testing import CliRunner
 
@@ -333,25 +331,14 @@ def test_block_scaled_fp8_on_blackwell_runs_at_the_measured_ratio():
     # only): the 12 GEMMs of a layer of hidden 4,096, FFN 16,384 at 15,872 tokens
     # take 6.812 ms per-tensor FP8 and 7.161 ms MXFP8.  Every Blackwell preset runs
     # block-scaled FP8 at that ratio of its FP8 ceiling; the others at 1.
-    from jaxmodel.models.refined.rates import gemm_rates, gemm_seconds
+    from test_moe_fidelity import te_b300_layer_ms
 
     for name, preset in GPUS.items():
         expected = 6.812 / 7.161 if name in ("b200", "b300", "gb200-nvl72", "gb300-nvl72") else 1
         assert preset.values["mxfp8_matmul_ratio"] == pytest.approx(expected, abs=5e-4), name
     # The refined model's time for those GEMMs on the B300 preset (its shape model
     # adds the same operand bytes to both) keeps the measured ratio within 1%.
-    values = {**REFINED.defaults, **GPUS["b300"].values}
-    m, h, f = 15872, 4096, 16384
-    shapes = [(m, n, k) for n, k in ((3 * h, h), (h, h), (f, h), (h, f))]
-    passes = [p for a, b, c in shapes for p in ((a, b, c), (a, c, b), (c, b, a))]
-
-    def layer_seconds(precision):
-        x = SimpleNamespace(**{**values, "precision": precision})
-        with jax.enable_x64(True):
-            rates = gemm_rates(x, x.hbm_bandwidth_tb_s * 1e12 * x.hbm_efficiency)
-            return sum(float(gemm_seconds(rates, *p, True)) for p in passes)
-
-    assert layer_seconds(2) / layer_seconds(1) == pytest.approx(7.161 / 6.812, rel=0.01)
+    assert te_b300_layer_ms(2) / te_b300_layer_ms(1) == pytest.approx(7.161 / 6.812, rel=0.01)
 
 
 @pytest.mark.parametrize("name, shape", [

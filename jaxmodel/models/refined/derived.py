@@ -191,13 +191,14 @@ def derive(x) -> Derived:
     d = jnp.maximum(d_i, 1).astype(fdt)
     t = x.tensor_parallel
     hbm_rate = x.hbm_bandwidth_tb_s * 1e12 * x.hbm_efficiency
+    bf16_share = bf16_layer_share(x)
     return Derived(
         fdt=fdt, n_i=n_i, t_i=t_i, p_i=p_i, c_i=c_i, v_i=v_i, m_i=m_i, d_i=d_i,
         used_i=used_i, tokens_i=tokens_i, schedule=schedule, zero_i=zero_i,
         well_formed=well_formed, recompute=recompute, full=full, selective=selective, op_sac=op_sac,
         sp=sp, flash=x.flash_attention, fp8=low_precision_gemms(x),
-        cast_bytes=cast_bytes_per_element(x) * (1.0 - bf16_layer_share(x)),
-        bf16_share=bf16_layer_share(x), one_stage=one_stage,
+        cast_bytes=cast_bytes_per_element(x) * (1.0 - bf16_share),
+        bf16_share=bf16_share, one_stage=one_stage,
         pp_active=1.0 - one_stage, has_mid=(p_i >= 3).astype(fdt),
         d=d, t=t, c=x.context_parallel, p=x.pipeline_parallel, v=x.virtual_stages,
         m=x.gradient_accum_steps, b=x.micro_batch, s=x.seq_length, h=x.hidden_dim,
