@@ -321,6 +321,11 @@ def test_gpu_presets_run_the_sustained_low_precision_ceilings():
     assert values["b200"]["fp4_matmul_efficiency"] == pytest.approx(7627.6 / 10000, abs=5e-4)
     assert values["b300"]["fp4_matmul_efficiency"] == pytest.approx(
         0.745 * 2906.9 / 3615.6 * 0.470 / 0.725, abs=1e-3)
+    # GB300 is B300's die (Blackwell Ultra): B300's MAMF bf16 1769.0 / 2250 and its
+    # FP8 and FP4 ceilings, not GB200's 0.729 / 0.581 / 0.763.
+    for column in ("matmul_efficiency", "fp8_matmul_efficiency", "fp4_matmul_efficiency"):
+        assert values["gb300-nvl72"][column] == values["b300"][column], column
+    assert values["gb300-nvl72"]["matmul_efficiency"] == pytest.approx(1769.0 / 2250, abs=5e-4)
     assert values["h100-sxm"]["fp4_matmul_efficiency"] == values["h100-sxm"]["matmul_efficiency"]
     assert values["h100-sxm"]["fp4_peak_tflops"] == 0
     assert values["a100-80gb-sxm"]["fp8_peak_tflops"] == 0
