@@ -24,6 +24,11 @@ from dataclasses import dataclass, field
 
 from jaxmodel.errors import InputError, closest
 from jaxmodel.models import Model, get_model
+from jaxmodel.models.refined.rates import (
+    ATTENTION_HEAD_DIM_D0,
+    ATTENTION_REFERENCE_HEAD_DIM,
+    softmax_d0,
+)
 
 
 @dataclass(frozen=True)
@@ -196,6 +201,53 @@ _ATTN_BLACKWELL = _attention(1613 / 1.3 / 2250, 1613 / 1.3 / 2250 * 518 / 600)
 _ATTN_MI300X = round(328.6 / 1307.4, 3)
 _FA2_H100 = _attention(333 / 989, 318 / 989)
 
+# Tensor-core FLOPs per exponential (mma_per_exponential): a fused attention
+# kernel's softmax costs each score element an exponential on the SM's
+# special-function units (MUFU.EX2) beside the 4 d FLOPs of its two products,
+# and the refined model counts that cost in tensor-core FLOPs
+# (jaxmodel.models.refined.rates.softmax_d0: fitted on H100), so it scales with
+# each architecture's dense bf16 FLOPs over exponentials, per SM and clock:
+# - A100: 2,048 / 16 = 128 (A100 architecture whitepaper: 1,024 dense bf16 FMA
+#   a clock an SM, 16 special-function units an SM);
+# - Hopper (H100, H800, H200): 4,096 / 16 = 256 (FlashAttention-3 paper, sec. 3:
+#   "989 TFLOPS of FP16 matmul but only 3.9 TFLOPS of special functions");
+# - Blackwell (B200, GB200): 8,192 / 16 = 512 (FlashAttention-4, Zadouri et al.
+#   2026, and Together AI's post on it: bf16 tensor-core throughput 1 -> 2.25
+#   PFLOP/s from H100 to B200, the exponential unit "at 16 operations per clock
+#   per SM", unchanged);
+# - Blackwell Ultra (B300, GB300): 8,192 / 32 = 256 (NVIDIA technical blog,
+#   "Making Softmax More Efficient with NVIDIA Blackwell Ultra", 2026: twice
+#   Blackwell's SFU throughput for MUFU.EX2).
+# AMD's CDNA 3 and 4 keep the model's default, Hopper's ratio: no figure for
+# their transcendental rate was found.
+MMA_PER_EXPONENTIAL: dict[str, float] = {
+    "a100-40gb-sxm": 128.0, "a100-80gb-sxm": 128.0, "h100-sxm": 256.0,
+    "h100-96gb-500w": 256.0, "h800": 256.0, "h200": 256.0, "b200": 512.0, "b300": 256.0,
+    "gb200-nvl72": 512.0, "gb300-nvl72": 256.0,
+}
+
+
+def _fewer_exponentials(efficiency: float, ratio_from: float, ratio_to: float) -> float:
+    """A fused-attention fraction at head dim 128 measured on one GPU, on a GPU
+    of the same tensor cores with more exponential units: the softmax part
+    ``softmax_d0`` shrinks from ``ratio_from`` to ``ratio_to`` FLOPs an
+    exponential, ``e (128 + d0_from) / (128 + d0_to)``."""
+    ref = ATTENTION_REFERENCE_HEAD_DIM
+    d0_from = softmax_d0(ATTENTION_HEAD_DIM_D0, ratio_from)
+    d0_to = softmax_d0(ATTENTION_HEAD_DIM_D0, ratio_to)
+    return round(efficiency * (ref + d0_from) / (ref + d0_to), 3)
+
+
+# Blackwell Ultra runs B200's measured cuDNN attention with half the
+# exponential time: 0.495 x (128 + 92.4) / (128 + 46.2) = 0.626.  Checked, not
+# fitted: NVIDIA's softmax post measures GB300 at about 1.35x GB200's FP8
+# forward attention throughput on DeepSeek-V3's MLA (head widths 192 and 128,
+# mean 160); the same arithmetic at FP8's doubled tensor rate (1,024 and 512
+# FLOPs an exponential, d0 184.8 and 92.4) gives (160 + 184.8) / (160 + 92.4)
+# = 1.366.
+_ATTN_ULTRA = _fewer_exponentials(_ATTN_BLACKWELL, MMA_PER_EXPONENTIAL["b200"],
+                                  MMA_PER_EXPONENTIAL["b300"])
+
 
 def _datasheet_memory_gb(gib: float) -> float:
     """GPU memory in GB (1e9 bytes) from the datasheet's "GB", which are GiB.
@@ -364,12 +416,14 @@ GPUS: dict[str, Preset] = {p.name: p for p in (
          "PFLOP/s dense per GPU, NVLink 5 1.8 TB/s, ConnectX-8 800 Gb/s per GPU; 160 SMs "
          "(NVIDIA technical blog 'Inside NVIDIA Blackwell Ultra', 2025). Measured: MAMF "
          "bf16 1769.0 of 2250 (Bekman, MAMF table); NVLink 5 ring bus bandwidth 679.6 of "
-         "900 GB/s (Azure, ND GB200 v6). Assumed: the B200's attention (Blackwell Ultra "
-         "doubles the exponential units, so this is conservative) and HBM fractions, the "
+         "900 GB/s (Azure, ND GB200 v6). Derived: the B200's attention with the exponential "
+         "time halved (Blackwell Ultra doubles MUFU.EX2 throughput: NVIDIA, 'Making Softmax "
+         "More Efficient with NVIDIA Blackwell Ultra'), 0.495 -> 0.626. Assumed: the "
+         "B200's HBM fraction, the "
          "NDR per-NIC fraction for ConnectX-8, latencies within NCCL's cost model",
          tflops=2250, sms=160, mamf=_MAMF_B300, memory_gb=288,
          hbm_tb_s=8.0, nvlink_gb_s=900, network_gb_s=100, per_node=8,
-         rates=_rates(attention=_ATTN_BLACKWELL, hbm=_HBM_H200, intra=_NVLINK5)),
+         rates=_rates(attention=_ATTN_ULTRA, hbm=_HBM_H200, intra=_NVLINK5)),
     _gpu("gb200-nvl72", "NVIDIA GB200 NVL72: 72 Blackwell GPUs in one NVLink domain",
          "NVIDIA GB200 NVL72 datasheet (2024): 72 GPUs, 360 PFLOP/s bf16 and 720 PFLOP/s "
          "FP8 with sparsity (2.5 and 5 PFLOP/s dense per GPU), 13.4 TB HBM3e (186 GB per "
@@ -389,11 +443,12 @@ GPUS: dict[str, Preset] = {p.name: p for p in (
          "per GPU; gpus_per_node is the NVLink domain (72); 160 SMs. Measured: NVLink 5 "
          "ring bus bandwidth 679.6 of 900 GB/s (Azure, ND GB200 v6). Assumed: the B300's "
          "MAMF fractions (bf16 0.786, FP8 0.745: the same Blackwell Ultra die and kernels; "
-         "no GB300 MAMF is published), the B200's attention and HBM fractions, the NDR "
+         "no GB300 MAMF is published) and attention (B200's with the exponential time "
+         "halved, 0.626), the B200's HBM fraction, the NDR "
          "per-NIC fraction for ConnectX-8, latencies within NCCL's cost model",
          tflops=2500, sms=160, mamf=_MAMF_B300, memory_gb=288,
          hbm_tb_s=8.0, nvlink_gb_s=900, network_gb_s=100, per_node=72,
-         rates=_rates(attention=_ATTN_BLACKWELL, hbm=_HBM_H200, intra=_NVLINK5)),
+         rates=_rates(attention=_ATTN_ULTRA, hbm=_HBM_H200, intra=_NVLINK5)),
     _gpu("mi300x", "AMD Instinct MI300X 192 GB, 8-GPU platform (400 Gb/s per GPU)",
          "AMD Instinct MI300X datasheet (2023): 1,307.4 TFLOP/s bf16 dense, 2,614.9 FP8 "
          "dense, 192 GB HBM3, 5.3 TB/s, 304 compute units, Infinity Fabric 7 x 64 GB/s "
@@ -534,6 +589,8 @@ NODE_POWER_W: dict[str, float] = {
 for _name, _preset in GPUS.items():
     _preset.values.update(gpu_power_w=float(BOARD_POWER_W[_name]),
                           node_power_w=NODE_POWER_W[_name])
+    if _name in MMA_PER_EXPONENTIAL:
+        _preset.values["mma_per_exponential"] = MMA_PER_EXPONENTIAL[_name]
 
 # The low-precision ceilings the presets run (fp8_ / fp4_matmul_efficiency):
 # the sustained ones, since a training step is sustained load and Blackwell

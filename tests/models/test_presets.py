@@ -204,6 +204,25 @@ def test_attention_combines_the_measured_forward_and_backward():
         assert values["attention_efficiency"] < values["matmul_efficiency"], name
 
 
+def test_blackwell_ultra_attention_is_b200_s_with_half_the_exponential_time():
+    # FLOPs per exponential per SM and clock: Hopper 4,096 / 16, Blackwell 8,192 / 16,
+    # Blackwell Ultra 8,192 / 32 (twice the MUFU.EX2 rate).  The softmax part d0 = 46.2
+    # (fitted on H100) is 92.4 on B200 and 46.2 again on the Ultra, so at head dim
+    # 128 the Ultra runs B200's kernel at (128 + 92.4) / (128 + 46.2) = 1.2652x.
+    assert [GPUS[n].values["mma_per_exponential"] for n in ("h100-sxm", "b200", "b300")] == [
+        4096 / 16, 8192 / 16, 8192 / 32]
+    b200 = GPUS["b200"].values["attention_efficiency"]
+    for name in ("b300", "gb300-nvl72"):
+        assert GPUS[name].values["attention_efficiency"] == pytest.approx(
+            b200 * 220.4 / 174.2, abs=5e-4)
+        assert GPUS[name].values["mma_per_exponential"] == 256.0
+    assert GPUS["gb200-nvl72"].values["mma_per_exponential"] == 512.0
+    # NVIDIA's softmax post measures GB300 at about 1.35x GB200's FP8 forward attention
+    # on DeepSeek-V3's MLA (mean head width (192 + 128) / 2 = 160); FP8 doubles the
+    # tensor rate, 1,024 and 512 FLOPs an exponential: d0 184.8 and 92.4.
+    assert (160 + 184.8) / (160 + 92.4) == pytest.approx(1.35, abs=0.02)
+
+
 @pytest.mark.parametrize("name, stream_tb_s, peak", [
     # Azure/AI-benchmarking-guide: STREAM Copy, Mul, Add, Triad (TB/s).
     ("h100-sxm", (2.90, 2.90, 2.97, 2.97), 3.35),

@@ -856,6 +856,23 @@ def test_a_small_head_runs_fused_attention_slower_per_flop():
     assert run(attention_efficiency=0.8, **wide)["step_time_ms"] > at_peak
 
 
+def test_a_gpu_with_fewer_exponential_units_per_flop_runs_small_heads_slower():
+    # The softmax part d0 is counted in tensor-core FLOPs, so on a GPU with 512
+    # FLOPs an exponential (Blackwell: 8,192 / 16 per SM and clock) it is twice
+    # Hopper's 256: d0 = 2 x 46.2 = 92.4, and 16 heads of 64 run the kernel at
+    # (64 / 156.4) / (128 / 220.4) = 0.7046 of its head-dim-128 rate (0.790 on
+    # Hopper).  At the reference width 128 the ratio changes nothing.
+    assert run(mma_per_exponential=512.0)["step_time_ms"] == approx(run()["step_time_ms"])
+    small = {"num_heads": 16, "num_kv_heads": 16}
+    for ratio, d0 in ((512.0, 92.4), (128.0, 23.1)):
+        rate = (64 / (64 + d0)) / (128 / (128 + d0))
+        base = run(mma_per_exponential=ratio)
+        step = run(mma_per_exponential=ratio, **small)
+        extra_us = (1 + 2 + 0.5) * ATTN_FWD_US * 4 * 4 * (1 + 1 / 4) * (1 / rate - 1)
+        assert (step["step_time_ms"] - base["step_time_ms"]) * 1e3 == approx(extra_us)
+    assert (64 / 156.4) / (128 / 220.4) == pytest.approx(0.7046, abs=1e-4)
+
+
 def test_hopper_flashattention2_efficiency_from_the_fa3_paper():
     # Shah et al. 2024, FlashAttention-2's bars at head dim 128, 8K on H100:
     # forward with the causal mask 333 (Fig. 5), backward 318 TFLOP/s (Fig. 6);

@@ -235,6 +235,10 @@ INPUTS: tuple[InputField, ...] = (
     InputField("fa2_attention_efficiency", "fraction", "achievable fraction of the bf16 peak "
                "in FlashAttention-2's kernels, forward and backward (attention_kernel 1)",
                False, 0.0, False, 0.326, 1.0),
+    InputField("mma_per_exponential", "FLOP/exp", "the GPU's tensor-core bf16 FLOPs per "
+               "exponential of its special-function units, per SM and clock (Hopper 4,096 / "
+               "16 = 256): a fused attention kernel's softmax cost per score element in "
+               "units of its matrix products", False, 0.0, False, 256.0, None),
     switch("attention_kernel", "fused attention kernel: 0 the GPU's fastest (cuDNN / "
             "FlashAttention-3, Transformer Engine's; attention_efficiency), 1 "
             "FlashAttention-2 (PyTorch SDPA's flash backend; fa2_attention_efficiency)", 0),

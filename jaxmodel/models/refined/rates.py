@@ -137,9 +137,23 @@ def gemm_seconds(r: GemmRates, m, n, k, low_precision: bool):
 # = 128 (1 - 0.790) / (2 x 0.790 - 1) = 46.2; FlashAttention-2 322 / 287 and
 # 370 / 318, 296 and 331, ratio 0.894, d0 = 17.2.  At 256 cuDNN's d0 gives
 # 1.153x the 128 rate, FlashAttention-3's own forward 746 / 646 = 1.155x.
+#
+# The softmax part is the exponential each score element takes on the SM's
+# special-function units (MUFU.EX2) and the work around it, so d0, counted in
+# the tensor cores' FLOPs, grows with the GPU's ratio of tensor-core FLOPs to
+# exponentials per SM and clock (``mma_per_exponential``): the figures above are
+# H100's, 4,096 / 16 = 256 (the paper, sec. 3: "989 TFLOPS of FP16 matmul but
+# only 3.9 TFLOPS of special functions").  The GPU presets give the ratio.
 ATTENTION_REFERENCE_HEAD_DIM = 128.0
 ATTENTION_HEAD_DIM_D0 = 46.2
 FA2_HEAD_DIM_D0 = 17.2
+HOPPER_MMA_PER_EXPONENTIAL = 256.0
+
+
+def softmax_d0(d0, mma_per_exponential):
+    """A kernel's softmax part ``d0`` (fitted on H100) on a GPU whose tensor cores
+    do ``mma_per_exponential`` FLOPs per exponential: ``d0 x ratio / 256``."""
+    return d0 * mma_per_exponential / HOPPER_MMA_PER_EXPONENTIAL
 
 
 def head_dim_factor(width, d0):
@@ -156,15 +170,16 @@ def flash_attention_seconds(x, flops, peak, head_width=None):
     score blocks, a sliding-window one those outside the band
     (``jaxmodel.models.refined.layer.attention_keys``).  ``head_width``: the
     mean width of the two products per head (``d`` for GQA/MHA, ``(d_qk + d_v)
-    / 2`` for MLA), which scales the preset's fraction (``head_dim_factor``);
-    None: the reference width, 128.
+    / 2`` for MLA), which scales the preset's fraction (``head_dim_factor``,
+    with the GPU's ``softmax_d0``); None: the reference width, 128.
     """
     fa2 = whole(x.attention_kernel) == 1
     efficiency = jnp.where(fa2, x.fa2_attention_efficiency, x.attention_efficiency)
     if head_width is not None:
         # A wide head can raise a fraction near 1 past the peak; no kernel runs faster.
-        efficiency = jnp.minimum(efficiency * head_dim_factor(
-            head_width, jnp.where(fa2, FA2_HEAD_DIM_D0, ATTENTION_HEAD_DIM_D0)), 1.0)
+        d0 = softmax_d0(jnp.where(fa2, FA2_HEAD_DIM_D0, ATTENTION_HEAD_DIM_D0),
+                        x.mma_per_exponential)
+        efficiency = jnp.minimum(efficiency * head_dim_factor(head_width, d0), 1.0)
     return flops / (peak * efficiency)
 
 
