@@ -121,8 +121,13 @@ class Preset:
 # the sequence (518, 529, 539 at 4k, 8k, 16k), so its 8k figure would not
 # hold for the 16K-128K rows: attention_efficiency keeps the unmasked one.
 # MI300X's attention_efficiency above is already FlashAttention-2's.
-# Blackwell's and MI355X's FlashAttention-2 speeds are not published: their
-# presets keep their attention_efficiency (assumed).
+# Blackwell: the same Azure harness on a GB200 (ND_GB200_v6_results.md, head
+# dim 128, batch 2, sequence 8192, fwd + bwd) gives 373.9 TFLOP/s, 0.150 of its
+# 2,500: FlashAttention-2 runs Ampere's mma.sync path, not Blackwell's tcgen05
+# tensor cores, so it is barely faster than on H100 (327.9).  B200, B300 and
+# GB300 take that fraction (the same kernel on the same kind of SM; assumed).
+# MI355X's FlashAttention-2 speed is not published: its preset keeps its
+# attention_efficiency (assumed).
 #
 # HBM (hbm_efficiency): the mean of the four STREAM kernels Copy, Scale (Mul),
 # Add and Triad (Dot is a reduction) over the datasheet bandwidth;
@@ -200,6 +205,7 @@ _ATTN_H100 = _attention(600 / 989, 518 / 989)
 _ATTN_BLACKWELL = _attention(1613 / 1.3 / 2250, 1613 / 1.3 / 2250 * 518 / 600)
 _ATTN_MI300X = round(328.6 / 1307.4, 3)
 _FA2_H100 = _attention(333 / 989, 318 / 989)
+_FA2_BLACKWELL = round(373.9 / 2500, 3)
 
 # Tensor-core FLOPs per exponential (mma_per_exponential): a fused attention
 # kernel's softmax costs each score element an exponential on the SM's
@@ -403,13 +409,15 @@ GPUS: dict[str, Preset] = {p.name: p for p in (
          "TFLOP/s (FlashAttention-4 paper: 1613 = 1.3 x cuDNN); NVLink 5 ring bus "
          "bandwidth 679.6 of 900 GB/s (Azure AI-benchmarking-guide, ND GB200 v6); 46-48 of "
          "50 GB/s per NDR NIC (nccl-tests issue 290). Assumed: attention backward at "
-         "H100's cuDNN backward/forward ratio; HBM at the H200's measured HBM3e fraction "
+         "H100's cuDNN backward/forward ratio; FlashAttention-2 at GB200's 373.9 of 2500 "
+         "TFLOP/s (Azure, ND GB200 v6); HBM at the H200's measured HBM3e fraction "
          "(no B200 STREAM figure is published; ProjectPhysX OpenCL-Benchmark's coalesced "
          "read 6.67 and write 6.50 TB/s on a B200, 0.87 and 0.84 of 7.7, bracket it); "
          "latencies within NCCL's cost model",
          tflops=2250, sms=148, mamf=0.776, memory_gb=180,
          hbm_tb_s=7.7, nvlink_gb_s=900, network_gb_s=50, per_node=8,
-         rates=_rates(attention=_ATTN_BLACKWELL, hbm=_HBM_H200, intra=_NVLINK5)),
+         rates=_rates(attention=_ATTN_BLACKWELL, hbm=_HBM_H200, intra=_NVLINK5,
+                      fa2=_FA2_BLACKWELL)),
     _gpu("b300", "NVIDIA B300 (Blackwell Ultra) 288 GB, HGX B300 node (8 x 800 Gb/s)",
          "NVIDIA HGX B300 datasheet (2025): 8 GPUs, 2.3 TB HBM3e (288 GB each), 8 TB/s per "
          "GPU, 72 PFLOP/s FP8 training for 8 GPUs (sparse: 4.5 dense per GPU), bf16 2.25 "
@@ -419,11 +427,12 @@ GPUS: dict[str, Preset] = {p.name: p for p in (
          "900 GB/s (Azure, ND GB200 v6). Derived: the B200's attention with the exponential "
          "time halved (Blackwell Ultra doubles MUFU.EX2 throughput: NVIDIA, 'Making Softmax "
          "More Efficient with NVIDIA Blackwell Ultra'), 0.495 -> 0.626. Assumed: the "
-         "B200's HBM fraction, the "
+         "B200's HBM fraction, GB200's FlashAttention-2 fraction (0.150), the "
          "NDR per-NIC fraction for ConnectX-8, latencies within NCCL's cost model",
          tflops=2250, sms=160, mamf=_MAMF_B300, memory_gb=288,
          hbm_tb_s=8.0, nvlink_gb_s=900, network_gb_s=100, per_node=8,
-         rates=_rates(attention=_ATTN_ULTRA, hbm=_HBM_H200, intra=_NVLINK5)),
+         rates=_rates(attention=_ATTN_ULTRA, hbm=_HBM_H200, intra=_NVLINK5,
+                      fa2=_FA2_BLACKWELL)),
     _gpu("gb200-nvl72", "NVIDIA GB200 NVL72: 72 Blackwell GPUs in one NVLink domain",
          "NVIDIA GB200 NVL72 datasheet (2024): 72 GPUs, 360 PFLOP/s bf16 and 720 PFLOP/s "
          "FP8 with sparsity (2.5 and 5 PFLOP/s dense per GPU), 13.4 TB HBM3e (186 GB per "
@@ -431,11 +440,13 @@ GPUS: dict[str, Preset] = {p.name: p for p in (
          "400 Gb/s ConnectX-7 per GPU; gpus_per_node is the NVLink domain (72); 148 SMs. "
          "Measured: MAMF bf16 1822.0 of 2500 (Bekman, MAMF table); NVLink 5 ring bus "
          "bandwidth 679.6 of 900 GB/s (Azure AI-benchmarking-guide, ND GB200 v6); 46-48 "
-         "of 50 GB/s per NDR NIC (nccl-tests issue 290). Assumed: the B200's attention "
+         "of 50 GB/s per NDR NIC (nccl-tests issue 290); FlashAttention-2 fwd + bwd 373.9 "
+         "TFLOP/s (Azure, ND GB200 v6, head dim 128, 8K). Assumed: the B200's attention "
          "and HBM fractions, latencies within NCCL's cost model",
          tflops=2500, sms=148, mamf=0.729, memory_gb=186,
          hbm_tb_s=8.0, nvlink_gb_s=900, network_gb_s=50, per_node=72,
-         rates=_rates(attention=_ATTN_BLACKWELL, hbm=_HBM_H200, intra=_NVLINK5)),
+         rates=_rates(attention=_ATTN_BLACKWELL, hbm=_HBM_H200, intra=_NVLINK5,
+                      fa2=_FA2_BLACKWELL)),
     _gpu("gb300-nvl72", "NVIDIA GB300 NVL72: 72 Blackwell Ultra GPUs in one NVLink domain",
          "NVIDIA GB300 NVL72 datasheet (2025): 72 GPUs, 360 PFLOP/s bf16 and 720 PFLOP/s "
          "FP8 with sparsity (2.5 and 5 dense per GPU), up to 21 TB HBM3e (288 GB per "
@@ -444,11 +455,12 @@ GPUS: dict[str, Preset] = {p.name: p for p in (
          "ring bus bandwidth 679.6 of 900 GB/s (Azure, ND GB200 v6). Assumed: the B300's "
          "MAMF fractions (bf16 0.786, FP8 0.745: the same Blackwell Ultra die and kernels; "
          "no GB300 MAMF is published) and attention (B200's with the exponential time "
-         "halved, 0.626), the B200's HBM fraction, the NDR "
+         "halved, 0.626), the B200's HBM fraction, GB200's FlashAttention-2 fraction, the NDR "
          "per-NIC fraction for ConnectX-8, latencies within NCCL's cost model",
          tflops=2500, sms=160, mamf=_MAMF_B300, memory_gb=288,
          hbm_tb_s=8.0, nvlink_gb_s=900, network_gb_s=100, per_node=72,
-         rates=_rates(attention=_ATTN_ULTRA, hbm=_HBM_H200, intra=_NVLINK5)),
+         rates=_rates(attention=_ATTN_ULTRA, hbm=_HBM_H200, intra=_NVLINK5,
+                      fa2=_FA2_BLACKWELL)),
     _gpu("mi300x", "AMD Instinct MI300X 192 GB, 8-GPU platform (400 Gb/s per GPU)",
          "AMD Instinct MI300X datasheet (2023): 1,307.4 TFLOP/s bf16 dense, 2,614.9 FP8 "
          "dense, 192 GB HBM3, 5.3 TB/s, 304 compute units, Infinity Fabric 7 x 64 GB/s "
