@@ -258,6 +258,42 @@ def test_zero1_param_gather_overlap():
     assert hidden["dp_allreduce_ms"] == approx(128.45056e-3)
 
 
+def test_interleaved_chunks_gather_and_reduce_one_after_another():
+    # ZeRO-1 over d = 2 in the node with NVLink at 1e10 B/s: reduce-scatter and
+    # all-gather 1/2 x 2 B x 2 P_GPU / 1e10 = 1284.5056 us each; dp_overlap 0 leaves
+    # the reduce-scatter exposed, param_gather_overlap 1 hides the gather behind
+    # forward passes.  One chunk (v = 1): behind the stage's forward pass of one
+    # micro-batch, 415.06832384 us (test_zero1_param_gather_overlap).
+    dp = dict(num_gpus=16, zero_stage=1, param_gather_overlap=1.0, link_bandwidth_gb_s=10.0)
+    gather, stage_f = 1284.5056, 415.06832384
+    one = run(**dp)
+    assert one["dp_allreduce_ms"] * 1e3 == approx(gather + gather - stage_f)
+    # Two chunks (v = 2, interleaved 1F1B): each gathers its half of the weights
+    # before its first forward pass; chunk 1's first pass comes p = 2 chunk passes
+    # (207.53416192 us each) after chunk 0's, so the queue hides (1 x 2 + 1) chunk
+    # passes of the whole, or the last chunk's half beyond its own pass:
+    # max(642.2528 - 207.53416192, 1284.5056 - 3 x 207.53416192) = 661.90311424.
+    chunk_f = stage_f / 2
+    two = run(**dp, virtual_stages=2)
+    exposed = max(gather / 2 - chunk_f, gather - 3 * chunk_f)
+    assert exposed == pytest.approx(661.90311424)
+    assert two["dp_allreduce_ms"] * 1e3 == approx(gather + exposed)
+    # The reduce-scatter the same way behind the backward passes, dp_overlap 1 and
+    # param_gather_overlap 0.  The backward window of a micro-batch is the backward
+    # share of a layer's FLOPs, 1 - (GEMM + attention forward) / (3 GEMM + 3.5
+    # attention), of the last stage's 1,269.825536 us: 856.393966 us; a chunk's half.
+    fwd = GEMM_FWD_US + ATTN_FWD_US
+    backward = (1 - fwd / (3 * GEMM_FWD_US + 3.5 * ATTN_FWD_US)) * 1269.825536
+    assert backward == pytest.approx(856.393966, abs=1e-6)
+    dp = dict(dp, param_gather_overlap=0.0, dp_overlap=1.0)
+    assert run(**dp)["dp_allreduce_ms"] * 1e3 == approx(gather + gather - backward)
+    chunk_b = backward / 2
+    exposed = max(gather / 2 - chunk_b, gather - 3 * chunk_b)
+    # max(642.2528 - 428.19698, 1284.5056 - 1284.59095): the last chunk's half shows.
+    assert exposed == pytest.approx(214.0558169, abs=1e-6)
+    assert run(**dp, virtual_stages=2)["dp_allreduce_ms"] * 1e3 == approx(gather + exposed)
+
+
 # --- Precision ----------------------------------------------------------------------
 
 # Every low precision at 2 x the bf16 peak and the same ceiling (1.0), so the

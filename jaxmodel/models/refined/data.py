@@ -27,7 +27,13 @@
   micro-batch, so a fraction ``dp_overlap`` of that window hides the
   all-reduce (or the reduce-scatter); ``param_gather_overlap`` of a forward
   pass hides the ZeRO weight all-gather (Megatron-LM ``--overlap-grad-reduce``,
-  ``--overlap-param-gather``).  The bucket that holds the input embedding
+  ``--overlap-param-gather``).  Under interleaved 1F1B each of the ``v``
+  model chunks reduces its gradients once its own last backward pass is done
+  and gathers its weights before its own first forward pass (Megatron-Core's
+  ``forward_backward_pipelining_with_interleaving`` calls ``grad_sync_func``
+  and ``param_sync_func`` per chunk), ``p`` chunk passes apart, so the
+  collective is a queue of ``v`` parts behind ``(v - 1) p + 1`` chunk passes
+  (``staggered``).  The bucket that holds the input embedding
   (``dp_bucket_params``; Megatron-Core's default ``max(40M, 1M x d)``
   parameters) reduces only after the backward pass ends and is gathered before
   the forward pass: it cannot hide.
@@ -46,6 +52,7 @@ from __future__ import annotations
 
 from jaxmodel.collectives import all_gather, all_reduce, contention_growth, reduce_scatter
 from jaxmodel.deferred import jnp
+from jaxmodel.models.common import whole
 from jaxmodel.models.refined import moe
 from jaxmodel.models.refined.rates import BF16
 from jaxmodel.numerics import positive_part
@@ -82,6 +89,17 @@ _GRAD_PASSES = 4.0
 # (DistributedDataParallelConfig.bucket_size: "larger DP sizes need larger
 # buckets to ensure collectives do not become latency-bound").
 _BUCKET_PARAMS_PER_RANK = 1e6
+
+
+def staggered(comm, chunks, p, hidden):
+    """Exposed seconds of a once-a-step collective of ``comm`` seconds split over
+    ``chunks`` model chunks whose windows open one after another, ``p`` chunk
+    passes apart, each pass hiding ``hidden`` seconds of it: one queue on the
+    link, so what shows is the larger of the last chunk's share beyond its own
+    pass and the whole beyond all the passes, ``max(comm / v - w, comm - ((v - 1)
+    p + 1) w)``; one chunk (v = 1): ``comm - w``."""
+    return positive_part(jnp.maximum(comm / chunks - hidden,
+                                     comm - ((chunks - 1.0) * p + 1.0) * hidden))
 
 
 def dp_seconds(x, g, params, stage, layer_hw_flops, active_w, attn_core):
@@ -130,7 +148,14 @@ def dp_seconds(x, g, params, stage, layer_hw_flops, active_w, attn_core):
     fwd_hw = 2.0 * b * s * active_w + attn_core
     backward_share = 1.0 - fwd_hw / layer_hw_flops
     window = x.dp_overlap * backward_share * micro_compute
-    gather_window = x.param_gather_overlap * stage_f
+    # Interleaved 1F1B: each of the v model chunks reduces its own gradients
+    # once its last micro-batch's backward pass is done, p chunk-passes after the
+    # chunk before it, and gathers its weights p chunk-passes before its first
+    # forward pass (staggered).
+    chunks = jnp.where(whole(x.pipeline_schedule) == 0, jnp.maximum(x.virtual_stages, 1.0),
+                       1.0)
+    chunk_b = backward_share * micro_compute / chunks
+    chunk_f = stage_f / chunks
     # ZeRO-3 / FSDP: every micro-batch gathers each layer's weights for the
     # forward pass and again for the backward pass and reduce-scatters its
     # gradients, one collective per layer (latency per layer); the next
@@ -173,12 +198,16 @@ def dp_seconds(x, g, params, stage, layer_hw_flops, active_w, attn_core):
     fsdp_raw = keep * kept_raw + (1.0 - keep) * fsdp_raw
     fsdp_exposed = keep * kept_exposed + (1.0 - keep) * fsdp_exposed
     zero12_raw = scattered + gathered
-    zero12_exposed = (jnp.maximum(positive_part(scattered - window), tail_scattered)
-                      + jnp.maximum(positive_part(gathered - gather_window), tail_gathered))
+    zero12_exposed = (jnp.maximum(staggered(scattered, chunks, g.p, x.dp_overlap * chunk_b),
+                                  tail_scattered)
+                      + jnp.maximum(staggered(gathered, chunks, g.p,
+                                              x.param_gather_overlap * chunk_f),
+                                    tail_gathered))
     dp_raw = jnp.where(fsdp > 0.5, fsdp_raw, jnp.where(sharded > 0.5, zero12_raw, all_reduced))
     dp = jnp.where(fsdp > 0.5, fsdp_exposed,
                    jnp.where(sharded > 0.5, zero12_exposed,
-                             jnp.maximum(positive_part(all_reduced - window), tail_reduced)))
+                             jnp.maximum(staggered(all_reduced, chunks, g.p,
+                                                   x.dp_overlap * chunk_b), tail_reduced)))
     # Expert gradients: reduced over the edp replicas of each expert shard
     # (the expert-data-parallel group has stride etp e), in the same window.
     # Without a distributed optimizer (ZeRO 0), and under ZeRO-3 (whose
@@ -205,10 +234,10 @@ def dp_seconds(x, g, params, stage, layer_hw_flops, active_w, attn_core):
     expert_gathered = all_gather(expert_weight_bytes, edp, edp_per_node, net)
     dist_opt = (zero_i == 1) | (zero_i == 2)
     expert_dp_raw = jnp.where(dist_opt, expert_scattered + expert_gathered, expert_reduced)
-    dist_opt_dp = (jnp.maximum(positive_part(scattered + expert_scattered - window),
-                               tail_scattered)
-                   + jnp.maximum(positive_part(gathered + expert_gathered - gather_window),
-                                 tail_gathered))
+    dist_opt_dp = (jnp.maximum(staggered(scattered + expert_scattered, chunks, g.p,
+                                         x.dp_overlap * chunk_b), tail_scattered)
+                   + jnp.maximum(staggered(gathered + expert_gathered, chunks, g.p,
+                                           x.param_gather_overlap * chunk_f), tail_gathered))
     dp_raw = jnp.where(has_experts, dp_raw + expert_dp_raw, dp_raw)
     dp = jnp.where(has_experts, jnp.where(dist_opt, dist_opt_dp,
                                           dp + positive_part(expert_reduced - window)), dp)
