@@ -965,13 +965,26 @@ def test_sliding_window_counts_and_runs_only_its_band():
 
 
 def test_causal_sliding_window_executes_its_band():
-    # Causal, window 128 in every layer, s = 1024: query i sees min(i + 1, 128) keys,
-    # 128 - 128^2 / (2 x 1024) = 120 on average (exactly 122,944 / 1024 = 120.06),
-    # where full causal attention runs 512: 392 keys fewer a query.
+    # The kernel runs whole 128 x 128 tiles (FlashAttention-3's causal / local tile
+    # at head dim 128).  Causal, s = 1024: query tile i (of 8) runs key tiles 0..i,
+    # (1 + 2 + ... + 8) / 8 = 4.5 tiles, 576 keys a query where 512 are unmasked:
+    # 448 fewer than the unmasked square (TOY's causal_mask 0).
     causal = run(causal_mask=1)
+    assert (run()["step_time_ms"] - causal["step_time_ms"]) * 1e3 == approx(
+        _attention_step_us(448))
+    # Window 128 in every layer: query i sees min(i + 1, 128) keys, but query tile i
+    # runs tiles i - 1 and i (tile 0 only itself), (1 + 7 x 2) / 8 = 1.875 tiles, 240
+    # keys: 336 fewer than full causal attention.
     windowed = run(causal_mask=1, sliding_window=128, sliding_window_share=1.0)
     assert (causal["step_time_ms"] - windowed["step_time_ms"]) * 1e3 == approx(
-        _attention_step_us(392))
+        _attention_step_us(336))
+    # Query 128 i sees back to key 128 i - w + 1: up to w = 129 that is tile i - 1, a
+    # window of 130 reaches tile i - 2: (1 + 2 + 6 x 3) / 8 = 2.625 tiles, 336 keys.
+    assert run(causal_mask=1, sliding_window=129, sliding_window_share=1.0)[
+        "step_time_ms"] == approx(windowed["step_time_ms"])
+    wider = run(causal_mask=1, sliding_window=130, sliding_window_share=1.0)
+    assert (causal["step_time_ms"] - wider["step_time_ms"]) * 1e3 == approx(
+        _attention_step_us(576 - 336))
     # A window as long as the sequence is full attention; no window (0) ignores the share.
     assert run(causal_mask=1, sliding_window=1024)["step_time_ms"] == approx(
         causal["step_time_ms"])

@@ -236,16 +236,39 @@ def attention_width(x):
     return jnp.where(x.head_dim > 0.5, x.num_heads * x.head_dim, x.hidden_dim)
 
 
+# The fused kernels' tile of keys (and of queries) under a causal or local mask:
+# FlashAttention-3's forward at head dim 128 runs 128 x 128 tiles when causal or
+# local, 176 keys otherwise (hopper/tile_size.h, tile_size_fwd_sm90).
+ATTENTION_KEY_BLOCK = 128.0
+
+
+def masked_tile_keys(band, s):
+    """Keys a query runs, on average, when a fused kernel computes every tile a causal
+    band of ``band`` keys touches (``band`` = ``s``: the causal square).
+
+    Query tile ``i`` (of ``n = s / B``, ``B`` = ``ATTENTION_KEY_BLOCK``) runs the
+    key tiles from the one holding key ``i B - band + 1`` to its own diagonal
+    tile, ``k = 1 + ceil((band - 1) / B)`` of them (fewer near the start: ``i +
+    1``), whole, the masked part of the edge tiles included: the mean over the
+    ``n`` query tiles is ``B (k - k (k - 1) / (2 n))`` with ``k`` at most ``n``,
+    ``s / 2 + B / 2`` for the causal square and ``2 B - B / n`` for a band of ``B``.
+    """
+    n = s / ATTENTION_KEY_BLOCK
+    k = jnp.minimum(1.0 + jnp.ceil((band - 1.0) / ATTENTION_KEY_BLOCK), n)
+    return ATTENTION_KEY_BLOCK * (k - k * (k - 1.0) / (2.0 * n))
+
+
 def attention_keys(x):
     """Keys per query in the average layer's attention core: ``(counted, executed)``.
 
     Counted (model FLOPs and MFU): ``s`` in a full-attention layer (the whole
     square, as Megatron-LM and SC21 count it) and ``m = min(s, w)`` in a
     sliding-window layer (``w`` = ``sliding_window``).  Executed (the fused
-    kernel's time): with a causal mask the kernel skips the masked blocks,
-    so a full layer runs ``s / 2`` keys per query and a windowed one
-    ``m - m^2 / (2 s)`` (query ``i`` sees ``min(i + 1, w)`` keys; their mean
-    over the ``s`` queries, to O(1 / s)); without the mask ``s`` and ``m``.
+    kernel's time): with a causal mask the kernel skips the tiles the mask
+    empties and runs the rest whole (``masked_tile_keys``), so a full layer runs
+    ``s / 2 + B / 2`` keys per query and a windowed one about ``k B`` (``k``
+    tiles span the band and the diagonal: 256 keys for GPT-OSS's window of 128,
+    which sees 128); without the mask ``s`` and ``m``.
     ``sliding_window_share`` of the layers are windowed (GPT-OSS: every
     other layer, ``w`` = 128); none when ``sliding_window`` is 0.
     """
@@ -254,7 +277,7 @@ def attention_keys(x):
     windowed = jnp.where(on, x.sliding_window_share, 0.0)
     m = jnp.minimum(s, jnp.where(on, x.sliding_window, s))
     counted = (1.0 - windowed) * s + windowed * m
-    causal = (1.0 - windowed) * 0.5 * s + windowed * (m - 0.5 * m * m / s)
+    causal = (1.0 - windowed) * masked_tile_keys(s, s) + windowed * masked_tile_keys(m, s)
     return counted, jnp.where(x.causal_mask > 0.5, causal, counted)
 
 
