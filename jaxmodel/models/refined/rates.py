@@ -158,9 +158,12 @@ def softmax_d0(d0, mma_per_exponential):
 
 def head_dim_factor(width, d0):
     """A fused-attention kernel's rate at per-head width ``width`` over its rate at
-    the reference head dimension 128: ``(w / (w + d0)) / (128 / (128 + d0))``."""
+    the reference head dimension 128: ``(w / (w + d0)) / (128 / (128 + d0))``,
+    written ``1 + d0 (w - 128) / (128 (w + d0))`` so that at the reference width it
+    is exactly 1 and its derivative in ``d0`` (``mma_per_exponential``) exactly 0
+    in float32 too (the two-ratio form leaves a rounding residue there)."""
     ref = ATTENTION_REFERENCE_HEAD_DIM
-    return (width / (width + d0)) * ((ref + d0) / ref)
+    return 1.0 + d0 * (width - ref) / (ref * (width + d0))
 
 
 def flash_attention_seconds(x, flops, peak, head_width=None):
