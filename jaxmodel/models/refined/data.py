@@ -52,7 +52,6 @@ from __future__ import annotations
 
 from jaxmodel.collectives import all_gather, all_reduce, contention_growth, reduce_scatter
 from jaxmodel.deferred import jnp
-from jaxmodel.models.common import whole
 from jaxmodel.models.refined import moe
 from jaxmodel.models.refined.rates import BF16
 from jaxmodel.numerics import positive_part
@@ -152,8 +151,7 @@ def dp_seconds(x, g, params, stage, layer_hw_flops, active_w, attn_core):
     # once its last micro-batch's backward pass is done, p chunk-passes after the
     # chunk before it, and gathers its weights p chunk-passes before its first
     # forward pass (staggered).
-    chunks = jnp.where(whole(x.pipeline_schedule) == 0, jnp.maximum(x.virtual_stages, 1.0),
-                       1.0)
+    chunks = jnp.where(g.schedule == 0, jnp.maximum(g.v, 1.0), 1.0)
     chunk_b = backward_share * micro_compute / chunks
     chunk_f = stage_f / chunks
     # ZeRO-3 / FSDP: every micro-batch gathers each layer's weights for the
