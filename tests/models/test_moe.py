@@ -1167,6 +1167,31 @@ def test_expert_gradients_reduce_scatter_under_the_distributed_optimizer(zero_st
     assert four - one == pytest.approx(moved * 0.75 * params / nvlink * 1e3, rel=1e-9)
 
 
+def _exposed_and_raw_ms(zero_stage, dp_overlap):
+    """(dp_allreduce_ms, dp_allreduce_raw_ms) of ``_expert_dp_raw_ms``'s model at e 2,
+    its NVLink slowed to 5 GB/s so that every collective outlasts its window."""
+    _, values = _expert_dp_raw_ms(zero_stage, 2)
+    values.update(link_bandwidth_gb_s=5.0, dp_overlap=dp_overlap, num_layers=4)
+    out = evaluate_on_host(REFINED, **values)
+    return float(out.dp_allreduce_ms), float(out.dp_allreduce_raw_ms)
+
+
+def test_expert_and_dense_all_reduces_share_one_backward_window():
+    # Without the distributed optimizer (ZeRO 0) the expert gradients' all-reduce
+    # and the other gradients' go out on the same link as the backward passes
+    # fill their buffers: one queue behind one window W, exposed raw - W.  W is
+    # the window ZeRO 1's reduce-scatters hide behind (the same compute; the
+    # gathers of param_gather_overlap 0 hide nothing), and with no overlap at all
+    # every byte shows.  (The expert all-reduce once had a window of its own,
+    # hiding 2 W here.)
+    exposed0, raw0 = _exposed_and_raw_ms(0, 1.0)
+    exposed1, raw1 = _exposed_and_raw_ms(1, 1.0)
+    assert _exposed_and_raw_ms(0, 0.0) == pytest.approx((raw0, raw0), rel=1e-12)
+    window = raw1 - exposed1
+    assert 0 < window < exposed1
+    assert raw0 - exposed0 == pytest.approx(window, rel=1e-9)
+
+
 def test_layers_between_two_syncs_run_at_the_host_pace_by_hand():
     # A toy dropless model with an MoE layer every second layer: 6 layers, the
     # first 2 dense, then MoE at 2 and 4 (interval 2): 2 MoE layers, but the

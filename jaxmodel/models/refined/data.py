@@ -209,7 +209,11 @@ def dp_seconds(x, g, params, stage, layer_hw_flops, active_w, attn_core):
     # Expert gradients: reduced over the edp replicas of each expert shard
     # (the expert-data-parallel group has stride etp e), in the same window.
     # Without a distributed optimizer (ZeRO 0), and under ZeRO-3 (whose
-    # per-layer expert gathers are not modelled), an all-reduce.  With the
+    # per-layer expert gathers are not modelled), an all-reduce: under ZeRO 0 it
+    # joins the other gradients' all-reduce in one queue behind the backward
+    # passes (one window, one NIC: Megatron-Core's expert and dense gradient
+    # buffers both start their bucket all-reduces as the backward pass fills
+    # them), as the distributed optimizer's reduce-scatters do below.  With the
     # distributed optimizer (ZeRO 1/2) Megatron-Core shards the experts' main
     # weights and optimizer state over the expert-data-parallel group like the
     # others (megatron/core/distributed/distributed_data_parallel.py: the
@@ -237,8 +241,12 @@ def dp_seconds(x, g, params, stage, layer_hw_flops, active_w, attn_core):
                    + jnp.maximum(staggered(gathered + expert_gathered, chunks, g.p,
                                            x.param_gather_overlap * chunk_f), tail_gathered))
     dp_raw = jnp.where(has_experts, dp_raw + expert_dp_raw, dp_raw)
-    dp = jnp.where(has_experts, jnp.where(dist_opt, dist_opt_dp,
-                                          dp + positive_part(expert_reduced - window)), dp)
+    plain_dp = jnp.maximum(staggered(all_reduced + expert_reduced, chunks, g.p,
+                                     x.dp_overlap * chunk_b), tail_reduced)
+    moe_dp = jnp.where(dist_opt, dist_opt_dp,
+                       jnp.where(zero_i == 0, plain_dp,
+                                 dp + positive_part(expert_reduced - window)))
+    dp = jnp.where(has_experts, moe_dp, dp)
     return z, edp, dp_raw, dp
 
 
