@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from jaxmodel.fields import InputField, OutputField
 from jaxmodel.models import MODELS, Model
 from jaxmodel.models.presets import (
+    BF16_SUSTAINED_SOURCE,
     BOARD_POWER_W,
     GPUS,
     LLMS,
@@ -158,6 +159,7 @@ def presets_page() -> str:
              *_transposed(PRECISION_PEAKS, "GPU"), "",
              "Large-GEMM ceilings, fractions of peak (`MATMUL_CEILINGS`):", "",
              *_transposed(MATMUL_CEILINGS, "GPU"), "",
+             BF16_SUSTAINED_SOURCE, "",
              MXFP8_RATIO_SOURCE, "",
              "Board power, W (`BOARD_POWER_W`):", "",
              "| GPU | W |", "|---|---:|",

@@ -550,7 +550,12 @@ PRECISION_PEAKS: dict[str, dict[str, float | None]] = {
 # can only express as none (+15%) or all (-11%); at 5 / 32 of the difference
 # it is +10%, and +2% with H100's FP8 ceiling 0.698.  The rates are not fitted
 # to these rows; the rows only show which rates matter.
+#
+# A100's sustained ceiling is measured in 16-bit: 256.5 of 312 TFLOP/s (Azure
+# guide, ND A100 v4, FP16 cuBLASLt at 16,384 cubed after 10,000 warm-ups; FP16
+# and BF16 run at the same tensor-core rate on A100), against MAMF's 267.9 burst.
 MATMUL_CEILINGS: dict[str, dict[str, float]] = {
+    "a100-80gb-sxm": {"bf16_burst": _MAMF_A100, "bf16_sustained": round(256.5 / 312, 3)},
     "h100-sxm": {"bf16_burst": 0.803, "fp8_burst": 0.709, "fp8_sustained": 0.698},
     "h200": {"bf16_burst": 0.803, "fp8_burst": 0.734, "fp8_sustained": 0.690},
     "b200": {"bf16_burst": 0.776, "fp8_burst": 0.763},
@@ -637,6 +642,46 @@ FP8_SUSTAINED: dict[str, float] = {
 }
 FP4_SUSTAINED = MATMUL_CEILINGS["gb200-nvl72"]["fp4_sustained"]
 
+# The bf16 ceiling the presets run (matmul_efficiency) is the sustained one as
+# well: the power limit that takes GB200's FP8 GEMMs from 72% of their peak in a
+# burst to 58% sustained sets the clock of every tensor-core GEMM, bf16 ones
+# too (cuBLASLt's bf16 GEMMs on Blackwell were rated at their burst ceiling and
+# ran MoE models in bf16 20-50% faster than Megatron-Bridge measured, against
+# +4-13% for the same models in MXFP8).  A100's sustained bf16 figure is
+# measured (above); elsewhere a GPU's bf16 burst ceiling (MAMF) takes the
+# sustained / burst ratio measured for its FP8 GEMMs, or its sibling's, named
+# as for FP8_SUSTAINED: H100 0.698 / 0.709 (H800 and h100-96gb-500w: its die),
+# H200 0.690 / 0.734, GB200 0.581 / 0.723 (B200, and the Blackwell Ultra B300
+# and GB300).  MI300X and MI355X have no burst and sustained pair measured in
+# one precision and keep their MAMF figure.
+_SUSTAINED_OVER_BURST: dict[str, str] = {
+    "h100-sxm": "h100-sxm", "h100-96gb-500w": "h100-sxm", "h800": "h100-sxm",
+    "h200": "h200", "b200": "gb200-nvl72", "b300": "gb200-nvl72",
+    "gb200-nvl72": "gb200-nvl72", "gb300-nvl72": "gb200-nvl72",
+}
+
+
+BF16_SUSTAINED_SOURCE = (
+    "The bf16 GEMM ceiling the GPU presets run (`matmul_efficiency`) is the sustained "
+    "one, as for FP8: A100's measured 256.5 of 312 TFLOP/s (Azure AI-benchmarking-guide, "
+    "ND A100 v4, FP16 cuBLASLt, 10,000 warm-ups); elsewhere the MAMF burst ceiling times "
+    "the FP8 sustained / burst ratio of the same die (H100 0.698 / 0.709 for H100, H800 "
+    "and the 500 W part; H200 0.690 / 0.734; GB200 0.581 / 0.723 for every Blackwell "
+    "preset): a power-limited clock slows every tensor-core GEMM. MI300X and MI355X keep "
+    "their MAMF figure (no burst and sustained pair is measured).")
+
+
+def _bf16_sustained(name: str, burst: float) -> float:
+    """The bf16 ceiling a training step runs at on GPU ``name`` (the comment above),
+    from its bf16 burst ceiling ``burst`` (MAMF)."""
+    if name.startswith("a100"):
+        return MATMUL_CEILINGS["a100-80gb-sxm"]["bf16_sustained"]
+    sibling = _SUSTAINED_OVER_BURST.get(name)
+    if sibling is None:
+        return burst
+    ceilings = MATMUL_CEILINGS[sibling]
+    return round(burst * ceilings["fp8_sustained"] / ceilings["fp8_burst"], 3)
+
 # NVFP4 on Blackwell Ultra (B300, GB300: the same die, FP4 at 1.5x B200's rate
 # per SM), from NVIDIA's own measurement of Transformer Engine's kernels on a
 # B300 (docs/examples/gemm_profiling/gemm_profiling.rst, --pre-quantize: GEMM
@@ -702,8 +747,11 @@ def _precision_columns(name: str, mamf: float) -> dict[str, float]:
     }
 
 
-# The refined model's precision inputs (precision, above) from the same tables.
+# The refined model's precision inputs (precision, above) from the same tables,
+# and its bf16 ceiling at sustained load (_bf16_sustained) in place of MAMF's burst.
 for _name, _preset in GPUS.items():
+    _preset.values["matmul_efficiency"] = _bf16_sustained(
+        _name, _preset.values["matmul_efficiency"])
     _preset.values.update(_precision_columns(_name, _preset.values["matmul_efficiency"]))
 
 

@@ -92,8 +92,15 @@ def te_b300_layer_ms(precision, **changes):
 
 
 def test_b300_bf16_layer_gemms_within_a_tenth_of_transformer_engines_kernels():
-    # The bf16 ceiling is MAMF's burst (not TE's figure): 12.3 ms against 13.1.
-    assert te_b300_layer_ms(0) == pytest.approx(TE_B300_LAYER_MS[0], rel=0.10)
+    # TE's tutorial times 100 iterations, a burst like MAMF's (its FP8 kernels
+    # reach MAMF's FP8 burst ceiling, below): at MAMF's bf16 burst ceiling (not
+    # TE's figure) the model takes 12.3 ms against TE's 13.1.
+    burst = presets.MATMUL_CEILINGS["b300"]["bf16_burst"]
+    assert te_b300_layer_ms(0, matmul_efficiency=burst) == pytest.approx(TE_B300_LAYER_MS[0],
+                                                                         rel=0.10)
+    # The preset runs the sustained ceiling (GB200's FP8 sustained / burst ratio
+    # 2906.9 / 3615.6): the math part of the time grows by the inverse ratio.
+    assert 12.3 * 3615.6 / 2906.9 * 0.97 < te_b300_layer_ms(0) < 12.3 * 3615.6 / 2906.9
 
 
 @pytest.mark.parametrize("precision", [1, 3])
