@@ -645,9 +645,10 @@ FP4_SUSTAINED = MATMUL_CEILINGS["gb200-nvl72"]["fp4_sustained"]
 # The bf16 ceiling the presets run (matmul_efficiency) is the sustained one as
 # well: the power limit that takes GB200's FP8 GEMMs from 72% of their peak in a
 # burst to 58% sustained sets the clock of every tensor-core GEMM, bf16 ones
-# too (cuBLASLt's bf16 GEMMs on Blackwell were rated at their burst ceiling and
-# ran MoE models in bf16 20-50% faster than Megatron-Bridge measured, against
-# +4-13% for the same models in MXFP8).  A100's sustained bf16 figure is
+# too.  (At their burst ceiling the presets' bf16 GEMMs ran GPT-OSS in bf16
+# 22-49% faster on every Blackwell than Megatron-Bridge measured, against +4-13%
+# for the same model in MXFP8: the rows showed the gap; the values below come
+# from the microbenchmarks alone.)  A100's sustained bf16 figure is
 # measured (above); elsewhere a GPU's bf16 burst ceiling (MAMF) takes the
 # sustained / burst ratio measured for its FP8 GEMMs, or its sibling's, named
 # as for FP8_SUSTAINED: H100 0.698 / 0.709 (H800 and h100-96gb-500w: its die),
