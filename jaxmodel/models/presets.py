@@ -656,6 +656,7 @@ FP4_SUSTAINED = MATMUL_CEILINGS["gb200-nvl72"]["fp4_sustained"]
 # and GB300).  MI300X and MI355X have no burst and sustained pair measured in
 # one precision and keep their MAMF figure.
 _SUSTAINED_OVER_BURST: dict[str, str] = {
+    "a100-40gb-sxm": "a100-80gb-sxm", "a100-80gb-sxm": "a100-80gb-sxm",
     "h100-sxm": "h100-sxm", "h100-96gb-500w": "h100-sxm", "h800": "h100-sxm",
     "h200": "h200", "b200": "gb200-nvl72", "b300": "gb200-nvl72",
     "gb200-nvl72": "gb200-nvl72", "gb300-nvl72": "gb200-nvl72",
@@ -673,15 +674,15 @@ BF16_SUSTAINED_SOURCE = (
 
 
 def _bf16_sustained(name: str, burst: float) -> float:
-    """The bf16 ceiling a training step runs at on GPU ``name`` (the comment above),
-    from its bf16 burst ceiling ``burst`` (MAMF)."""
-    if name.startswith("a100"):
-        return MATMUL_CEILINGS["a100-80gb-sxm"]["bf16_sustained"]
+    """The bf16 ceiling a training step runs at on GPU ``name`` (the comment above):
+    its bf16 burst ceiling ``burst`` (MAMF) times the sustained / burst ratio its
+    sibling measured, in bf16 where measured, else in FP8."""
     sibling = _SUSTAINED_OVER_BURST.get(name)
     if sibling is None:
         return burst
     ceilings = MATMUL_CEILINGS[sibling]
-    return round(burst * ceilings["fp8_sustained"] / ceilings["fp8_burst"], 3)
+    kind = "bf16" if "bf16_sustained" in ceilings else "fp8"
+    return round(burst * ceilings[f"{kind}_sustained"] / ceilings[f"{kind}_burst"], 3)
 
 # NVFP4 on Blackwell Ultra (B300, GB300: the same die, FP4 at 1.5x B200's rate
 # per SM), from NVIDIA's own measurement of Transformer Engine's kernels on a

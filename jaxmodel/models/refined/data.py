@@ -195,17 +195,6 @@ def dp_seconds(x, g, params, stage, layer_hw_flops, active_w, attn_core):
                     + edges + positive_part(shard_sync - window))
     fsdp_raw = keep * kept_raw + (1.0 - keep) * fsdp_raw
     fsdp_exposed = keep * kept_exposed + (1.0 - keep) * fsdp_exposed
-    zero12_raw = scattered + gathered
-    zero12_exposed = (jnp.maximum(staggered(scattered, chunks, g.p, x.dp_overlap * chunk_b),
-                                  tail_scattered)
-                      + jnp.maximum(staggered(gathered, chunks, g.p,
-                                              x.param_gather_overlap * chunk_f),
-                                    tail_gathered))
-    dp_raw = jnp.where(fsdp > 0.5, fsdp_raw, jnp.where(sharded > 0.5, zero12_raw, all_reduced))
-    dp = jnp.where(fsdp > 0.5, fsdp_exposed,
-                   jnp.where(sharded > 0.5, zero12_exposed,
-                             jnp.maximum(staggered(all_reduced, chunks, g.p,
-                                                   x.dp_overlap * chunk_b), tail_reduced)))
     # Expert gradients: reduced over the edp replicas of each expert shard
     # (the expert-data-parallel group has stride etp e), in the same window.
     # Without a distributed optimizer (ZeRO 0), and under ZeRO-3 (whose
@@ -234,19 +223,26 @@ def dp_seconds(x, g, params, stage, layer_hw_flops, active_w, attn_core):
     expert_reduced = all_reduce(expert_grad_bytes, edp, edp_per_node, net)
     expert_scattered = reduce_scatter(expert_grad_bytes, edp, edp_per_node, net)
     expert_gathered = all_gather(expert_weight_bytes, edp, edp_per_node, net)
-    dist_opt = (zero_i == 1) | (zero_i == 2)
-    expert_dp_raw = jnp.where(dist_opt, expert_scattered + expert_gathered, expert_reduced)
-    dist_opt_dp = (jnp.maximum(staggered(scattered + expert_scattered, chunks, g.p,
-                                         x.dp_overlap * chunk_b), tail_scattered)
-                   + jnp.maximum(staggered(gathered + expert_gathered, chunks, g.p,
-                                           x.param_gather_overlap * chunk_f), tail_gathered))
-    dp_raw = jnp.where(has_experts, dp_raw + expert_dp_raw, dp_raw)
-    plain_dp = jnp.maximum(staggered(all_reduced + expert_reduced, chunks, g.p,
-                                     x.dp_overlap * chunk_b), tail_reduced)
-    moe_dp = jnp.where(dist_opt, dist_opt_dp,
-                       jnp.where(zero_i == 0, plain_dp,
-                                 dp + positive_part(expert_reduced - window)))
-    dp = jnp.where(has_experts, moe_dp, dp)
+    # Each expert collective joins the queue of its kind (none without experts).
+    queued_reduced = all_reduced + jnp.where(has_experts, expert_reduced, 0.0)
+    queued_scattered = scattered + jnp.where(has_experts, expert_scattered, 0.0)
+    queued_gathered = gathered + jnp.where(has_experts, expert_gathered, 0.0)
+    zero12_raw = queued_scattered + queued_gathered
+    zero12_exposed = (jnp.maximum(staggered(queued_scattered, chunks, g.p,
+                                            x.dp_overlap * chunk_b), tail_scattered)
+                      + jnp.maximum(staggered(queued_gathered, chunks, g.p,
+                                              x.param_gather_overlap * chunk_f),
+                                    tail_gathered))
+    zero0_exposed = jnp.maximum(staggered(queued_reduced, chunks, g.p, x.dp_overlap * chunk_b),
+                                tail_reduced)
+    # ZeRO-3: the expert all-reduce behind the backward window on its own.
+    fsdp_raw = fsdp_raw + jnp.where(has_experts, expert_reduced, 0.0)
+    fsdp_exposed = fsdp_exposed + jnp.where(has_experts,
+                                            positive_part(expert_reduced - window), 0.0)
+    dp_raw = jnp.where(fsdp > 0.5, fsdp_raw,
+                       jnp.where(sharded > 0.5, zero12_raw, queued_reduced))
+    dp = jnp.where(fsdp > 0.5, fsdp_exposed,
+                   jnp.where(sharded > 0.5, zero12_exposed, zero0_exposed))
     return z, edp, dp_raw, dp
 
 
