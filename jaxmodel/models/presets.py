@@ -609,32 +609,73 @@ for _name, _preset in GPUS.items():
     if _name in MMA_PER_EXPONENTIAL:
         _preset.values["mma_per_exponential"] = MMA_PER_EXPONENTIAL[_name]
 
+# Blackwell's sustained GEMM rate by SM count and board power.  Only GB200's is
+# measured (Azure, above: 2906.9 TFLOP/s FP8 at its 1,200 W).  Under sustained
+# load a Blackwell board runs at its power limit (GB200 keeps 0.80 of its burst
+# rate, Hopper 0.94-0.98), so its clock is the one at which its N SMs draw the
+# board's P watts: clock ~ (P / N)^k, and the GEMM rate, N x clock, goes as
+# N^(1 - k) P^k.  The exponent comes from NVIDIA's ratings of the one die at two
+# limits with the same 148 SMs, as _CLOCK_POWER_EXPONENT does for Hopper: B200 at
+# 1,000 W and GB200 at 1,200 W are rated 4.5 and 5 PFLOP/s dense FP8 (HGX B200
+# and GB200 NVL72 datasheets; bf16 and FP4 in the same ratio), k = ln(5000 /
+# 4500) / ln(1200 / 1000) = 0.578.  So B200 runs at GB200's measured fraction of
+# its own peak, and Blackwell Ultra's 160 SMs at B300's 1,100 W and GB300's
+# 1,400 W (BOARD_POWER_W) at 0.983 and 1.130 x GB200's TFLOP/s.  Each
+# precision's MAMF burst ceiling stays the cap (no board sustains more than its
+# burst rate).
+BLACKWELL_ANCHOR = "gb200-nvl72"
+BLACKWELL_CLOCK_POWER_EXPONENT = (
+    math.log(PRECISION_PEAKS[BLACKWELL_ANCHOR]["fp8"] / PRECISION_PEAKS["b200"]["fp8"])
+    / math.log(BOARD_POWER_W[BLACKWELL_ANCHOR] / BOARD_POWER_W["b200"]))
+POWER_LIMITED_BLACKWELL: tuple[str, ...] = ("b200", "b300", "gb300-nvl72")
+
+
+def blackwell_sustained_scale(name: str) -> float:
+    """GPU ``name``'s sustained GEMM TFLOP/s over GB200's: ``(N / N_GB200)^(1 - k)
+    (P / P_GB200)^k`` (the comment above)."""
+    k = BLACKWELL_CLOCK_POWER_EXPONENT
+    sms = GPUS[name].values["num_sms"] / GPUS[BLACKWELL_ANCHOR].values["num_sms"]
+    power = BOARD_POWER_W[name] / BOARD_POWER_W[BLACKWELL_ANCHOR]
+    return sms ** (1.0 - k) * power ** k
+
+
+def _blackwell_sustained(name: str, precision: str, anchor_fraction: float,
+                         burst: float) -> float:
+    """GPU ``name``'s sustained ceiling in ``precision`` (a fraction of its peak):
+    GB200's sustained TFLOP/s (``anchor_fraction`` of its peak) scaled by
+    ``blackwell_sustained_scale``, at most ``burst``."""
+    tflops = (anchor_fraction * PRECISION_PEAKS[BLACKWELL_ANCHOR][precision]
+              * blackwell_sustained_scale(name))
+    return round(min(tflops / PRECISION_PEAKS[name][precision], burst), 3)
+
+
 # The low-precision ceilings the presets run (fp8_ / fp4_matmul_efficiency):
 # the sustained ones, since a training step is sustained load and Blackwell
 # loses 20% of its FP8 burst rate under it (GB200 0.723 -> 0.581, above).
 # Where a GPU's sustained figure is not published it is assumed from its
-# sibling, each named: H800 and h100-96gb-500w are H100's die (0.698); B200
-# and B300 keep their own burst ceiling times GB200's sustained / burst ratio
-# 0.581 / 0.723 (0.763 -> 0.613, 0.745 -> 0.599), and GB300 B300's (the same
-# Blackwell Ultra die: 0.599);
+# sibling, each named: H800 and h100-96gb-500w are H100's die (0.698); B200,
+# B300 and GB300 GB200's by SM count and board power (above: 0.581, 0.634,
+# 0.656);
 # MI355X its bf16 ceiling times MI300X's FP8-sustained / bf16 ratio 0.443 /
 # 0.511 (0.622 -> 0.539).  Block-scaled FP8 runs at the FP8 ceiling times
 # mxfp8_matmul_ratio (MXFP8_RATIO, below).  FP4: GB200's sustained 0.763 for
-# B200, GB200 and MI355X; Blackwell Ultra's from NVIDIA's B300 kernel timings
+# B200 (the same fraction the power law gives it), GB200 and MI355X; Blackwell
+# Ultra's from NVIDIA's B300 kernel timings
 # (ULTRA_FP4_OVER_FP8, below).  A GPU without the
 # precision (peak None above: A100 FP8, Hopper FP4) has a peak of 0, which
 # makes a layout asking for it invalid, and its ceiling is left at the bf16 one.
-_BLACKWELL_SUSTAINED = (MATMUL_CEILINGS["gb200-nvl72"]["fp8_sustained"]
-                        / MATMUL_CEILINGS["gb200-nvl72"]["fp8_burst"])
+_GB200_FP8_SUSTAINED = MATMUL_CEILINGS[BLACKWELL_ANCHOR]["fp8_sustained"]
+_GB200_FP8_BURST = MATMUL_CEILINGS[BLACKWELL_ANCHOR]["fp8_burst"]
 FP8_SUSTAINED: dict[str, float] = {
     "h100-sxm": MATMUL_CEILINGS["h100-sxm"]["fp8_sustained"],
     "h100-96gb-500w": MATMUL_CEILINGS["h100-sxm"]["fp8_sustained"],
     "h800": MATMUL_CEILINGS["h100-sxm"]["fp8_sustained"],
     "h200": MATMUL_CEILINGS["h200"]["fp8_sustained"],
-    "b200": round(MATMUL_CEILINGS["b200"]["fp8_burst"] * _BLACKWELL_SUSTAINED, 3),
-    "b300": round(MATMUL_CEILINGS["b300"]["fp8_burst"] * _BLACKWELL_SUSTAINED, 3),
-    "gb200-nvl72": MATMUL_CEILINGS["gb200-nvl72"]["fp8_sustained"],
-    "gb300-nvl72": round(MATMUL_CEILINGS["b300"]["fp8_burst"] * _BLACKWELL_SUSTAINED, 3),
+    **{name: _blackwell_sustained(
+        name, "fp8", _GB200_FP8_SUSTAINED,
+        MATMUL_CEILINGS["b300" if name == "gb300-nvl72" else name]["fp8_burst"])
+       for name in POWER_LIMITED_BLACKWELL},
+    "gb200-nvl72": _GB200_FP8_SUSTAINED,
     "mi300x": MATMUL_CEILINGS["mi300x"]["fp8_sustained"],
     "mi355x": round(MATMUL_CEILINGS["mi355x"]["bf16_burst"]
                     * MATMUL_CEILINGS["mi300x"]["fp8_sustained"]
@@ -652,14 +693,14 @@ FP4_SUSTAINED = MATMUL_CEILINGS["gb200-nvl72"]["fp4_sustained"]
 # measured (above); elsewhere a GPU's bf16 burst ceiling (MAMF) takes the
 # sustained / burst ratio measured for its FP8 GEMMs, or its sibling's, named
 # as for FP8_SUSTAINED: H100 0.698 / 0.709 (H800 and h100-96gb-500w: its die),
-# H200 0.690 / 0.734, GB200 0.581 / 0.723 (B200, and the Blackwell Ultra B300
-# and GB300).  MI300X and MI355X have no burst and sustained pair measured in
-# one precision and keep their MAMF figure.
+# H200 0.690 / 0.734, GB200 0.581 / 0.723; B200, B300 and GB300 then take
+# GB200's sustained bf16 TFLOP/s by SM count and board power, as for FP8.
+# MI300X and MI355X have no burst and sustained pair measured in one precision
+# and keep their MAMF figure.
 _SUSTAINED_OVER_BURST: dict[str, str] = {
     "a100-40gb-sxm": "a100-80gb-sxm", "a100-80gb-sxm": "a100-80gb-sxm",
     "h100-sxm": "h100-sxm", "h100-96gb-500w": "h100-sxm", "h800": "h100-sxm",
-    "h200": "h200", "b200": "gb200-nvl72", "b300": "gb200-nvl72",
-    "gb200-nvl72": "gb200-nvl72", "gb300-nvl72": "gb200-nvl72",
+    "h200": "h200", "gb200-nvl72": "gb200-nvl72",
 }
 
 
@@ -668,15 +709,25 @@ BF16_SUSTAINED_SOURCE = (
     "one, as for FP8: A100's measured 256.5 of 312 TFLOP/s (Azure AI-benchmarking-guide, "
     "ND A100 v4, FP16 cuBLASLt, 10,000 warm-ups); elsewhere the MAMF burst ceiling times "
     "the FP8 sustained / burst ratio of the same die (H100 0.698 / 0.709 for H100, H800 "
-    "and the 500 W part; H200 0.690 / 0.734; GB200 0.581 / 0.723 for every Blackwell "
-    "preset): a power-limited clock slows every tensor-core GEMM. MI300X and MI355X keep "
+    "and the 500 W part; H200 0.690 / 0.734; GB200 0.581 / 0.723): a power-limited clock "
+    "slows every tensor-core GEMM. B200, B300 and GB300 run GB200's sustained TFLOP/s "
+    "(bf16 and FP8) scaled by SM count and board power, N^(1-k) P^k with k = "
+    f"{BLACKWELL_CLOCK_POWER_EXPONENT:.3f} from NVIDIA's ratings of B200 (1,000 W) and "
+    "GB200 (1,200 W), the same 148-SM die (`blackwell_sustained_scale`: B200 "
+    f"{blackwell_sustained_scale('b200'):.3f}, B300 {blackwell_sustained_scale('b300'):.3f}, "
+    f"GB300 {blackwell_sustained_scale('gb300-nvl72'):.3f}). MI300X and MI355X keep "
     "their MAMF figure (no burst and sustained pair is measured).")
 
 
 def _bf16_sustained(name: str, burst: float) -> float:
     """The bf16 ceiling a training step runs at on GPU ``name`` (the comment above):
     its bf16 burst ceiling ``burst`` (MAMF) times the sustained / burst ratio its
-    sibling measured, in bf16 where measured, else in FP8."""
+    sibling measured, in bf16 where measured, else in FP8; a power-limited
+    Blackwell GB200's sustained rate scaled by ``blackwell_sustained_scale``."""
+    if name in POWER_LIMITED_BLACKWELL:
+        anchor = (MATMUL_CEILINGS[BLACKWELL_ANCHOR]["bf16_burst"]
+                  * _GB200_FP8_SUSTAINED / _GB200_FP8_BURST)
+        return _blackwell_sustained(name, "bf16", anchor, burst)
     sibling = _SUSTAINED_OVER_BURST.get(name)
     if sibling is None:
         return burst
@@ -696,7 +747,7 @@ def _bf16_sustained(name: str, burst: float) -> float:
 # far from the 0.763 GB200's cuBLASLt reaches on its best size (Azure, above),
 # at layer shapes and on the faster FP4 units of the Ultra.  Both are short
 # runs (100 timed iterations), so the Ultra presets' FP4 ceiling is their FP8
-# sustained ceiling times that ratio (B300 and GB300: 0.599 -> 0.388);
+# sustained ceiling times that ratio (B300 0.634 -> 0.411, GB300 0.656 -> 0.425);
 # tests/models/test_moe_fidelity.py solves the two ceilings again.
 TE_B300_LAYER_CEILINGS = {"fp8": 0.725, "fp4": 0.470}
 ULTRA_FP4_OVER_FP8 = round(TE_B300_LAYER_CEILINGS["fp4"] / TE_B300_LAYER_CEILINGS["fp8"], 3)

@@ -180,14 +180,25 @@ H200_FP8 = 1366.3 / 1453.4
 GB200_FP8 = 2906.9 / 3615.6
 
 
+# Blackwell by SM count and board power: GB200's sustained TFLOP/s x (N / 148)^(1 - k)
+# x (P / 1200)^k, k from NVIDIA's B200 (1,000 W, 4.5 PFLOP/s FP8 dense) and GB200
+# (1,200 W, 5 PFLOP/s) ratings of the one 148-SM die.
+BLACKWELL_K = math.log(5000 / 4500) / math.log(1200 / 1000)
+
+
+def blackwell_scale(sms, watts):
+    return (sms / 148) ** (1 - BLACKWELL_K) * (watts / 1200) ** BLACKWELL_K
+
+
+GB200_BF16_SUSTAINED_TFLOPS = 1822.0 * GB200_FP8
+
+
 @pytest.mark.parametrize("name, mamf_tflops, peak, sustained", [
     # S. Bekman, "Machine Learning Engineering", MAMF comparison table, BF16; the
     # sustained / burst ratio of the same die's FP8 GEMMs (H800 and the 500 W part
-    # are H100's die, every Blackwell takes GB200's); none for MI300X and MI355X.
+    # are H100's die, GB200 its own); none for MI300X and MI355X.
     ("h100-sxm", 794.5, 989, H100_FP8), ("h800", 794.5, 989, H100_FP8),
-    ("h200", 794.5, 989, H200_FP8), ("b200", 1745.0, 2250, GB200_FP8),
-    ("b300", 1769.0, 2250, GB200_FP8), ("gb200-nvl72", 1822.0, 2500, GB200_FP8),
-    ("gb300-nvl72", 1769.0 / 2250 * 2500, 2500, GB200_FP8),
+    ("h200", 794.5, 989, H200_FP8), ("gb200-nvl72", 1822.0, 2500, GB200_FP8),
     ("mi300x", 668.4, 1307.4, 1.0), ("mi355x", 1565.0, 256 * 4096 * 2.4e9 / 1e12, 1.0),
 ])
 def test_gemm_ceiling_is_the_measured_mamf_at_sustained_load(name, mamf_tflops, peak,
@@ -196,6 +207,44 @@ def test_gemm_ceiling_is_the_measured_mamf_at_sustained_load(name, mamf_tflops, 
     assert values["compute_tflops"] == pytest.approx(peak, abs=0.05)
     assert values["matmul_efficiency"] == pytest.approx(mamf_tflops / peak * sustained,
                                                         abs=1e-3)
+
+
+@pytest.mark.parametrize("name, sms, watts, peak_bf16, peak_fp8", [
+    # 148 SMs (Blackwell technical brief), 160 on Blackwell Ultra (NVIDIA, "Inside
+    # NVIDIA Blackwell Ultra"); board power: HGX B200 1,000 W, HGX B300 1,100 W,
+    # GB300 1,400 W; dense peaks from the datasheets.
+    ("b200", 148, 1000, 2250, 4500), ("b300", 160, 1100, 2250, 4500),
+    ("gb300-nvl72", 160, 1400, 2500, 5000),
+])
+def test_blackwell_sustains_gb200_s_rate_scaled_by_sms_and_board_power(
+        name, sms, watts, peak_bf16, peak_fp8):
+    values = GPUS[name].values
+    scale = blackwell_scale(sms, watts)
+    assert values["matmul_efficiency"] == pytest.approx(
+        GB200_BF16_SUSTAINED_TFLOPS * scale / peak_bf16, abs=1e-3)
+    assert values["fp8_matmul_efficiency"] == pytest.approx(
+        2906.9 * scale / peak_fp8, abs=1e-3)
+    # B200 is GB200's die at a lower limit whose peak NVIDIA rates in the same ratio:
+    # it runs GB200's measured fraction of its own peak.
+    if name == "b200":
+        assert values["fp8_matmul_efficiency"] == pytest.approx(2906.9 / 5000, abs=1e-3)
+    # The power-limited rate stays under the die's burst rate (MAMF: B200 bf16 1745.0,
+    # FP8 3432.5; Blackwell Ultra bf16 1769.0 / 2250, FP8 3353.3 / 4500).
+    burst = {"b200": (1745.0 / 2250, 3432.5 / 4500)}.get(name, (1769.0 / 2250, 3353.3 / 4500))
+    assert values["matmul_efficiency"] < burst[0]
+    assert values["fp8_matmul_efficiency"] < burst[1]
+
+
+def test_blackwell_ultra_at_its_higher_limit_outruns_gb200():
+    # The same power-limited clock law: GB300 (160 SMs, 1,400 W) sustains 1.13 x
+    # GB200's GEMM rate, B300 (160 SMs, 1,100 W) about GB200's, B200 0.9 x.
+    def tflops(name):
+        v = GPUS[name].values
+        return v["fp8_peak_tflops"] * v["fp8_matmul_efficiency"]
+
+    assert tflops("gb300-nvl72") / tflops("gb200-nvl72") == pytest.approx(1.130, abs=0.003)
+    assert tflops("b300") / tflops("gb200-nvl72") == pytest.approx(0.983, abs=0.003)
+    assert tflops("b200") / tflops("gb200-nvl72") == pytest.approx(0.900, abs=0.003)
 
 
 def test_a100_gemm_ceiling_is_its_measured_sustained_rate():
@@ -350,28 +399,25 @@ def test_per_precision_tables_cover_every_gpu_preset():
 
 def test_gpu_presets_run_the_sustained_low_precision_ceilings():
     # Measured sustained FP8 (Azure guide): H100 1382.2 / 1979, GB200 2906.9 / 5000.
-    # Assumed from a sibling: H800 = H100's die; B200 its burst 3432.5 / 4500 times
-    # GB200's sustained / burst 2906.9 / 3615.6 (0.763 x 0.581 / 0.723 = 0.6131);
-    # MI355X its bf16 0.622 x MI300X's 0.443 / 0.511 = 0.5392.  FP4: GB200's 7627.6
-    # / 10000 for B200, GB200 and MI355X; Blackwell Ultra its FP8 sustained ceiling
-    # times TE's B300 FP4 / FP8 kernel ratio 0.470 / 0.725 (B300: 0.745 x 0.581 /
-    # 0.723 = 0.599, x 0.648 = 0.388); no FP4 on Hopper: the bf16 ceiling, and peak 0.
+    # Assumed from a sibling: H800 = H100's die; B200 GB200's TFLOP/s x 0.9 (its
+    # SMs and power: 2906.9 x 0.9 / 4500 = 0.5814); MI355X its bf16 0.622 x
+    # MI300X's 0.443 / 0.511 = 0.5392.  FP4: GB200's 7627.6 / 10000 for B200,
+    # GB200 and MI355X; Blackwell Ultra its FP8 sustained ceiling times TE's B300
+    # FP4 / FP8 kernel ratio 0.470 / 0.725; no FP4 on Hopper: the bf16 ceiling,
+    # and peak 0.
     values = {name: GPUS[name].values for name in GPUS}
     assert values["h100-sxm"]["fp8_matmul_efficiency"] == pytest.approx(1382.2 / 1979, abs=5e-4)
     assert values["h800"]["fp8_matmul_efficiency"] == values["h100-sxm"]["fp8_matmul_efficiency"]
     assert values["gb200-nvl72"]["fp8_matmul_efficiency"] == pytest.approx(2906.9 / 5000,
                                                                            abs=5e-4)
-    assert values["b200"]["fp8_matmul_efficiency"] == 0.613
+    assert values["b200"]["fp8_matmul_efficiency"] == 0.581
     assert values["mi355x"]["fp8_matmul_efficiency"] == 0.539
     assert values["b200"]["fp4_matmul_efficiency"] == pytest.approx(7627.6 / 10000, abs=5e-4)
+    for name in ("b300", "gb300-nvl72"):
+        assert values[name]["fp4_matmul_efficiency"] == pytest.approx(
+            values[name]["fp8_matmul_efficiency"] * 0.470 / 0.725, abs=1e-3)
     assert values["b300"]["fp4_matmul_efficiency"] == pytest.approx(
-        0.745 * 2906.9 / 3615.6 * 0.470 / 0.725, abs=1e-3)
-    # GB300 is B300's die (Blackwell Ultra): B300's MAMF bf16 1769.0 / 2250 (at
-    # GB200's sustained / burst ratio) and its FP8 and FP4 ceilings, not GB200's.
-    for column in ("matmul_efficiency", "fp8_matmul_efficiency", "fp4_matmul_efficiency"):
-        assert values["gb300-nvl72"][column] == values["b300"][column], column
-    assert values["gb300-nvl72"]["matmul_efficiency"] == pytest.approx(
-        1769.0 / 2250 * 2906.9 / 3615.6, abs=1e-3)
+        2906.9 * blackwell_scale(160, 1100) / 4500 * 0.470 / 0.725, abs=1e-3)
     assert values["h100-sxm"]["fp4_matmul_efficiency"] == values["h100-sxm"]["matmul_efficiency"]
     assert values["h100-sxm"]["fp4_peak_tflops"] == 0
     assert values["a100-80gb-sxm"]["fp8_peak_tflops"] == 0
