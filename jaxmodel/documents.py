@@ -575,6 +575,20 @@ def all_validation_text(doc: dict[str, Any]) -> str:
                 f"{r['row']} {r['memory_gb']:.0f}/{r['gpu_memory_gb']:.0f}")
     for (name, variant), rows in by_set.items():
         lines.append(f"- {name} ({variant}), {len(rows)}: {_rows_text(rows, 12)}")
+    if doc.get("gpu_pairs"):
+        lines += ["", "GPU against GPU: one workload (model, precision, release, GPU count) "
+                  "published on both, each on its own layout; the second GPU's speed over the "
+                  "first's, measured and predicted (medians), and the predicted ratio's "
+                  "\\|error\\|:", "",
+                  "| GPUs | workloads (same layout) | measured ratio | predicted ratio "
+                  "| ratio \\|error\\| % mean / median / max |",
+                  "|---|---:|---:|---:|---:|"]
+        for r in doc["gpu_pairs"]:
+            a, b = r["gpus"]
+            lines.append(f"| {b} / {a} | {r['workloads']} ({r['same_layout']}) "
+                         f"| {r['measured_ratio_median']:.2f} "
+                         f"| {r['predicted_ratio_median']:.2f} "
+                         f"| {_percent_triple(r['ratio_error_percent'])} |")
     lines += ["", "Measured more than once (identical inputs): the least |error| any model of "
               "the rows' inputs can reach, max and mean over the set; the widest spread:", ""]
     for s in doc["sets"]:

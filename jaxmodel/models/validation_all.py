@@ -25,6 +25,11 @@ Repeats (``repeats``).  A configuration measured more than once (the same inputs
 several releases) sets a floor under the error of any model of the rows' inputs
 where its measurements differ; the table names the widest and the floors.
 
+GPU against GPU (``gpu_pairs``).  Where a source publishes one workload (model,
+precision, release, GPU count) on several GPUs, each on its own published layout,
+the measured speed ratio of each pair of GPUs is set beside the predicted one:
+what a user choosing hardware reads, and what a per-GPU offset cannot fake.
+
 Calibrated (``--calibrated``): per GPU preset, over the out-of-the-box runs of all
 sets on it, k-fold cross-validation (k = 5, leave-one-out with fewer than 5 runs;
 run i is in fold i mod k, in table order): the cluster parameters are fitted on the
@@ -391,6 +396,45 @@ def summarise(s: SetRun, js: Sequence[Judged]) -> dict[str, Any]:
     }
 
 
+def gpu_pairs(sets: Sequence[SetRun], judged: Sequence[Sequence[Judged]]
+              ) -> list[dict[str, Any]]:
+    """Per pair of GPUs, the workloads published on both (``Case.workload``; the
+    out-of-the-box runs of every set): the measured speed ratio of the second GPU
+    over the first against the predicted one, ``predicted ratio / measured ratio -
+    1`` as the ratio's error.  A workload listed twice on one GPU counts its first
+    row.  GPUs in preset order; ``same_layout`` counts the workloads the two ran
+    on one layout."""
+    runs: dict[str, dict[str, Judged]] = {}
+    for s, js in zip(sets, judged, strict=True):
+        if not s.variant.endswith(OUT_OF_BOX):
+            continue
+        for j in js:
+            if j.case.workload and math.isfinite(j.error_percent):
+                runs.setdefault(j.case.workload, {}).setdefault(j.case.gpu, j)
+    order = {name: i for i, name in enumerate(GPUS)}
+    found: dict[tuple[str, str], list[tuple[float, float, bool]]] = {}
+    for on in runs.values():
+        names = sorted(on, key=lambda n: (order.get(n, len(order)), n))
+        for i, a in enumerate(names):
+            for b in names[i + 1:]:
+                ja, jb = on[a], on[b]
+                found.setdefault((a, b), []).append(
+                    (jb.case.measured / ja.case.measured, jb.predicted / ja.predicted,
+                     ja.case.layout == jb.case.layout))
+    pairs = []
+    for (a, b), ratios in found.items():
+        measured = np.array([r[0] for r in ratios])
+        predicted = np.array([r[1] for r in ratios])
+        pairs.append({"gpus": [a, b], "workloads": len(ratios),
+                      "same_layout": sum(r[2] for r in ratios),
+                      "measured_ratio_median": float(np.median(measured)),
+                      "predicted_ratio_median": float(np.median(predicted)),
+                      "ratio_error_percent": _stats(100.0 * (predicted / measured - 1.0))})
+    pairs.sort(key=lambda r: (order.get(r["gpus"][0], len(order)),
+                              order.get(r["gpus"][1], len(order))))
+    return pairs
+
+
 def run_row(j: Judged) -> dict[str, Any]:
     """One run, for the JSON document."""
     c = j.case
@@ -434,5 +478,6 @@ def validate_all(evaluate: Callable[..., Any], *,
         "sets": [summarise(s, js) for s, js in zip(sets, judged, strict=True)],
         "runs": [dict(run_row(j), variant=s.variant)
                  for s, js in zip(sets, judged, strict=True) for j in js],
+        "gpu_pairs": gpu_pairs(sets, judged),
         "calibration_skipped": skipped,
     }

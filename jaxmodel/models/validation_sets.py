@@ -282,6 +282,9 @@ class Case:
       memory_gb: the GPU's memory (its fit is judged against it).
       measured_memory_gb: the measured peak memory, GB, or NaN.
       layout: a short description of the layout.
+      workload: what the run trained, apart from its GPU and layout (model,
+        precision, release, GPU count), where the source publishes the same
+        workload on several GPUs; "" otherwise (``validation_all.gpu_pairs``).
     """
 
     set: str
@@ -296,6 +299,7 @@ class Case:
     memory_gb: float = math.nan
     measured_memory_gb: float = math.nan
     layout: str = ""
+    workload: str = ""
 
 
 def _number(text: str, default: float | None = None) -> float:
@@ -329,6 +333,8 @@ class SetTable:
       blank: source column -> the value a blank numeric cell means.
       measure: the row -> (measured, work per GPU per step, measured memory GB).
       label: the row's id.
+      layout: the short description of a row's layout, from its inputs.
+      workload: the row's workload apart from its GPU (``Case.workload``), or None.
     """
 
     name: str
@@ -340,6 +346,7 @@ class SetTable:
     measure: Callable[[Mapping[str, str], Mapping[str, float]], tuple[float, float, float]]
     label: Callable[[Mapping[str, str]], str]
     layout: Callable[[Mapping[str, float]], str]
+    workload: Callable[[Mapping[str, str]], str] | None = None
 
 
 def _choose(cell: Cell, model_inputs: set[str], where: str) -> Way | Missing:
@@ -412,7 +419,8 @@ def express(table: SetTable, row: Mapping[str, str], path: str = "") -> Case:
         return Case(table.name, label, gpu_name, None, reasons[0], notes,
                     memory_gb=capacity)
     return Case(table.name, label, gpu_name, inputs, "", notes, measured, work,
-                memory_gb=capacity, measured_memory_gb=memory, layout=table.layout(inputs))
+                memory_gb=capacity, measured_memory_gb=memory, layout=table.layout(inputs),
+                workload=table.workload(row) if table.workload else "")
 
 
 def read_set(table: SetTable, path: str | Path | None = None) -> list[Case]:
@@ -1013,6 +1021,11 @@ BRIDGE = SetTable(
     measure=_bridge_measure,
     label=lambda row: row["row_id"],
     layout=_layout,
+    # The summaries publish one workload on several systems, each with its own
+    # layout: the speed ratio between GPUs (validation_all.gpu_pairs).
+    workload=lambda row: " ".join(
+        (row["model"], row["precision"] or "(no precision)", row["release"],
+         f"{row['num_gpus']} GPUs", row["variant"])),
 )
 
 

@@ -25,6 +25,7 @@ from jaxmodel.models.validation_all import (
     OUT_OF_BOX,
     Judged,
     SetRun,
+    gpu_pairs,
     summarise,
 )
 from jaxmodel.models.validation_moe import summary_moe, validate_moe
@@ -731,6 +732,41 @@ def test_repeated_configurations_set_a_floor_by_hand():
     assert r["floor_mean_percent"] == pytest.approx(100.0 * (2.0 / 3.0) / 3.0)
     assert r["widest"][0]["rows"] == ["r1", "r2"]
     assert r["widest"][0]["spread_percent"] == pytest.approx(200.0)
+
+
+def test_gpu_pairs_set_measured_against_predicted_speed_ratios_by_hand():
+    # Two workloads on H100 and B200 (one on a shared layout), one on B200 alone, one
+    # only in a documented-settings variant, one run without a scored error.
+    def run(gpu, workload, measured, predicted, layout="a", error=0.0):
+        return Judged(Case("s", f"{gpu} {workload}", gpu, {}, measured=measured, work=1.0,
+                           layout=layout, workload=workload),
+                      predicted=predicted, error_percent=error)
+
+    # b200 before h100-sxm: pairs follow the preset order, not the rows'.
+    out = [run("b200", "w1", 200.0, 250.0, layout="b"), run("h100-sxm", "w1", 100.0, 110.0),
+           run("h100-sxm", "w2", 100.0, 100.0), run("b200", "w2", 300.0, 330.0),
+           run("b200", "w3", 50.0, 60.0), run("h100-sxm", "w4", 10.0, 10.0),
+           run("b200", "w4", 40.0, 40.0, error=math.nan)]
+    documented = [run("h100-sxm", "w5", 1.0, 1.0), run("b200", "w5", 1.0, 9.0)]
+    sets = [SetRun("s", OUT_OF_BOX, [j.case for j in out]),
+            SetRun("s", DOCUMENTED, [j.case for j in documented])]
+    [pair] = gpu_pairs(sets, [out, documented])
+    assert pair["gpus"] == ["h100-sxm", "b200"]
+    assert (pair["workloads"], pair["same_layout"]) == (2, 1)
+    # Measured B200 / H100: 200 / 100 and 300 / 100; predicted 250 / 110 and 330 / 100.
+    assert pair["measured_ratio_median"] == pytest.approx(2.5)
+    assert pair["predicted_ratio_median"] == pytest.approx((250 / 110 + 3.3) / 2)
+    errors = [100 * ((250 / 110) / 2 - 1), 100 * (3.3 / 3 - 1)]
+    assert pair["ratio_error_percent"]["mean"] == pytest.approx(sum(errors) / 2)
+    assert pair["ratio_error_percent"]["max"] == pytest.approx(max(errors))
+
+
+def test_bridge_rows_name_their_workload_apart_from_the_gpu():
+    cases = {c.label: c for c in read_set(BRIDGE_GB)}
+    # mg0005 and mg0006: GPT-OSS 120B MXFP8 in 26.08 on 64 GB300 and 64 GB200.
+    assert cases["mg0005"].workload == cases["mg0006"].workload == (
+        "GPT OSS 120B MXFP8 26.08 64 GPUs primary")
+    assert (cases["mg0005"].gpu, cases["mg0006"].gpu) == ("gb300-nvl72", "gb200-nvl72")
 
 
 @pytest.mark.slow
