@@ -969,6 +969,16 @@ MOE_LLMS: dict[str, Preset] = {p.name: p for p in (
          hidden=7168, layers=61, heads=128, kv_heads=128, ffn=18432, vocab=129280, seq=4096,
          experts=256, top_k=8, expert_ffn=2048, shared=1, dense_layers=3, head_dim=128,
          mla=(1536, 512, 64)),
+    _moe("kimi-k2", "Kimi K2 (DeepSeek-V3's MLA and MoE: 384 routed + 1 shared expert, "
+         "top-8, 64 heads)",
+         "moonshotai/Kimi-K2-Instruct config.json (hidden 7168, 61 layers, 64 heads, "
+         "384 routed experts of 2048, first_k_dense_replace 1, vocabulary 163,840, "
+         "q_lora_rank 1536, kv_lora_rank 512, rope 64) and model card: 1T total, 32B "
+         "activated; trained with the Muon optimizer (MuonClip)",
+         Published(1000, 500, 32, 0.5, False),
+         hidden=7168, layers=61, heads=64, kv_heads=64, ffn=18432, vocab=163840, seq=4096,
+         experts=384, top_k=8, expert_ffn=2048, shared=1, dense_layers=1, head_dim=128,
+         mla=(1536, 512, 64)),
     _moe("qwen3-30b-a3b", "Qwen3-30B-A3B (128 experts, top-8)",
          "Qwen/Qwen3-30B-A3B config.json and model card: 30.5B total, 3.3B activated",
          Published(30.5, 0.05, 3.3, 0.05, True),

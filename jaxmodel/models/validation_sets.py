@@ -550,6 +550,17 @@ BRIDGE_LLMS: dict[str, Cell] = {
 }
 RECIPE_NOT_READ = ("25.09: no recipe read (its configs are not parsed); the recipe's settings "
                    "at the model's defaults")
+RECIPE_NOT_NAMED = ("no recipe read (the source names none for the row); the recipe's settings "
+                    "at the model's defaults")
+
+
+def _not_read(row: Mapping[str, str]) -> Cell:
+    """A recipe setting the row's recipe does not give: 25.09's configs are not
+    parsed, and some rows name no recipe (Kimi K2's)."""
+    if row["release"].strip() == "25.09":
+        return approx(RECIPE_NOT_READ)
+    return approx(RECIPE_NOT_NAMED)
+
 
 # Megatron-Bridge 25.09's recipe settings, read from the per-model performance scripts of
 # that era (NVIDIA-NeMo/Megatron-Bridge at commit 27dfb3df3c2cba55e54ec67016061048d4ce03c1,
@@ -752,7 +763,7 @@ def _bridge_precision(row: Mapping[str, str]) -> Cell:
 def _bridge_recompute(row: Mapping[str, str]) -> Cell:
     row = _recipe(row)
     if _unread(row, "recipe_recompute_granularity"):
-        return approx(RECIPE_NOT_READ)
+        return _not_read(row)
     return megatron_recompute(row["recipe_recompute_granularity"],
                               row["recipe_recompute_method"],
                               row["recipe_recompute_num_layers"],
@@ -776,7 +787,7 @@ def _bridge_graphs(row: Mapping[str, str]) -> Cell:
     impl = row["recipe_cuda_graph_impl"].strip()
     scope = row["recipe_cuda_graph_scope"].strip()
     if _unread(row, "recipe_cuda_graph_impl"):
-        return approx(RECIPE_NOT_READ)
+        return _not_read(row)
     if impl == "none":
         return graphs(0)
     if impl == "full_iteration" or "full_iteration" in scope:
@@ -797,7 +808,7 @@ def _bridge_dispatcher(row: Mapping[str, str]) -> Cell:
     row = _recipe(row)
     text = row["recipe_moe_token_dispatcher"]
     if _unread(row, "recipe_moe_token_dispatcher"):
-        return approx(RECIPE_NOT_READ)
+        return _not_read(row)
     if "flex" in text:
         return exact(moe_dispatcher=1)
     # "unset": Megatron-Core's own default, TransformerConfig.moe_token_dispatcher_type
@@ -811,7 +822,7 @@ def _bridge_tp_overlap(row: Mapping[str, str]) -> Cell:
     row = _recipe(row)
     text = row["recipe_tp_comm_overlap"].strip()
     if _unread(row, "recipe_tp_comm_overlap"):
-        return approx(RECIPE_NOT_READ)
+        return _not_read(row)
     on = text == "True" and _number(row["tp"], 1) > 1
     return exact(tp_overlap=1.0 if on else 0.0)
 
@@ -819,7 +830,7 @@ def _bridge_tp_overlap(row: Mapping[str, str]) -> Cell:
 def _bridge_ep_overlap(row: Mapping[str, str]) -> Cell:
     row = _recipe(row)
     if _unread(row, "recipe_ep_a2a_overlap"):
-        return approx(RECIPE_NOT_READ)
+        return _not_read(row)
     if row["recipe_ep_a2a_overlap"].strip() == "True":
         return exact(ep_overlap=1.0)
     return exact(ep_overlap=0.0)
@@ -1031,12 +1042,16 @@ BRIDGE = SetTable(
 
 # The same summaries' rows on the other Blackwell systems, read the same way
 # (``megatron_bridge_gb200_gb300_b300.csv``; its header names the versions read).  The
-# models of those rows without a preset say so; Kimi K2's rows trained with Muon.
+# models of those rows without a preset say so; Kimi K2's rows train with Muon.
 BRIDGE_GB_LLMS: dict[str, Cell] = {
     **BRIDGE_LLMS,
     "DeepSeekV3 (w/o MTP)": _fused_router("deepseek-v3"),
-    "Kimi_K2": Missing("the Muon optimizer (the source's note): the model's optimizer is "
-                       "Adam, its states and its step"),
+    # "Muon optimizer was used for pre-training Kimi-K2" (the rows' note): the
+    # benchmark trains the matrices with Muon (optimizer 1, the refined model's
+    # muon module), the router fused as DeepSeek-V3's (Kimi K2 is its architecture).
+    "Kimi_K2": (Way({**_FUSED_ROUTER, "optimizer": 1}, llm="kimi-k2"),
+                Missing("the Muon optimizer (the source's note): the model has no input "
+                        "optimizer")),
     **{name: Missing(f"no preset for {name}'s architecture")
        for name in ("DeepSeekV4 Flash", "Nemotron_3_Ultra", "Nemotron_3_5_Lightning")},
 }

@@ -447,6 +447,7 @@ def test_block_scaled_fp8_on_blackwell_runs_at_the_measured_ratio():
     ("llama3.1-70b", (80, 8192, 64, 8, 128256, None, None, None, None, None)),
     ("llama3.1-405b", (126, 16384, 128, 8, 128256, None, None, None, None, None)),
     ("deepseek-v3", (61, 7168, 128, 128, 129280, 256, 8, 2048, 1, 3)),
+    ("kimi-k2", (61, 7168, 64, 64, 163840, 384, 8, 2048, 1, 1)),
     ("qwen3-30b-a3b", (48, 2048, 32, 4, 151936, 128, 8, 768, 0, 0)),
     ("qwen3-235b-a22b", (94, 4096, 64, 4, 151936, 128, 8, 1536, 0, 0)),
     ("gpt-oss-20b", (24, 2880, 64, 8, 201088, 32, 4, 2880, 0, 0)),
@@ -460,7 +461,7 @@ def test_issue_24_model_families_match_their_published_configs(name, shape):
     for key, expected in zip(keys, shape, strict=True):
         if expected is not None:
             assert values[key] == expected, (name, key)
-    if name == "deepseek-v3":   # MLA: q_lora_rank 1536, kv_lora_rank 512, rope dim 64
+    if name in ("deepseek-v3", "kimi-k2"):   # MLA: q_lora_rank 1536, kv_lora_rank 512, rope 64
         assert (values["q_lora_rank"], values["kv_lora_rank"], values["qk_rope_dim"]) == (
             1536, 512, 64)
     if name.startswith("gpt-oss"):   # config.json: sliding_window 128, layer_types alternating

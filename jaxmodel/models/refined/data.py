@@ -52,7 +52,7 @@ from __future__ import annotations
 
 from jaxmodel.collectives import all_gather, all_reduce, contention_growth, reduce_scatter
 from jaxmodel.deferred import jnp
-from jaxmodel.models.refined import moe
+from jaxmodel.models.refined import moe, muon
 from jaxmodel.models.refined.rates import BF16
 from jaxmodel.numerics import positive_part
 
@@ -311,13 +311,18 @@ def optimizer_seconds(x, g, params, stage_layers, z, edp):
     grad_pass_bytes = gb_traffic * _GRAD_PASSES * x.grad_buffer_bytes
     adam_bytes = jnp.where(x.foreach_optimizer > 0.5,
                            _FOREACH_ADAMW_BYTES + _FOREACH_CLIP_BYTES, _ADAM_BYTES)
-    optimizer_s = (adam_bytes * params_gpu / optimizer_shards
+    # Muon's step over the weight matrices (the embeddings keep Adam's):
+    # jaxmodel.models.refined.muon.
+    matrix_bytes = jnp.where(muon.on(x) > 0.5, muon.STEP_BYTES, adam_bytes)
+    optimizer_s = ((adam_bytes * params_gpu
+                    - (adam_bytes - matrix_bytes) * stage_layers * layer_params)
+                   / optimizer_shards
                    + grad_pass_bytes * params_gpu / buffer_shards
                    + g.cast_bytes * stage_layers * layer_params) / hbm_rate
     expert_shards = jnp.where(zero > 0.5, edp, jnp.ones_like(edp))
     expert_buffer_shards = jnp.where(zero_i == 3, edp, jnp.ones_like(edp))
     optimizer_s = jnp.where(
-        has_experts, optimizer_s + (adam_bytes / expert_shards
+        has_experts, optimizer_s + (matrix_bytes / expert_shards
                                     + grad_pass_bytes / expert_buffer_shards
                                     + g.cast_bytes)
         * stage_layers * expert_layer_params / hbm_rate, optimizer_s)

@@ -172,6 +172,9 @@ INPUTS: tuple[InputField, ...] = (
             "Transformer Engine FusedAdam, torch fused=True); 1 PyTorch's foreach AdamW "
             "(torch.optim.AdamW foreach=True, 8 passes over fp32 states) and "
             "clip_grad_norm_(foreach=True) over the fp32 gradients (torchtitan)", 0),
+    switch("optimizer", "the weight matrices' optimizer: 0 Adam; 1 Muon (Megatron-Core's "
+            "TensorParallelMuon: 5 Newton-Schulz steps a matrix, fp32 master and momentum; "
+            "layer-wise distributed with ZeRO; embeddings and 1-D parameters on Adam)", 0),
     InputField("tp_overlap", "fraction", "share of the tensor-parallel collectives hidden "
                "behind the GEMMs they feed (Megatron-Core --tp-comm-overlap)", False, 0.0,
                True, 0.0, 1.0),

@@ -57,7 +57,7 @@ from typing import NamedTuple
 
 from jaxmodel.deferred import jnp
 from jaxmodel.models.common import whole
-from jaxmodel.models.refined import mamba, moe, mtp
+from jaxmodel.models.refined import mamba, moe, mtp, muon
 from jaxmodel.models.refined.layer import SCORE_BYTES, attention_width, layer_weight_params
 from jaxmodel.models.refined.rates import BF16, low_precision_gemms
 
@@ -368,7 +368,12 @@ def stage_memory(x, g, params, layers_mid, layers_end, layers_last, z, edp, scor
         jnp.where(zero_i == 1, 2.0 + gb + _OPTIMIZER_BYTES / edp,
                   jnp.where(zero_i == 2, 2.0 + (gb + _OPTIMIZER_BYTES) / edp,
                             (2.0 + gb + _OPTIMIZER_BYTES) / edp)))
-    expert_bytes = per_param_expert + fp8 * (1.0 - x.fp8_param_gather) * _FP8_WEIGHT_BYTES
+    # Muon (optimizer 1) keeps no second moment for the weight matrices
+    # (jaxmodel.models.refined.muon); the embeddings stay on Adam.
+    muon_saved = muon.on(x) * muon.STATE_BYTES_SAVED
+    muon_dense = muon_saved / jnp.where(zero_i == 0, jnp.ones_like(z), z)
+    expert_bytes = (per_param_expert + fp8 * (1.0 - x.fp8_param_gather) * _FP8_WEIGHT_BYTES
+                    - muon_saved / jnp.where(zero_i == 0, jnp.ones_like(edp), edp))
     expert_state = expert_bytes * expert_layer_params
     # The multi-token-prediction modules' FP8 weight copies and routed experts
     # (their other parameters are in params_last).
@@ -378,7 +383,7 @@ def stage_memory(x, g, params, layers_mid, layers_end, layers_last, z, edp, scor
     def state_bytes(held, layers):
         whole_stage = held * (BF16 + gb) - (BF16 - gathered_bytes) * layers * layer_params
         dense = (held * per_param + (1.0 - keep) * fsdp_working + keep * whole_stage
-                 + fp8_copies * layers)
+                 + fp8_copies * layers - muon_dense * layers * layer_params)
         return jnp.where(has_experts, dense + layers * expert_state, dense)
 
     in_flight_first = jnp.minimum(m, p)

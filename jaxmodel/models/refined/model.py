@@ -16,7 +16,8 @@ concern, each with the physics and the sources of its terms:
 * ``moe``: mixture of experts, expert parallelism and multi-head latent
   attention;
 * ``mtp``: multi-token prediction (DeepSeek-V3's MTP modules);
-* ``mamba``: Mamba-2 layers of hybrid models (Nemotron-H, Nemotron-3).
+* ``mamba``: Mamba-2 layers of hybrid models (Nemotron-H, Nemotron-3);
+* ``muon``: the Muon optimizer's Newton-Schulz steps and state (``optimizer`` 1).
 
 The step of the busiest pipeline stage:
 
@@ -44,7 +45,7 @@ from jaxmodel.deferred import jnp
 from jaxmodel.models.base import Model
 from jaxmodel.models.common import masked, next_whole_value, switch_steps, whole
 from jaxmodel.models.layout import CONTEXT, GPUS, PIPELINE, TENSOR, LayoutSpace, replica_step
-from jaxmodel.models.refined import mamba, moe, mtp, space
+from jaxmodel.models.refined import mamba, moe, mtp, muon, space
 from jaxmodel.models.refined.context import cp_seconds
 from jaxmodel.models.refined.data import (
     dp_seconds,
@@ -121,13 +122,15 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     # --- data parallelism and the optimizer step ------------------------------
     z, edp, dp_raw, dp = dp_seconds(x, g, params, stage, layer_hw_flops, active_w, attn_core)
     optimizer_s = optimizer_seconds(x, g, params, stage_layers, z, edp)
+    # Muon's Newton-Schulz GEMMs (optimizer 1; 0 with Adam).
+    orthogonalise_s = muon.orthogonalise_seconds(x, g, stage_layers, z, edp)
     # FSDP2's copies around its collectives (memory-bound, on the compute stream).
     copies_s = fsdp_copy_seconds(x, g, params, stage_layers, z)
 
     # The compute the hidden data-parallel collectives slow (NCCL on the SMs).
     contention_s = overlap_seconds(x, g, dp_raw, dp)
 
-    compute = m * micro_compute + optimizer_s + copies_s + contention_s
+    compute = m * micro_compute + optimizer_s + orthogonalise_s + copies_s + contention_s
     stage_recompute = stage_layers * lt.layer_recompute
     recompute_s = m * stage_recompute
     stage_memory_s = (stage_layers * (lt.fwd_bytes + lt.bwd_bytes + lt.recompute_bytes
@@ -290,5 +293,6 @@ REFINED = Model(
     on_host=True,  # tests/test_host_eval.py
     physics=tuple(f"jaxmodel.models.refined.{name}" for name in (
         "model", "layer", "rates", "memory", "tensor", "context", "pipeline", "data", "moe",
-        "mtp", "mamba", "validity", "space", "derived", "fields")) + ("jaxmodel.collectives",),
+        "mtp", "mamba", "muon", "validity", "space", "derived", "fields"))
+    + ("jaxmodel.collectives",),
 )
