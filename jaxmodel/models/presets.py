@@ -60,6 +60,17 @@ class Preset:
     published: Published | None = None
 
 
+def by_name(presets: tuple[Preset, ...]) -> dict[str, Preset]:
+    """The presets keyed by name; a name given twice is a mistake, not an override
+    (a dict built from them would keep the last one without a word)."""
+    table: dict[str, Preset] = {}
+    for preset in presets:
+        if preset.name in table:
+            raise ValueError(f"preset {preset.name!r} is defined twice")
+        table[preset.name] = preset
+    return table
+
+
 # --- GPUs ------------------------------------------------------------------
 #
 # A GPU preset holds two kinds of figures: the datasheet's (peaks, memory,
@@ -337,7 +348,7 @@ def _power_limited_peak(peak_tflops: float, board_w: float, limit_w: float) -> f
 _H100_500W_BF16 = _power_limited_peak(989, 700, 500)
 _H100_500W_FP8 = _power_limited_peak(1979, 700, 500)
 
-GPUS: dict[str, Preset] = {p.name: p for p in (
+GPUS: dict[str, Preset] = by_name((
     _gpu("a100-40gb-sxm", "NVIDIA A100 40 GB SXM4, DGX A100 node (8 x HDR 200 Gb/s)",
          "NVIDIA A100 Tensor Core GPU datasheet (2020): 312 TFLOP/s bf16 dense, 1,555 GB/s, "
          "NVLink 600 GB/s, 108 SMs (A100 architecture whitepaper), no FP8 tensor cores "
@@ -485,7 +496,7 @@ GPUS: dict[str, Preset] = {p.name: p for p in (
          tflops=2516.6, sms=256, mamf=0.622, memory_gb=288,
          hbm_tb_s=8.0, nvlink_gb_s=538, network_gb_s=50, per_node=8,
          rates=_rates(attention=_ATTN_MI300X, hbm=_HBM_MI300X, intra=_XGMI_MI300X)),
-)}
+))
 
 
 # --- Per-precision figures -------------------------------------------------
@@ -834,7 +845,7 @@ def _sc21(name, params_b, heads, hidden, layers):
                 ffn=4 * hidden, mlp=2, vocab=51200, seq=2048, tied=1)
 
 
-LLMS: dict[str, Preset] = {p.name: p for p in (
+LLMS: dict[str, Preset] = by_name((
     _llm("gpt3-175b", "GPT-3 175B", "Brown et al. 2020, Table 2.1 (GPT-2 BPE, 50,257 tokens)",
          params_b=175, hidden=12288, layers=96, heads=96, kv_heads=96, ffn=49152, mlp=2,
          vocab=50257, seq=2048, tied=1),
@@ -895,7 +906,7 @@ LLMS: dict[str, Preset] = {p.name: p for p in (
     _sc21("megatron-310b", 310.1, 128, 16384, 96),
     _sc21("megatron-530b", 529.6, 128, 20480, 105),
     _sc21("megatron-1t", 1008.0, 160, 25600, 128),
-)}
+))
 
 
 def _moe(name, description, source, published, *, hidden, layers, heads, kv_heads, ffn,
@@ -949,7 +960,7 @@ _GPT_OSS_ATTENTION = ("Sliding window 128 in every other layer (config.json slid
 # Mixture-of-experts models.  Shapes from each model's Hugging Face
 # config.json (the source names the repository); published counts from its
 # model card or report.  seq is the pre-training sequence length.
-MOE_LLMS: dict[str, Preset] = {p.name: p for p in (
+MOE_LLMS: dict[str, Preset] = by_name((
     _moe("mixtral-8x7b", "Mixtral 8x7B (8 experts, top-2)",
          "mistralai/Mixtral-8x7B-v0.1 config.json; Jiang et al. 2024 (Mixtral of Experts): "
          "46.7B total, 12.9B active (embeddings included)",
@@ -968,16 +979,6 @@ MOE_LLMS: dict[str, Preset] = {p.name: p for p in (
          Published(671, 0.5, 37, 0.5, False),
          hidden=7168, layers=61, heads=128, kv_heads=128, ffn=18432, vocab=129280, seq=4096,
          experts=256, top_k=8, expert_ffn=2048, shared=1, dense_layers=3, head_dim=128,
-         mla=(1536, 512, 64)),
-    _moe("kimi-k2", "Kimi K2 (DeepSeek-V3's MLA and MoE: 384 routed + 1 shared expert, "
-         "top-8, 64 heads)",
-         "moonshotai/Kimi-K2-Instruct config.json (hidden 7168, 61 layers, 64 heads, "
-         "384 routed experts of 2048, first_k_dense_replace 1, vocabulary 163,840, "
-         "q_lora_rank 1536, kv_lora_rank 512, rope 64) and model card: 1T total, 32B "
-         "activated; trained with the Muon optimizer (MuonClip)",
-         Published(1000, 500, 32, 0.5, False),
-         hidden=7168, layers=61, heads=64, kv_heads=64, ffn=18432, vocab=163840, seq=4096,
-         experts=384, top_k=8, expert_ffn=2048, shared=1, dense_layers=1, head_dim=128,
          mla=(1536, 512, 64)),
     _moe("qwen3-30b-a3b", "Qwen3-30B-A3B (128 experts, top-8)",
          "Qwen/Qwen3-30B-A3B config.json and model card: 30.5B total, 3.3B activated",
@@ -1005,12 +1006,13 @@ MOE_LLMS: dict[str, Preset] = {p.name: p for p in (
          experts=128, top_k=4, expert_ffn=2880, head_dim=64, window=_GPT_OSS_WINDOW,
          clamp_bias=1),
     _moe("kimi-k2", "Kimi K2 (MLA, 384 routed + 1 shared expert, top-8)",
-         "moonshotai/Kimi-K2-Instruct config.json and model card: 1T total, 32B activated",
+         "moonshotai/Kimi-K2-Instruct config.json and model card: 1T total, 32B activated; "
+         "trained with the Muon optimizer (MuonClip: optimizer 1)",
          Published(1000, 50, 32, 0.5, False),
          hidden=7168, layers=61, heads=64, kv_heads=64, ffn=18432, vocab=163840, seq=4096,
          experts=384, top_k=8, expert_ffn=2048, shared=1, dense_layers=1, head_dim=128,
          mla=(1536, 512, 64)),
-)}
+))
 LLMS.update(MOE_LLMS)
 
 
@@ -1073,7 +1075,7 @@ def _hybrid(name, description, source, published, *, pattern, hidden, heads, kv_
 # hybrid Mamba-Attention Mixture-of-Experts model"; the checkpoint's name
 # 120B-A12B); the active count without the input embedding (as Nano's 3.2B).
 # seq 8192: the Bridge's Nemotron-3 Super pre-training performance recipes.
-HYBRID_LLMS: dict[str, Preset] = {p.name: p for p in (
+HYBRID_LLMS: dict[str, Preset] = by_name((
     _hybrid("nemotron3-nano", "Nemotron-3 Nano 30B-A3B (hybrid Mamba-2 / MoE, 128 experts, "
             "top-6)",
             "Megatron-Bridge Nemotron3NanoProvider; nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16 "
@@ -1093,7 +1095,7 @@ HYBRID_LLMS: dict[str, Preset] = {p.name: p for p in (
             hidden=4096, heads=32, kv_heads=2, head_dim=128, ffn=2688, mlp=2, vocab=131072,
             seq=8192, experts=512, top_k=22, expert_ffn=2688, shared=2,
             mamba=(128, 64, 128, 8, 4, 128), latent=1024),
-)}
+))
 LLMS.update(HYBRID_LLMS)
 
 

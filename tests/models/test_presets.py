@@ -54,6 +54,17 @@ def test_architecture_reproduces_the_published_parameter_count(name):
     assert params == pytest.approx(LLMS[name].values["model_params_b"], rel=0.01, abs=0.06)
 
 
+def test_a_preset_name_given_twice_is_an_error():
+    # Two definitions of one name used to leave the last in the table without a word
+    # (session 16 defined kimi-k2 a second time).
+    from jaxmodel.models.presets import Preset, by_name
+
+    first, second = Preset("x", "one", "source"), Preset("x", "two", "source")
+    with pytest.raises(ValueError, match="preset 'x' is defined twice"):
+        by_name((first, second))
+    assert by_name((first,)) == {"x": first}
+
+
 def test_apply_presets_keeps_each_models_own_inputs():
     seed = apply_presets(SEED, gpu="h100-sxm", llm="llama3-70b")
     assert seed == {"compute_tflops": 989.0, "link_bandwidth_gb_s": 450.0,
