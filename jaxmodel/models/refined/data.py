@@ -45,7 +45,10 @@
 * **Optimizer step**: memory-bound mixed-precision Adam over the GPU's shard
   (ZeRO divides it by ``z``): one fused pass, or PyTorch's foreach AdamW and
   gradient-norm clipping, a pass per ``_foreach`` op (``foreach_optimizer``);
-  the once-a-step passes over the gradient buffer and the FP8 weight casts.
+  under Muon (``optimizer`` 1) the weight matrices' step moves 20 bytes a
+  parameter, not 28, and its Newton-Schulz GEMMs are
+  ``jaxmodel.models.refined.muon``'s; the once-a-step passes over the gradient
+  buffer and the FP8 weight casts.
 """
 
 from __future__ import annotations
