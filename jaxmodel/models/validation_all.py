@@ -412,9 +412,13 @@ def gpu_pairs(sets: Sequence[SetRun], judged: Sequence[Sequence[Judged]]
             if j.case.workload and math.isfinite(j.error_percent):
                 runs.setdefault(j.case.workload, {}).setdefault(j.case.gpu, j)
     order = {name: i for i, name in enumerate(GPUS)}
+
+    def rank(name: str) -> tuple[int, str]:
+        return order.get(name, len(order)), name
+
     found: dict[tuple[str, str], list[tuple[float, float, bool]]] = {}
     for on in runs.values():
-        names = sorted(on, key=lambda n: (order.get(n, len(order)), n))
+        names = sorted(on, key=rank)
         for i, a in enumerate(names):
             for b in names[i + 1:]:
                 ja, jb = on[a], on[b]
@@ -430,8 +434,7 @@ def gpu_pairs(sets: Sequence[SetRun], judged: Sequence[Sequence[Judged]]
                       "measured_ratio_median": float(np.median(measured)),
                       "predicted_ratio_median": float(np.median(predicted)),
                       "ratio_error_percent": _stats(100.0 * (predicted / measured - 1.0))})
-    pairs.sort(key=lambda r: (order.get(r["gpus"][0], len(order)),
-                              order.get(r["gpus"][1], len(order))))
+    pairs.sort(key=lambda r: (rank(r["gpus"][0]), rank(r["gpus"][1])))
     return pairs
 
 

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from jaxmodel.deferred import jnp
 from jaxmodel.models.refined import mamba, moe
-from jaxmodel.models.refined.layer import attention_width
+from jaxmodel.models.refined.layer import layer_gemm_shapes
 
 # Newton-Schulz steps a matrix (Megatron-Core OptimizerConfig.muon_num_ns_steps,
 # emerging_optimizers' default; Moonshot's Moonlight and Kimi K2 use 5 too).
@@ -105,9 +105,8 @@ def expert_ns_flops(x, etp):
 def layer_ns_flops(x, t, plain):
     """The average layer's matrices a tensor-parallel rank holds, routed experts
     apart (``x``: ``mamba.moe_view``; as ``memory.stage_params`` weighs them)."""
-    h = x.hidden_dim
-    dense = (ns_flops(attention_width(x) * (1.0 + 2.0 * x.num_kv_heads / x.num_heads) / t, h)
-             + ns_flops(h, attention_width(x) / t) + ffn_ns_flops(x, x.ffn_hidden_dim, t))
+    # A plain dense layer's matrices are its GEMMs' weights (layer.layer_gemm_shapes).
+    dense = sum(ns_flops(n, k) for n, k in layer_gemm_shapes(x))
     attention = attention_ns_flops(x, t)
     block = moe_block_ns_flops(x, t)
     dense_ffn = ffn_ns_flops(x, x.ffn_hidden_dim, t)
