@@ -412,10 +412,12 @@ def test_gpu_presets_run_the_sustained_low_precision_ceilings():
     # Measured sustained FP8 (Azure guide): H100 1382.2 / 1979, GB200 2906.9 / 5000.
     # Assumed from a sibling: H800 = H100's die; B200 GB200's TFLOP/s x 0.9 (its
     # SMs and power: 2906.9 x 0.9 / 4500 = 0.5814); MI355X its bf16 0.622 x
-    # MI300X's 0.443 / 0.511 = 0.5392.  FP4: GB200's 7627.6 / 10000 for B200,
-    # GB200 and MI355X; Blackwell Ultra its FP8 sustained ceiling times TE's B300
-    # FP4 / FP8 kernel ratio 0.470 / 0.725; no FP4 on Hopper: the bf16 ceiling,
-    # and peak 0.
+    # MI300X's 0.443 / 0.511 = 0.5392.  FP4: the FP8 sustained ceiling times
+    # (1 + x) / (1 + r x), x = 1 / 0.725 - 1 = 0.3793 (TE's B300 FP8 layer
+    # kernels' fraction of peak), r the FP4 / FP8 peak: r = 2 (B200, GB200,
+    # MI355X) 1.3793 / 1.7586 = 0.7843, B300 r = 13125 / 4500 = 2.9167 1.3793 /
+    # 2.1063 = 0.6549, GB300 r = 3 1.3793 / 2.1379 = 0.6452; no FP4 on Hopper:
+    # the bf16 ceiling, and peak 0.
     values = {name: GPUS[name].values for name in GPUS}
     assert values["h100-sxm"]["fp8_matmul_efficiency"] == pytest.approx(1382.2 / 1979, abs=5e-4)
     assert values["h800"]["fp8_matmul_efficiency"] == values["h100-sxm"]["fp8_matmul_efficiency"]
@@ -423,12 +425,13 @@ def test_gpu_presets_run_the_sustained_low_precision_ceilings():
                                                                            abs=5e-4)
     assert values["b200"]["fp8_matmul_efficiency"] == 0.581
     assert values["mi355x"]["fp8_matmul_efficiency"] == 0.539
-    assert values["b200"]["fp4_matmul_efficiency"] == pytest.approx(7627.6 / 10000, abs=5e-4)
-    for name in ("b300", "gb300-nvl72"):
-        assert values[name]["fp4_matmul_efficiency"] == pytest.approx(
-            values[name]["fp8_matmul_efficiency"] * 0.470 / 0.725, abs=1e-3)
+    for name in ("b200", "gb200-nvl72"):
+        assert values[name]["fp4_matmul_efficiency"] == pytest.approx(0.581 * 0.7843, abs=1e-3)
+    assert values["mi355x"]["fp4_matmul_efficiency"] == pytest.approx(0.539 * 0.7843, abs=1e-3)
+    assert values["gb300-nvl72"]["fp4_matmul_efficiency"] == pytest.approx(
+        values["gb300-nvl72"]["fp8_matmul_efficiency"] * 0.6452, abs=1e-3)
     assert values["b300"]["fp4_matmul_efficiency"] == pytest.approx(
-        2906.9 * blackwell_scale(160, 1100) / 4500 * 0.470 / 0.725, abs=1e-3)
+        2906.9 * blackwell_scale(160, 1100) / 4500 * 0.6549, abs=1e-3)
     assert values["h100-sxm"]["fp4_matmul_efficiency"] == values["h100-sxm"]["matmul_efficiency"]
     assert values["h100-sxm"]["fp4_peak_tflops"] == 0
     assert values["a100-80gb-sxm"]["fp8_peak_tflops"] == 0
