@@ -88,6 +88,12 @@ def test_pipeline_transfer_term():
     # Two nodes (16 GPUs, d = 2): the hop crosses the network, 1e10 B/s, +5 us latency.
     two = run(num_gpus=16, inter_node_latency_us=5.0)
     assert two["pp_comm_ms"] == approx(8 * (2_097_152 / 4 / 1e10 + 5e-6 + 15.72864e-6) * 1e3)
+    # Four nodes, p = 8 (32 GPUs, d = 1): stages 4 ranks apart, two to a node, so
+    # no stage has node boundaries on both sides; the busiest sends one direction
+    # over the network and the other over NVLink (5.24288 us): half each.
+    shared = run(num_gpus=32, pipeline_parallel=8, inter_node_latency_us=5.0)
+    one_way = (2_097_152 / 4 / 1e10 + 5e-6 + 5.24288e-6) / 2
+    assert shared["pp_comm_ms"] == approx(8 * (one_way + 15.72864e-6) * 1e3)
     assert run(pipeline_parallel=1, num_gpus=4)["pp_comm_ms"] == 0.0
 
 

@@ -51,7 +51,9 @@
   point-to-point transfers per step, each ``2 b s h / t`` bytes per GPU with
   the scatter/gather optimisation (sec. 4.1) then an all-gather in the node
   (none with sequence parallelism: the activation is already sharded);
-  inter-node unless the job is one node.
+  inter-node unless the job is one node, and half of them where stages share
+  a node (``crossing_share``: an NVL72 domain holds several stages of a large
+  job, so the busiest stage sends only one direction across racks).
 * **Bubble**: 1F1B ``(p - 1) / (v m)`` of the busy time of the busiest stage;
   the zero-bubble schedules (Qi et al. 2023, sec. 2 and 6) fill it with
   weight-gradient passes: ZB-H1 ``(p - 1)(F + B - W)``, ZB-V the ZB-H2
@@ -144,13 +146,31 @@ def busiest_stage(g, layers_mid, layers_end, layers_last, lt, end_extra) -> Stag
     return Stage(last_busiest, micro_compute, stage_layers, stage_f, stage_w, stage_b)
 
 
+def crossing_share(g):
+    """The share of the busiest stage's sends that leave its node (0, 1/2 or 1).
+
+    Stages are ``t c d`` ranks apart (the pipeline rank is the outermost).  A job
+    in one node sends nothing across; where two stages or more share a node
+    (``2 t c d <= G``) no stage has node boundaries on both sides (two of them
+    lie ``G`` apart, its two neighbours within ``2 t c d``), so the busiest
+    stage sends one direction (its forward activations or its backward
+    gradients) across and the other in the node: half; otherwise all of them.
+    """
+    G = whole(g.G)
+    stride = g.used_i // jnp.maximum(g.p_i, 1)
+    across = jnp.where(2 * stride <= G, 0.5, 1.0)
+    return jnp.where(g.used_i > G, across, 0.0).astype(g.fdt)
+
+
 def transfer_seconds(g, act_bytes):
-    """Point-to-point seconds a step: ``2 v m`` sends of the ``[s / c, b, h]`` activation."""
-    fdt, used_i, G, sp, t, net = g.fdt, g.used_i, g.G, g.sp, g.t, g.net
+    """Point-to-point seconds a step: ``2 v m`` sends of the ``[s / c, b, h]``
+    activation, ``crossing_share`` of them over the network."""
+    sp, t, net, G = g.sp, g.t, g.net, g.G
     pp_active, v, m = g.pp_active, g.v, g.m
-    crosses = (used_i > whole(G)).astype(fdt)
+    share = crossing_share(g)
     gather = (1.0 - sp) * all_gather(act_bytes, t, jnp.minimum(t, G), net)
-    p2p_one = point_to_point(act_bytes / t, crosses, net) + gather
+    p2p_one = (share * point_to_point(act_bytes / t, 1.0, net)
+               + (1.0 - share) * point_to_point(act_bytes / t, 0.0, net) + gather)
     pp = pp_active * 2.0 * v * m * p2p_one
     return pp
 
