@@ -489,6 +489,11 @@ def megatron_recompute(granularity: str, method: str, num_layers: str, modules: 
         return exact(recompute=2, moe_recompute=0)
     if granularity != "selective":
         raise ValueError(f"recompute granularity {granularity!r}: none, full or selective")
+    # An explicitly empty list recomputes nothing: Megatron-Core's TransformerConfig
+    # puts core_attn in only when recompute_modules is None, and checks the
+    # selective modules only "if len(self.recompute_modules) > 0".
+    if modules.strip().replace(" ", "") == "[]":
+        return exact(recompute=0, moe_recompute=0)
     names = [n.strip().strip('"').strip("'") for n in
              modules.replace("[", "").replace("]", "").replace(";", ",").replace(" ", ",")
              .split(",")]

@@ -833,6 +833,11 @@ def test_megatron_recompute_modules_map_to_inputs():
     assert "(mlp)" in way.note
     (way,) = megatron_recompute("selective", "", "", "None")  # Megatron's default: core_attn
     assert way.inputs["recompute"] == 1.0 and way.inputs["mla_recompute"] == 0.0
+    # An explicit empty list (Megatron-Bridge's GB300 DeepSeek-V3 MXFP8 recipe sets
+    # recompute_modules = []) recomputes nothing: TransformerConfig fills in
+    # core_attn only for None.
+    (way,) = megatron_recompute("selective", "", "", "[]")
+    assert way.inputs == {"recompute": 0, "moe_recompute": 0}
 
 
 def test_router_fusion_as_each_recipe_sets_it():
