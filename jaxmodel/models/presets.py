@@ -674,6 +674,9 @@ def _blackwell_sustained(name: str, precision: str, anchor_fraction: float,
 # shapes (fp4_over_fp8, below).  A GPU without the
 # precision (peak None above: A100 FP8, Hopper FP4) has a peak of 0, which
 # makes a layout asking for it invalid, and its ceiling is left at the bf16 one.
+# A GPU with no MAMF measurement of its own takes the burst ceilings of the same
+# die: GB300 B300's (its preset's mamf is _MAMF_B300 for the same reason).
+BURST_SIBLING: dict[str, str] = {"gb300-nvl72": "b300"}
 _GB200_FP8_SUSTAINED = MATMUL_CEILINGS[BLACKWELL_ANCHOR]["fp8_sustained"]
 _GB200_FP8_BURST = MATMUL_CEILINGS[BLACKWELL_ANCHOR]["fp8_burst"]
 FP8_SUSTAINED: dict[str, float] = {
@@ -683,7 +686,7 @@ FP8_SUSTAINED: dict[str, float] = {
     "h200": MATMUL_CEILINGS["h200"]["fp8_sustained"],
     **{name: _blackwell_sustained(
         name, "fp8", _GB200_FP8_SUSTAINED,
-        MATMUL_CEILINGS["b300" if name == "gb300-nvl72" else name]["fp8_burst"])
+        MATMUL_CEILINGS[BURST_SIBLING.get(name, name)]["fp8_burst"])
        for name in POWER_LIMITED_BLACKWELL},
     "gb200-nvl72": _GB200_FP8_SUSTAINED,
     "mi300x": MATMUL_CEILINGS["mi300x"]["fp8_sustained"],

@@ -56,6 +56,7 @@ from __future__ import annotations
 from jaxmodel.collectives import all_gather, all_reduce, contention_growth, reduce_scatter
 from jaxmodel.deferred import jnp
 from jaxmodel.models.refined import moe, muon
+from jaxmodel.models.refined.derived import optimizer_shards
 from jaxmodel.models.refined.rates import BF16
 from jaxmodel.numerics import positive_part
 
@@ -303,11 +304,10 @@ def optimizer_seconds(x, g, params, stage_layers, z, edp):
     zero_i, hbm_rate, has_experts = g.zero_i, g.hbm_rate, g.has_experts
     params_gpu, layer_params = params.params_gpu, params.layer_params
     expert_layer_params = params.expert_layer_params
-    zero = x.zero_stage
     gb_traffic = x.grad_buffer_traffic
     # Optimizer step (memory-bound Adam over this GPU's shard) and the FP8
     # weight casts (once a step: read bf16, write FP8 and its transpose).
-    optimizer_shards = jnp.where(zero > 0.5, z, jnp.ones_like(z))
+    dense_shards = optimizer_shards(g, z)
     # The once-a-step passes over the gradient buffer (grad_buffer_traffic):
     # the whole buffer, or the shard with ZeRO-3.
     buffer_shards = jnp.where(zero_i == 3, z, jnp.ones_like(z))
@@ -319,10 +319,10 @@ def optimizer_seconds(x, g, params, stage_layers, z, edp):
     matrix_bytes = jnp.where(muon.on(x) > 0.5, muon.STEP_BYTES, adam_bytes)
     optimizer_s = ((adam_bytes * params_gpu
                     - (adam_bytes - matrix_bytes) * stage_layers * layer_params)
-                   / optimizer_shards
+                   / dense_shards
                    + grad_pass_bytes * params_gpu / buffer_shards
                    + g.cast_bytes * stage_layers * layer_params) / hbm_rate
-    expert_shards = jnp.where(zero > 0.5, edp, jnp.ones_like(edp))
+    expert_shards = optimizer_shards(g, edp)
     expert_buffer_shards = jnp.where(zero_i == 3, edp, jnp.ones_like(edp))
     optimizer_s = jnp.where(
         has_experts, optimizer_s + (matrix_bytes / expert_shards

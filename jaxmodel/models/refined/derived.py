@@ -68,6 +68,13 @@ def cast_bytes_per_element(x):
                       CAST_BYTES_PER_ELEMENT[0]).astype(jnp.result_type(x.hidden_dim))
 
 
+def optimizer_shards(g, ranks):
+    """The ranks a distributed optimizer splits the optimizer state, its step and
+    Muon's orthogonalisation over: ``ranks`` (``z`` for the dense parameters,
+    ``edp`` for the routed experts') under ZeRO 1-3, one rank without."""
+    return jnp.where(g.zero_i >= 1, ranks, jnp.ones_like(ranks))
+
+
 def recomputed_share(x):
     """The share of a stage's layers that full recompute recomputes (0..1).
 

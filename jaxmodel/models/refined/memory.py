@@ -58,6 +58,7 @@ from typing import NamedTuple
 from jaxmodel.deferred import jnp
 from jaxmodel.models.common import whole
 from jaxmodel.models.refined import mamba, moe, mtp, muon
+from jaxmodel.models.refined.derived import optimizer_shards
 from jaxmodel.models.refined.layer import SCORE_BYTES, attention_width, layer_weight_params
 from jaxmodel.models.refined.rates import BF16, low_precision_gemms
 
@@ -371,9 +372,9 @@ def stage_memory(x, g, params, layers_mid, layers_end, layers_last, z, edp, scor
     # Muon (optimizer 1) keeps no second moment for the weight matrices
     # (jaxmodel.models.refined.muon); the embeddings stay on Adam.
     muon_saved = muon.on(x) * muon.STATE_BYTES_SAVED
-    muon_dense = muon_saved / jnp.where(zero_i == 0, jnp.ones_like(z), z)
+    muon_dense = muon_saved / optimizer_shards(g, z)
     expert_bytes = (per_param_expert + fp8 * (1.0 - x.fp8_param_gather) * _FP8_WEIGHT_BYTES
-                    - muon_saved / jnp.where(zero_i == 0, jnp.ones_like(edp), edp))
+                    - muon_saved / optimizer_shards(g, edp))
     expert_state = expert_bytes * expert_layer_params
     # The multi-token-prediction modules' FP8 weight copies and routed experts
     # (their other parameters are in params_last).

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 from jaxmodel.deferred import jnp
 from jaxmodel.models.refined import mamba, moe
+from jaxmodel.models.refined.derived import optimizer_shards
 from jaxmodel.models.refined.layer import layer_gemm_shapes
 
 # Newton-Schulz steps a matrix (Megatron-Core OptimizerConfig.muon_num_ns_steps,
@@ -123,9 +124,8 @@ def orthogonalise_seconds(x, g, stage_layers, z, edp):
     """Seconds of the Newton-Schulz steps a step on the busiest stage's GPU (0 with
     Adam): its layers' matrices over the ``z`` ranks that share them (``edp`` for
     the routed experts' ``E / e`` local experts) with a distributed optimizer."""
-    shards = jnp.where(x.zero_stage > 0.5, z, jnp.ones_like(z))
-    expert_shards = jnp.where(x.zero_stage > 0.5, edp, jnp.ones_like(edp))
     experts = jnp.where(g.has_experts, moe.moe_fraction(x) * x.num_experts / g.e
-                        * expert_ns_flops(x, g.etp) / expert_shards, 0.0)
-    flops = stage_layers * (layer_ns_flops(x, g.t, g.plain) / shards + experts)
+                        * expert_ns_flops(x, g.etp) / optimizer_shards(g, edp), 0.0)
+    flops = stage_layers * (layer_ns_flops(x, g.t, g.plain) / optimizer_shards(g, z)
+                            + experts)
     return on(x) * flops / (g.peak * x.matmul_efficiency)
