@@ -157,7 +157,7 @@ def crossing_share(g):
     gradients) across and the other in the node: half; otherwise all of them.
     """
     G = whole(g.G)
-    stride = g.used_i // jnp.maximum(g.p_i, 1)
+    stride = g.t_i * g.c_i * g.d_i
     across = jnp.where(2 * stride <= G, 0.5, 1.0)
     return jnp.where(g.used_i > G, across, 0.0).astype(g.fdt)
 
