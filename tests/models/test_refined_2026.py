@@ -16,7 +16,7 @@ one new term switched on at a time.  Recurring hand values (float64):
 
 import numpy as np
 import pytest
-from test_refined import TOY
+from test_refined import TOY, WGRAD_QKV_US, WGRAD_UP_US
 
 import jaxmodel
 from jaxmodel.api import as_dicts
@@ -29,6 +29,9 @@ BYTES_FWD_US = 27.262976
 LOGIT_FWD_US = 5.36870912  # 2 s b h V / t = 536,870,912 FLOP
 P_GPU = 12_845_056  # (4 x 12 h^2 + V h) / t parameters on a GPU of the first stage
 LAYER_P = 3_145_728  # 12 h^2 / t
+# The QKV and first feed-forward weight gradients a layer and micro-batch, beside
+# which the backward TP collectives of those column-parallel GEMMs run.
+WGRAD_US = WGRAD_QKV_US + WGRAD_UP_US
 
 
 def run(**changes) -> dict:
@@ -421,8 +424,9 @@ def test_recompute_layers_recomputes_the_first_k_of_each_chunk():
     assert out["recompute_ms"] == approx(
         16 * (0.5 * ATTN_FWD_US + 0.25 * (GEMM_FWD_US + ATTN_FWD_US + BYTES_FWD_US)) * 1e-3)
     # Tensor-parallel all-reduces: 4 a layer, plus the 2 of the forward again on
-    # a quarter of the layers: 4.5 of 31.45728 us, x 16.
-    assert out["tp_comm_ms"] == approx(16 * 4.5 * 31.45728e-3)
+    # a quarter of the layers: 4.5 of 31.45728 us, less the two backward ones'
+    # time beside the QKV and feed-forward weight gradients; x 16.
+    assert out["tp_comm_ms"] == approx(16 * (4.5 * 31.45728 - WGRAD_US) * 1e-3)
     # Activations, in s b h: a quarter of the layers store their input (2), the
     # rest everything (10 + 24 / t = 16): 12.5 a layer x 4 layers x 2 micro-batches
     # in flight, one layer's full activations while recomputing (16), the
@@ -487,42 +491,59 @@ PROJ_US = 5.36870912
 
 
 def test_tp_overlap_hides_each_collective_behind_its_own_gemm():
+    # Sequence parallelism (which Megatron's --tp-comm-overlap requires): 4 pairs of a
+    # reduce-scatter and an all-gather, 15.72864 us each, 125.82912 us a layer.
     # Forward: the reduce-scatter after the output projection hides only 5.36870912
     # us (that GEMM's time), the other three their 11.79648 us.  Backward (Transformer
     # Engine): the gradient all-gathers behind the projection's and the second
     # feed-forward GEMM's dgrad (5.36870912 + 11.79648), the input-gradient
-    # reduce-scatters behind QKV's and the first feed-forward GEMM's wgrad (2 x
-    # 11.79648).  Hidden 2 x (3 x 11.79648 + 5.36870912) = 81.51629824 us of 4 x
-    # 31.45728 = 125.82912: 44.31282176 us exposed a layer, 4 layers x 4 micro-batches.
-    # (One pool of all the layer's GEMMs, as this model had it, hid 3/4 of everything:
-    # 31.45728 us exposed.)
-    hidden = 2 * (3 * TP_SHARE_US + PROJ_US)
-    assert hidden == pytest.approx(81.51629824)
-    assert run(tp_overlap=1.0)["tp_comm_ms"] == approx(16 * (125.82912 - hidden) * 1e-3)
-    # Half the overlap: 5.89824 us a collective to hide, the projection still its 5.36870912.
-    half = 2 * (3 * TP_SHARE_US / 2 + PROJ_US)
-    assert run(tp_overlap=0.5)["tp_comm_ms"] == approx(16 * (125.82912 - half) * 1e-3)
-    # Full recompute: six all-reduces (188.74368 us), the forward pairs hide twice.
-    assert run(tp_overlap=1.0, recompute=2)["tp_comm_ms"] == approx(
-        16 * (188.74368 - 1.5 * hidden) * 1e-3)
+    # reduce-scatters whole behind QKV's and the first feed-forward GEMM's wgrad (2 x
+    # 15.72864: the bulk overlap is not split in t chunks).  The re-gathers of the QKV
+    # and feed-forward inputs (15.72864 us each) hide whole behind their dgrad.
+    # Hidden 40.75814912 + 48.62246912 = 89.38061824 us: 36.44850176 exposed a layer,
+    # 4 layers x 4 micro-batches.
+    forward = 3 * TP_SHARE_US + PROJ_US
+    backward = PROJ_US + TP_SHARE_US + 2 * 15.72864
+    assert forward + backward == pytest.approx(89.38061824)
+    sp = dict(sequence_parallel=1)
+    assert run(tp_overlap=1.0, **sp)["tp_comm_ms"] == approx(
+        16 * (125.82912 - forward - backward) * 1e-3)
+    # Half the overlap: 5.89824 us a collective to hide, the projection still its
+    # 5.36870912; the backward reduce-scatters still whole.
+    half = 3 * TP_SHARE_US / 2 + PROJ_US + PROJ_US + TP_SHARE_US / 2 + 2 * 15.72864
+    assert run(tp_overlap=0.5, **sp)["tp_comm_ms"] == approx(16 * (125.82912 - half) * 1e-3)
+    # Full recompute: six pairs (188.74368 us), the forward pairs hide twice.
+    assert run(tp_overlap=1.0, recompute=2, **sp)["tp_comm_ms"] == approx(
+        16 * (188.74368 - 2 * forward - backward) * 1e-3)
+    # Without sequence parallelism the backward has no all-gathers; its two all-reduces
+    # (31.45728 us) run beside the weight gradients (16.10612736, 21.47483648).
+    assert run(tp_overlap=1.0)["tp_comm_ms"] == approx(
+        16 * (125.82912 - forward - WGRAD_US) * 1e-3)
 
 
 def test_async_tp_leaves_the_backward_reduce_scatters_and_sums_the_partials():
-    # PyTorch's async TP (tp_overlap_kind 1): the backward reduce-scatters of the summed
-    # QKV and feed-forward input gradients are not fused: hidden forward 3 x 11.79648 +
-    # 5.36870912, backward 5.36870912 + 11.79648 = 57.92333824 us.  Each forward fused
-    # reduce-scatter then sums its t = 4 partial blocks: 2 B x 1024 x 1024 x (1 + 1/4) =
-    # 2,621,440 B at 1e12 B/s = 2.62144 us, twice a layer.
+    # PyTorch's async TP (tp_overlap_kind 1), with sequence parallelism as torchtitan
+    # runs it: the backward reduce-scatters of the summed QKV and feed-forward input
+    # gradients are not fused: hidden forward 3 x 11.79648 + 5.36870912, backward
+    # 5.36870912 + 11.79648 = 57.92333824 us.  Each forward fused reduce-scatter then
+    # sums its t = 4 partial blocks: 2 B x 1024 x 1024 x (1 + 1/4) = 2,621,440 B at
+    # 1e12 B/s = 2.62144 us, twice a layer.  DTensor TP keeps the gathered input: no
+    # re-gathers.
+    async_tp = dict(tp_overlap_kind=1, sequence_parallel=1)
     hidden = 4 * TP_SHARE_US + 2 * PROJ_US
     assert hidden == pytest.approx(57.92333824)
     exposed = 125.82912 - hidden + 2 * 2.62144
-    assert run(tp_overlap=1.0, tp_overlap_kind=1)["tp_comm_ms"] == approx(16 * exposed * 1e-3)
+    assert run(tp_overlap=1.0, **async_tp)["tp_comm_ms"] == approx(16 * exposed * 1e-3)
     # Full recompute: the recomputed forward hides (and sums) again.
     again = 188.74368 - (hidden + 3 * TP_SHARE_US + PROJ_US) + 4 * 2.62144
-    assert run(tp_overlap=1.0, tp_overlap_kind=1, recompute=2)["tp_comm_ms"] == approx(
+    assert run(tp_overlap=1.0, recompute=2, **async_tp)["tp_comm_ms"] == approx(
         16 * again * 1e-3)
-    # Without overlap the kind changes nothing.
-    assert run(tp_overlap_kind=1)["tp_comm_ms"] == approx(16 * 125.82912e-3)
+    # Without overlap DTensor hides nothing, while Megatron (kind 0) runs its backward
+    # reduce-scatters (15.72864 us) beside the weight gradients and its re-gathers
+    # beside the input gradients.
+    assert run(**async_tp)["tp_comm_ms"] == approx(16 * 125.82912e-3)
+    assert run(sequence_parallel=1)["tp_comm_ms"] == approx(
+        16 * (125.82912 - 2 * 15.72864) * 1e-3)
 
 
 def test_fp8_sequence_parallel_all_gathers_move_the_quantized_tensor():
@@ -530,11 +551,12 @@ def test_fp8_sequence_parallel_all_gathers_move_the_quantized_tensor():
     # reduce-scatter (15.72864 us: 2 B x 1024 x 1024 over t = 4 at 1e11 B/s, 3/4 of it
     # sent) and an all-gather; 2 of them forward (the QKV and first feed-forward input),
     # 2 backward (the projection's and second feed-forward's output gradient).
-    # FP8 GEMMs at 1e14 FLOP/s (dgrad QKV 16.10612736 us, first feed-forward
+    # FP8 GEMMs at 1e14 FLOP/s (dgrad and wgrad QKV 16.10612736 us, first feed-forward
     # 21.47483648) hide the backward re-gathers of their inputs whole
-    # (test_backward_regathers_of_column_parallel_inputs_hide_behind_their_dgrad).
+    # (test_backward_regathers_of_column_parallel_inputs_hide_behind_their_dgrad), and
+    # the two backward reduce-scatters whole behind the weight gradients: 2 rs less.
     rs = 15.72864
-    assert run(sequence_parallel=1)["tp_comm_ms"] == approx(16 * 125.82912e-3)
+    assert run(sequence_parallel=1)["tp_comm_ms"] == approx(16 * (125.82912 - 2 * rs) * 1e-3)
 
     def run8(**changes):
         return run(fp8_peak_tflops=100, mxfp8_peak_tflops=100, fp8_matmul_efficiency=1.0,
@@ -543,19 +565,22 @@ def test_fp8_sequence_parallel_all_gathers_move_the_quantized_tensor():
     # Per-tensor FP8: both all-gathers 1 B an element, half the bf16 time.
     fp8 = 4 * (rs + rs / 2)
     assert fp8 == pytest.approx(94.37184)
-    assert run8(sequence_parallel=1, precision=1)["tp_comm_ms"] == approx(16 * fp8 * 1e-3)
-    # Without sequence parallelism the all-reduce stays bf16.
-    assert run8(precision=1)["tp_comm_ms"] == approx(16 * 125.82912e-3)
+    assert run8(sequence_parallel=1, precision=1)["tp_comm_ms"] == approx(
+        16 * (fp8 - 2 * rs) * 1e-3)
+    # Without sequence parallelism the all-reduce stays bf16; the two backward ones
+    # (31.45728 us) run beside the weight gradients.
+    assert run8(precision=1)["tp_comm_ms"] == approx(16 * (125.82912 - WGRAD_US) * 1e-3)
     # Block-scaled FP8: forward row-wise data and a scale per 32 (1 + 1/32 B), backward
     # row- and column-wise (2 + 2/32 B): 2 (rs + 8.11008) + 2 (rs + 16.22016).
     block = 2 * (rs + rs * (1 + 1 / 32) / 2) + 2 * (rs + rs * (1 + 1 / 32))
     assert block == pytest.approx(111.57504)
-    assert run8(sequence_parallel=1, precision=2)["tp_comm_ms"] == approx(16 * block * 1e-3)
+    assert run8(sequence_parallel=1, precision=2)["tp_comm_ms"] == approx(
+        16 * (block - 2 * rs) * 1e-3)
     # Full recompute: the two recomputed forward pairs gather in FP8 too.
     assert run8(sequence_parallel=1, precision=1, recompute=2)["tp_comm_ms"] == approx(
-        16 * 6 * (rs + rs / 2) * 1e-3)
+        16 * (6 * (rs + rs / 2) - 2 * rs) * 1e-3)
     assert run8(sequence_parallel=1, precision=2, recompute=2)["tp_comm_ms"] == approx(
-        16 * (4 * (rs + rs * (1 + 1 / 32) / 2) + 2 * (rs + rs * (1 + 1 / 32))) * 1e-3)
+        16 * (4 * (rs + rs * (1 + 1 / 32) / 2) + 2 * (rs + rs * (1 + 1 / 32)) - 2 * rs) * 1e-3)
 
 
 def test_backward_regathers_of_column_parallel_inputs_hide_behind_their_dgrad():
@@ -565,37 +590,46 @@ def test_backward_regathers_of_column_parallel_inputs_hide_behind_their_dgrad():
     # sequence shards and gather them again in backward (2 more all-gathers), each
     # launched beside its own dgrad GEMM (QKV 16.10612736 us, first feed-forward
     # 21.47483648): exposed 2 x 157.2864 - 37.58096384 = 276.99183616 us a layer more,
-    # with or without tp_overlap (here 0).
+    # with or without tp_overlap (here 0).  The two backward reduce-scatters run
+    # beside the weight-gradient GEMMs of the same two blocks (the same times), which
+    # hide 37.58096384 us of them.
     ag = 157.2864
     pairs = 4 * 2 * ag
     more = 2 * ag - (16.10612736 + 21.47483648)
     assert more == pytest.approx(276.99183616)
     slow = dict(link_bandwidth_gb_s=10)
-    assert run(sequence_parallel=1, **slow)["tp_comm_ms"] == approx(16 * (pairs + more) * 1e-3)
-    # PyTorch DTensor TP (kind 1) keeps the gathered input; no sequence parallelism:
-    # the input is whole on every rank.  Neither re-gathers.
+    assert run(sequence_parallel=1, **slow)["tp_comm_ms"] == approx(
+        16 * (pairs + more - WGRAD_US) * 1e-3)
+    # PyTorch DTensor TP (kind 1) keeps the gathered input, and runs the backward
+    # reduce-scatters after their GEMMs.  Without sequence parallelism the input is
+    # whole on every rank: no re-gather, and each backward all-reduce (314.5728 us)
+    # runs beside its weight gradient.
     assert run(sequence_parallel=1, tp_overlap_kind=1, **slow)["tp_comm_ms"] == approx(
         16 * pairs * 1e-3)
-    assert run(**slow)["tp_comm_ms"] == approx(16 * pairs * 1e-3)
+    assert run(**slow)["tp_comm_ms"] == approx(16 * (pairs - WGRAD_US) * 1e-3)
     # Full recompute: six pairs, still one re-gather per column-parallel GEMM.
     assert run(sequence_parallel=1, recompute=2, **slow)["tp_comm_ms"] == approx(
-        16 * (6 * 2 * ag + more) * 1e-3)
-    # Per-tensor FP8 (GEMMs at 2e14 FLOP/s: dgrad QKV 8.05306368 us, feed-forward
-    # 10.73741824): the shard's row-wise FP8 data, 1 B, re-gathered in 78.6432 us.
+        16 * (6 * 2 * ag + more - WGRAD_US) * 1e-3)
+    # Per-tensor FP8 (GEMMs at 2e14 FLOP/s: dgrad and wgrad QKV 8.05306368 us,
+    # feed-forward 10.73741824): the shard's row-wise FP8 data, 1 B, re-gathered in
+    # 78.6432 us.
     fp8 = dict(precision=1, fp8_peak_tflops=200, mxfp8_peak_tflops=200,
                fp8_matmul_efficiency=1.0)
-    more_fp8 = 2 * ag / 2 - (8.05306368 + 10.73741824)
+    wgrad_fp8 = 8.05306368 + 10.73741824
+    more_fp8 = 2 * ag / 2 - wgrad_fp8
     assert run(sequence_parallel=1, **fp8, **slow)["tp_comm_ms"] == approx(
-        16 * (4 * (ag + ag / 2) + more_fp8) * 1e-3)
+        16 * (4 * (ag + ag / 2) + more_fp8 - wgrad_fp8) * 1e-3)
     # Block-scaled FP8: the column-wise data and its scales, 1 + 1/32 B an element,
     # as the forward gather (the backward gradient gather moves twice that).
     ag_block = ag * (1 + 1 / 32) / 2
-    more_block = 2 * ag_block - (8.05306368 + 10.73741824)
-    block = 2 * (ag + ag_block) + 2 * (ag + 2 * ag_block) + more_block
+    more_block = 2 * ag_block - wgrad_fp8
+    block = 2 * (ag + ag_block) + 2 * (ag + 2 * ag_block) + more_block - wgrad_fp8
     assert run(sequence_parallel=1, **{**fp8, "precision": 2}, **slow)["tp_comm_ms"] == approx(
         16 * block * 1e-3)
-    # At full NVLink speed (157.2864 / 10 = 15.72864 us each) both hide whole.
-    assert run(sequence_parallel=1)["tp_comm_ms"] == approx(16 * 125.82912e-3)
+    # At full NVLink speed (157.2864 / 10 = 15.72864 us each) the re-gathers and the
+    # backward reduce-scatters hide whole.
+    assert run(sequence_parallel=1)["tp_comm_ms"] == approx(
+        16 * (125.82912 - 2 * 15.72864) * 1e-3)
 
 
 def test_fp8_all_gathers_hide_by_their_own_time():
@@ -731,13 +765,15 @@ def test_uneven_note_at_two_stages_has_no_others_and_follows_a_full_stop():
 def test_zero_bubble_schedules():
     # Last stage per micro-batch (us): F = 4 x 102.42490368 + 5.36870912 (logits),
     # W = 4 x 64.42450944, B = 1269.825536 - F - W.  1F1B's bubble is
-    # (p - 1) / m of the busy time (compute + TP), ZB-H1's (p - 1)(F + B - W)
-    # scaled by the same busy / compute ratio.
+    # (p - 1) / m of the busy time (compute + TP: 2013.26592 us less the backward
+    # all-reduces hidden behind the weight gradients, test_tensor_parallel_term),
+    # ZB-H1's (p - 1)(F + B - W) scaled by the same busy / compute ratio.
     F = 4 * 102.42490368 + LOGIT_FWD_US
     W = 4 * GEMM_FWD_US
     B = 1269.825536 - F - W
-    scale = (4 * 1269.825536 + 2013.26592) / (4 * 1269.825536)
-    assert run()["pipeline_bubble_ms"] == approx(1.773142016)
+    tp = 2013.26592 - 16 * (WGRAD_QKV_US + WGRAD_UP_US)
+    scale = (4 * 1269.825536 + tp) / (4 * 1269.825536)
+    assert run()["pipeline_bubble_ms"] == approx((4 * 1269.825536 + tp) / 4 * 1e-3)
     assert run(pipeline_schedule=1)["pipeline_bubble_ms"] == approx((F + B - W) * scale * 1e-3)
     # ZB-V: two chunks per stage, (p - 1) / 2 (F + B - 2 W).
     zbv = run(pipeline_schedule=2, virtual_stages=2)

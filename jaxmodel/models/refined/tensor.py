@@ -30,14 +30,20 @@ gradient (``regathers``): one more all-gather per such block (QKV, first
 feed-forward; a Mamba mixer's in-projection), hidden whole behind that GEMM's
 dgrad where it fits, with or without ``tp_overlap``.
 
+The backward collective of each column-parallel GEMM's input gradient (a
+reduce-scatter with sequence parallelism, an all-reduce without) runs beside
+that GEMM's weight-gradient GEMM in Transformer Engine and Megatron-Core,
+asynchronously, with or without ``tp_overlap`` (``column_backward_seconds``):
+hidden up to the weight gradient's time, whole rather than ``(t - 1) / t``.
+
 ``tp_overlap_kind`` names the implementation (0 also for Megatron-Core
 without ``--tp-comm-overlap``, 1 for any PyTorch DTensor TP, which keeps the
 gathered input), whose backward and last step differ:
 
-* 0, Megatron-Core ``--tp-comm-overlap`` (Transformer Engine userbuffers):
-  the backward reduce-scatter of the column-parallel input gradient runs
-  beside that layer's weight-gradient GEMM (TE's "bulk" overlap of
-  ``qkv_dgrad`` / ``fc1_dgrad``).
+* 0, Megatron-Core (Transformer Engine): the backward collective of the
+  column-parallel input gradient runs beside that layer's weight-gradient
+  GEMM, by userbuffers' "bulk" overlap of ``qkv_dgrad`` / ``fc1_dgrad`` under
+  ``--tp-comm-overlap`` and by an asynchronous NCCL call without it.
 * 1, PyTorch async TP (``torch._inductor.fx_passes.micro_pipeline_tp`` with
   ``torch.distributed._symmetric_memory``; torchtitan's ``async_tp``).  The
   compiler pass fuses a reduce-scatter only when one matmul produces its
@@ -128,9 +134,10 @@ def dense_overlap_seconds(x, g, halves, act_bytes, dense_gemms):
     one backward all-gather (each half an all-reduce's time in bf16);
     ``dense_gemms``: the layer's GEMM passes (``LayerTimes.dense_gemms``).  Each
     hides ``min(tp_overlap (t - 1) / t its time, GEMM)``; the forward pairs run
-    ``1 + full`` times (full recompute runs the forward again).  The backward
-    re-gathers of the QKV and first feed-forward inputs (``regathers``) hide
-    whole behind those GEMMs' dgrad, whatever ``tp_overlap``.
+    ``1 + full`` times (full recompute runs the forward again).  Whatever
+    ``tp_overlap``, the backward re-gathers of the QKV and first feed-forward
+    inputs (``regathers``) hide whole behind those GEMMs' dgrad, and their input
+    gradients' collectives (``column_backward_seconds``) behind their wgrad.
     """
     t, hbm_rate = g.t, g.hbm_rate
     rs, ag_fwd, ag_bwd = halves
@@ -145,8 +152,14 @@ def dense_overlap_seconds(x, g, halves, act_bytes, dense_gemms):
     passes = 1.0 + g.full
     forward = (hide(fwd[qkv], ag_fwd) + hide(fwd[proj], rs) + hide(fwd[up], ag_fwd)
                + hide(fwd[down], rs))
-    backward = (hide(dgrad[proj], ag_bwd) + hide(dgrad[down], ag_bwd)
-                + te * (hide(wgrad[qkv], rs) + hide(wgrad[up], rs)))
+    # Without sequence parallelism the row-parallel GEMMs' output gradient is
+    # whole on every rank: no backward all-gather to hide.  The column-parallel
+    # input gradient's collective runs beside the weight-gradient GEMM whatever
+    # tp_overlap (column_backward_seconds).
+    column = column_backward_seconds(g, rs, ag_bwd)
+    backward = (jnp.where(g.sp > 0.5, hide(dgrad[proj], ag_bwd) + hide(dgrad[down], ag_bwd),
+                          0.0)
+                + te * (jnp.minimum(column, wgrad[qkv]) + jnp.minimum(column, wgrad[up])))
     # Transformer Engine / Megatron-Core: each column-parallel GEMM's input is
     # gathered again, launched before its dgrad GEMM and independent of it.
     backward = backward + regathers(x, g) * (
@@ -155,6 +168,26 @@ def dense_overlap_seconds(x, g, halves, act_bytes, dense_gemms):
     reduce_s = act_bytes * (1.0 + 1.0 / t) / hbm_rate
     extra = x.tp_overlap_kind * x.tp_overlap * passes * 2.0 * reduce_s * (t > 1.0)
     return passes * forward + backward, extra
+
+
+def column_backward_seconds(g, rs, ag_bwd):
+    """Seconds of one column-parallel GEMM's backward collective, which Megatron
+    runs beside that GEMM's weight-gradient GEMM with or without ``tp_overlap``.
+
+    Transformer Engine's ``_Linear`` and ``_LayerNormLinear`` backward
+    (module/linear.py, layernorm_linear.py, TE 1.x and 2.x), where userbuffers
+    do not take the collective, launch ``reduce_scatter_along_first_dim(dgrad,
+    tp_group, async_op=True)`` under sequence parallelism (``allreduce(dgrad,
+    tp_group, async_op=True)`` without), compute the weight gradient, and wait
+    for the collective after it; ``_LayerNormMLP`` does the same for ``fc1``.
+    Megatron-Core's own ``LinearWithGradAccumulationAndAsyncCommunication.
+    backward`` (tensor_parallel/layers.py) launches ``dist_reduce_scatter_func(
+    ..., async_op=True)`` or ``all_reduce(grad_input, ..., async_op=True)``
+    before the weight-gradient GEMM likewise.  The collective is the reduce-
+    scatter ``rs`` with sequence parallelism, and the all-reduce ``rs +
+    ag_bwd`` without.  PyTorch DTensor TP (``tp_overlap_kind`` 1) runs it in
+    autograd's order, after the GEMM that makes it: exposed."""
+    return jnp.where(g.sp > 0.5, rs, rs + ag_bwd)
 
 
 def regathers(x, g):
@@ -216,10 +249,15 @@ def tp_seconds(x, g, lt, stage_layers):
     regather = regathers(x, g) * tp_count / (2.0 + full) * ag_fwd
     tp_layer = tp_count * one + regather
     # MoE / hybrid layers: one pool, every GEMM of the layer; the re-gathers
-    # hide behind the dgrad GEMMs whatever tp_overlap.
+    # hide behind the dgrad GEMMs and the column-parallel backward collectives
+    # (column_backward_seconds, one per block) behind the wgrad GEMMs, whatever
+    # tp_overlap.
+    column = ((1.0 - x.tp_overlap_kind) * (t > 1.0) * tp_count / (2.0 + full)
+              * column_backward_seconds(g, rs, ag_bwd))
     gemm_layer = gemm_fwd_s * (1.0 + full) + gemm_dgrad_s + gemm_wgrad_s
-    pooled = jnp.minimum(x.tp_overlap * (t - 1.0) / t * (tp_layer - regather)
-                         + jnp.minimum(regather, gemm_dgrad_s), gemm_layer)
+    pooled = jnp.minimum(x.tp_overlap * (t - 1.0) / t * (tp_layer - regather - column)
+                         + jnp.minimum(regather, gemm_dgrad_s)
+                         + jnp.minimum(column, gemm_wgrad_s), gemm_layer)
     dense_hidden, dense_extra = dense_overlap_seconds(x, g, (rs, ag_fwd, ag_bwd), act_bytes,
                                                      lt.dense_gemms)
     tp_hidden = jnp.where(plain, dense_hidden, pooled)
