@@ -167,6 +167,10 @@ def main() -> None:
     parser.add_argument("--measure-only", action="store_true",
                         help="print this package's refined model's figures as JSON")
     args = parser.parse_args()
+    # Checked before the rounds (minutes) rather than at the write after them.
+    if Path(args.out).name != args.out or not args.out:
+        sys.exit(f"--out: {args.out!r} is not a file name; allowed: a name such as "
+                 f"refined_2026.json, written under bench/results/")
     if args.measure_only:
         model = get_model("refined")
         paths = {"vmap": batch(model, args.rows, np.random.default_rng(0))}

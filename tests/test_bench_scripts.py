@@ -1,0 +1,21 @@
+"""The bench scripts' own arguments: a bad one is a one-line error before any measurement."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_refined_bench_rejects_a_path_for_out_before_it_measures():
+    # --out names a file under bench/results/; a path (bench/results/x.json) was
+    # joined under it again and failed with a traceback after the whole run.
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "refined_2026.py"),
+                           "--out", "bench/results/x.json", "--rounds", "1"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    lines = done.stderr.strip().splitlines()
+    assert lines == ["--out: 'bench/results/x.json' is not a file name; allowed: a name such "
+                     "as refined_2026.json, written under bench/results/"]
+    assert done.stdout == ""
+    assert not (ROOT / "bench" / "results" / "bench").exists()
