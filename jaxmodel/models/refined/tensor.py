@@ -244,15 +244,16 @@ def tp_seconds(x, g, lt, stage_layers):
     ag_bwd = all_gather(act_bytes * gather_bwd / BF16, t, tg, net)
     forward_share = (1.0 + full) / (2.0 + full)
     one = rs + forward_share * ag_fwd + (1.0 - forward_share) * ag_bwd
-    # Backward re-gathers (regathers): one per block with a column-parallel
-    # input, 2 + full pairs of collectives each.
-    regather = regathers(x, g) * tp_count / (2.0 + full) * ag_fwd
+    # The blocks with a column-parallel input (2 + full pairs of collectives
+    # each); a backward re-gather (regathers) for each.
+    blocks = tp_count / (2.0 + full)
+    regather = regathers(x, g) * blocks * ag_fwd
     tp_layer = tp_count * one + regather
     # MoE / hybrid layers: one pool, every GEMM of the layer; the re-gathers
     # hide behind the dgrad GEMMs and the column-parallel backward collectives
     # (column_backward_seconds, one per block) behind the wgrad GEMMs, whatever
     # tp_overlap.
-    column = ((1.0 - x.tp_overlap_kind) * (t > 1.0) * tp_count / (2.0 + full)
+    column = ((1.0 - x.tp_overlap_kind) * (t > 1.0) * blocks
               * column_backward_seconds(g, rs, ag_bwd))
     gemm_layer = gemm_fwd_s * (1.0 + full) + gemm_dgrad_s + gemm_wgrad_s
     pooled = jnp.minimum(x.tp_overlap * (t - 1.0) / t * (tp_layer - regather - column)
