@@ -1098,16 +1098,30 @@ def _hybrid(name, description, source, published, *, pattern, hidden, heads, kv_
 # hybrid Mamba-Attention Mixture-of-Experts model"; the checkpoint's name
 # 120B-A12B); the active count without the input embedding (as Nano's 3.2B).
 # seq 8192: the Bridge's Nemotron-3 Super pre-training performance recipes.
+# Nemotron 3.5 Lightning: Nemotron-3 Nano's architecture.  Megatron-Bridge's
+# Lightning performance recipes (perf_recipes/nemotronh/gb200/nemotronh.py at
+# 020041f, nemotron_3_5_lightning_pretrain_8gpu_gb200_{bf16,fp8mx,nvfp4}_config)
+# call the Nano recipe of the same GPU and precision and change only the MTP
+# settings (mtp_num_layers 2, mtp_hybrid_override_pattern "*E",
+# mtp_use_repeated_layer, keep_mtp_spec_in_bf16), the checkpoint and a HybridEP
+# SM count; NVIDIA's Nemotron skill for it (NVIDIA-NeMo/Nemotron,
+# skills/nemotron-lightning35) calls it "a distilled Nano, not a new pretraining
+# run", initialised from Nemotron 3 Nano Base.  So the preset is Nano's, with
+# Nano's published counts (NVIDIA's Megatron-Bridge page for Lightning rounds
+# them to "30B total parameters and 3B active parameters"); the MTP depths are
+# left to the runs, as for Super.
+NANO_ARCHITECTURE = dict(
+    pattern="MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME",
+    hidden=2688, heads=32, kv_heads=2, head_dim=128, ffn=1856, mlp=2, vocab=131072,
+    seq=8192, experts=128, top_k=6, expert_ffn=1856, shared=2,
+    mamba=(64, 64, 128, 8, 4, 128))
+NANO_PUBLISHED = Published(31.6, 0.05, 3.6, 0.05, True)
 HYBRID_LLMS: dict[str, Preset] = by_name((
     _hybrid("nemotron3-nano", "Nemotron-3 Nano 30B-A3B (hybrid Mamba-2 / MoE, 128 experts, "
             "top-6)",
             "Megatron-Bridge Nemotron3NanoProvider; nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16 "
             "config.json; NVIDIA: 31.6B total, 3.6B active with embeddings",
-            Published(31.6, 0.05, 3.6, 0.05, True),
-            pattern="MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME",
-            hidden=2688, heads=32, kv_heads=2, head_dim=128, ffn=1856, mlp=2, vocab=131072,
-            seq=8192, experts=128, top_k=6, expert_ffn=1856, shared=2,
-            mamba=(64, 64, 128, 8, 4, 128)),
+            NANO_PUBLISHED, **NANO_ARCHITECTURE),
     _hybrid("nemotron3-super", "Nemotron-3 Super 120B-A12B (hybrid Mamba-2 / LatentMoE, "
             "512 experts, top-22, latent 1024)",
             "Megatron-Bridge Nemotron3SuperProvider; nvidia/NVIDIA-Nemotron-3-Super-120B-A12B "
@@ -1118,6 +1132,12 @@ HYBRID_LLMS: dict[str, Preset] = by_name((
             hidden=4096, heads=32, kv_heads=2, head_dim=128, ffn=2688, mlp=2, vocab=131072,
             seq=8192, experts=512, top_k=22, expert_ffn=2688, shared=2,
             mamba=(128, 64, 128, 8, 4, 128), latent=1024),
+    _hybrid("nemotron3.5-lightning", "Nemotron 3.5 Lightning 30B-A3B (Nemotron-3 Nano's "
+            "backbone; its 2 MTP depths are the runs' mtp_layers)",
+            "Megatron-Bridge perf recipes nemotronh/gb200/nemotronh.py "
+            "(nemotron_3_5_lightning_pretrain_8gpu_*_config: Nano's config plus MTP); "
+            "NVIDIA: a distilled Nano; Nano's published counts",
+            NANO_PUBLISHED, **NANO_ARCHITECTURE),
 ))
 LLMS.update(HYBRID_LLMS)
 

@@ -1057,8 +1057,16 @@ BRIDGE_GB_LLMS: dict[str, Cell] = {
     "Kimi_K2": (Way({**_FUSED_ROUTER, "optimizer": 1}, llm="kimi-k2"),
                 Missing("the Muon optimizer (the source's note): the model has no input "
                         "optimizer")),
+    # Nano's architecture (presets.NANO_ARCHITECTURE); the recipe's two MTP depths come
+    # from recipe_mtp_num_layers, the rest of its recipe is Nano's.
+    "Nemotron_3_5_Lightning": llm(
+        "nemotron3.5-lightning",
+        "its MTP depths as the model's MTP modules: each one average layer where the "
+        "recipe runs an attention and an MoE layer (pattern \"*E\"), with weights of its "
+        "own where the recipe shares one block's (mtp_use_repeated_layer), in the layers' "
+        "precision where the recipe keeps them in BF16 (keep_mtp_spec_in_bf16)"),
     **{name: Missing(f"no preset for {name}'s architecture")
-       for name in ("DeepSeekV4 Flash", "Nemotron_3_Ultra", "Nemotron_3_5_Lightning")},
+       for name in ("DeepSeekV4 Flash", "Nemotron_3_Ultra")},
 }
 
 

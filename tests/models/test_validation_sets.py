@@ -134,8 +134,24 @@ def test_the_gb_bridge_set_reads_its_rows_and_recipes_by_hand():
     _has(_by_label(BRIDGE)["mb0120"], precision=3, bf16_layers=14)
     assert "bf16_layers" not in cases["mg0013"].inputs      # the same model in MXFP8
     assert "bf16_layers" not in cases["mg0021"].inputs      # Llama 3.1 405B, NVFP4
+    # mg0012, Nemotron 3.5 Lightning on 8 GB200 (26.08): the Lightning MXFP8 recipe
+    # (perf_recipes/nemotronh/gb200/nemotronh.py at 020041f, line 580) is Nano's of
+    # the same GPU and precision plus mtp_num_layers 2: Nano's 52 layers (23 Mamba-2,
+    # 6 attention, 23 MoE), e8, MBS 2, m = 512 / (2 x 8) = 32, hybridep, per-layer
+    # graphs, no recompute, and two MTP modules; what the MTP modules approximate is
+    # listed.
+    lightning, nano = cases["mg0012"], cases["mg0036"]
+    assert (lightning.gpu, lightning.measured) == ("gb200-nvl72", 28672.0)
+    _has(lightning, **apply_presets("refined", llm="nemotron3-nano"), mtp_layers=2,
+         num_gpus=8, expert_parallel=8, micro_batch=2, gradient_accum_steps=32,
+         precision=2, moe_dispatcher=1, cuda_graphs=1, recompute=0)
+    assert {k: v for k, v in lightning.inputs.items() if k != "mtp_layers"} == {
+        k: v for k, v in nano.inputs.items() if k != "mtp_layers"}
+    assert nano.inputs["mtp_layers"] == 0
+    assert any("keep_mtp_spec_in_bf16" in n for n in lightning.notes)
     # What is not expressed, and why.
     assert "no preset" in cases["mg0003"].reason            # DeepSeek-V4 Flash
+    assert "no preset" in cases["mg0017"].reason            # Nemotron 3 Ultra
     # Kimi K2 trains with Muon (the rows' note): the kimi-k2 preset and optimizer 1; the
     # rows name no recipe, so its settings stay at the model's defaults (listed).
     _has(cases["mg0034"], optimizer=1, num_experts=384, num_heads=64, router_fusion=1)
