@@ -21,6 +21,7 @@ from jaxmodel.models.presets import (
     BF16_SUSTAINED_SOURCE,
     BOARD_POWER_W,
     GPUS,
+    HYBRID_LLMS,
     LLMS,
     MATMUL_CEILINGS,
     MOE_LLMS,
@@ -144,7 +145,7 @@ def _transposed(table: Mapping[str, Mapping[str, float | None]], title: str) -> 
 def presets_page() -> str:
     """``docs/reference/presets.md``: every GPU and LLM preset, its values and source,
     and the per-precision tables no input takes yet."""
-    dense = {k: p for k, p in LLMS.items() if k not in MOE_LLMS}
+    dense = {k: p for k, p in LLMS.items() if k not in MOE_LLMS and k not in HYBRID_LLMS}
     lines = [GENERATED, "", "# Presets", "",
              "A preset sets inputs by name (`--gpu NAME`, `--llm NAME`; `gpu = \"NAME\"`, "
              "`llm = \"NAME\"` in a spec's `[base]`); each model keeps the inputs it has. "
@@ -153,6 +154,8 @@ def presets_page() -> str:
              f"Dense LLMs ({len(dense)}): " + ", ".join(f"`{k}`" for k in dense) + ".", "",
              f"Mixture-of-experts LLMs ({len(MOE_LLMS)}): "
              + ", ".join(f"`{k}`" for k in MOE_LLMS) + ".", "",
+             f"Hybrid Mamba-2 / MoE LLMs ({len(HYBRID_LLMS)}): "
+             + ", ".join(f"`{k}`" for k in HYBRID_LLMS) + ".", "",
              "## GPUs", "", *_preset_table(GPUS), "", *_sources(GPUS), "",
              "### Per-precision figures", "",
              "Peak dense TFLOP/s per precision (`PRECISION_PEAKS`; blank: not supported):", "",
@@ -166,7 +169,9 @@ def presets_page() -> str:
              *(f"| `{k}` | {number(v)} |" for k, v in BOARD_POWER_W.items()), "",
              "## Dense LLMs", "", *_preset_table(dense), "", *_sources(dense), "",
              "## Mixture-of-experts LLMs", "", *_preset_table(MOE_LLMS), "",
-             *_sources(MOE_LLMS)]
+             *_sources(MOE_LLMS), "",
+             "## Hybrid Mamba-2 / MoE LLMs", "", *_preset_table(HYBRID_LLMS), "",
+             *_sources(HYBRID_LLMS)]
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -119,6 +119,16 @@ def test_the_presets_page_lists_every_preset():
     for name in (*GPUS, *LLMS):
         assert f"`{name}`" in page, name
     assert set(MOE_LLMS) <= set(LLMS)
+    # Each LLM under one heading: the hybrid Mamba-2 / MoE models (experts and Mamba-2
+    # layers) under their own, not among the dense ones.
+    sections = dict(re.findall(r"\n(Dense|Mixture-of-experts|Hybrid Mamba-2 / MoE) LLMs "
+                               r"\(\d+\): ([^\n]*)", page))
+    listed = {kind: re.findall(r"`([^`]+)`", names) for kind, names in sections.items()}
+    assert sorted(sum(listed.values(), [])) == sorted(LLMS)
+    assert "nemotron3-nano" in listed["Hybrid Mamba-2 / MoE"]
+    for name in listed["Dense"]:
+        assert LLMS[name].values.get("num_experts", 1) <= 1, name
+        assert LLMS[name].values.get("mamba_layers", 0) == 0, name
 
 
 def test_the_cli_page_lists_every_command_and_option():
