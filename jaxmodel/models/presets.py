@@ -633,7 +633,10 @@ for _name, _preset in GPUS.items():
 # its own peak, and Blackwell Ultra's 160 SMs at B300's 1,100 W and GB300's
 # 1,400 W (BOARD_POWER_W) at 0.983 and 1.130 x GB200's TFLOP/s.  Each
 # precision's MAMF burst ceiling stays the cap (no board sustains more than its
-# burst rate).
+# burst rate).  A check the law was not built on: the same Azure guide's ND GB300
+# v6 results (Azure_Results/ND_GB300_v6_results.md, cuBLASLt, random data, 10,000
+# warm-ups, best size) measure GB300 at 3308.5 TFLOP/s FP8 and 8640.3 FP4; the law
+# gives 2906.9 x 1.130 = 3285 (-0.7%) and 7627.6 x 1.130 = 8619 (-0.2%).
 BLACKWELL_ANCHOR = "gb200-nvl72"
 BLACKWELL_CLOCK_POWER_EXPONENT = (
     math.log(PRECISION_PEAKS[BLACKWELL_ANCHOR]["fp8"] / PRECISION_PEAKS["b200"]["fp8"])

@@ -254,6 +254,10 @@ def test_blackwell_ultra_at_its_higher_limit_outruns_gb200():
         return v["fp8_peak_tflops"] * v["fp8_matmul_efficiency"]
 
     assert tflops("gb300-nvl72") / tflops("gb200-nvl72") == pytest.approx(1.130, abs=0.003)
+    # A measurement the law was not derived from: Azure's ND GB300 v6 (the same guide,
+    # cuBLASLt, 10,000 warm-ups, best size) sustains 3308.5 TFLOP/s FP8; the preset's
+    # sustained FP8 rate is within 1% of it.
+    assert tflops("gb300-nvl72") == pytest.approx(3308.5, rel=0.01)
     assert tflops("b300") / tflops("gb200-nvl72") == pytest.approx(0.983, abs=0.003)
     assert tflops("b200") / tflops("gb200-nvl72") == pytest.approx(0.900, abs=0.003)
 
