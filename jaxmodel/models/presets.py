@@ -135,8 +135,9 @@ def by_name(presets: tuple[Preset, ...]) -> dict[str, Preset]:
 # Blackwell: the same Azure harness on a GB200 (ND_GB200_v6_results.md, head
 # dim 128, batch 2, sequence 8192, fwd + bwd) gives 373.9 TFLOP/s, 0.150 of its
 # 2,500: FlashAttention-2 runs Ampere's mma.sync path, not Blackwell's tcgen05
-# tensor cores, so it is barely faster than on H100 (327.9).  B200, B300 and
-# GB300 take that fraction (the same kernel on the same kind of SM; assumed).
+# tensor cores, so it is barely faster than on H100 (327.9).  GB300 has its own
+# (ND_GB300_v6_results.md, the same run): 399.7 TFLOP/s, 0.160 of 2,500.  B200
+# and B300 take GB200's fraction (the same kernel on the same kind of SM; assumed).
 # MI355X's FlashAttention-2 speed is not published: its preset keeps its
 # attention_efficiency (assumed).
 #
@@ -217,6 +218,7 @@ _ATTN_BLACKWELL = _attention(1613 / 1.3 / 2250, 1613 / 1.3 / 2250 * 518 / 600)
 _ATTN_MI300X = round(328.6 / 1307.4, 3)
 _FA2_H100 = _attention(333 / 989, 318 / 989)
 _FA2_BLACKWELL = round(373.9 / 2500, 3)
+_FA2_GB300 = round(399.7 / 2500, 3)
 
 # Tensor-core FLOPs per exponential (mma_per_exponential): a fused attention
 # kernel's softmax costs each score element an exponential on the SM's
@@ -463,15 +465,17 @@ GPUS: dict[str, Preset] = by_name((
          "FP8 with sparsity (2.5 and 5 dense per GPU), up to 21 TB HBM3e (288 GB per "
          "GPU), 8 TB/s per GPU, NVLink 130 TB/s (1.8 TB/s per GPU), ConnectX-8 800 Gb/s "
          "per GPU; gpus_per_node is the NVLink domain (72); 160 SMs. Measured: NVLink 5 "
-         "ring bus bandwidth 679.6 of 900 GB/s (Azure, ND GB200 v6). Assumed: the B300's "
+         "ring bus bandwidth 679.6 of 900 GB/s (Azure, ND GB200 v6; ND GB300 v6 measures "
+         "680.5); FlashAttention-2 fwd + bwd 399.7 TFLOP/s (Azure, ND GB300 v6, head dim "
+         "128, 8K). Assumed: the B300's "
          "MAMF fractions (bf16 0.786, FP8 0.745: the same Blackwell Ultra die and kernels; "
          "no GB300 MAMF is published) and attention (B200's with the exponential time "
-         "halved, 0.626), the B200's HBM fraction, GB200's FlashAttention-2 fraction, the NDR "
+         "halved, 0.626), the B200's HBM fraction, the NDR "
          "per-NIC fraction for ConnectX-8, latencies within NCCL's cost model",
          tflops=2500, sms=160, mamf=_MAMF_B300, memory_gb=288,
          hbm_tb_s=8.0, nvlink_gb_s=900, network_gb_s=100, per_node=72,
          rates=_rates(attention=_ATTN_ULTRA, hbm=_HBM_H200, intra=_NVLINK5,
-                      fa2=_FA2_BLACKWELL)),
+                      fa2=_FA2_GB300)),
     _gpu("mi300x", "AMD Instinct MI300X 192 GB, 8-GPU platform (400 Gb/s per GPU)",
          "AMD Instinct MI300X datasheet (2023): 1,307.4 TFLOP/s bf16 dense, 2,614.9 FP8 "
          "dense, 192 GB HBM3, 5.3 TB/s, 304 compute units, Infinity Fabric 7 x 64 GB/s "
