@@ -1123,6 +1123,42 @@ NANO_ARCHITECTURE = dict(
     seq=8192, experts=128, top_k=6, expert_ffn=1856, shared=2,
     mamba=(64, 64, 128, 8, 4, 128))
 NANO_PUBLISHED = Published(31.6, 0.05, 3.6, 0.05, True)
+# Nemotron-3 Ultra: its Hugging Face config.json (nvidia/NVIDIA-Nemotron-3-Ultra-
+# 550B-A55B-BF16), which Megatron-Bridge's Ultra recipes load through AutoBridge
+# (recipes/nemotronh/nemotron_3_ultra.py: "512 experts, top-k 22, sigmoid router,
+# latent size 2048, shared expert, ... squared-relu, hybrid Mamba/attention
+# pattern ... all come from the HF model definition"), is not in the search
+# index; two public transcriptions of it agree: willccbb/miles
+# scripts/models/nemotron-3-ultra-550b-a55b.sh at 176722dd (108 layers, hidden
+# 8192, 64 heads, 2 KV heads of 128, expert FFN 5120, 512 experts, top-22, one
+# shared expert of 10240 = 2 x 5120, counted as 2 of f_e, moe_latent_size 2048,
+# 8 Mamba groups, vocabulary 131,072, untied) and flashinfer-ai/flashinfer
+# benchmarks/bench_mamba_ssu.py at 147892c1 (256 Mamba heads of 64, state 128,
+# 8 groups).  Its layers_block_type: 48 Mamba-2, 48 MoE and 12 attention layers,
+# attention at 7, 14, 23, 32, 39, 48, 57, 64, 73, 82, 89 and 98 and Mamba-2 and
+# MoE alternating around them from a Mamba-2 layer (a third-party reading of the
+# config; the refined model uses the counts).  Conv width 4 and chunk 128 as
+# Nano's and Super's configs (Ultra's chunk is not transcribed: assumed).  The
+# published counts: NVIDIA's Nemotron 3 Ultra report (arXiv 2606.15007,
+# abstract): "550 billion total and 55 billion active"; the active count without
+# the input embedding, as Super's.  Its MTP (one "*E" depth, run twice by the
+# recipes: mtp_num_layers 2, repeated) is left to the runs.
+_ULTRA_ATTENTION = (7, 14, 23, 32, 39, 48, 57, 64, 73, 82, 89, 98)
+
+
+def _alternating_pattern(layers: int, attention: tuple[int, ...]) -> str:
+    """``M`` and ``E`` alternating from ``M``, with ``*`` at the ``attention`` indices."""
+    kinds, mamba = [], True
+    for index in range(layers):
+        if index in attention:
+            kinds.append("*")
+        else:
+            kinds.append("M" if mamba else "E")
+            mamba = not mamba
+    return "".join(kinds)
+
+
+ULTRA_PATTERN = _alternating_pattern(108, _ULTRA_ATTENTION)
 HYBRID_LLMS: dict[str, Preset] = by_name((
     _hybrid("nemotron3-nano", "Nemotron-3 Nano 30B-A3B (hybrid Mamba-2 / MoE, 128 experts, "
             "top-6)",
@@ -1139,6 +1175,15 @@ HYBRID_LLMS: dict[str, Preset] = by_name((
             hidden=4096, heads=32, kv_heads=2, head_dim=128, ffn=2688, mlp=2, vocab=131072,
             seq=8192, experts=512, top_k=22, expert_ffn=2688, shared=2,
             mamba=(128, 64, 128, 8, 4, 128), latent=1024),
+    _hybrid("nemotron3-ultra", "Nemotron-3 Ultra 550B-A55B (hybrid Mamba-2 / LatentMoE, "
+            "512 experts, top-22, latent 2048)",
+            "nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16 config.json as transcribed by "
+            "willccbb/miles and flashinfer-ai/flashinfer; NVIDIA (arXiv 2606.15007): 550B "
+            "total, 55B active",
+            Published(550.0, 0.5, 55.0, 0.5, False),
+            pattern=ULTRA_PATTERN, hidden=8192, heads=64, kv_heads=2, head_dim=128,
+            ffn=5120, mlp=2, vocab=131072, seq=8192, experts=512, top_k=22,
+            expert_ffn=5120, shared=2, mamba=(256, 64, 128, 8, 4, 128), latent=2048),
     _hybrid("nemotron3.5-lightning", "Nemotron 3.5 Lightning 30B-A3B (Nemotron-3 Nano's "
             "backbone; its 2 MTP depths are the runs' mtp_layers)",
             "Megatron-Bridge perf recipes nemotronh/gb200/nemotronh.py "

@@ -1065,8 +1065,17 @@ BRIDGE_GB_LLMS: dict[str, Cell] = {
         "recipe runs an attention and an MoE layer (pattern \"*E\"), with weights of its "
         "own where the recipe shares one block's (mtp_use_repeated_layer), in the layers' "
         "precision where the recipe keeps them in BF16 (keep_mtp_spec_in_bf16)"),
-    **{name: Missing(f"no preset for {name}'s architecture")
-       for name in ("DeepSeekV4 Flash", "Nemotron_3_Ultra")},
+    # The nemotron3-ultra preset has the architecture, but the rows' recipes
+    # (perf_recipes/nemotronh/gb200/nemotronh.py at 020041f,
+    # nemotron_3_ultra_pretrain_256gpu_gb200_{fp8mx,nvfp4}_config, and the Ultra base
+    # config they build on, recipes/nemotronh/nemotron_3_ultra.py: "the CuteDSL /
+    # HybridEP / activation-offloading performance feature set") offload the expert
+    # MLP's activations by module, which offload_layers (whole layers) cannot express.
+    "Nemotron_3_Ultra": Missing(
+        "activation offload: Nemotron 3 Ultra's recipes offload the expert MLP's "
+        "activations by module (fine_grained_activation_offloading, offload_modules "
+        "[\"fused_group_mlp\"]), not the layer count an offload_layers input would take"),
+    "DeepSeekV4 Flash": Missing("no preset for DeepSeekV4 Flash's architecture"),
 }
 
 

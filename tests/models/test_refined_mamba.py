@@ -188,6 +188,37 @@ def test_nemotron3_super_counts_by_hand_and_published():
     assert abs(active_pub - pub.active_params_b) <= 0.01 * pub.active_params_b + 0.5
 
 
+# Nemotron-3 Ultra by hand (its HF config.json as transcribed in the preset's source):
+# h 8192, 48 Mamba-2 layers (256 heads of 64, 8 groups, state 128, conv 4), 12
+# attention layers (64 heads of 128, 2 KV heads), 48 LatentMoE layers (router on h,
+# 512 experts of 5120 with squared ReLU on the latent 2048, top-22, a shared expert of
+# 10240 on h, the projections h -> 2048 -> h), V 131,072, untied.
+UH, UL = 8192, 2048
+U_MAMBA = (UH * (2 * 16384 + 2 * 8 * 128 + 256) + 16384 * UH + (16384 + 2048) * 5
+           + 3 * 256 + 16384)
+U_ATTENTION = 2 * UH * 64 * 128 + 2 * UH * 2 * 128
+U_EXPERT = 2 * UL * 5120
+U_BLOCK = UH * 512 + 2 * UH * 10240 + 2 * UH * UL
+
+
+def test_nemotron3_ultra_counts_by_hand_and_published():
+    total = 48 * U_MAMBA + 12 * U_ATTENTION + 48 * (U_BLOCK + 512 * U_EXPERT) + 2 * V * UH
+    active = 48 * U_MAMBA + 12 * U_ATTENTION + 48 * (U_BLOCK + 22 * U_EXPERT) + 2 * V * UH
+    values = apply_presets(REFINED, llm="nemotron3-ultra")
+    assert (values["mamba_layers"], values["attention_layers"], values["num_layers"],
+            values["moe_latent_size"], values["mamba_heads"]) == (48, 12, 108, 2048, 256)
+    out = jaxmodel.evaluate(REFINED, x64=True, **values)
+    assert float(out.total_params_b) * 1e9 == pytest.approx(total, rel=1e-12)
+    assert float(out.active_params_b) * 1e9 == pytest.approx(active, rel=1e-12)
+    # NVIDIA (arXiv 2606.15007): "550 billion total and 55 billion active", the
+    # active count without the input embedding (54.98B here).
+    pub = get_preset("llm", "nemotron3-ultra").published
+    assert not pub.active_counts_input_embedding
+    assert abs(total / 1e9 - pub.total_params_b) <= 0.01 * pub.total_params_b + 0.5
+    active_pub = (active - V * UH) / 1e9
+    assert abs(active_pub - pub.active_params_b) <= 0.01 * pub.active_params_b + 0.5
+
+
 # _mamba_chunk_scan_combined_bwd's launches (mamba_ssm ops/triton/ssd_combined.py,
 # with z, as Megatron-Core's MambaMixer._ssm_training calls it: no rmsnorm_weight).
 SSD_BACKWARD = ("dt.clone", "_chunk_cumsum_fwd", "_bmm_chunk_fwd", "_chunk_state_fwd",
