@@ -156,36 +156,59 @@ def test_without_mamba_layers_the_mamba_inputs_change_no_bit(experts):
         assert _equal(getattr(plain, name), getattr(knobbed, name)), name
 
 
+def _hybrid_counts(name, total, active):
+    """The preset ``name``'s inputs, after checking that the model counts ``total``
+    and ``active`` parameters (a hand count) and that they are the publisher's
+    figures, within 1% and the rounding of the printed figure, the active count
+    without the input embedding where the publisher leaves it out."""
+    values = apply_presets(REFINED, llm=name)
+    out = jaxmodel.evaluate(REFINED, x64=True, **values)
+    assert float(out.total_params_b) * 1e9 == pytest.approx(total, rel=1e-12)
+    assert float(out.active_params_b) * 1e9 == pytest.approx(active, rel=1e-12)
+    pub = get_preset("llm", name).published
+    embedding = 0 if pub.active_counts_input_embedding else V * values["hidden_dim"]
+    assert abs(total / 1e9 - pub.total_params_b) <= (0.01 * pub.total_params_b
+                                                     + pub.total_half_unit)
+    assert abs((active - embedding) / 1e9 - pub.active_params_b) <= (
+        0.01 * pub.active_params_b + pub.active_half_unit)
+    return values
+
+
+def _latent_hybrid_counts(h, mamba_heads, heads, layers, latent, expert_ffn, top_k):
+    """Total and active parameters of a Nemotron-3 LatentMoE hybrid, by hand.
+
+    ``layers``: (Mamba-2, attention, MoE).  A Mamba-2 layer (heads of 64, 8 groups,
+    state 128, conv 4, inner width d = 64 heads): the in-projection h x (2 d + 2 x 8
+    x 128 + heads), the out-projection d x h, the conv over x, B, C with its bias
+    (d + 2048) x 5, A, D and the dt bias, the gated norm d.  An attention layer:
+    Q and O h x heads x 128, K and V h x 2 x 128.  A LatentMoE layer: the router h x
+    512, a shared expert of 2 f on h (2 x h x 2 f), the projections h -> latent -> h,
+    and 512 experts of f with squared ReLU on the latent (2 x latent x f each), of
+    which top-k are active.  Untied embeddings 2 V h."""
+    d = 64 * mamba_heads
+    mamba = h * (2 * d + 2 * 8 * 128 + mamba_heads) + d * h + (d + 2048) * 5 \
+        + 3 * mamba_heads + d
+    attention = 2 * h * heads * 128 + 2 * h * 2 * 128
+    expert = 2 * latent * expert_ffn
+    block = h * 512 + 2 * h * 2 * expert_ffn + 2 * h * latent
+    m, a, e = layers
+    dense = m * mamba + a * attention + e * block + 2 * V * h
+    return dense + e * 512 * expert, dense + e * top_k * expert
+
+
 # Nemotron-3 Super by hand (Megatron-Bridge Nemotron3SuperProvider, HF config.json):
 # h 4096, 40 Mamba-2 layers (128 heads of 64, 8 groups, state 128, conv 4), 8 attention
 # layers (32 heads of 128, 2 KV heads), 40 LatentMoE layers (router on h, 512 experts
 # of 2688 with squared ReLU on the latent 1024, top-22, a shared expert of 5376 on h,
 # the projections h -> 1024 -> h), V 131,072, untied; MTP modules not in the preset.
-SH, SL = 4096, 1024
-S_MAMBA = (SH * (2 * 8192 + 2 * 8 * 128 + 128) + 8192 * SH + (8192 + 2048) * 5 + 3 * 128
-           + 8192)
-S_ATTENTION = 2 * SH * 32 * 128 + 2 * SH * 2 * 128
-S_EXPERT = 2 * SL * 2688
-S_BLOCK = SH * 512 + 2 * SH * 5376 + 2 * SH * SL
-
-
 def test_nemotron3_super_counts_by_hand_and_published():
-    total = 40 * S_MAMBA + 8 * S_ATTENTION + 40 * (S_BLOCK + 512 * S_EXPERT) + 2 * V * SH
-    active = 40 * S_MAMBA + 8 * S_ATTENTION + 40 * (S_BLOCK + 22 * S_EXPERT) + 2 * V * SH
-    values = apply_presets(REFINED, llm="nemotron3-super")
+    total, active = _latent_hybrid_counts(4096, 128, 32, (40, 8, 40), 1024, 2688, 22)
+    assert total == 120_668_322_816 and active == 12_769_852_416
+    values = _hybrid_counts("nemotron3-super", total, active)
     assert (values["mamba_layers"], values["attention_layers"], values["num_layers"],
             values["moe_latent_size"]) == (40, 8, 88, 1024)
-    out = jaxmodel.evaluate(REFINED, x64=True, **values)
-    assert float(out.total_params_b) * 1e9 == pytest.approx(total, rel=1e-12)
-    assert float(out.active_params_b) * 1e9 == pytest.approx(active, rel=1e-12)
-    assert total == 120_668_322_816 and active == 12_769_852_416
     # NVIDIA: "120 billion (active 12 billion)", the active count without the
-    # input embedding (12.23B here), within 1% and the rounding of the figure.
-    pub = get_preset("llm", "nemotron3-super").published
-    assert not pub.active_counts_input_embedding
-    assert abs(total / 1e9 - pub.total_params_b) <= 0.01 * pub.total_params_b + 0.5
-    active_pub = (active - V * SH) / 1e9
-    assert abs(active_pub - pub.active_params_b) <= 0.01 * pub.active_params_b + 0.5
+    # input embedding (12.23B here): _hybrid_counts checks it.
 
 
 # Nemotron-3 Ultra by hand (its HF config.json as transcribed in the preset's source):
@@ -193,30 +216,14 @@ def test_nemotron3_super_counts_by_hand_and_published():
 # attention layers (64 heads of 128, 2 KV heads), 48 LatentMoE layers (router on h,
 # 512 experts of 5120 with squared ReLU on the latent 2048, top-22, a shared expert of
 # 10240 on h, the projections h -> 2048 -> h), V 131,072, untied.
-UH, UL = 8192, 2048
-U_MAMBA = (UH * (2 * 16384 + 2 * 8 * 128 + 256) + 16384 * UH + (16384 + 2048) * 5
-           + 3 * 256 + 16384)
-U_ATTENTION = 2 * UH * 64 * 128 + 2 * UH * 2 * 128
-U_EXPERT = 2 * UL * 5120
-U_BLOCK = UH * 512 + 2 * UH * 10240 + 2 * UH * UL
-
-
 def test_nemotron3_ultra_counts_by_hand_and_published():
-    total = 48 * U_MAMBA + 12 * U_ATTENTION + 48 * (U_BLOCK + 512 * U_EXPERT) + 2 * V * UH
-    active = 48 * U_MAMBA + 12 * U_ATTENTION + 48 * (U_BLOCK + 22 * U_EXPERT) + 2 * V * UH
-    values = apply_presets(REFINED, llm="nemotron3-ultra")
+    total, active = _latent_hybrid_counts(8192, 256, 64, (48, 12, 48), 2048, 5120, 22)
+    values = _hybrid_counts("nemotron3-ultra", total, active)
     assert (values["mamba_layers"], values["attention_layers"], values["num_layers"],
             values["moe_latent_size"], values["mamba_heads"]) == (48, 12, 108, 2048, 256)
-    out = jaxmodel.evaluate(REFINED, x64=True, **values)
-    assert float(out.total_params_b) * 1e9 == pytest.approx(total, rel=1e-12)
-    assert float(out.active_params_b) * 1e9 == pytest.approx(active, rel=1e-12)
     # NVIDIA (arXiv 2606.15007): "550 billion total and 55 billion active", the
     # active count without the input embedding (54.98B here).
-    pub = get_preset("llm", "nemotron3-ultra").published
-    assert not pub.active_counts_input_embedding
-    assert abs(total / 1e9 - pub.total_params_b) <= 0.01 * pub.total_params_b + 0.5
-    active_pub = (active - V * UH) / 1e9
-    assert abs(active_pub - pub.active_params_b) <= 0.01 * pub.active_params_b + 0.5
+    assert round((active - V * 8192) / 1e9, 2) == 54.98
 
 
 # _mamba_chunk_scan_combined_bwd's launches (mamba_ssm ops/triton/ssd_combined.py,
