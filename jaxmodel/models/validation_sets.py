@@ -1557,5 +1557,40 @@ TORCHTITAN = SetTable(
     layout=_layout,
 )
 
+def _titan_2024_measure(row: Mapping[str, str], x: Mapping[str, float]
+                        ) -> tuple[float, float, float]:
+    measured, work, _ = _titan_measure({**row, "memory_gib": "0"}, x)
+    return measured, work, math.nan      # the 2024 tables report no memory
+
+
+# The same torchtitan page in its earlier version (torchtitan_2024_performance.csv):
+# the Llama 3.1 405B rows on the same Grand Teton H100s and Llama 3 8B and 70B on
+# A100.  What the page leaves unstated is listed per row: the sequence length
+# (torchtitan's default), torch.compile (off, the default then) and, for the
+# H100s, the power limit (500 W, as the December 2024 page states for those hosts).
+TORCHTITAN_2024 = SetTable(
+    name="torchtitan-2024",
+    description="torchtitan's earlier performance page: Llama 3.1 405B on 128 H100 96 GB "
+                "(2D), Llama 3 8B and 70B on 64 A100 80 GB (FSDP) (tokens/s per GPU)",
+    file="torchtitan_2024_performance.csv",
+    every_row=TORCHTITAN.every_row,
+    columns={**TORCHTITAN.columns,
+             "system": {
+                 "H100 (94GB HBM2e, lower TDP)": (Way(
+                     note="the Grand Teton H100 at the 500 W limit the December 2024 "
+                          "page states for the same hosts (this page states none)",
+                     gpu="h100-96gb-500w"),),
+                 "A100 (80GB)": gpu("a100-80gb-sxm")},
+             "model": {**TORCHTITAN.columns["model"], "Llama 3 8B": llm("llama3-8b"),
+                       "Llama 3 70B": llm("llama3-70b")},
+             "torch_compile": {"no": approx("torch.compile not stated: off, torchtitan's "
+                                            "default then", elementwise_fusion=0)}},
+    blank=TORCHTITAN.blank,
+    measure=_titan_2024_measure,
+    label=lambda row: f"{row['model']} {row['system'].split(' ')[0]} {row['technique']}",
+    layout=_layout,
+)
+
 NEW_SETS: dict[str, SetTable] = {s.name: s for s in (BRIDGE, BRIDGE_GB, MOE_RECIPES,
-                                                      TORCHTITAN, GB200_HISTORY)}
+                                                      TORCHTITAN, TORCHTITAN_2024,
+                                                      GB200_HISTORY)}

@@ -37,6 +37,7 @@ from jaxmodel.models.validation_sets import (
     GIB,
     MOE_RECIPES,
     TORCHTITAN,
+    TORCHTITAN_2024,
     Case,
     megatron_flops,
     megatron_recompute,
@@ -642,6 +643,33 @@ def test_every_torchtitan_row_is_expressed_eager_or_compiled():
     assert sum(v == 1 for v in fusion.values()) == 16
 
 
+def test_torchtitan_2024_rows_by_hand():
+    # torchtitan's earlier docs/performance.md: Llama 3.1 405B on 128 Grand Teton
+    # H100s, FSDP 16 x TP 8, local batch 2, full AC; Llama 3 8B and 70B on 64 A100
+    # 80 GB with FSDP2, local batch 1.  Not stated: the sequence (8192, torchtitan's
+    # default, with which the page's own MFU comes out: 2,973 x (6 x 8.03e9 + 12 x
+    # 32 x 4096 x 8192) / 312e12 = 58.2%), torch.compile (off) and the H100s' power
+    # limit (500 W, as the December 2024 page states for the same hosts).
+    cases = _by_label(TORCHTITAN_2024)
+    assert len(cases) == 5
+    bf16 = cases["Llama 3.1 405B H100 bf16 (Optimizations: None)"]
+    _has(bf16, num_gpus=128, tensor_parallel=8, micro_batch=2, gradient_accum_steps=1,
+         recompute=2, precision=0, elementwise_fusion=0, zero_stage=3, seq_length=8192,
+         tp_overlap=0.0, tp_overlap_kind=1, hidden_dim=16384, compute_tflops=893.4)
+    assert (bf16.gpu, bf16.measured, bf16.work) == ("h100-96gb-500w", 109.0,
+                                                    2 * 16 * 8192 / 128)
+    assert math.isnan(bf16.measured_memory_gb)
+    assert any("500 W" in n for n in bf16.notes)
+    _has(cases["Llama 3.1 405B H100 Float8 + Async TP"], precision=1, tp_overlap=1.0)
+    a100 = cases["Llama 3 8B A100 selective op AC"]
+    _has(a100, num_gpus=64, tensor_parallel=1, micro_batch=1, recompute=3, precision=0,
+         zero_stage=3, hidden_dim=4096, compute_tflops=312)
+    assert (a100.gpu, a100.measured, a100.work) == ("a100-80gb-sxm", 2973.0, 8192.0)
+    assert 2973 * (6 * 8.03e9 + 12 * 32 * 4096 * 8192) / 312e12 == pytest.approx(0.582,
+                                                                                 abs=5e-4)
+    _has(cases["Llama 3 70B A100 full AC"], recompute=2, hidden_dim=8192)
+
+
 def test_a_value_the_table_does_not_know_is_a_one_line_error(tmp_path):
     text = (DATA / TORCHTITAN.file).read_text().replace(",full,yes,yes,yes,100,", ",some,yes,"
                                                         "yes,yes,100,")
@@ -798,7 +826,7 @@ def test_validate_all_json_counts_and_the_existing_figures():
     lines = {(s["set"], s["variant"]): s for s in doc["sets"]}
     assert [(s["set"], s["rows"]) for s in doc["sets"]] == [
         ("megatron-bridge", 73), ("megatron-bridge-gb", 190), ("megatron-lm-moe", 7),
-        ("torchtitan", 18),
+        ("torchtitan", 18), ("torchtitan-2024", 5),
         ("deepseek-v3-gb200", 13), ("sc21", 10),
         ("megatron-h100", 9), ("megatron-h100", 9), ("qwen3-235b", 12), ("qwen3-235b", 12)]
     for s in doc["sets"]:
