@@ -1,6 +1,6 @@
 """The 2026 public record as validation sets: each row as the refined model's inputs.
 
-Five sets, each a CSV in ``jaxmodel/data/`` with its source in its header:
+Six sets, each a CSV in ``jaxmodel/data/`` with its source in its header:
 
 * ``megatron-bridge`` (``megatron_bridge_h100_b200.csv``): NVIDIA Megatron-Bridge's
   performance summaries 25.09-26.08, pre-training on DGX-H100 and DGX-B200.
@@ -17,6 +17,10 @@ Five sets, each a CSV in ``jaxmodel/data/`` with its source in its header:
 * ``torchtitan`` (``torchtitan_llama3_h100.csv``): torchtitan's Llama 3.1 benchmarks on
   H100.  Measured: tokens/s per GPU and the peak memory PyTorch's allocator reserved
   (``max_reserved``, GiB), against the model's ``memory_gb_per_gpu``.
+* ``torchtitan-2024`` (``torchtitan_2024_performance.csv``): the same page in its
+  earlier version: Llama 3.1 405B on 128 of the same H100s and Llama 3 8B and 70B on
+  64 A100 80 GB, read with the ``torchtitan`` table (``TORCHTITAN_2024``).
+  Measured: tokens/s per GPU (no memory).
 * ``deepseek-v3-gb200`` (``megatron_lm_deepseek_v3_gb200_history.csv``): Megatron-LM's
   DeepSeek-V3 on 256 GB200 optimization history, one documented change a row, in
   Megatron-LM's TFLOP/s per GPU.  A row whose changes (its own or an earlier row's)
@@ -26,9 +30,9 @@ Five sets, each a CSV in ``jaxmodel/data/`` with its source in its header:
 every other input keeps the refined model's default, and the cluster parameters
 come from the GPU preset alone.  What each source column means in model inputs is
 declared in ONE table per set (``BRIDGE`` and ``BRIDGE_GB``, ``MOE_RECIPES``,
-``TORCHTITAN``, ``GB200_HISTORY``: source column -> input name, or source value -> :class:`Way` s),
-so that a new model input
-changes only that table.  A :class:`Way` names the inputs that express a value; a
+``TORCHTITAN`` and ``TORCHTITAN_2024``, ``GB200_HISTORY``: source column -> input
+name, or source value -> :class:`Way` s), so that a new model input changes only
+that table.  A :class:`Way` names the inputs that express a value; a
 value may list several, best first, and the first whose inputs the model has is
 used.  A way with a note is an
 approximation, and every approximation a row uses is listed with it.  Where no way
@@ -1556,6 +1560,7 @@ TORCHTITAN = SetTable(
     label=lambda row: f"{row['table']} {row['layout']} {row['technique']}",
     layout=_layout,
 )
+
 
 def _titan_2024_measure(row: Mapping[str, str], x: Mapping[str, float]
                         ) -> tuple[float, float, float]:
