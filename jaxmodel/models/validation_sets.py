@@ -1481,8 +1481,9 @@ def _titan_batch(row: Mapping[str, str]) -> Cell:
 def _titan_measure(row: Mapping[str, str], x: Mapping[str, float]
                    ) -> tuple[float, float, float]:
     tokens = _number(row["local_batch_size"]) * _number(row["fsdp"]) * x["seq_length"]
+    # A blank memory cell (the 2024 page reports none) is not measured.
     return (_number(row["tokens_per_s_per_gpu"]), tokens / _number(row["num_gpus"]),
-            _number(row["memory_gib"]) * GIB)
+            _number(row["memory_gib"], math.nan) * GIB)
 
 
 TORCHTITAN = SetTable(
@@ -1562,12 +1563,6 @@ TORCHTITAN = SetTable(
 )
 
 
-def _titan_2024_measure(row: Mapping[str, str], x: Mapping[str, float]
-                        ) -> tuple[float, float, float]:
-    measured, work, _ = _titan_measure({**row, "memory_gib": "0"}, x)
-    return measured, work, math.nan      # the 2024 tables report no memory
-
-
 # The same torchtitan page in its earlier version (torchtitan_2024_performance.csv):
 # the Llama 3.1 405B rows on the same Grand Teton H100s and Llama 3 8B and 70B on
 # A100.  What the page leaves unstated is listed per row: the sequence length
@@ -1591,7 +1586,7 @@ TORCHTITAN_2024 = SetTable(
              "torch_compile": {"no": approx("torch.compile not stated: off, torchtitan's "
                                             "default then", elementwise_fusion=0)}},
     blank=TORCHTITAN.blank,
-    measure=_titan_2024_measure,
+    measure=_titan_measure,
     label=lambda row: f"{row['model']} {row['system'].split(' ')[0]} {row['technique']}",
     layout=_layout,
 )
