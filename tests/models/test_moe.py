@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 import jaxmodel
-from jaxmodel.api import evaluate_on_host
+from jaxmodel.api import as_dicts, evaluate_on_host
 from jaxmodel.cli import app
 from jaxmodel.collectives import Network
 from jaxmodel.deferred import on_host
@@ -28,7 +28,7 @@ MOE_ONLY = ("experts_per_token", "moe_ffn_hidden_dim", "shared_experts", "dense_
             "expert_tensor_parallel", "moe_dispatcher", "max_nodes_per_token", "moe_overlap",
             "moe_imbalance", "capacity_factor", "moe_recompute", "moe_host_overhead_us",
             "ep_overlap", "host_kernel_us", "moe_latent_size", "glu_clamp", "expert_bias",
-            "router_fusion")
+            "router_fusion", "moe_act_offload")
 
 
 def qwen3(**overrides):
@@ -548,6 +548,42 @@ def test_moe_recompute_drops_activations_by_hand():
         2 * 3 * 8 * 1536 * 2048 + 8 * 8 * 2048 * 4096, rel=1e-6)
 
 
+def test_moe_act_offload_keeps_the_fc1_output_on_the_host_by_hand():
+    # Qwen3: SwiGLU (w = 3), k = 8 experts of f_e = 1536, h = 4096, every layer MoE.
+    # The routed experts' FC1 output, gate and up in bf16: 2 (w - 1) k f_e / h = 12
+    # bytes per s b h; none without the switch or under full recompute.
+    x = SimpleNamespace(**apply_presets(REFINED, llm="qwen3-235b-a22b"))
+    x.moe_act_offload, x.recompute = np.float32(1), np.float32(0)
+    average, one_layer = moe.offloaded_activation_bytes(x)
+    assert (float(average), float(one_layer)) == pytest.approx((12.0, 12.0), rel=1e-6)
+    x.recompute = np.float32(2)
+    assert float(moe.offloaded_activation_bytes(x)[0]) == 0.0
+    x.recompute, x.moe_act_offload = np.float32(1), np.float32(0)
+    assert float(moe.offloaded_activation_bytes(x)[0]) == 0.0
+    # Nemotron 3 Ultra: squared ReLU (w = 2), k = 22 of 5120, h = 8192: 27.5 bytes
+    # in each of its 48 MoE layers, 27.5 x 48 / 108 in the average of its 108.
+    x = SimpleNamespace(**apply_presets(REFINED, llm="nemotron3-ultra"))
+    # mamba.moe_view: the mixer layers count with those that have no MoE FFN.
+    x.dense_layers = x.dense_layers + x.mamba_layers + x.attention_layers
+    x.moe_act_offload, x.recompute = np.float32(1), np.float32(0)
+    average, one_layer = moe.offloaded_activation_bytes(x)
+    assert float(one_layer) == pytest.approx(27.5, rel=1e-6)
+    assert float(average) == pytest.approx(27.5 * 48 / 108, rel=1e-6)
+
+
+def test_moe_act_offload_frees_all_but_the_layer_in_transit():
+    # Qwen3 on one stage (p 1), t 2: the 94 layers' FC1 outputs leave the GPU, one
+    # layer's stays while in transit: 93 x 12 x s b h / t bytes fewer, s b h = 4096^2.
+    def run(offload):
+        values = qwen3(pipeline_parallel=1, virtual_stages=1, num_gpus=64,
+                       gradient_accum_steps=1, moe_act_offload=offload)
+        return as_dicts(REFINED, jaxmodel.evaluate(REFINED, x64=True, **values))
+
+    on, off = run(1), run(0)
+    assert (off["activation_gb_per_gpu"] - on["activation_gb_per_gpu"]) * 1e9 == pytest.approx(
+        93 * 12 * 4096 * 4096 / 2, rel=1e-9)
+
+
 def test_validation_maps_megatron_recompute_modules():
     from jaxmodel.errors import InputError
     from jaxmodel.models.validation_moe import recompute_inputs
@@ -776,7 +812,8 @@ def test_dense_results_do_not_see_the_moe_inputs(x64):
                  moe_host_overhead_us=rng.uniform(0, 3000, n),
                  ep_overlap=rng.choice([0, 1], n), host_kernel_us=rng.uniform(0, 50, n),
                  moe_latent_size=rng.choice([0, 1024], n), glu_clamp=rng.choice([0, 1], n),
-                 expert_bias=rng.choice([0, 1], n), router_fusion=rng.choice([0, 1], n))
+                 expert_bias=rng.choice([0, 1], n), router_fusion=rng.choice([0, 1], n),
+                 moe_act_offload=rng.choice([0, 1], n))
     assert set(knobs) == set(MOE_ONLY) == set(moe.DENSE_UNUSED)
     plain = jaxmodel.evaluate(REFINED, x64=x64, **base)
     knobbed = jaxmodel.evaluate(REFINED, x64=x64, **base,

@@ -360,6 +360,10 @@ INPUTS: tuple[InputField, ...] = (
     count("offload_layers", "layers", "layers per pipeline stage whose stored activations "
            "are offloaded to host memory during the forward pass and reloaded for the "
            "backward (Megatron-Core --cpu-offloading-num-layers)", 0, low=0.0),
+    switch("moe_act_offload", "offload the routed experts' FC1 output (the expert "
+            "activation's input) to host memory in the forward pass and reload it for the "
+            "backward (Megatron-Core's fine-grained activation offloading of moe_act); the "
+            "copies are taken as hidden under compute, as offload_layers'", 0),
     switch("mla_recompute", "recompute the MLA up-projections (Megatron-Core "
             "--recompute-modules mla_up_proj): queries, keys and values are rebuilt from "
             "the compressed latents, so they are not stored", 0),

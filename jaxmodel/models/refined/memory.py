@@ -31,8 +31,9 @@
   when ``m = p``: Meta's Llama 3 405B, 16 micro-batches on 16 stages);
   full recompute also holds one layer's full activations while it is
   recomputed.  ``offload_layers`` of a stage's layers keep their activations
-  in host memory (one layer's in transit stays).  The output layer's input
-  (sec. 4.3) and the logits sit on the last stage (10 bytes a logit, or the
+  in host memory (one layer's in transit stays); ``moe_act_offload`` keeps
+  the routed experts' FC1 output there (``moe.offloaded_activation_bytes``).
+  The output layer's input (sec. 4.3) and the logits sit on the last stage (10 bytes a logit, or the
   bf16 logits alone, 2, under Transformer Engine's in-place cross entropy:
   ``cross_entropy_fusion`` 2; 12, or 16 under loss parallelism, with PyTorch's
   F.cross_entropy: 3), the embedding's dropout mask on the first.
@@ -169,7 +170,7 @@ def layer_activation_bytes(x, recompute_code, sp):
     moe_parallel = (mamba.mixer(x, moe.attention_activation_bytes(x), mamba.activation_bytes(x))
                     + ffn(jnp.where(mamba.hybrid(x), mamba.ffn_width(x), moe.ffn_width(x)))
                     + moe.dispatch_activation_bytes(x) - moe.recomputed_activation_bytes(x)
-                    + moe.clamp_activation_bytes(x)) / t
+                    - moe.offloaded_activation_bytes(x)[0] + moe.clamp_activation_bytes(x)) / t
     parallel = jnp.where(mamba.plain(x), parallel, moe_parallel)
     scores = ((1.0 - x.flash_attention) * (2.0 + 3.0 * dropout) * x.num_heads * s
               / (h * t))
@@ -435,6 +436,9 @@ def stage_memory(x, g, params, layers_mid, layers_end, layers_last, z, edp, scor
         return layers - jnp.minimum(x.offload_layers, layers)
 
     working = working + offloading * stored
+    # The MoE activation offload (moe_act_offload) keeps one MoE layer's FC1
+    # output on the GPU while it is copied out, and again while it comes back.
+    working = working + tok * h / t * moe.offloaded_activation_bytes(x)[1]
     # Pipeline runtime buffers (pp_stage_buffers), per rank: chunk passes in
     # flight (v per stage's worth of layers) on the first, middle and last ranks.
     runtime_first = pipeline_buffer_bytes(x, g, first_in_flight * v, first=True, last=False)
