@@ -863,8 +863,21 @@ def _bridge_fsdp(row: Mapping[str, str]) -> Cell:
 def _bridge_offload(row: Mapping[str, str]) -> Cell:
     text = row["recipe_activation_offload"]
     if "fine_grained_activation_offloading=True" in text:
-        return Missing("activation offload: the recipe gives modules, not the layer count "
-                       "an offload_layers input would take")
+        # Megatron-Core's fine-grained offload of the expert activation's input, the
+        # FC1 output (offload_modules ["moe_act"]), which moe_act_offload models.
+        # Nemotron 3 Ultra's recipes name the CuteDSL fused grouped MLP
+        # ("fused_group_mlp") with a min_offloaded_tensor_size that "approximates
+        # offloading the moe_act input" (their comment): its FC1 output is the one
+        # tensor of that module over the floor.
+        modules = re.search(r"offload_modules=(\[[^\]]*\])", text)
+        if modules and modules.group(1) == '["moe_act"]':
+            return exact(moe_act_offload=1)
+        if modules and modules.group(1) == '["fused_group_mlp"]':
+            return approx("the fused grouped MLP's offload as its FC1 output's (the recipe's "
+                          "size floor selects it), transfers assumed hidden under compute",
+                          moe_act_offload=1)
+        return Missing("activation offload: the recipe offloads modules other than the "
+                       "expert activation's input, which no input expresses")
     # Megatron-Core's layer offload (the Llama 3 70B FP8 recipes with Megatron-FSDP on
     # GB200/GB300: cpu_offloading=True, cpu_offloading_weights=False,
     # cpu_offloading_num_layers=N), which offload_layers models.
@@ -1069,16 +1082,18 @@ BRIDGE_GB_LLMS: dict[str, Cell] = {
         "recipe runs an attention and an MoE layer (pattern \"*E\"), with weights of its "
         "own where the recipe shares one block's (mtp_use_repeated_layer), in the layers' "
         "precision where the recipe keeps them in BF16 (keep_mtp_spec_in_bf16)"),
-    # The nemotron3-ultra preset has the architecture, but the rows' recipes
-    # (perf_recipes/nemotronh/gb200/nemotronh.py at 020041f,
-    # nemotron_3_ultra_pretrain_256gpu_gb200_{fp8mx,nvfp4}_config, and the Ultra base
-    # config they build on, recipes/nemotronh/nemotron_3_ultra.py: "the CuteDSL /
-    # HybridEP / activation-offloading performance feature set") offload the expert
-    # MLP's activations by module, which offload_layers (whole layers) cannot express.
-    "Nemotron_3_Ultra": Missing(
-        "activation offload: Nemotron 3 Ultra's recipes offload the expert MLP's "
-        "activations by module (fine_grained_activation_offloading, offload_modules "
-        "[\"fused_group_mlp\"]), not the layer count an offload_layers input would take"),
+    # The rows' recipes (perf_recipes/nemotronh/gb{200,300}/nemotronh.py at 020041f)
+    # compute the loss with Megatron-Core's native fused cross entropy
+    # (_benchmark_common(cfg, cross_entropy_impl="native") in
+    # _apply_nemotron_3_ultra_perf_defaults), which keeps an fp32 softmax:
+    # cross_entropy_fusion 1.  Their Megatron-FSDP is hybrid (sharded within 64
+    # GPUs, the optimizer state also across the 4 groups); recipe_megatron_fsdp
+    # reads it as sharded across all.
+    "Nemotron_3_Ultra": (Way(
+        {"cross_entropy_fusion": 1},
+        "its MTP depths as the model's MTP modules, as Nemotron 3.5 Lightning's; "
+        "Megatron-FSDP's hybrid sharding (weights and gradients within 64 GPUs) as "
+        "sharding across every data-parallel rank", llm="nemotron3-ultra"),),
     "DeepSeekV4 Flash": Missing("no preset for DeepSeekV4 Flash's architecture"),
 }
 

@@ -152,8 +152,21 @@ def test_the_gb_bridge_set_reads_its_rows_and_recipes_by_hand():
     assert any("keep_mtp_spec_in_bf16" in n for n in lightning.notes)
     # What is not expressed, and why.
     assert "no preset" in cases["mg0003"].reason            # DeepSeek-V4 Flash
-    # Nemotron 3 Ultra has a preset; its recipes offload activations by module.
-    assert "fused_group_mlp" in cases["mg0017"].reason
+    # Nemotron 3 Ultra on 256 GB300 and GB200 (26.08; perf_recipes/nemotronh/gb{300,200}/
+    # nemotronh.py at 020041f): t1 and t2 with SP, e64, GBS 256, MBS 1, so m = 256 /
+    # (1 x 256 / t); Megatron-FSDP, MXFP8 with FP8 primary weights, two MTP depths, no
+    # CUDA graphs, HybridEP, the native fused cross entropy; selective recompute of
+    # moe_act with the fused grouped MLP's FC1 output offloaded to the host.
+    ultra = dict(num_gpus=256, expert_parallel=64, micro_batch=1, precision=2,
+                 fp8_param_gather=1, mtp_layers=2, cuda_graphs=0, moe_dispatcher=1,
+                 cross_entropy_fusion=1, zero_stage=3, recompute=0, moe_recompute=1,
+                 moe_act_offload=1, tp_overlap=0, ep_overlap=0)
+    _has(cases["mg0017"], **apply_presets("refined", llm="nemotron3-ultra"), **ultra,
+         tensor_parallel=1, gradient_accum_steps=1)
+    _has(cases["mg0018"], **ultra, tensor_parallel=2,
+         gradient_accum_steps=2)
+    assert (cases["mg0017"].gpu, cases["mg0018"].gpu) == ("gb300-nvl72", "gb200-nvl72")
+    assert any("size floor" in n for n in cases["mg0017"].notes)
     # Kimi K2 trains with Muon (the rows' note): the kimi-k2 preset and optimizer 1; the
     # rows name no recipe, so its settings stay at the model's defaults (listed).
     _has(cases["mg0034"], optimizer=1, num_experts=384, num_heads=64, router_fusion=1)
