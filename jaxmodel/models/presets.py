@@ -281,10 +281,11 @@ def _datasheet_memory_gb(gib: float) -> float:
 
 
 def _gpu(name, description, source, *, tflops, sms, mamf, memory_gb, hbm_tb_s,
-         nvlink_gb_s, network_gb_s, per_node, rates=None):
+         nvlink_gb_s, network_gb_s, per_node, host, rates=None):
     """A GPU preset; ``rates``: the achievable fractions and latencies beyond
-    the GEMM ceiling (input name -> value), where they are set."""
-    return Preset(name, description, source, {
+    the GEMM ceiling (input name -> value), where they are set; ``host``: the
+    measured GPU-host copy rate, the slower direction, and its source."""
+    return Preset(name, description, f"{source}. Host link: {host[1]}", {
         "compute_tflops": tflops,
         "num_sms": sms,
         "matmul_efficiency": mamf,
@@ -293,8 +294,37 @@ def _gpu(name, description, source, *, tflops, sms, mamf, memory_gb, hbm_tb_s,
         "link_bandwidth_gb_s": nvlink_gb_s,
         "network_bandwidth_gb_s": network_gb_s,
         "gpus_per_node": per_node,
+        "host_link_gb_s": host[0],
         **(rates or {}),
     })
+
+
+# GPU-host copy bandwidth per GPU, one direction (host_link_gb_s: what activation
+# offload moves over), measured with the copy engines on pinned host memory, one
+# GPU at a time; the slower of host-to-device and device-to-host.  PCIe Gen5 x16
+# (63 GB/s a direction) gives 55-57 GB/s on every system measured; Grace's
+# NVLink-C2C (450 GB/s a direction on the datasheet) gave Azure 193-211.
+# (value GB/s, source)
+_HOST_A100 = (25.7, "25.7 (H2D) and 25.8 (D2H) GB/s, CUDA bandwidthTest on a DGX A100 "
+              "(A100-SXM4-80GB, pinned; PCIe Gen4 x16)")
+_HOST_H100 = (55.2, "55.2-55.3 (D2H) and 55.3-55.4 (H2D) GB/s, nvbandwidth 0.10 "
+              "device_to_host_memcpy_ce / host_to_device_memcpy_ce on 8 x H100 80GB HBM3 "
+              "(Azure AI-benchmarking-guide, ND H100 v5: 52 and 51)")
+_HOST_H800 = (55.1, "55.1 (D2H) and 55.3 (H2D) GB/s, nvbandwidth memcpy_ce on 8 x H800")
+_HOST_H200 = (52.0, "52 and 52 GB/s (H2D, D2H), nvbandwidth (Azure AI-benchmarking-guide, "
+              "ND H200 v5)")
+_HOST_B300 = (55.6, "55.6 (H2D) and 56.9-57.3 (D2H) GB/s, nvbandwidth 0.10 memcpy_ce on a "
+              "Dell PowerEdge XE9780 (B300 SXM6 AC)")
+_HOST_GRACE = (193.0, "193 (D2H) and 201 (H2D) GB/s over NVLink-C2C, nvbandwidth (Azure "
+               "AI-benchmarking-guide, ND GB200 v6; ND GB300 v6: 193 and 211)")
+_HOST_MI300X = (55.0, "55 (H2D) and 56 (D2H) GB/s, TransferBench (Azure AI-benchmarking-"
+                "guide, ND MI300X v5)")
+# Parts with no published measurement take a PCIe Gen5 x16 neighbour's.
+_HOST_H100_500W = (_HOST_H100[0], _HOST_H100[1] + "; the same PCIe Gen5 x16 assumed")
+_HOST_B200 = (_HOST_B300[0], _HOST_B300[1] + "; none is published for B200: B300's "
+              "PCIe Gen5 x16 figure assumed")
+_HOST_MI355X = (_HOST_MI300X[0], _HOST_MI300X[1] + "; none is published for MI355X: "
+                "MI300X's PCIe Gen5 x16 figure assumed")
 
 
 def _rates(*, attention, hbm, intra, inter=_NDR, fa2=None):
@@ -357,14 +387,14 @@ GPUS: dict[str, Preset] = by_name((
          "(fp8_peak_tflops 0); DGX A100 datasheet: 8 GPUs, 8 x 200 Gb/s ConnectX-6. "
          "Measured: MAMF bf16 267.9 of 312 (Bekman, MAMF table v1)",
          tflops=312, sms=108, mamf=_MAMF_A100, memory_gb=40,
-         hbm_tb_s=1.555, nvlink_gb_s=300, network_gb_s=25, per_node=8),
+         hbm_tb_s=1.555, nvlink_gb_s=300, network_gb_s=25, per_node=8, host=_HOST_A100),
     _gpu("a100-80gb-sxm", "NVIDIA A100 80 GB SXM4, DGX A100 node (8 x HDR 200 Gb/s)",
          "NVIDIA A100 80GB datasheet (2021): 312 TFLOP/s bf16 dense, 2,039 GB/s, NVLink "
          "600 GB/s, 108 SMs, no FP8 tensor cores (fp8_peak_tflops 0); DGX A100 "
          "datasheet: 8 GPUs, 8 x 200 Gb/s ConnectX-6. Measured: MAMF bf16 267.9 of 312 "
          "(Bekman, MAMF table v1)",
          tflops=312, sms=108, mamf=_MAMF_A100, memory_gb=80,
-         hbm_tb_s=2.039, nvlink_gb_s=300, network_gb_s=25, per_node=8),
+         hbm_tb_s=2.039, nvlink_gb_s=300, network_gb_s=25, per_node=8, host=_HOST_A100),
     _gpu("h100-sxm", "NVIDIA H100 80 GB SXM5, DGX H100 node (8 x NDR 400 Gb/s)",
          "NVIDIA H100 datasheet (2023): 989 TFLOP/s bf16 dense (1,979 with sparsity), "
          "1,979 TFLOP/s FP8 dense, 3.35 TB/s, NVLink 900 GB/s, 132 SMs (H100 architecture "
@@ -373,7 +403,7 @@ GPUS: dict[str, Preset] = by_name((
          "guide, ND H100 v5). Assumed: collective latencies within NCCL's cost model "
          "(tuning.cc)",
          tflops=989, sms=132, mamf=0.803, memory_gb=80,
-         hbm_tb_s=3.35, nvlink_gb_s=450, network_gb_s=50, per_node=8,
+         hbm_tb_s=3.35, nvlink_gb_s=450, network_gb_s=50, per_node=8, host=_HOST_H100,
          rates=_rates(attention=_ATTN_H100, hbm=_HBM_H100, intra=_NVLINK4, fa2=_FA2_H100)),
     _gpu("h100-96gb-500w", "NVIDIA H100 SXM 96 GB HBM2e at a 500 W power limit (Meta Grand "
          "Teton host: 8 GPUs, NVLink, 400 Gb/s RDMA per GPU)",
@@ -389,7 +419,7 @@ GPUS: dict[str, Preset] = by_name((
          "STREAM fraction for HBM2e, DGX H100's non-GPU power, latencies within NCCL's "
          "cost model",
          tflops=_H100_500W_BF16, sms=132, mamf=0.803, memory_gb=96,
-         hbm_tb_s=2.4, nvlink_gb_s=450, network_gb_s=50, per_node=8,
+         hbm_tb_s=2.4, nvlink_gb_s=450, network_gb_s=50, per_node=8, host=_HOST_H100_500W,
          rates=_rates(attention=_ATTN_H100, hbm=_HBM_H100, intra=_NVLINK4, fa2=_FA2_H100)),
     _gpu("h800", "NVIDIA H800 80 GB SXM5 (export H100: NVLink 400 GB/s), 8-GPU node, "
          "8 x 400 Gb/s",
@@ -400,7 +430,7 @@ GPUS: dict[str, Preset] = by_name((
          "Assumed: the H100's GEMM, attention, HBM and network fractions (the same die "
          "and NICs), latencies within NCCL's cost model",
          tflops=989, sms=132, mamf=0.803, memory_gb=80,
-         hbm_tb_s=3.35, nvlink_gb_s=200, network_gb_s=50, per_node=8,
+         hbm_tb_s=3.35, nvlink_gb_s=200, network_gb_s=50, per_node=8, host=_HOST_H800,
          rates=_rates(attention=_ATTN_H100, hbm=_HBM_H100, intra=0.80, fa2=_FA2_H100)),
     _gpu("h200", "NVIDIA H200 141 GB SXM, HGX H200 node (8 x NDR 400 Gb/s)",
          "NVIDIA H200 datasheet (2024): 989 TFLOP/s bf16 dense, 1,979 FP8 dense, 141 GB "
@@ -410,7 +440,7 @@ GPUS: dict[str, Preset] = by_name((
          "v5). Assumed: the H100's attention kernels (same SMs), latencies within NCCL's "
          "cost model",
          tflops=989, sms=132, mamf=0.803, memory_gb=141,
-         hbm_tb_s=4.8, nvlink_gb_s=450, network_gb_s=50, per_node=8,
+         hbm_tb_s=4.8, nvlink_gb_s=450, network_gb_s=50, per_node=8, host=_HOST_H200,
          rates=_rates(attention=_ATTN_H100, hbm=_HBM_H200, intra=_NVLINK4, fa2=_FA2_H100)),
     _gpu("b200", "NVIDIA B200 180 GB, DGX B200 node (8 x 400 Gb/s)",
          "NVIDIA HGX B200 datasheet (2024): per GPU 2.25 PFLOP/s bf16 and 4.5 FP8 dense "
@@ -428,7 +458,7 @@ GPUS: dict[str, Preset] = by_name((
          "read 6.67 and write 6.50 TB/s on a B200, 0.87 and 0.84 of 7.7, bracket it); "
          "latencies within NCCL's cost model",
          tflops=2250, sms=148, mamf=0.776, memory_gb=180,
-         hbm_tb_s=7.7, nvlink_gb_s=900, network_gb_s=50, per_node=8,
+         hbm_tb_s=7.7, nvlink_gb_s=900, network_gb_s=50, per_node=8, host=_HOST_B200,
          rates=_rates(attention=_ATTN_BLACKWELL, hbm=_HBM_H200, intra=_NVLINK5,
                       fa2=_FA2_BLACKWELL)),
     _gpu("b300", "NVIDIA B300 (Blackwell Ultra) 288 GB, HGX B300 node (8 x 800 Gb/s)",
@@ -443,7 +473,7 @@ GPUS: dict[str, Preset] = by_name((
          "B200's HBM fraction, GB200's FlashAttention-2 fraction (0.150), the "
          "NDR per-NIC fraction for ConnectX-8, latencies within NCCL's cost model",
          tflops=2250, sms=160, mamf=_MAMF_B300, memory_gb=288,
-         hbm_tb_s=8.0, nvlink_gb_s=900, network_gb_s=100, per_node=8,
+         hbm_tb_s=8.0, nvlink_gb_s=900, network_gb_s=100, per_node=8, host=_HOST_B300,
          rates=_rates(attention=_ATTN_ULTRA, hbm=_HBM_H200, intra=_NVLINK5,
                       fa2=_FA2_BLACKWELL)),
     _gpu("gb200-nvl72", "NVIDIA GB200 NVL72: 72 Blackwell GPUs in one NVLink domain",
@@ -457,7 +487,7 @@ GPUS: dict[str, Preset] = by_name((
          "TFLOP/s (Azure, ND GB200 v6, head dim 128, 8K). Assumed: the B200's attention "
          "and HBM fractions, latencies within NCCL's cost model",
          tflops=2500, sms=148, mamf=0.729, memory_gb=186,
-         hbm_tb_s=8.0, nvlink_gb_s=900, network_gb_s=50, per_node=72,
+         hbm_tb_s=8.0, nvlink_gb_s=900, network_gb_s=50, per_node=72, host=_HOST_GRACE,
          rates=_rates(attention=_ATTN_BLACKWELL, hbm=_HBM_H200, intra=_NVLINK5,
                       fa2=_FA2_BLACKWELL)),
     _gpu("gb300-nvl72", "NVIDIA GB300 NVL72: 72 Blackwell Ultra GPUs in one NVLink domain",
@@ -473,7 +503,7 @@ GPUS: dict[str, Preset] = by_name((
          "halved, 0.626), the B200's HBM fraction, the NDR "
          "per-NIC fraction for ConnectX-8, latencies within NCCL's cost model",
          tflops=2500, sms=160, mamf=_MAMF_B300, memory_gb=288,
-         hbm_tb_s=8.0, nvlink_gb_s=900, network_gb_s=100, per_node=72,
+         hbm_tb_s=8.0, nvlink_gb_s=900, network_gb_s=100, per_node=72, host=_HOST_GRACE,
          rates=_rates(attention=_ATTN_ULTRA, hbm=_HBM_H200, intra=_NVLINK5,
                       fa2=_FA2_GB300)),
     _gpu("mi300x", "AMD Instinct MI300X 192 GB, 8-GPU platform (400 Gb/s per GPU)",
@@ -486,7 +516,7 @@ GPUS: dict[str, Preset] = by_name((
          "ND MI300X v5). Assumed: the NDR per-NIC fraction, latencies within NCCL's cost "
          "model (RCCL is its fork)",
          tflops=1307.4, sms=304, mamf=0.511, memory_gb=192,
-         hbm_tb_s=5.3, nvlink_gb_s=448, network_gb_s=50, per_node=8,
+         hbm_tb_s=5.3, nvlink_gb_s=448, network_gb_s=50, per_node=8, host=_HOST_MI300X,
          rates=_rates(attention=_ATTN_MI300X, hbm=_HBM_MI300X, intra=_XGMI_MI300X)),
     _gpu("mi355x", "AMD Instinct MI355X 288 GB, 8-GPU platform (400 Gb/s per GPU)",
          "AMD Instinct MI355X datasheet (2025): 256 compute units at 2.4 GHz, 2.5 PFLOP/s "
@@ -498,7 +528,7 @@ GPUS: dict[str, Preset] = by_name((
          "(no MI355X figure is published), the NDR per-NIC fraction, latencies within "
          "NCCL's cost model",
          tflops=2516.6, sms=256, mamf=0.622, memory_gb=288,
-         hbm_tb_s=8.0, nvlink_gb_s=538, network_gb_s=50, per_node=8,
+         hbm_tb_s=8.0, nvlink_gb_s=538, network_gb_s=50, per_node=8, host=_HOST_MI355X,
          rates=_rates(attention=_ATTN_MI300X, hbm=_HBM_MI300X, intra=_XGMI_MI300X)),
 ))
 

@@ -874,8 +874,7 @@ def _bridge_offload(row: Mapping[str, str]) -> Cell:
             return exact(moe_act_offload=1)
         if modules and modules.group(1) == '["fused_group_mlp"]':
             return approx("the fused grouped MLP's offload as its FC1 output's (the recipe's "
-                          "size floor selects it), transfers assumed hidden under compute",
-                          moe_act_offload=1)
+                          "size floor selects it)", moe_act_offload=1)
         return Missing("activation offload: the recipe offloads modules other than the "
                        "expert activation's input, which no input expresses")
     # Megatron-Core's layer offload (the Llama 3 70B FP8 recipes with Megatron-FSDP on

@@ -324,6 +324,22 @@ def test_hbm_efficiency_is_the_stream_mean(name, stream_tb_s, peak):
     assert values["hbm_efficiency"] == pytest.approx(sum(stream_tb_s) / 4 / peak, abs=5e-4)
 
 
+@pytest.mark.parametrize("name, measured", [
+    # GPU-host copies, the slower direction (nvbandwidth memcpy_ce, bandwidthTest or
+    # TransferBench; sources in the presets): (H2D, D2H) GB/s.
+    ("a100-80gb-sxm", (25.7, 25.8)), ("h100-sxm", (55.3, 55.2)), ("h800", (55.3, 55.1)),
+    ("h200", (52.0, 52.0)), ("b300", (55.6, 56.9)), ("gb200-nvl72", (201.0, 193.0)),
+    ("gb300-nvl72", (211.0, 193.0)), ("mi300x", (55.0, 56.0)),
+])
+def test_host_link_is_the_measured_copy_rate(name, measured):
+    host = GPUS[name].values["host_link_gb_s"]
+    assert host == min(measured)
+    # Below the line rate a direction: PCIe Gen4 x16 31.5 GB/s, Gen5 x16 63,
+    # NVLink-C2C 450 (Grace).
+    line = {"a100-80gb-sxm": 31.5, "gb200-nvl72": 450.0, "gb300-nvl72": 450.0}.get(name, 63.0)
+    assert 0.4 * line < host < line
+
+
 def test_collective_efficiencies_are_the_measured_bus_bandwidths():
     # NCCL ring bus bandwidth over the per-direction line rate: NVLink 4 370 of 450
     # (nccl-tests issue 212; NCCL topo.h models 20.6 GB/s x 18 links = 370.8); NVLink 5

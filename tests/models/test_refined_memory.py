@@ -154,6 +154,22 @@ def test_activation_offload_keeps_one_layer_in_transit():
     assert run(offload_layers=9)["activation_gb_per_gpu"] == approx(19.5 * SBH / 1e9)
 
 
+def test_offload_copies_show_only_where_they_outlast_their_pass():
+    # TOY, 3 of a stage's 4 layers offloaded: D = 3 x 16 s b h = 50,331,648 bytes a
+    # micro-batch go out in the forward pass and back in the backward pass.  Over a
+    # fast host link both copies hide under the passes; over a slow one both show,
+    # m (2 D / B - 3 F) a step, so halving B from 1 MB/s to 0.5 adds 2 m D (1 / 5e5 -
+    # 1 / 1e6) = 8 D x 1e-6 s = 402.653184 s, whatever F is.
+    assert run(offload_layers=3, host_link_gb_s=1000.0)["offload_ms"] == 0.0
+    assert run(offload_layers=0, host_link_gb_s=0.001)["offload_ms"] == 0.0
+    slow = run(offload_layers=3, host_link_gb_s=0.001)
+    slower = run(offload_layers=3, host_link_gb_s=0.0005)
+    assert (slower["offload_ms"] - slow["offload_ms"]) == approx(8 * 50_331_648 * 1e-6 * 1e3)
+    assert slower["step_time_ms"] - slow["step_time_ms"] == approx(
+        slower["offload_ms"] - slow["offload_ms"])
+    assert slow["bottleneck"] == "offload"
+
+
 def test_interleaved_in_flight_is_megatrons_warm_up():
     # 16 layers, p = 4, v = 2 (chunks of 2 layers), m = 8.  Megatron-Core's
     # interleaved schedule on rank 0 runs 2 (p - 1) + (v - 1) p = 10 warm-up

@@ -32,6 +32,7 @@ from jaxmodel.models.terms import (
     PIPELINE_BUBBLE,
     PP_COMM,
     TP_COMM,
+    Term,
     bottleneck_output,
 )
 
@@ -265,6 +266,11 @@ INPUTS: tuple[InputField, ...] = (
               "intra-node (NVLink) bandwidth per GPU, one direction", 450),
     positive("network_bandwidth_gb_s", "GB/s (1 GB = 1e9 bytes)",
               "inter-node network bandwidth per GPU, one direction", 50),
+    # H100 SXM's PCIe Gen5 x16 to the host: 55.2 GB/s device to host and 55.3 host
+    # to device measured (nvbandwidth's copy-engine memcpy; jaxmodel.models.presets).
+    positive("host_link_gb_s", "GB/s (1 GB = 1e9 bytes)",
+              "achieved GPU-host copy bandwidth per GPU, one direction (PCIe, or "
+              "NVLink-C2C on Grace): what activation offload moves over", 55.2),
     InputField("intra_node_efficiency", "fraction", "achieved fraction of intra-node "
                "bandwidth in collectives", False, 0.0, False, 0.8, 1.0),
     InputField("inter_node_efficiency", "fraction", "achieved fraction of network "
@@ -362,8 +368,7 @@ INPUTS: tuple[InputField, ...] = (
            "backward (Megatron-Core --cpu-offloading-num-layers)", 0, low=0.0),
     switch("moe_act_offload", "offload the routed experts' FC1 output (the expert "
             "activation's input) to host memory in the forward pass and reload it for the "
-            "backward (Megatron-Core's fine-grained activation offloading of moe_act); the "
-            "copies are taken as hidden under compute, as offload_layers'", 0),
+            "backward (Megatron-Core's fine-grained activation offloading of moe_act)", 0),
     switch("mla_recompute", "recompute the MLA up-projections (Megatron-Core "
             "--recompute-modules mla_up_proj): queries, keys and values are rebuilt from "
             "the compressed latents, so they are not stored", 0),
@@ -412,13 +417,29 @@ FIT_RANGES = {"matmul_efficiency": (0.3, 0.9), "hbm_efficiency": (0.4, 0.95),
 # by re-searching, not by a derivative).
 HARDWARE: tuple[str, ...] = (
     "compute_tflops", "fp8_peak_tflops", "matmul_efficiency", "hbm_bandwidth_tb_s",
-    "link_bandwidth_gb_s", "network_bandwidth_gb_s", "gpu_memory_gb",
+    "link_bandwidth_gb_s", "network_bandwidth_gb_s", "host_link_gb_s", "gpu_memory_gb",
 )
 
 # The step-time terms, in stacking and tie-break order.  Context-parallel
 # traffic (cp_comm_ms) competes for the bottleneck within the tensor-parallel
 # term (both are model-parallel collectives inside each layer).
-TERMS = (COMPUTE, TP_COMM, PP_COMM, PIPELINE_BUBBLE, DP_ALLREDUCE, MOE_COMM)
+
+
+def _offload_lever(inputs: dict[str, float], outputs: dict[str, Any]) -> str:
+    # The copies grow with the offloaded bytes and shrink with the host link;
+    # a pass's compute hides them.
+    layers = int(inputs.get("offload_layers", 0))
+    return (f"Offload less (offload_layers = {layers}, moe_act_offload = "
+            f"{int(inputs.get('moe_act_offload', 0))}) or recompute instead; the host link "
+            f"({inputs.get('host_link_gb_s', 0):g} GB/s a direction) cannot hide it")
+
+
+# The activation offload's host copies (memory.offload_seconds): the refined
+# model's own term, after the shared ones.
+OFFLOAD = Term("offload", "offload_ms", "exposed offload copies", "#DA8BC3", "communication",
+               "exposed activation offload", "the activation offload's host-link copies",
+               _offload_lever)
+TERMS = (COMPUTE, TP_COMM, PP_COMM, PIPELINE_BUBBLE, DP_ALLREDUCE, MOE_COMM, OFFLOAD)
 
 OUTPUTS: tuple[OutputField, ...] = (
     SHARED_OUTPUTS["data_parallel"],
@@ -455,6 +476,9 @@ OUTPUTS: tuple[OutputField, ...] = (
                 "its share of the pipeline bubble and the compute its hidden part slows "
                 "(the SMs it holds)", "float"),
     OutputField("moe_comm_raw_ms", "ms", "expert all-to-all before overlap", "float"),
+    OutputField("offload_ms", "ms", "exposed activation offload: the busiest stage's "
+                "copies to host memory (forward) and back (backward) that outlast their "
+                "pass", "float"),
     SHARED_OUTPUTS["step_time_ms"],
     SHARED_OUTPUTS["comm_fraction_percent"],
     SHARED_OUTPUTS["bubble_fraction_percent"],

@@ -45,6 +45,11 @@
   PyTorch's torch.distributed.pipelining keeps a receive buffer per
   micro-batch each way and the last stage's output (the logits) of every
   micro-batch until the step ends (in 2024 every stage's output).
+* **Offload copies** (``offload_seconds``, the step's ``offload_ms``): what
+  the offloaded layers and MoE FC1 outputs send to host memory crosses the
+  host link (``host_link_gb_s``: PCIe, or NVLink-C2C on Grace) during the
+  forward pass and back during the backward pass, on the copy engines beside
+  the kernels; only the part that outlasts its pass shows.
 * **Other**: tensor-parallel overlap's userbuffers and ``reserved_memory_gb``
   (CUDA context, NCCL buffers, library workspaces, fragmentation).
 
@@ -333,6 +338,37 @@ class Memory(NamedTuple):
     fits: object
 
 
+def stored_layer_bytes(x, g):
+    """Activation bytes a layer stores for one micro-batch on one GPU, the
+    average layer under the configuration's recompute."""
+    stored = layer_activation_bytes(x, g.recompute, g.sp)
+    # Full recompute of only some layers (recompute_layers): the others store
+    # their activations as without recompute (g.full is the recomputed share).
+    return jnp.where(g.recompute == 2, g.full * stored
+                     + (1.0 - g.full) * layer_activation_bytes(x, 0, g.sp), stored)
+
+
+def offload_seconds(x, g, stage_layers, micro_compute):
+    """Host-link time of the activation offload that compute does not hide, a step.
+
+    What a micro-batch sends to host memory on the busiest stage: the stored
+    activations of ``min(offload_layers, L_stage)`` layers and the MoE layers'
+    FC1 outputs (``moe_act_offload``).  The copy engines move it out during
+    the forward pass and back during the backward pass, beside the kernels, at
+    ``host_link_gb_s`` each way, so each direction shows only where it outlasts
+    its pass: ``max(0, D / B - F) + max(0, D / B - 2 F)`` per micro-batch, with
+    the forward pass a third of the stage's compute ``3 F`` (the backward's two
+    GEMMs per forward GEMM).  Each micro-batch's copies must finish within its
+    own passes (the GPU holds one layer's in transit), so the m micro-batches
+    add up.
+    """
+    moved = (jnp.minimum(x.offload_layers, stage_layers) * stored_layer_bytes(x, g)
+             + stage_layers * g.tok * g.h / g.t * moe.offloaded_activation_bytes(x)[0])
+    copy = moved / (x.host_link_gb_s * 1e9)
+    forward = micro_compute / 3.0
+    return g.m * (jnp.maximum(copy - forward, 0.0) + jnp.maximum(copy - 2.0 * forward, 0.0))
+
+
 def stage_memory(x, g, params, layers_mid, layers_end, layers_last, z, edp, score_bytes,
                  kv_bytes, act_bytes) -> Memory:
     """Memory of each stage kind; the fullest one (``params``: ``StageParams``)."""
@@ -399,11 +435,7 @@ def stage_memory(x, g, params, layers_mid, layers_end, layers_last, z, edp, scor
     # so the first stage holds min(p (1 + (p - 1) / (p v)), m) stages' worth.
     first_in_flight = jnp.minimum(in_flight_first * interleave, m)
     mid_in_flight = jnp.minimum(jnp.minimum(m, p - 1.0) * interleave, m)
-    stored = layer_activation_bytes(x, recompute, sp)
-    # Full recompute of only some layers (recompute_layers): the others store
-    # their activations as without recompute (g.full is the recomputed share).
-    stored = jnp.where(recompute == 2, g.full * stored
-                       + (1.0 - g.full) * layer_activation_bytes(x, 0, sp), stored)
+    stored = stored_layer_bytes(x, g)
     # Full and per-op recompute rebuild one layer's activations at a time.
     working = jnp.where((recompute == 2) | (recompute == 3), layer_activation_bytes(x, 0, sp),
                         jnp.where(recompute == 1, score_bytes / SCORE_BYTES * 5.0,

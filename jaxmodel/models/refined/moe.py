@@ -849,8 +849,7 @@ def offloaded_activation_bytes(x):
     same tensor with ``offload_modules ["fused_group_mlp"]`` and a size floor
     that only it passes).  Only with Megatron-Core's recompute choices, none
     or selective (``recompute`` 0, 1): full recompute stores no per-layer
-    tensors.  The copies run on the copy engines beside the compute and are
-    taken as hidden (the step time has no host-link term).
+    tensors.  The copies' time: ``memory.offload_seconds``.
     """
     partial_ok = (x.recompute < 1.5).astype(x.moe_act_offload.dtype)
     one_layer = (partial_ok * x.moe_act_offload * 2.0 * (x.mlp_weight_matrices - 1.0)
