@@ -420,10 +420,6 @@ HARDWARE: tuple[str, ...] = (
     "link_bandwidth_gb_s", "network_bandwidth_gb_s", "host_link_gb_s", "gpu_memory_gb",
 )
 
-# The step-time terms, in stacking and tie-break order.  Context-parallel
-# traffic (cp_comm_ms) competes for the bottleneck within the tensor-parallel
-# term (both are model-parallel collectives inside each layer).
-
 
 def _offload_lever(inputs: dict[str, float], outputs: dict[str, Any]) -> str:
     # The copies grow with the offloaded bytes and shrink with the host link;
@@ -437,8 +433,11 @@ def _offload_lever(inputs: dict[str, float], outputs: dict[str, Any]) -> str:
 # The activation offload's host copies (memory.offload_seconds): the refined
 # model's own term, after the shared ones.
 OFFLOAD = Term("offload", "offload_ms", "exposed offload copies", "#DA8BC3", "communication",
-               "exposed activation offload", "the activation offload's host-link copies",
+               "exposed activation offload", "the activation offload's host-link traffic",
                _offload_lever)
+# The step-time terms, in stacking and tie-break order.  Context-parallel
+# traffic (cp_comm_ms) competes for the bottleneck within the tensor-parallel
+# term (both are model-parallel collectives inside each layer).
 TERMS = (COMPUTE, TP_COMM, PP_COMM, PIPELINE_BUBBLE, DP_ALLREDUCE, MOE_COMM, OFFLOAD)
 
 OUTPUTS: tuple[OutputField, ...] = (
