@@ -1093,7 +1093,12 @@ BRIDGE_GB_LLMS: dict[str, Cell] = {
         "its MTP depths as the model's MTP modules, as Nemotron 3.5 Lightning's; "
         "Megatron-FSDP's hybrid sharding (weights and gradients within 64 GPUs) as "
         "sharding across every data-parallel rank", llm="nemotron3-ultra"),),
-    "DeepSeekV4 Flash": Missing("no preset for DeepSeekV4 Flash's architecture"),
+    # Its recipe (perf_recipes/deepseek/gb200/deepseek_v4.py, index id 61441154787,
+    # deepseek_v4_flash_pretrain_128gpu_gb200_fp8mx_config) trains sparse attention:
+    # apply_dsa_kernel_fusion, dsa_indexer_loss_coeff, csa_compress_rotary_base.
+    "DeepSeekV4 Flash": Missing("no preset for DeepSeekV4 Flash's architecture, and no "
+                                "input for its sparse attention (the recipe's DSA indexer "
+                                "and compressed attention)"),
 }
 
 
