@@ -28,7 +28,7 @@ MOE_ONLY = ("experts_per_token", "moe_ffn_hidden_dim", "shared_experts", "dense_
             "expert_tensor_parallel", "moe_dispatcher", "max_nodes_per_token", "moe_overlap",
             "moe_imbalance", "capacity_factor", "moe_recompute", "moe_host_overhead_us",
             "ep_overlap", "host_kernel_us", "moe_latent_size", "glu_clamp", "expert_bias",
-            "router_fusion", "moe_act_offload")
+            "router_fusion", "moe_offload")
 
 
 def qwen3(**overrides):
@@ -111,6 +111,24 @@ def test_megatron_flop_count_reproduces_the_published_step_times():
     runs = read_moe_runs()
     for run, step in ((runs[0], 19.7), (runs[1], 17.6)):
         assert run.measured_step_s == pytest.approx(step, rel=0.01)
+
+
+def test_the_gb200_rows_take_their_launch_commands():
+    # The page's GB200 commands: TE CUDA graphs of attn, moe_router and moe_preprocess
+    # on both; the MXFP8 one A2A_OVERLAP=1 and --offload-modules expert_fc1 moe_act.
+    # Which it needs: without the offload its layout needs more than GB200's 186 GB
+    # (the source: "activation offloading required").
+    runs = {(r.gpu, r.precision, r.seq_length): r for r in read_moe_runs()}
+    bf16, mxfp8 = runs["gb200", "bf16", 4096].inputs(), runs["gb200", "mxfp8", 4096].inputs()
+    assert [bf16.get(k, 0) for k in ("cuda_graphs", "ep_overlap", "moe_offload")] == [1, 0, 0]
+    assert (mxfp8["cuda_graphs"], mxfp8["ep_overlap"], mxfp8["moe_offload"]) == (1, 1, 2)
+    assert runs["h100", "bf16", 4096].inputs().get("cuda_graphs", 0) == 0
+
+    def memory(**changes):
+        out = evaluate_on_host(REFINED, **{**mxfp8, "gpu_memory_gb": 1e9, **changes})
+        return float(np.asarray(out.memory_gb_per_gpu).ravel()[0])
+
+    assert memory() < 186 < memory(moe_offload=0)
 
 
 # --- all-to-all bytes and time ------------------------------------------------
@@ -548,35 +566,50 @@ def test_moe_recompute_drops_activations_by_hand():
         2 * 3 * 8 * 1536 * 2048 + 8 * 8 * 2048 * 4096, rel=1e-6)
 
 
-def test_moe_act_offload_keeps_the_fc1_output_on_the_host_by_hand():
+def test_moe_offload_keeps_the_fc1_output_on_the_host_by_hand():
     # Qwen3: SwiGLU (w = 3), k = 8 experts of f_e = 1536, h = 4096, every layer MoE.
     # The routed experts' FC1 output, gate and up in bf16: 2 (w - 1) k f_e / h = 12
     # bytes per s b h; none without the switch or under full recompute.
-    x = SimpleNamespace(**apply_presets(REFINED, llm="qwen3-235b-a22b"))
-    x.moe_act_offload, x.recompute = np.float32(1), np.float32(0)
+    x = SimpleNamespace(**{**REFINED.defaults, **apply_presets(REFINED, llm="qwen3-235b-a22b")})
+    x.moe_offload, x.recompute, x.moe_recompute = np.float32(1), np.float32(0), np.float32(1)
+    x.moe_imbalance, x.capacity_factor, x.precision = 1.0, 0.0, np.float32(0)
     average, one_layer = moe.offloaded_activation_bytes(x)
     assert (float(average), float(one_layer)) == pytest.approx((12.0, 12.0), rel=1e-6)
+    # Level 2 (expert_fc1 moe_act) also moves FC1's input, the k routed copies: 2 k =
+    # 16 in bf16, k = 8 in FP8 (the grouped GEMM saves its FP8 cast).
+    x.moe_offload = np.float32(2)
+    assert float(moe.offloaded_activation_bytes(x)[0]) == pytest.approx(28.0, rel=1e-6)
+    x.precision = np.float32(2)
+    assert float(moe.offloaded_activation_bytes(x)[0]) == pytest.approx(20.0, rel=1e-6)
+    # Nothing under full recompute, nor with the whole MoE layer recomputed (it stores
+    # neither tensor), nor without the switch.
     x.recompute = np.float32(2)
     assert float(moe.offloaded_activation_bytes(x)[0]) == 0.0
-    x.recompute, x.moe_act_offload = np.float32(1), np.float32(0)
+    x.recompute, x.moe_recompute = np.float32(0), np.float32(2)
+    assert float(moe.offloaded_activation_bytes(x)[0]) == 0.0
+    x.recompute, x.moe_recompute, x.moe_offload = np.float32(1), np.float32(1), np.float32(0)
     assert float(moe.offloaded_activation_bytes(x)[0]) == 0.0
     # Nemotron 3 Ultra: squared ReLU (w = 2), k = 22 of 5120, h = 8192: 27.5 bytes
     # in each of its 48 MoE layers, 27.5 x 48 / 108 in the average of its 108.
-    x = SimpleNamespace(**apply_presets(REFINED, llm="nemotron3-ultra"))
+    x = SimpleNamespace(**{**REFINED.defaults, **apply_presets(REFINED, llm="nemotron3-ultra")})
     # mamba.moe_view: the mixer layers count with those that have no MoE FFN.
     x.dense_layers = x.dense_layers + x.mamba_layers + x.attention_layers
-    x.moe_act_offload, x.recompute = np.float32(1), np.float32(0)
+    x.moe_offload, x.recompute, x.moe_recompute = np.float32(1), np.float32(0), np.float32(1)
+    x.moe_imbalance, x.capacity_factor, x.precision = 1.0, 0.0, np.float32(2)
     average, one_layer = moe.offloaded_activation_bytes(x)
     assert float(one_layer) == pytest.approx(27.5, rel=1e-6)
     assert float(average) == pytest.approx(27.5 * 48 / 108, rel=1e-6)
+    # Its FC1 input is the latent, l / h = 2048 / 8192 as wide: k / 4 = 5.5 in FP8.
+    x.moe_offload = np.float32(2)
+    assert float(moe.offloaded_activation_bytes(x)[1]) == pytest.approx(27.5 + 5.5, rel=1e-6)
 
 
-def test_moe_act_offload_frees_all_but_the_layer_in_transit():
+def test_moe_offload_frees_all_but_the_layer_in_transit():
     # Qwen3 on one stage (p 1), t 2: the 94 layers' FC1 outputs leave the GPU, one
     # layer's stays while in transit: 93 x 12 x s b h / t bytes fewer, s b h = 4096^2.
     def run(offload):
         values = qwen3(pipeline_parallel=1, virtual_stages=1, num_gpus=64,
-                       gradient_accum_steps=1, moe_act_offload=offload)
+                       gradient_accum_steps=1, moe_offload=offload)
         return as_dicts(REFINED, jaxmodel.evaluate(REFINED, x64=True, **values))
 
     on, off = run(1), run(0)
@@ -813,7 +846,7 @@ def test_dense_results_do_not_see_the_moe_inputs(x64):
                  ep_overlap=rng.choice([0, 1], n), host_kernel_us=rng.uniform(0, 50, n),
                  moe_latent_size=rng.choice([0, 1024], n), glu_clamp=rng.choice([0, 1], n),
                  expert_bias=rng.choice([0, 1], n), router_fusion=rng.choice([0, 1], n),
-                 moe_act_offload=rng.choice([0, 1], n))
+                 moe_offload=rng.choice([0, 1, 2], n))
     assert set(knobs) == set(MOE_ONLY) == set(moe.DENSE_UNUSED)
     plain = jaxmodel.evaluate(REFINED, x64=x64, **base)
     knobbed = jaxmodel.evaluate(REFINED, x64=x64, **base,

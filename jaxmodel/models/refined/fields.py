@@ -366,9 +366,11 @@ INPUTS: tuple[InputField, ...] = (
     count("offload_layers", "layers", "layers per pipeline stage whose stored activations "
            "are offloaded to host memory during the forward pass and reloaded for the "
            "backward (Megatron-Core --cpu-offloading-num-layers)", 0, low=0.0),
-    switch("moe_act_offload", "offload the routed experts' FC1 output (the expert "
-            "activation's input) to host memory in the forward pass and reload it for the "
-            "backward (Megatron-Core's fine-grained activation offloading of moe_act)", 0),
+    switch("moe_offload", "MoE activations kept in host memory from the forward pass to "
+            "the backward (Megatron-Core's fine-grained activation offloading): 0 none, 1 the "
+            "routed experts' FC1 output, the expert activation's input (--offload-modules "
+            "moe_act), 2 also the FC1 input, the routed token copies (expert_fc1 moe_act)", 0,
+            high=2.0),
     switch("mla_recompute", "recompute the MLA up-projections (Megatron-Core "
             "--recompute-modules mla_up_proj): queries, keys and values are rebuilt from "
             "the compressed latents, so they are not stored", 0),
@@ -425,8 +427,8 @@ def _offload_lever(inputs: dict[str, float], outputs: dict[str, Any]) -> str:
     # The copies grow with the offloaded bytes and shrink with the host link;
     # a pass's compute hides them.
     layers = int(inputs.get("offload_layers", 0))
-    return (f"Offload less (offload_layers = {layers}, moe_act_offload = "
-            f"{int(inputs.get('moe_act_offload', 0))}) or recompute instead; the host link "
+    return (f"Offload less (offload_layers = {layers}, moe_offload = "
+            f"{int(inputs.get('moe_offload', 0))}) or recompute instead; the host link "
             f"({inputs.get('host_link_gb_s', 0):g} GB/s a direction) cannot hide it")
 
 

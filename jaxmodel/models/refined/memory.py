@@ -31,8 +31,9 @@
   when ``m = p``: Meta's Llama 3 405B, 16 micro-batches on 16 stages);
   full recompute also holds one layer's full activations while it is
   recomputed.  ``offload_layers`` of a stage's layers keep their activations
-  in host memory (one layer's in transit stays); ``moe_act_offload`` keeps
-  the routed experts' FC1 output there (``moe.offloaded_activation_bytes``).
+  in host memory (one layer's in transit stays); ``moe_offload`` keeps
+  the routed experts' FC1 output there, and at level 2 their FC1 input
+  (``moe.offloaded_activation_bytes``).
   The output layer's input (sec. 4.3) and the logits sit on the last stage
   (10 bytes a logit, or the
   bf16 logits alone, 2, under Transformer Engine's in-place cross entropy:
@@ -354,7 +355,7 @@ def offload_seconds(x, g, stage_layers, micro_compute):
 
     What a micro-batch sends to host memory on the busiest stage: the stored
     activations of ``min(offload_layers, L_stage)`` layers and the MoE layers'
-    FC1 outputs (``moe_act_offload``).  The copy engines move it out during
+    FC1 outputs and inputs (``moe_offload``).  The copy engines move it out during
     the forward pass and back during the backward pass, beside the kernels, at
     ``host_link_gb_s`` each way, so each direction shows only where it outlasts
     its pass: ``max(0, D / B - F) + max(0, D / B - 2 F)`` per micro-batch, with
@@ -469,8 +470,8 @@ def stage_memory(x, g, params, layers_mid, layers_end, layers_last, z, edp, scor
         return layers - jnp.minimum(x.offload_layers, layers)
 
     working = working + offloading * stored
-    # The MoE activation offload (moe_act_offload) keeps one MoE layer's FC1
-    # output on the GPU while it is copied out, and again while it comes back.
+    # The MoE activation offload (moe_offload) keeps one MoE layer's share on
+    # the GPU while it is copied out, and again while it comes back.
     working = working + tok * h / t * moe.offloaded_activation_bytes(x)[1]
     # Pipeline runtime buffers (pp_stage_buffers), per rank: chunk passes in
     # flight (v per stage's worth of layers) on the first, middle and last ranks.

@@ -95,9 +95,10 @@ as Megatron-Core requires sequence parallelism with TP and MoE):
   (``moe_act``) or the whole MoE layer (``moe``: its forward GEMMs, traffic
   and two more all-to-alls) runs again; the activations it drops are not
   stored (``recomputed_activation_bytes``).
-* **Activation offload** (``moe_act_offload``): the routed experts' FC1
-  output waits in host memory between the forward and backward passes, one
-  MoE layer's on the GPU in transit (``offloaded_activation_bytes``).
+* **Activation offload** (``moe_offload``): the routed experts' FC1
+  output, and at level 2 their FC1 input, wait in host memory between the
+  forward and backward passes, one MoE layer's on the GPU in transit
+  (``offloaded_activation_bytes``).
 * **Overlap**: ``moe_overlap`` of the all-to-all is hidden under compute (1F1B
   all-to-all overlap, DualPipe), never more than the compute there is.  Under
   Combined 1F1B (``ep_overlap``) each of a layer pair's four all-to-alls hides
@@ -174,7 +175,7 @@ DENSE_UNUSED = ("experts_per_token", "moe_ffn_hidden_dim", "shared_experts", "de
                 "expert_tensor_parallel", "moe_dispatcher", "max_nodes_per_token",
                 "moe_overlap", "moe_imbalance", "capacity_factor", "moe_recompute",
                 "moe_host_overhead_us", "ep_overlap", "host_kernel_us", "router_fusion",
-                "glu_clamp", "expert_bias", "moe_act_offload")
+                "glu_clamp", "expert_bias", "moe_offload")
 
 
 def is_plain(x):
@@ -840,20 +841,30 @@ def offloaded_activation_bytes(x):
     those of one MoE layer, which stay on the GPU while they are in transit:
     ``(average, one_layer)``.
 
-    ``moe_act_offload`` 1 offloads the routed experts' FC1 output, the expert
-    activation's input, ``2 (w - 1) k f_e / h`` (bf16, the GEMM's output;
-    ``w - 1`` halves for SwiGLU's gate and up, one for squared ReLU) per MoE
-    layer: Megatron-Core's fine-grained activation offloading
-    (``--fine-grained-activation-offloading --offload-modules moe_act``, the
-    input of ``moe_act``; Megatron-Bridge's Nemotron 3 Ultra recipes reach the
-    same tensor with ``offload_modules ["fused_group_mlp"]`` and a size floor
-    that only it passes).  Only with Megatron-Core's recompute choices, none
-    or selective (``recompute`` 0, 1): full recompute stores no per-layer
-    tensors.  The copies' time: ``memory.offload_seconds``.
+    Megatron-Core's fine-grained activation offloading
+    (``--fine-grained-activation-offloading --offload-modules ...``) moves a
+    module's saved input.  ``moe_offload`` 1 (``moe_act``) moves the routed
+    experts' FC1 output, the activation's input, ``2 (w - 1) k f_e / h`` (bf16,
+    the GEMM's output; ``w - 1`` halves for SwiGLU's gate and up, one for
+    squared ReLU); Megatron-Bridge's Nemotron 3 Ultra recipes reach the same
+    tensor with ``offload_modules ["fused_group_mlp"]`` and a size floor that
+    only it passes.  ``moe_offload`` 2 (``expert_fc1 moe_act``, the
+    Megatron-MoE model zoo's Qwen3-235B MXFP8 run on GB200) also moves FC1's
+    input, the routed token copies ``(2 - fp8) k`` (times the load; ``l / h``
+    as wide under LatentMoE), as ``dispatch_activation_bytes`` counts them.
+    Only with Megatron-Core's recompute choices, none or selective
+    (``recompute`` 0, 1; full recompute stores no per-layer tensors), and not
+    with the whole MoE layer recomputed (``moe_recompute`` 2), which stores
+    neither.  The copies' time: ``memory.offload_seconds``.
     """
-    partial_ok = (x.recompute < 1.5).astype(x.moe_act_offload.dtype)
-    one_layer = (partial_ok * x.moe_act_offload * 2.0 * (x.mlp_weight_matrices - 1.0)
-                 * x.experts_per_token * x.moe_ffn_hidden_dim / x.hidden_dim)
+    _, layer = recompute_flags(x)
+    kept = (x.recompute < 1.5).astype(x.moe_offload.dtype) * (1.0 - layer)
+    fc1_output = (2.0 * (x.mlp_weight_matrices - 1.0) * x.experts_per_token
+                  * x.moe_ffn_hidden_dim / x.hidden_dim)
+    width = jnp.where(has_latent(x), x.moe_latent_size / x.hidden_dim, 1.0)
+    fc1_input = ((DISPATCH_ACTIVATION_BYTES - low_precision_gemms(x)) * x.experts_per_token
+                 * load_factor(x) * width)
+    one_layer = kept * ((x.moe_offload > 0.5) * fc1_output + (x.moe_offload > 1.5) * fc1_input)
     return moe_fraction(x) * one_layer, jnp.where(moe_fraction(x) > 0.0, one_layer, 0.0)
 
 
