@@ -65,7 +65,7 @@ from jaxmodel.models.validation import (
     sc21_runs,
 )
 from jaxmodel.models.validation_moe import GPUS as MOE_GPUS
-from jaxmodel.models.validation_moe import MOE_SET, read_moe_runs
+from jaxmodel.models.validation_moe import MOE_SET, ZOO_COMMANDS, read_moe_runs
 from jaxmodel.models.validation_sets import (
     MODEL,
     NEW_SETS,
@@ -151,9 +151,13 @@ def qwen3_cases(variant: str) -> list[Case]:
             x.update({k: _out_of_box(k, gpu, defaults) for k in OUT_OF_THE_BOX[MOE_SET]})
             if "overlap" in r.notes:
                 x["ep_overlap"] = 1.0
-            if "offload" in r.notes:
-                reason = "activation offload: the row gives no layer count for an " \
-                         "offload_layers input"
+            # The GB200 rows' launch commands are in r.inputs() (ZOO_COMMANDS).
+            command = ZOO_COMMANDS.get((r.gpu, r.precision, r.seq_length))
+            if command is not None and command.note:
+                notes.append(command.note)
+            if command is None and "offload" in r.notes:
+                reason = "activation offload: neither the row nor its command says what " \
+                         "is offloaded"
         cases.append(Case(MOE_SET, label, gpu, None if reason else x, reason, tuple(notes),
                           measured=r.measured_tflops,
                           work=r.megatron_flops() / r.gpus / 1e12,

@@ -62,9 +62,13 @@ or a physical default, nothing fitted per row:
   (``host_kernel_us`` 0, so the host pace is not counted twice).  It is a lower
   bound of the exposed host time (graphs remove part of it) and, being one
   number, an upper bound where long kernels hide the launches (long context).
-* memory: the timings are evaluated whatever the memory model says (the
-  GB200 offloading row gives no count of offloaded layers, so its activations
-  are over-counted); the modelled GB are reported beside.
+* the GB200 rows' launch commands (printed under their table,
+  ``ZOO_COMMANDS``): per-layer CUDA graphs of the attention, router and
+  preprocessing (``cuda_graphs`` 1), and for the MXFP8 row Combined 1F1B
+  (``ep_overlap`` 1) and the offload of the experts' FC1 inputs and outputs
+  (``moe_offload`` 2), without which it needs 219 GB of GB200's 200.
+* memory: the timings are evaluated whatever the memory model says; the
+  modelled GB are reported beside.
 
 Rows the model cannot express are reported, not dropped: the GB200 rows
 (an NVL72 rack, MXFP8 with activation offloading) are shown beside the H100
@@ -143,6 +147,30 @@ def recompute_inputs(text: str) -> dict[str, float]:
 
 
 @dataclass(frozen=True)
+class ZooCommand:
+    """What a row's launch command documents beyond the table: model inputs and
+    what is approximate about them."""
+
+    inputs: Mapping[str, float]
+    note: str
+
+
+# The GB200 rows' launch commands, printed under the GB200 table of the same page
+# (yanring/Megatron-MoE-ModelZoo best_practice/qwen3/readme.md at 020b8136, index id
+# 53494893128; best_practice/qwen3/run_gb200_235b.sh has them too), keyed by (gpu,
+# precision, sequence).  Both run --cuda-graph-impl transformer_engine with scope
+# "attn moe_router moe_preprocess" (cuda_graphs 1 is exactly that); the MXFP8 one
+# also A2A_OVERLAP=1 (Combined 1F1B, ep_overlap 1) and --fine-grained-activation-
+# offloading --offload-modules expert_fc1 moe_act (moe_offload 2).
+ZOO_COMMANDS: dict[tuple[str, str, int], ZooCommand] = {
+    ("gb200", "bf16", 4096): ZooCommand({"cuda_graphs": 1}, ""),
+    ("gb200", "mxfp8", 4096): ZooCommand(
+        {"cuda_graphs": 1, "ep_overlap": 1, "moe_offload": 2},
+        "--delay-offload-until-cuda-graph and --use-separate-send-recv-groups not modelled"),
+}
+
+
+@dataclass(frozen=True)
 class MoeRun:
     """One published run (a row of the CSV)."""
 
@@ -192,7 +220,8 @@ class MoeRun:
             "moe_imbalance": 1.0 if self.forced_balance else DROPLESS_IMBALANCE,
             "moe_overlap": A2A_OVERLAP if "overlap" in self.notes else 0.0,
         }
-        return values
+        command = ZOO_COMMANDS.get((self.gpu, self.precision, self.seq_length))
+        return {**values, **(command.inputs if command else {})}
 
     def megatron_flops(self) -> float:
         """Model FLOPs of one step as Megatron-LM counts them

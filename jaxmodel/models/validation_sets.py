@@ -864,17 +864,17 @@ def _bridge_offload(row: Mapping[str, str]) -> Cell:
     text = row["recipe_activation_offload"]
     if "fine_grained_activation_offloading=True" in text:
         # Megatron-Core's fine-grained offload of the expert activation's input, the
-        # FC1 output (offload_modules ["moe_act"]), which moe_act_offload models.
+        # FC1 output (offload_modules ["moe_act"]), which moe_offload models.
         # Nemotron 3 Ultra's recipes name the CuteDSL fused grouped MLP
         # ("fused_group_mlp") with a min_offloaded_tensor_size that "approximates
         # offloading the moe_act input" (their comment): its FC1 output is the one
         # tensor of that module over the floor.
         modules = re.search(r"offload_modules=(\[[^\]]*\])", text)
         if modules and modules.group(1) == '["moe_act"]':
-            return exact(moe_act_offload=1)
+            return exact(moe_offload=1)
         if modules and modules.group(1) == '["fused_group_mlp"]':
             return approx("the fused grouped MLP's offload as its FC1 output's (the recipe's "
-                          "size floor selects it)", moe_act_offload=1)
+                          "size floor selects it)", moe_offload=1)
         return Missing("activation offload: the recipe offloads modules other than the "
                        "expert activation's input, which no input expresses")
     # Megatron-Core's layer offload (the Llama 3 70B FP8 recipes with Megatron-FSDP on

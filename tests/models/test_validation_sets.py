@@ -160,7 +160,7 @@ def test_the_gb_bridge_set_reads_its_rows_and_recipes_by_hand():
     ultra = dict(num_gpus=256, expert_parallel=64, micro_batch=1, precision=2,
                  fp8_param_gather=1, mtp_layers=2, cuda_graphs=0, moe_dispatcher=1,
                  cross_entropy_fusion=1, zero_stage=3, recompute=0, moe_recompute=1,
-                 moe_act_offload=1, tp_overlap=0, ep_overlap=0)
+                 moe_offload=1, tp_overlap=0, ep_overlap=0)
     _has(cases["mg0017"], **apply_presets("refined", llm="nemotron3-ultra"), **ultra,
          tensor_parallel=1, gradient_accum_steps=1)
     _has(cases["mg0018"], **ultra, tensor_parallel=2,
