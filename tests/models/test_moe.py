@@ -116,8 +116,8 @@ def test_megatron_flop_count_reproduces_the_published_step_times():
 def test_the_gb200_rows_take_their_launch_commands():
     # The page's GB200 commands: TE CUDA graphs of attn, moe_router and moe_preprocess
     # on both; the MXFP8 one A2A_OVERLAP=1 and --offload-modules expert_fc1 moe_act.
-    # Which it needs: without the offload its layout needs more than GB200's 186 GB
-    # (the source: "activation offloading required").
+    # Which it needs: without the offload its layout needs more than GB200's 186 GiB
+    # (199.7 GB; the source: "activation offloading required").
     runs = {(r.gpu, r.precision, r.seq_length): r for r in read_moe_runs()}
     bf16, mxfp8 = runs["gb200", "bf16", 4096].inputs(), runs["gb200", "mxfp8", 4096].inputs()
     assert [bf16.get(k, 0) for k in ("cuda_graphs", "ep_overlap", "moe_offload")] == [1, 0, 0]
@@ -128,7 +128,9 @@ def test_the_gb200_rows_take_their_launch_commands():
         out = evaluate_on_host(REFINED, **{**mxfp8, "gpu_memory_gb": 1e9, **changes})
         return float(np.asarray(out.memory_gb_per_gpu).ravel()[0])
 
-    assert memory() < 186 < memory(moe_offload=0)
+    capacity = apply_presets(REFINED, gpu="gb200-nvl72")["gpu_memory_gb"]
+    assert capacity == pytest.approx(186 * 2**30 / 1e9)
+    assert memory() < capacity < memory(moe_offload=0)
 
 
 # --- all-to-all bytes and time ------------------------------------------------
