@@ -368,7 +368,9 @@ def offload_seconds(x, g, stage_layers, micro_compute):
              + stage_layers * g.tok * g.h / g.t * moe.offloaded_activation_bytes(x)[0])
     copy = moved / (x.host_link_gb_s * 1e9)
     forward = micro_compute / 3.0
-    return g.m * (jnp.maximum(copy - forward, 0.0) + jnp.maximum(copy - 2.0 * forward, 0.0))
+    exposed = g.m * (jnp.maximum(copy - forward, 0.0) + jnp.maximum(copy - 2.0 * forward, 0.0))
+    # Selected by where, so that a sweep without offload compiles this away.
+    return jnp.where((x.offload_layers > 0.5) | (x.moe_offload > 0.5), exposed, 0.0)
 
 
 def stage_memory(x, g, params, layers_mid, layers_end, layers_last, z, edp, score_bytes,

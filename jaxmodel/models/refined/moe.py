@@ -865,7 +865,10 @@ def offloaded_activation_bytes(x):
     fc1_input = ((DISPATCH_ACTIVATION_BYTES - low_precision_gemms(x)) * x.experts_per_token
                  * load_factor(x) * width)
     one_layer = kept * ((x.moe_offload > 0.5) * fc1_output + (x.moe_offload > 1.5) * fc1_input)
-    return moe_fraction(x) * one_layer, jnp.where(moe_fraction(x) > 0.0, one_layer, 0.0)
+    # Selected by where, so that a sweep without the offload compiles it away.
+    on = x.moe_offload > 0.5
+    return (jnp.where(on, moe_fraction(x) * one_layer, 0.0),
+            jnp.where(on & (moe_fraction(x) > 0.0), one_layer, 0.0))
 
 
 def recompute_bytes(x, rank_tokens):
