@@ -864,15 +864,19 @@ def _bridge_offload(row: Mapping[str, str]) -> Cell:
     text = row["recipe_activation_offload"]
     if "fine_grained_activation_offloading=True" in text:
         # Megatron-Core's fine-grained offload of the expert activation's input, the
-        # FC1 output (offload_modules ["moe_act"]), which moe_offload models.
+        # FC1 output (offload_modules ["moe_act"]), and of FC1's input too
+        # (["expert_fc1", "moe_act"]), which moe_offload 1 and 2 model.
         # Nemotron 3 Ultra's recipes name the CuteDSL fused grouped MLP
         # ("fused_group_mlp") with a min_offloaded_tensor_size that "approximates
         # offloading the moe_act input" (their comment): its FC1 output is the one
         # tensor of that module over the floor.
         modules = re.search(r"offload_modules=(\[[^\]]*\])", text)
-        if modules and modules.group(1) == '["moe_act"]':
+        named = sorted(re.findall(r'"(\w+)"', modules.group(1))) if modules else []
+        if named == ["moe_act"]:
             return exact(moe_offload=1)
-        if modules and modules.group(1) == '["fused_group_mlp"]':
+        if named == ["expert_fc1", "moe_act"]:
+            return exact(moe_offload=2)
+        if named == ["fused_group_mlp"]:
             return approx("the fused grouped MLP's offload as its FC1 output's (the recipe's "
                           "size floor selects it)", moe_offload=1)
         return Missing("activation offload: the recipe offloads modules other than the "

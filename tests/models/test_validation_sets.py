@@ -882,6 +882,23 @@ def test_all_refuses_options_of_one_set():
     assert result.exit_code == 2 and "--calibrated: allowed only with --all" in result.output
 
 
+def test_megatron_fine_grained_offload_modules_map_to_moe_offload():
+    from jaxmodel.models.validation_sets import Missing, _bridge_offload
+
+    def cell(modules):
+        text = f"fine_grained_activation_offloading=True; offload_modules={modules}"
+        return _bridge_offload({"recipe_activation_offload": text})
+
+    # moe_act: the FC1 output (1); with expert_fc1, in either order, FC1's input too (2).
+    assert cell('["moe_act"]')[0].inputs == {"moe_offload": 1}
+    assert cell('["moe_act", "expert_fc1"]')[0].inputs == {"moe_offload": 2}
+    # The fused grouped MLP (Nemotron 3 Ultra) as its FC1 output, said so.
+    (way,) = cell('["fused_group_mlp"]')
+    assert way.inputs == {"moe_offload": 1} and "size floor" in way.note
+    # Attention modules (DeepSeek-V4 Pro's core_attn, attn_proj): no input.
+    assert isinstance(cell('["core_attn", "attn_proj"]'), Missing)
+
+
 def test_megatron_recompute_modules_map_to_inputs():
     # --recompute-modules "mla_up_proj layernorm mlp": the MLA up-projections and the
     # norms are inputs; the dense layers' MLP is listed as not counted.
