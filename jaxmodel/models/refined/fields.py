@@ -19,6 +19,7 @@ arithmetic, so one compiled program serves every value.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from jaxmodel.fields import InputField, OutputField
@@ -423,7 +424,7 @@ HARDWARE: tuple[str, ...] = (
 )
 
 
-def _offload_lever(inputs: dict[str, float], outputs: dict[str, Any]) -> str:
+def _offload_lever(inputs: Mapping[str, float], outputs: Mapping[str, Any]) -> str:
     # The copies grow with the offloaded bytes and shrink with the host link;
     # a pass's compute hides them.
     layers = int(inputs.get("offload_layers", 0))

@@ -33,9 +33,8 @@
   recomputed.  ``offload_layers`` of a stage's layers keep their activations
   in host memory (one layer's in transit stays); ``moe_offload`` keeps
   the routed experts' FC1 output there, and at level 2 their FC1 input
-  (``moe.offloaded_activation_bytes``).
-  The output layer's input (sec. 4.3) and the logits sit on the last stage
-  (10 bytes a logit, or the
+  (``moe.offloaded_activation_bytes``).  The output layer's input (sec. 4.3)
+  and the logits sit on the last stage (10 bytes a logit, or the
   bf16 logits alone, 2, under Transformer Engine's in-place cross entropy:
   ``cross_entropy_fusion`` 2; 12, or 16 under loss parallelism, with PyTorch's
   F.cross_entropy: 3), the embedding's dropout mask on the first.
