@@ -230,13 +230,17 @@ class BreakdownData:
 
 def breakdown_data(model: Model, configs: Sequence[Mapping[str, float]],
                    labels: Sequence[str] | None = None, *, x64: bool = False) -> BreakdownData:
-    """Evaluate each configuration (one batch) and keep its step-time terms."""
-    from jaxmodel.api import evaluate
+    """Evaluate each configuration (one batch) and keep its step-time terms.
+
+    A few configurations for a person: on the host where the model runs there
+    (``jaxmodel.profile.answer``, no compile), as ``jaxmodel eval`` answers.
+    """
+    from jaxmodel.profile import answer
 
     if not configs:
         raise PlotError("breakdown: no configuration to show")
     batch = {n: np.array([float(c[n]) for c in configs]) for n in model.input_names}
-    out = evaluate(model, x64=x64, **batch)
+    out = answer(model, x64=x64, **batch)
     terms = {col: np.asarray(getattr(out, col), dtype=np.float64)
              for _, col in shown_terms(model)}
     if labels is None:
@@ -825,11 +829,12 @@ def tornado_data(model: Model, inputs: Mapping[str, float], output: str = "step_
 def tornado_title(model: Model, inputs: Mapping[str, float], of: str, value: float) -> str:
     """``Sensitivity of step_time_ms = 5,121 ms: 70.6B parameters on 64 GPUs, t=8 p=4
     b=1 m=16 (refined model)``: what was differentiated, for which LLM and cluster."""
-    from jaxmodel.api import as_dicts, evaluate
+    from jaxmodel.api import as_dicts
+    from jaxmodel.profile import answer
 
     size = inputs.get("model_params_b")
     if size is None and "total_params_b" in model.output_names:
-        size = as_dicts(model, evaluate(model, **inputs))["total_params_b"]
+        size = as_dicts(model, answer(model, **inputs))["total_params_b"]
     layout = " ".join(f"{k}={_fmt(inputs[n])}" for k, n in TITLE if n in inputs and k != "P")
     what = ", ".join(part for part in (
         f"{float(size):,.3g}B parameters" if size is not None else "",

@@ -221,7 +221,8 @@ def test_breakdown_bars_are_the_step_time_terms(tmp_path, seed_example):
                 assert data.terms[col][i] == pytest.approx(ref[col], rel=1e-5, abs=1e-6)
             else:
                 assert np.isnan(data.terms[col][i])
-    out = jaxmodel.evaluate("seed",
+    # (the breakdown answers on the host in float64, as evaluate does with x64)
+    out = jaxmodel.evaluate("seed", x64=True,
                             **{n: np.array([c[n] for c in configs]) for n in SEED.input_names})
     for _, col in plot.shown_terms(SEED):
         np.testing.assert_array_equal(data.terms[col], getattr(out, col))

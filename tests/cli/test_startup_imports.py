@@ -97,3 +97,18 @@ def test_solve_answers_on_the_host_without_jax(model, tmp_path):
     doc = json.loads(stdout)
     assert doc["reached"] is True
     assert doc["solved"]["mfu_percent"] == pytest.approx(30.0, rel=1e-9)
+
+
+@pytest.mark.parametrize("args", [
+    ["breakdown"],
+    ["breakdown", "--compare", "tensor_parallel=1,2,4,8"],
+    ["tornado", "--of", "mfu_percent"],
+    ["profile"],
+])
+def test_plots_of_a_few_configurations_answer_on_the_host_without_jax(args, tmp_path):
+    """A breakdown, a comparison and a tornado's title evaluate a few configurations
+    for a person, as ``eval`` does: on the host, no compile (they compiled the refined
+    model for 3-8 s before, issue 26)."""
+    report, stdout, message = _run(["plot", *args, "-o", "a.png"], tmp_path)
+    assert report == {"code": 0, "jax": False}, message
+    assert stdout.startswith("wrote ") and (tmp_path / "a.png").stat().st_size > 0
