@@ -107,9 +107,12 @@ beside the rows that use it):
   ``m`` counted as layers (``pipeline_split_embedding`` 1,
   ``mtp_in_pipeline_split`` 1, listed).
 * Megatron-Bridge 25.09: the CSV reads no recipe for it; its settings (recompute, CUDA
-  graphs, dispatcher, TP and EP overlap, FSDP, MTP, pipeline layout) come from the
-  25.09-era performance scripts, ``BRIDGE_2509`` (the source and how it is dated
-  there), fed to the same readers as the later releases' recipe columns.
+  graphs, dispatcher, TP and EP overlap, FSDP, offload, MTP, pipeline layout) come from
+  the 25.09-era performance scripts, ``BRIDGE_2509`` (the source and how it is dated
+  there), fed to the same readers as the later releases' recipe columns: the DGX-H100
+  and DGX-B200 rows, and the DGX-GB200 ones (keyed by the figure, primary or in
+  parentheses, where the script branches on the FP8 recipe).  25.11's Blackwell rows
+  ran presets of its release branch, which the index does not hold: not expressed.
 * Megatron-Bridge rows whose recipe columns the CSV read from a later recipe than the
   one their release ran: DeepSeek-V3 on B200 at t1 p16 e8 and Qwen3-235B on B200 at t1
   p8 e8 before 26.06 are read at the preset of their own era
@@ -634,7 +637,41 @@ _QWEN_2509 = _LLAMA_2509
 _DEEPSEEK_2509 = {**_LLAMA_2509, "recipe_recompute_granularity": "selective",
                   "recipe_tp_comm_overlap": "False", "recipe_mtp_num_layers": "1"}
 BRIDGE_2509_COMMIT = "27dfb3df3c2cba55e54ec67016061048d4ce03c1"
-BRIDGE_2509: dict[tuple[str, str], dict[str, str]] = {
+# The DGX-GB200 rows (megatron-bridge-gb), read the same way: every model file at that
+# commit has <model>_gb200_bf16_config and <model>_gb200_fp8_config(fp8_recipe="cs"), and
+# the table's figure in parentheses is the other quantisation granularity (the later
+# summary's footnote: "In case of GB200 and B200 systems, 32x32 for both weights and
+# activations"), so the primary figure is fp8_recipe "cs" and the parenthesised one "mx"
+# of the fp8 function; where that function branches on the recipe (Llama 3 70B, Llama
+# 3.1 405B) the two figures ran two configs, keyed here by the row's variant:
+#  * llama3_8b_gb200_fp8_config: t1 p1, MBS 2, GBS 128, set_cuda_graph_overrides
+#    (per-layer graphs), no recompute, no FSDP, the 8B recipe's comm_overlap None;
+#  * llama3_70b_gb200_fp8_config, "cs": t1 p1, MBS 2, set_megatron_fsdp_overrides,
+#    set_recompute_overrides(cpu_offloading_num_layers 40) (cpu_offloading True,
+#    cpu_offloading_weights False), no CUDA graphs, no recompute; the recipe's TP
+#    overlap, off at t1.  "mx": t2 p4 v5 and MBS 1 (the table prints 2, and GA 16,
+#    which holds at MBS 1: recipe_parallel_mismatch), no FSDP, no offload, TP overlap
+#    (userbuffers_fp8_b200_h8192_tp2_mbs1_seqlen8192);
+#  * llama31_405b_gb200_fp8_config, "cs": t2 p1, Megatron-FSDP,
+#    cpu_offloading_num_layers 95, TP overlap; "mx": t4 p8 c2 v8, no FSDP, no offload,
+#    TP overlap; both with the recipe's embedding and loss in the pipeline split;
+#  * deepseek_v3_gb200_fp8_config: t1 p4 v4 e64, GBS 2048, selective recompute of
+#    ["mla_up_proj"] under token drop, Megatron-Core's alltoall dispatcher (no DeepEP),
+#    moe_router_fusion, no a2a overlap, no CUDA graphs, the recipe's one MTP module and
+#    its (4, 4) layout map.  The parenthesised figure's t1 p8 v2 is set by no function
+#    stored (listed as a mismatch; the recipe's (8, 2) map is the (4, 4) one's 16 chunks);
+#  * qwen3_30b_a3b_gb200_fp8_config (the same-era copy, the search index's file id
+#    45585163543): t1 p1 e8, MBS 4, GBS 512, per-layer graphs, recompute None, token drop;
+#  * Qwen3-235B: the function at this commit sets t1 p8 e8, not the table's t2 p1 e64;
+#    the era's perf_matrix YAML that does (scripts/performance/configs/qwen3/
+#    qwen3_235b_a22b_llm_pretrain.yaml at 60ecd1d9371b518994c148d102cbed998d1c9711,
+#    gb200 num_gpus_64: tp 2, pp 1, ep 64, MBS 1, GBS 1024, cuda_graphs true, recompute
+#    null, moe_router_fusion true) is read for it; its graphs go through the same
+#    set_cuda_graph_overrides (per layer), its TP overlap is the recipe's (t2: on).
+_GB200_2509_OFFLOAD = ("cpu_offloading=True; cpu_offloading_weights=False; "
+                       "cpu_offloading_num_layers={}")
+_PER_LAYER_GRAPHS = {"recipe_cuda_graph_impl": "local", "recipe_cuda_graph_scope": "full"}
+BRIDGE_2509: dict[tuple[str, ...], dict[str, str]] = {
     ("LLAMA3_8B", "DGX-B200"): {**_LLAMA_2509, "recipe_cuda_graph_impl": "local",
                                 "recipe_cuda_graph_scope": "full",
                                 "recipe_tp_comm_overlap": "False"},
@@ -657,6 +694,24 @@ BRIDGE_2509: dict[tuple[str, str], dict[str, str]] = {
         **_QWEN_2509, "recipe_parallel_mismatch": "vp: table=24 recipe=12"},
     ("Qwen3_235B_a22B (tokendrop)", "DGX-B200"): _QWEN_2509,
     ("Qwen3_235B_a22B (tokendrop)", "DGX-H100"): _QWEN_2509,
+    ("LLAMA3_8B", "DGX-GB200"): {**_LLAMA_2509, **_PER_LAYER_GRAPHS,
+                                 "recipe_tp_comm_overlap": "False"},
+    ("LLAMA3_70B", "DGX-GB200", "primary"): {
+        **_LLAMA_2509, "recipe_megatron_fsdp": "True",
+        "recipe_activation_offload": _GB200_2509_OFFLOAD.format(40)},
+    ("LLAMA3_70B", "DGX-GB200", "parenthetical"): {
+        **_LLAMA_2509, "recipe_parallel_mismatch": "micro_batch: table=2 recipe=1"},
+    ("LLAMA3.1_405B", "DGX-GB200", "primary"): {
+        **_LLAMA_405B_2509, "recipe_megatron_fsdp": "True",
+        "recipe_activation_offload": _GB200_2509_OFFLOAD.format(95)},
+    ("LLAMA3.1_405B", "DGX-GB200", "parenthetical"): _LLAMA_405B_2509,
+    ("DeepSeekV3 (tokendrop)", "DGX-GB200", "primary"): {
+        **_DEEPSEEK_2509, "recipe_recompute_modules": '["mla_up_proj"]'},
+    ("DeepSeekV3 (tokendrop)", "DGX-GB200", "parenthetical"): {
+        **_DEEPSEEK_2509, "recipe_recompute_modules": '["mla_up_proj"]',
+        "recipe_parallel_mismatch": "pp: table=8 recipe=4; vp: table=2 recipe=4"},
+    ("Qwen3_30B_a3B (tokendrop)", "DGX-GB200"): {**_QWEN_2509, **_PER_LAYER_GRAPHS},
+    ("Qwen3_235B_a22B (tokendrop)", "DGX-GB200"): {**_QWEN_2509, **_PER_LAYER_GRAPHS},
 }
 
 
@@ -728,7 +783,8 @@ def _recipe(row: Mapping[str, str]) -> Mapping[str, str]:
         return {**row, **BRIDGE_QWEN3_235B_B200_PRE_2606}
     if release != "25.09":
         return row
-    return {**row, **BRIDGE_2509.get((row["model"].strip(), row["system"].strip()), {})}
+    key = (row["model"].strip(), row["system"].strip())
+    return {**row, **BRIDGE_2509.get((*key, row["variant"].strip()), BRIDGE_2509.get(key, {}))}
 
 
 def _unread(row: Mapping[str, str], column: str) -> bool:
@@ -748,11 +804,19 @@ BRIDGE_BF16_LAYERS: dict[str, int] = {"_nemotron_3_super_nvfp4_precision()": 14}
 def _bridge_precision(row: Mapping[str, str]) -> Cell:
     text = row["precision"].strip()
     if not text:
+        # The 25.09 scripts' get_precision_config: "cs" is Megatron-Bridge's
+        # bf16_with_fp8_current_scaling_mixed, which sets fp8_param_gather=True in
+        # every stored version; "mx" is bf16_with_mxfp8_mixed, stored in two versions
+        # (fp8_param_gather False, and True with reuse_grad_buf_for_mxfp8_param_ag) that
+        # the index does not date, so the model's default (none) is kept and listed.
         per_tensor = row["variant"] == "primary"
         note = ("25.09 states no precision: FP8 read from its note on quantisation "
                 "granularities, " + ("per-tensor for the primary figure" if per_tensor
-                                     else "blockwise for the figure in parentheses"))
-        return tuple(Way(w.inputs, "; ".join(filter(None, (note, w.note))))
+                                     else "blockwise for the figure in parentheses (whether "
+                                          "its FP8 parameters were gathered is not dated: "
+                                          "not counted)"))
+        return tuple(Way({**w.inputs, "fp8_param_gather": int(per_tensor)},
+                         "; ".join(filter(None, (note, w.note))))
                      for w in precision(1 if per_tensor else 2))
     levels = {"BF16": 0, "FP8": 1, "FP8-CS": 1, "MXFP8": 2, "FP8-MX": 2, "NVFP4": 3}
     if text not in levels:
@@ -845,6 +909,24 @@ def _bridge_ep_overlap(row: Mapping[str, str]) -> Cell:
     return exact(ep_overlap=0.0)
 
 
+def _bridge_ep(row: Mapping[str, str]) -> Cell:
+    """The row's expert parallelism; not expressible where a figure in parentheses
+    prints a layout of its own (its p, v) but no EP, and the primary figure's EP, which
+    the CSV carries over by interpretation, divides no stage's GPUs (Megatron-Core
+    carves the expert-parallel groups out of the t x c x d GPUs of a stage): 25.09's
+    DeepSeek-V3 on 256 GB200 in parentheses, p8 v2 beside the primary p4 v4 e64."""
+    e = _number(row["ep"], 1)
+    stage = _number(row["num_gpus"]) / _number(row["pp"], 1)
+    shared = "other config columns taken as shared with the primary value" in row["note"]
+    printed = re.search(r"in the source cell\(s\): ([\w,]+)", row["note"])
+    own = printed.group(1).split(",") if printed else []
+    if shared and "ep" not in own and stage % e:
+        layout = ", ".join(c for c in own if c in ("tp", "pp", "cp", "vp", "fsdp"))
+        return Missing(f"the figure in parentheses prints a layout of its own ({layout}) but "
+                       f"no EP, and the primary's e{e:g} divides no stage's {stage:g} GPUs")
+    return exact(expert_parallel=e)
+
+
 def _bridge_vp(row: Mapping[str, str]) -> Cell:
     return exact(virtual_stages=_number(row["vp"], 1))
 
@@ -861,7 +943,7 @@ def _bridge_fsdp(row: Mapping[str, str]) -> Cell:
 
 
 def _bridge_offload(row: Mapping[str, str]) -> Cell:
-    text = row["recipe_activation_offload"]
+    text = _recipe(row)["recipe_activation_offload"]
     if "fine_grained_activation_offloading=True" in text:
         # Megatron-Core's fine-grained offload of the expert activation's input, the
         # FC1 output (offload_modules ["moe_act"]), and of FC1's input too
@@ -914,7 +996,7 @@ def _bridge_batch_row(row: Mapping[str, str]) -> Mapping[str, str]:
     """
     stated = re.search(r"stated GA (\d+) != GBS/\(MBS\*DP\)", row.get("note", ""))
     recipe = re.search(r"micro_batch: table=(\d+) recipe=(\d+)",
-                       row.get("recipe_parallel_mismatch", ""))
+                       _recipe(row).get("recipe_parallel_mismatch", ""))
     if not stated or not recipe or recipe.group(1) != row["micro_batch"].strip():
         return row
     return {**row, "micro_batch": recipe.group(2)}
@@ -1036,7 +1118,7 @@ BRIDGE = SetTable(
         "pp": "pipeline_parallel",
         "cp": "context_parallel",
         "vp": _bridge_vp,
-        "ep": "expert_parallel",
+        "ep": _bridge_ep,
         "micro_batch": _bridge_micro_batch,
         "seq_length": "seq_length",
         "global_batch": lambda row: _accumulation(_bridge_batch_row(row), "num_gpus",
@@ -1107,22 +1189,27 @@ BRIDGE_GB_LLMS: dict[str, Cell] = {
 
 
 def _bridge_gb_release(row: Mapping[str, str]) -> Cell:
-    """Rows of 25.09 and 25.11 ran configs that live on release branches, which the
-    search index does not hold: their recipes were not read, so they are not expressed
-    (at the model's defaults 6 of these 30 rows were called out of memory and one an
-    invalid layout)."""
-    if _release(row) < (26, 2):
+    """Where a row's settings were read.  26.02 on: the newest stored version of each
+    recipe chain, not the release branch (the search index holds no branches).  25.09:
+    the performance scripts of that era (``BRIDGE_2509``, the DGX-GB200 entries).  25.11
+    ran presets that live on its release branch: not read, so not expressed (the
+    index's stored presets without a version suffix match 5 of its 18 Blackwell rows'
+    layouts, and none of them is dated)."""
+    release = _release(row)
+    if release == (25, 9):
+        return approx("recipe settings read from the 25.09-era performance scripts "
+                      f"(Megatron-Bridge {BRIDGE_2509_COMMIT[:8]}), not from the release "
+                      "branch")
+    if release < (26, 2):
         return Missing(f"{row['release'].strip()}: the release's recipe was not read (its "
                        "configs live on a release branch the search index does not hold)")
-    return NOTHING
+    return approx("recipe settings read from the newest stored version of each recipe "
+                  "chain, not from the row's release branch (the search index holds no "
+                  "branches)")
 
 
 BRIDGE_GB = replace(
     BRIDGE,
-    every_row=(*BRIDGE.every_row,
-               approx("recipe settings read from the newest stored version of each recipe "
-                      "chain, not from the row's release branch (the search index holds no "
-                      "branches)")),
     name="megatron-bridge-gb",
     description="Megatron-Bridge performance summaries 25.09-26.08, DGX-GB200, DGX-GB300 "
                 "and DGX-B300 (tokens/s per GPU)",

@@ -340,10 +340,12 @@ def test_bridge_25_09_fsdp_row_by_hand():
     # mb0287: 25.09 Llama 3 8B on 8 H100, FSDP 8 (#GPUs / (t p) = 8: all ranks), no
     # precision printed (a primary figure: per-tensor FP8).  Its recipe
     # (llama3_8b_h100_fp8_config, fp8_recipe "cs"): Megatron-FSDP, no CUDA graphs, no
-    # recompute (the base recipe sets none, so not the model's default core_attn).
+    # recompute (the base recipe sets none, so not the model's default core_attn); the
+    # current-scaling recipe (bf16_with_fp8_current_scaling_mixed) gathers FP8 weights.
     case = _by_label(BRIDGE)["mb0287"]
     _has(case, num_gpus=8, zero_stage=3, zero_shard_degree=0, precision=1, micro_batch=1,
-         gradient_accum_steps=16, recompute=0, cuda_graphs=0, tp_overlap=0)
+         gradient_accum_steps=16, recompute=0, cuda_graphs=0, tp_overlap=0,
+         fp8_param_gather=1)
     assert any(n.startswith("25.09 states no precision") for n in case.notes)
     assert not any(n.startswith("25.09: no recipe read") for n in case.notes)
 
@@ -357,6 +359,40 @@ def test_bridge_25_09_recipes_are_read():
     for label in rows:
         case = cases[label]
         assert not any(n.startswith("25.09: no recipe read") for n in case.notes), label
+
+
+def test_bridge_gb200_25_09_rows_by_hand():
+    """25.09's DGX-GB200 rows take the 25.09-era scripts' settings (BRIDGE_2509 at
+    27dfb3df), the primary figure FP8 current scaling and the one in parentheses MXFP8,
+    each its own config where the fp8 function branches on the recipe."""
+    cases = _by_label(BRIDGE_GB)
+    # mg0181, Llama 3 70B primary: llama3_70b_gb200_fp8_config "cs": t1 p1, Megatron-FSDP
+    # over all 64, MBS 2, 40 layers' activations offloaded, no graphs, no recompute; the
+    # current-scaling recipe gathers FP8 parameters.  m = 128 / (2 x 64) = 1.
+    _has(cases["mg0181"], num_gpus=64, tensor_parallel=1, pipeline_parallel=1, micro_batch=2,
+         gradient_accum_steps=1, zero_stage=3, zero_shard_degree=0, offload_layers=40,
+         precision=1, fp8_param_gather=1, cuda_graphs=0, recompute=0, tp_overlap=0)
+    # mg0182, in parentheses: "mx": t2 p4 v5 at the function's MBS 1 (the row prints 2
+    # beside GA 16, which holds at 1: d = 64 / 8 = 8, m = 128 / (1 x 8) = 16), no FSDP, no
+    # offload, TP overlap on (t 2).
+    _has(cases["mg0182"], tensor_parallel=2, pipeline_parallel=4, virtual_stages=5,
+         micro_batch=1, gradient_accum_steps=16, precision=2, fp8_param_gather=0,
+         tp_overlap=1, offload_layers=0)
+    assert cases["mg0182"].inputs.get("zero_stage", 1) != 3
+    # mg0183, Llama 3.1 405B primary: t2 p1, FSDP, 95 of 126 layers offloaded.
+    _has(cases["mg0183"], tensor_parallel=2, offload_layers=95, zero_stage=3, tp_overlap=1,
+         pipeline_split_embedding=1)
+    # mg0187, Qwen3-30B: per-layer graphs, token drop, no TP overlap at t1.
+    _has(cases["mg0187"], expert_parallel=8, micro_batch=4, cuda_graphs=1, capacity_factor=1,
+         router_fusion=1, tp_overlap=0, moe_dispatcher=0)
+    # mg0189, Qwen3-235B t2 p1 e64 (the era's perf_matrix YAML): graphs, TP overlap.
+    _has(cases["mg0189"], tensor_parallel=2, expert_parallel=64, cuda_graphs=1, tp_overlap=1)
+    # mg0186 prints p8 v2 in parentheses and no EP; the primary's e64 does not divide
+    # the 256 / 8 = 32 GPUs of a stage: not expressed.
+    assert cases["mg0186"].inputs is None and "divides no stage's 32 GPUs" in (
+        cases["mg0186"].reason)
+    # 25.11 stays unread.
+    assert cases["mg0172"].inputs is None and "25.11" in cases["mg0172"].reason
 
 
 def test_bridge_25_09_llama_405b_and_layout_mismatch():
@@ -887,7 +923,9 @@ def test_megatron_fine_grained_offload_modules_map_to_moe_offload():
 
     def cell(modules):
         text = f"fine_grained_activation_offloading=True; offload_modules={modules}"
-        return _bridge_offload({"recipe_activation_offload": text})
+        return _bridge_offload({"release": "26.08", "model": "Qwen3_235B_a22B",
+                                "system": "DGX-GB200", "tp": "1", "pp": "1", "ep": "1",
+                                "recipe_activation_offload": text})
 
     # moe_act: the FC1 output (1); with expert_fc1, in either order, FC1's input too (2).
     assert cell('["moe_act"]')[0].inputs == {"moe_offload": 1}
