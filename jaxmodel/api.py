@@ -85,11 +85,25 @@ def evaluate(model: str | Model = DEFAULT_MODEL, *, x64: bool = False, **inputs:
     arrays = resolve_inputs(model, inputs)
     shape = next(iter(arrays.values())).shape
     dtype = float_dtype(x64)
+    columns = [a.reshape(-1).astype(dtype) for a in arrays.values()]
+    n = columns[0].size
+    size = padded_rows(n)
+    if size != n:  # (the last row repeated: rows are independent, the extra ones dropped)
+        columns = [np.pad(c, (0, size - n), mode="edge") for c in columns]
     with computing():
-        flat = model.inputs_type(*(a.reshape(-1).astype(dtype) for a in arrays.values()))
-        out = batched(model, quick=flat[0].size <= QUICK_ROWS)(flat)
+        out = batched(model, quick=size <= QUICK_ROWS)(model.inputs_type(*columns))
         host = jax.device_get(out)
-    return model.outputs_type(*(np.asarray(v).reshape(shape) for v in host))
+    return model.outputs_type(*(np.asarray(v)[:n].reshape(shape) for v in host))
+
+
+def padded_rows(n: int) -> int:
+    """The rows :func:`evaluate` runs for a batch of ``n``: the next power of two up to
+    ``QUICK_ROWS``, so that one compiled program serves every batch of a size class
+    (a program is compiled per shape: the refined model took 5 s for each new
+    length); ``n`` itself beyond that, or for an empty batch."""
+    if n == 0 or n > QUICK_ROWS:
+        return n
+    return 1 << (n - 1).bit_length()
 
 
 # Output dtypes by field kind, as evaluate returns them with x64.
