@@ -1,6 +1,6 @@
 """The 2026 public record as validation sets: each row as the refined model's inputs.
 
-Six sets, each a CSV in ``jaxmodel/data/`` with its source in its header:
+Seven sets, each a CSV in ``jaxmodel/data/`` with its source in its header:
 
 * ``megatron-bridge`` (``megatron_bridge_h100_b200.csv``): NVIDIA Megatron-Bridge's
   performance summaries 25.09-26.08, pre-training on DGX-H100 and DGX-B200.
@@ -25,12 +25,17 @@ Six sets, each a CSV in ``jaxmodel/data/`` with its source in its header:
   DeepSeek-V3 on 256 GB200 optimization history, one documented change a row, in
   Megatron-LM's TFLOP/s per GPU.  A row whose changes (its own or an earlier row's)
   have no model input is not expressible and names them.
+* ``llm-foundry`` (``llm_foundry_mpt_benchmarks.csv``): LLM Foundry's MPT throughput
+  benchmarks, 125M-70B with Composer and PyTorch FSDP on 8-128 A100 40 GB, A100 80 GB
+  and H100, in BF16 and FP8 (``LLM_FOUNDRY``; each size's architecture in
+  ``MPT_ARCHITECTURES``, checked against the tables' parameter counts).  Measured:
+  tokens/s per GPU.  Another framework and the A100s, beside the Megatron sets.
 
 **The rule: out of the box.**  A row uses only what the row and its source document;
 every other input keeps the refined model's default, and the cluster parameters
 come from the GPU preset alone.  What each source column means in model inputs is
 declared in ONE table per set (``BRIDGE`` and ``BRIDGE_GB``, ``MOE_RECIPES``,
-``TORCHTITAN`` and ``TORCHTITAN_2024``, ``GB200_HISTORY``: source column -> input
+``TORCHTITAN`` and ``TORCHTITAN_2024``, ``GB200_HISTORY``, ``LLM_FOUNDRY``: source column -> input
 name, or source value -> :class:`Way` s), so that a new model input changes only
 that table.  A :class:`Way` names the inputs that express a value; a
 value may list several, best first, and the first whose inputs the model has is
@@ -1701,6 +1706,95 @@ TORCHTITAN_2024 = SetTable(
     layout=_layout,
 )
 
+# LLM Foundry's MPT throughput benchmarks (llm_foundry_mpt_benchmarks.csv, the README of
+# mosaicml/llm-foundry scripts/train/benchmarking at 061f2c7): Composer with PyTorch
+# FSDP (FULL_SHARD) on 8-128 A100 40 GB, A100 80 GB and H100, MPT 125M-70B.  The
+# architecture of each size is its yaml's (scripts/train/yamls/pretrain/mpt-<size>.yaml:
+# n_layers, d_model, n_heads, expansion_ratio 4, vocab_size 50368; the same lines in
+# every stored version) on MPTConfig's defaults: multi-head attention, a GELU MLP,
+# tied embeddings, LayerNorm, no dropout, learned positional embeddings and biases on
+# every linear layer -- with those two, the parameter count matches the table's
+# NumParams exactly for every size and sequence length (the model counts neither:
+# 0.2-4% of the parameters, no GEMM; listed).
+_MPT = {  # size: (n_layers, d_model, n_heads)
+    "125m": (12, 768, 12), "350m": (24, 1024, 16), "760m": (24, 1536, 12),
+    "1b": (24, 2048, 16), "3b": (32, 2560, 20), "7b": (32, 4096, 32),
+    "13b": (40, 5120, 40), "30b": (48, 7168, 56), "70b": (80, 8192, 64)}
+MPT_ARCHITECTURES: dict[str, dict[str, float]] = {
+    size: {"num_layers": layers, "hidden_dim": d, "num_heads": heads, "num_kv_heads": heads,
+           "head_dim": 0, "ffn_hidden_dim": 4 * d, "mlp_weight_matrices": 2,
+           "vocab_size": 50368, "tied_embeddings": 1}
+    for size, (layers, d, heads) in _MPT.items()}
+# The rows come from two generations of the benchmark script (submit_benchmarks.py):
+# precision "bf16" with FSDP mixed precision PURE (the A100 40 GB table and the A100
+# 80 GB 70b rows: attn_impl "triton", the Triton FlashAttention kernel, PyTorch
+# 1.13.1) and "amp_bf16" / "amp_fp8" with DEFAULT (the rest: attn_impl "flash",
+# FlashAttention-2 from llm-foundry's gpu-flash2 extra, PyTorch 2.0.1; FP8 through
+# Transformer Engine v0.10's linear layers, fc_type "te").  PURE reduces the gradients
+# in bf16; DEFAULT leaves reduce_dtype None, which PyTorch FSDP takes as the parameter
+# dtype, bf16 (a later Composer set fp32 there: listed).
+_TRITON = "the Triton FlashAttention kernel (attn_impl triton) at FlashAttention-2's rate"
+
+
+def _mpt_precision(row: Mapping[str, str]) -> Cell:
+    text = row["precision"].strip()
+    if text == "bf16":
+        return approx(_TRITON, precision=0, attention_kernel=1, grad_buffer_bytes=2)
+    if text == "amp_bf16":
+        return exact(precision=0, attention_kernel=1, grad_buffer_bytes=2)
+    if text == "amp_fp8":
+        return approx("Transformer Engine v0.10's FP8 linear layers (delayed per-tensor "
+                      "scaling) as FP8 per-tensor", precision=1, attention_kernel=1,
+                      grad_buffer_bytes=2)
+    raise InputError("precision", text, "one of bf16, amp_bf16, amp_fp8")
+
+
+def _mpt_measure(row: Mapping[str, str], x: Mapping[str, float]
+                 ) -> tuple[float, float, float]:
+    return (_number(row["throughput_t_per_s_per_gpu"]),
+            _number(row["global_batch_size_tokens"]) / _number(row["num_gpus"]), math.nan)
+
+
+LLM_FOUNDRY = SetTable(
+    name="llm-foundry",
+    description="LLM Foundry's MPT benchmarks: 125M-70B with PyTorch FSDP on 8-128 A100 40 GB, "
+                "A100 80 GB and H100 (tokens/s per GPU)",
+    file="llm_foundry_mpt_benchmarks.csv",
+    # Composer runs MPT eagerly: LayerNorm (low_precision_layernorm), GELU and the
+    # residual adds each their own kernels.  The loss is llm-foundry's default
+    # loss_fn "fused_crossentropy", flash-attn's CrossEntropyLoss (ComposerMPTCausalLM:
+    # om_model_config.get('loss_fn', 'fused_crossentropy')): the bf16 logits and an
+    # fp32 value per row, taken as Transformer Engine's fused loss (2 bytes a logit).
+    # Composer's DecoupledLionW keeps one moment where Adam keeps two.
+    every_row=(exact(tensor_parallel=1, pipeline_parallel=1, context_parallel=1,
+                     virtual_stages=1, elementwise_fusion=0, dropout=0),
+               approx("flash-attn's fused cross entropy as Transformer Engine's (bf16 logits)",
+                      cross_entropy_fusion=2),
+               approx("biases and learned positional embeddings not counted; Lion's one "
+                      "moment as Adam's two")),
+    columns={
+        "gpu": {"h100_80gb": gpu("h100-sxm"), "a100_80gb": gpu("a100-80gb-sxm"),
+                "a100_40gb": gpu("a100-40gb-sxm")},
+        "model": {size: exact(**arch) for size, arch in MPT_ARCHITECTURES.items()},
+        "num_gpus": "num_gpus",
+        "seq_len": "seq_length",
+        "micro_batch_size": "micro_batch",
+        "grad_accum": "gradient_accum_steps",
+        "precision": _mpt_precision,
+        "sharding_strategy": {"FULL_SHARD": exact(zero_stage=3)},
+        "activation_checkpointing": {"True": exact(recompute=2), "False": exact(recompute=0)},
+        "activation_cpu_offload": {"False": exact(offload_layers=0)},
+    },
+    blank={},
+    measure=_mpt_measure,
+    label=lambda row: (f"{row['gpu']} MPT-{row['model']} s{row['seq_len']} "
+                       f"{row['num_gpus']} GPUs {row['precision']} "
+                       f"b{row['micro_batch_size']} m{row['grad_accum']}"),
+    layout=_layout,
+    workload=lambda row: (f"MPT-{row['model']} s{row['seq_len']} {row['num_gpus']} GPUs "
+                          f"{row['precision'].removeprefix('amp_')}"),
+)
+
 NEW_SETS: dict[str, SetTable] = {s.name: s for s in (BRIDGE, BRIDGE_GB, MOE_RECIPES,
                                                       TORCHTITAN, TORCHTITAN_2024,
-                                                      GB200_HISTORY)}
+                                                      GB200_HISTORY, LLM_FOUNDRY)}

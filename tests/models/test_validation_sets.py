@@ -361,6 +361,58 @@ def test_bridge_25_09_recipes_are_read():
         assert not any(n.startswith("25.09: no recipe read") for n in case.notes), label
 
 
+def test_llm_foundry_mpt_architectures_count_the_tables_parameters():
+    """Every (size, sequence) of LLM Foundry's tables: the refined model's parameter
+    count of MPT_ARCHITECTURES plus what it leaves out -- the LayerNorm weights (two a
+    layer and the final one, (2 L + 1) d), the biases (QKV 3d, output d, FC1 4d, FC2 d
+    and the norms' 2d a layer, and the final norm's: (11 L + 1) d) and the learned
+    positional embeddings (s d) -- is the table's NumParams, exactly."""
+    from jaxmodel.models.validation_sets import LLM_FOUNDRY, MPT_ARCHITECTURES
+
+    model = jaxmodel.get_model("refined")
+    pairs = {(r["model"], int(r["seq_len"])): int(r["num_params"])
+             for r in _rows(LLM_FOUNDRY.file)}
+    assert len(pairs) == 61
+    for (size, s), published in pairs.items():
+        arch = MPT_ARCHITECTURES[size]
+        out = jaxmodel.api.evaluate_on_host(model, **arch, seq_length=s, tensor_parallel=1,
+                                            pipeline_parallel=1, num_gpus=8)
+        layers, d = arch["num_layers"], arch["hidden_dim"]
+        left_out = (2 * layers + 1) * d + (11 * layers + 1) * d + s * d
+        assert round(float(out.total_params_b) * 1e9) + left_out == published, (size, s)
+
+
+def test_llm_foundry_rows_by_hand():
+    """LLM Foundry's MPT benchmark rows: PyTorch FSDP FULL_SHARD (ZeRO-3) over every GPU,
+    no TP or PP; the batch cells as printed (GBS = micro-batch x accumulation x GPUs);
+    the two script generations by their precision cell."""
+    from jaxmodel.models.validation_sets import LLM_FOUNDRY
+
+    rows = _rows(LLM_FOUNDRY.file)
+    assert len(rows) == 201
+    assert all(int(r["global_batch_size"]) == int(r["micro_batch_size"])
+               * int(r["grad_accum"]) * int(r["num_gpus"]) for r in rows)
+    cases = _by_label(LLM_FOUNDRY)
+    # | 7b | 2048 | 8 | h100_80gb | 46.44 | ... | 6 | 1 | 48 | ... | 10643 | 98304 |
+    # amp_bf16 | DEFAULT | FULL_SHARD | False | False |: 98304 / 8 = 12288 tokens a GPU.
+    c = cases["h100_80gb MPT-7b s2048 8 GPUs amp_bf16 b6 m1"]
+    assert (c.gpu, c.measured, c.work) == ("h100-sxm", 10643.0, 12288.0)
+    _has(c, num_gpus=8, tensor_parallel=1, pipeline_parallel=1, zero_stage=3, micro_batch=6,
+         gradient_accum_steps=1, seq_length=2048, recompute=0, precision=0,
+         attention_kernel=1, elementwise_fusion=0, cross_entropy_fusion=2,
+         grad_buffer_bytes=2, hidden_dim=4096, num_layers=32, num_heads=32,
+         num_kv_heads=32, ffn_hidden_dim=16384, mlp_weight_matrices=2, vocab_size=50368,
+         tied_embeddings=1)
+    assert not any("Triton" in n for n in c.notes)
+    # The older script's rows (bf16, PURE): the Triton kernel, listed.
+    c = cases["a100_40gb MPT-13b s2048 8 GPUs bf16 b4 m16"]
+    assert c.gpu == "a100-40gb-sxm" and c.measured == 1668.0
+    _has(c, recompute=2, micro_batch=4, gradient_accum_steps=16, grad_buffer_bytes=2)
+    assert any("Triton" in n for n in c.notes)
+    # FP8 through Transformer Engine's linear layers.
+    _has(cases["h100_80gb MPT-3b s8192 8 GPUs amp_fp8 b3 m6"], precision=1)
+
+
 def test_bridge_gb200_25_09_rows_by_hand():
     """25.09's DGX-GB200 rows take the 25.09-era scripts' settings (BRIDGE_2509 at
     27dfb3df), the primary figure FP8 current scaling and the one in parentheses MXFP8,
@@ -876,7 +928,7 @@ def test_validate_all_json_counts_and_the_existing_figures():
     assert [(s["set"], s["rows"]) for s in doc["sets"]] == [
         ("megatron-bridge", 73), ("megatron-bridge-gb", 190), ("megatron-lm-moe", 7),
         ("torchtitan", 18), ("torchtitan-2024", 5),
-        ("deepseek-v3-gb200", 13), ("sc21", 10),
+        ("deepseek-v3-gb200", 13), ("llm-foundry", 201), ("sc21", 10),
         ("megatron-h100", 9), ("megatron-h100", 9), ("qwen3-235b", 12), ("qwen3-235b", 12)]
     for s in doc["sets"]:
         assert s["expressible"] + len(s["not_expressible"]) == s["rows"]
