@@ -335,10 +335,23 @@ def _rates(*, attention, hbm, intra, inter=_NDR, fa2=None):
             **_HOST_KERNEL_US}
 
 
-# The A100 presets keep the v1 MAMF table's 267.9 / 312 and the refined
-# model's defaults for the other rates: the SC21 validation set runs on them
-# with its documented settings.
+# The A100 presets keep the v1 MAMF table's 267.9 / 312 (the sustained bf16
+# ceiling below).  Their other rates are the same Azure harness's on an ND A100
+# v4 (A100-SXM4-80GB; Azure/AI-benchmarking-guide, Azure_Results/
+# ND_A100_v4_results.md): FlashAttention-2 forward+backward 179.5 TFLOP/s (head
+# dim 64, batch 2, sequence 8192, as for MI300X and Blackwell above) -> 0.575,
+# for the fused attention too (Ampere's fused kernels are FlashAttention-2's
+# algorithm, as MI300X's); STREAM Copy, Mul, Add, Triad 1.61, 1.61, 1.70, 1.70
+# TB/s of 2.039 -> 0.812; NCCL all-reduce bus bandwidth 231.6 of 300 GB/s at 8 GB
+# -> 0.772.  The network keeps NDR's NIC fraction (HDR's is not published:
+# assumed).  The 40 GB A100 has none of its own and takes these (the same GA100).
 _MAMF_A100 = 0.859
+_ATTN_A100 = round(179.5 / 312, 3)
+_HBM_A100 = round((1.61 + 1.61 + 1.70 + 1.70) / 4 / 2.039, 3)
+_NVLINK3 = round(231.6 / 300, 3)
+_A100_MEASURED = ("FlashAttention-2 fwd+bwd 179.5 TFLOP/s, STREAM 1.61-1.70 TB/s, NCCL "
+                  "all-reduce bus bandwidth 231.6 of 300 GB/s (Azure AI-benchmarking-guide, "
+                  "ND A100 v4)")
 # B300 (Blackwell Ultra): MAMF bf16 1769.0 of 2250 (Bekman, MAMF table), which
 # GB300 shares: the same die and kernels at a higher power limit.
 _MAMF_B300 = 0.786
@@ -385,16 +398,19 @@ GPUS: dict[str, Preset] = by_name((
          "NVIDIA A100 Tensor Core GPU datasheet (2020): 312 TFLOP/s bf16 dense, 1,555 GB/s, "
          "NVLink 600 GB/s, 108 SMs (A100 architecture whitepaper), no FP8 tensor cores "
          "(fp8_peak_tflops 0); DGX A100 datasheet: 8 GPUs, 8 x 200 Gb/s ConnectX-6. "
-         "Measured: MAMF bf16 267.9 of 312 (Bekman, MAMF table v1)",
+         "Measured: MAMF bf16 267.9 of 312 (Bekman, MAMF table v1). Assumed: the 80 GB "
+         "part's " + _A100_MEASURED,
          tflops=312, sms=108, mamf=_MAMF_A100, memory_gb=40,
-         hbm_tb_s=1.555, nvlink_gb_s=300, network_gb_s=25, per_node=8, host=_HOST_A100),
+         hbm_tb_s=1.555, nvlink_gb_s=300, network_gb_s=25, per_node=8, host=_HOST_A100,
+         rates=_rates(attention=_ATTN_A100, hbm=_HBM_A100, intra=_NVLINK3)),
     _gpu("a100-80gb-sxm", "NVIDIA A100 80 GB SXM4, DGX A100 node (8 x HDR 200 Gb/s)",
          "NVIDIA A100 80GB datasheet (2021): 312 TFLOP/s bf16 dense, 2,039 GB/s, NVLink "
          "600 GB/s, 108 SMs, no FP8 tensor cores (fp8_peak_tflops 0); DGX A100 "
          "datasheet: 8 GPUs, 8 x 200 Gb/s ConnectX-6. Measured: MAMF bf16 267.9 of 312 "
-         "(Bekman, MAMF table v1)",
+         "(Bekman, MAMF table v1); " + _A100_MEASURED,
          tflops=312, sms=108, mamf=_MAMF_A100, memory_gb=80,
-         hbm_tb_s=2.039, nvlink_gb_s=300, network_gb_s=25, per_node=8, host=_HOST_A100),
+         hbm_tb_s=2.039, nvlink_gb_s=300, network_gb_s=25, per_node=8, host=_HOST_A100,
+         rates=_rates(attention=_ATTN_A100, hbm=_HBM_A100, intra=_NVLINK3)),
     _gpu("h100-sxm", "NVIDIA H100 80 GB SXM5, DGX H100 node (8 x NDR 400 Gb/s)",
          "NVIDIA H100 datasheet (2023): 989 TFLOP/s bf16 dense (1,979 with sparsity), "
          "1,979 TFLOP/s FP8 dense, 3.35 TB/s, NVLink 900 GB/s, 132 SMs (H100 architecture "

@@ -317,6 +317,7 @@ def test_blackwell_ultra_attention_is_b200_s_with_half_the_exponential_time():
     ("h100-sxm", (2.90, 2.90, 2.97, 2.97), 3.35),
     ("h200", (4.01, 4.00, 4.15, 4.15), 4.8),
     ("mi300x", (4.11, 4.26, 4.14, 4.09), 5.3),
+    ("a100-80gb-sxm", (1.61, 1.61, 1.70, 1.70), 2.039),
 ])
 def test_hbm_efficiency_is_the_stream_mean(name, stream_tb_s, peak):
     values = GPUS[name].values
@@ -347,7 +348,8 @@ def test_collective_efficiencies_are_the_measured_bus_bandwidths():
     # per NIC.
     assert 370 / 450 == pytest.approx(20.6 * 18 / 450, abs=3e-3)
     expected = {"h100-sxm": 370 / 450, "h200": 370 / 450,
-                "b200": 679.6 / 900, "gb200-nvl72": 679.6 / 900, "mi300x": 316.8 / 448}
+                "b200": 679.6 / 900, "gb200-nvl72": 679.6 / 900, "mi300x": 316.8 / 448,
+                "a100-80gb-sxm": 231.6 / 300, "a100-40gb-sxm": 231.6 / 300}
     for name, fraction in expected.items():
         values = GPUS[name].values
         assert values["intra_node_efficiency"] == pytest.approx(fraction, abs=1e-3), name
@@ -355,6 +357,20 @@ def test_collective_efficiencies_are_the_measured_bus_bandwidths():
         # the fraction applies to the per-direction line rate of the preset
         assert values["link_bandwidth_gb_s"] * fraction < values["link_bandwidth_gb_s"]
     assert GPUS["h800"].values["intra_node_efficiency"] == pytest.approx(160 / 200)
+
+
+def test_a100_rates_are_the_azure_harness_s():
+    """ND A100 v4 (Azure AI-benchmarking-guide): FlashAttention-2 forward+backward
+    179.5 TFLOP/s of 312 for both attention inputs (Ampere's fused kernels are
+    FlashAttention-2's algorithm), STREAM 1.655 TB/s of 2.039; the 40 GB part takes
+    the 80 GB one's fractions (the same GA100) on its own 1.555 TB/s."""
+    for name in ("a100-80gb-sxm", "a100-40gb-sxm"):
+        values = GPUS[name].values
+        assert values["attention_efficiency"] == values["fa2_attention_efficiency"] == (
+            pytest.approx(179.5 / 312, abs=5e-4))
+        assert values["hbm_efficiency"] == pytest.approx(1.655 / 2.039, abs=5e-4)
+        assert "Azure" in GPUS[name].source
+    assert "Assumed: the 80 GB part's" in GPUS["a100-40gb-sxm"].source
 
 
 def test_b200_memory_bandwidth_is_the_hgx_figure():
