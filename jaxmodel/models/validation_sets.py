@@ -1743,13 +1743,12 @@ _FLASH = ("attn_impl flash (flash-attn 1.x or 2.x: the runs are not dated) at "
 def _mpt_precision(row: Mapping[str, str]) -> Cell:
     text = row["precision"].strip()
     if text == "bf16":
-        return approx(_TRITON, precision=0, attention_kernel=1, grad_buffer_bytes=2)
+        return approx(_TRITON, precision=0)
     if text == "amp_bf16":
-        return approx(_FLASH, precision=0, attention_kernel=1, grad_buffer_bytes=2)
+        return approx(_FLASH, precision=0)
     if text == "amp_fp8":
         return approx("Transformer Engine v0.10's FP8 linear layers (delayed per-tensor "
-                      "scaling) as FP8 per-tensor", precision=1, attention_kernel=1,
-                      grad_buffer_bytes=2)
+                      "scaling) as FP8 per-tensor", precision=1)
     raise InputError("precision", text, "one of bf16, amp_bf16, amp_fp8")
 
 
@@ -1770,8 +1769,11 @@ LLM_FOUNDRY = SetTable(
     # om_model_config.get('loss_fn', 'fused_crossentropy')): the bf16 logits and an
     # fp32 value per row, taken as Transformer Engine's fused loss (2 bytes a logit).
     # Composer's DecoupledLionW keeps one moment where Adam keeps two.
+    # Every row's attention is a FlashAttention kernel (attention_kernel 1, at
+    # FlashAttention-2's rate) and its gradients are reduced in bf16 (above).
     every_row=(exact(tensor_parallel=1, pipeline_parallel=1, context_parallel=1,
-                     virtual_stages=1, elementwise_fusion=0, dropout=0),
+                     virtual_stages=1, elementwise_fusion=0, dropout=0, attention_kernel=1,
+                     grad_buffer_bytes=2),
                approx("flash-attn's fused cross entropy as Transformer Engine's (bf16 logits)",
                       cross_entropy_fusion=2),
                approx("biases and learned positional embeddings not counted; Lion's one "
