@@ -46,13 +46,13 @@ def program_key(model: Model) -> dict[str, str] | None:
 
 @functools.cache
 def batched(model: Model, quick: bool = False):
-    """``jit(vmap(model.apply))`` over a 1-D batch (compiled once per shape), its
-    lowered form kept on disk when the command line asks (:mod:`jaxmodel.program_cache`);
-    ``quick``: with :mod:`jaxmodel.xla_options`' options for a short run."""
-    apply = jax.vmap(model.apply)
+    """``jit`` of ``model.apply`` over a 1-D batch (``Model.apply_rows``; compiled once
+    per shape), its lowered form kept on disk when the command line asks
+    (:mod:`jaxmodel.program_cache`); ``quick``: with :mod:`jaxmodel.xla_options`'
+    options for a short run."""
 
     def columns(*inputs):
-        return tuple(apply(model.inputs_type(*inputs)))
+        return tuple(model.apply_rows(model.inputs_type(*inputs), inputs[0].shape[0]))
 
     columns.__name__ = getattr(model.apply, "__name__", model.name)
     program = CachedProgram("api.batched", columns, program_key(model), quick_compile(quick))

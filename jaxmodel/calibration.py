@@ -544,7 +544,7 @@ def _predict_log_x(x, base, model: Model, fit_index, out_names, use):
     The double ``where`` keeps gradients finite where an output is not
     measured and its prediction may be 0 (log 0).
     """
-    out = jax.vmap(model.apply)(_columns(model, fit_index, x, base))
+    out = model.apply_rows(_columns(model, fit_index, x, base), base.shape[0])
     pred = jnp.stack([getattr(out, o) for o in out_names], axis=-1)
     return jnp.where(use, jnp.log(jnp.where(use, pred, 1.0)), 0.0)
 
@@ -711,7 +711,7 @@ def _jacobian_z(z, lo, hi, base, *, model, fit_index, out_names):
 
 @quick_jit(static_argnames=("model", "fit_index"))
 def _evaluate(x, base, *, model, fit_index):
-    return jax.vmap(model.apply)(_columns(model, fit_index, x, base))
+    return model.apply_rows(_columns(model, fit_index, x, base), base.shape[0])
 
 
 # --------------------------------------------------------------------------- API

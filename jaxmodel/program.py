@@ -40,11 +40,15 @@ class Extra:
     """Extra per-row columns computed on the device with the model.
 
     ``kernel(inputs) -> dict[name, scalar]`` for one configuration (vmapped by
-    the engine); ``columns`` describes them.
+    the engine); ``columns`` describes them.  ``elementwise``: the kernel is
+    elementwise over a batch, as the model's ``apply`` of a model that declares
+    ``on_host`` is, so the engine calls it once on the batch
+    (``Model.apply_rows``); False: it is vmapped (a per-row solve's loop).
     """
 
     kernel: Callable[[Any], dict[str, Any]]
     columns: tuple[Column, ...]
+    elementwise: bool = False
 
 
 def _compact(out: dict[str, jax.Array], keep: jax.Array):
@@ -302,11 +306,14 @@ class Plan:
     def evaluate_rows(self, ids, tables, digits=None) -> dict[str, jax.Array]:
         """Every column for the configurations ``ids`` (on the device)."""
         x = self.space.decode(ids, tables, digits)
-        axes = batch_axes(x)
-        y = jax.vmap(self.model.apply, in_axes=(axes,), axis_size=ids.shape[0])(x)
+        rows = ids.shape[0]
+        y = self.model.apply_rows(x, rows)
         cols = self._columns(ids, x, y, jnp)
         for extra in self.extras:
-            cols.update(jax.vmap(extra.kernel, in_axes=(axes,), axis_size=ids.shape[0])(x))
+            if extra.elementwise:
+                cols.update(self.model.apply_rows(x, rows, extra.kernel))
+            else:
+                cols.update(jax.vmap(extra.kernel, in_axes=(batch_axes(x),), axis_size=rows)(x))
         return cols
 
     def _columns(self, ids, x, y, xp) -> dict[str, Any]:

@@ -262,7 +262,10 @@ def _derivatives(values, x, names):
                             (jnp.ones_like(v0),))
             out.append(dy)
         return out
-    v0 = jnp.stack([getattr(x, w) for w in names])
+    # (Broadcast together: over a batch, Model.apply_rows, an input may be a
+    # column or a scalar every row shares.)
+    v0 = jnp.stack(jnp.broadcast_arrays(*[getattr(x, w) for w in names]))
+    rows = (1,) * (v0.ndim - 1)
 
     def along(v):
         return values(x._replace(**{w: v[i] for i, w in enumerate(names)}))
@@ -272,8 +275,10 @@ def _derivatives(values, x, names):
     n = len(names)
     passes = -(-n // TANGENTS_PER_PASS)
     basis = jnp.eye(passes * TANGENTS_PER_PASS, n, dtype=v0.dtype)
-    dys = jax.lax.map(lambda tangent: jax.jvp(along, (v0,), (tangent,))[1], basis,
-                      batch_size=TANGENTS_PER_PASS)
+    dys = jax.lax.map(
+        lambda tangent: jax.jvp(along, (v0,),
+                                (jnp.broadcast_to(tangent.reshape(-1, *rows), v0.shape),))[1],
+        basis, batch_size=TANGENTS_PER_PASS)
     return list(dys[:n])
 
 
@@ -480,7 +485,8 @@ def _batched(model: Model, of, wrt, kind, stepped, quick):
             return kernel(x), vals, nxt
 
         def columns(*inputs):
-            cols, vals, nxt = jax.vmap(row)(model.inputs_type(*inputs))
+            cols, vals, nxt = model.apply_rows(model.inputs_type(*inputs), inputs[0].shape[0],
+                                               row)
             return (*(cols[c] for c in names), *vals, *(nxt[w] for w in stepped))
 
         columns.__name__ = "sensitivities"

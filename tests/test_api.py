@@ -312,3 +312,45 @@ def test_batches_of_one_size_class_share_a_compiled_program():
         monitoring.unregister_event_duration_listener(listen)
     # 3 rows traced a program (padded to 4), 4 rows reused it, 5 traced another (8).
     assert counts[1] == counts[0] and counts[2] == counts[1] + 1
+
+
+@pytest.mark.parametrize("name", ["seed", "refined", "toy"])
+def test_apply_rows_calls_an_elementwise_model_once_and_gives_each_rows_numbers(
+        name, monkeypatch):
+    """Model.apply_rows runs a model that declares on_host (elementwise over a batch)
+    once on the batch, never through vmap, and anything else through vmap; either way
+    each row's outputs are its own configuration's, with some inputs columns and the
+    rest scalars every row shares: those of the NumPy evaluation on the host (for the
+    toy, which does not run there, of vmap's one configuration at a time)."""
+    from jaxmodel.api import evaluate_on_host
+    from tests.models.test_model_contract import TOY
+    from tests.test_xla_options import random_inputs
+
+    model = TOY if name == "toy" else jaxmodel.get_model(name)
+    n = 16
+    columns = random_inputs(model, n, seed=7)
+    names = model.input_names
+    # every other input shared by all rows (a scalar), as a sweep's fixed inputs are;
+    # the pairs of an ordering rule (an FP8 peak at least the bf16 one) stay columns
+    ordered = {k for pair in model.at_least for k in pair}
+    shared = [i % 2 == 1 and k not in ordered for i, k in enumerate(names)]
+    x = model.inputs_type(*(np.float64(columns[k][0]) if one else columns[k]
+                            for one, k in zip(shared, names, strict=True)))
+    with computing():
+        if model.on_host:
+            want = evaluate_on_host(model, **x._asdict())
+        else:
+            axes = type(x)(*(None if one else 0 for one in shared))
+            want = jax.jit(jax.vmap(model.apply, in_axes=(axes,)))(x)
+        calls = []
+        real_vmap = jax.vmap
+        monkeypatch.setattr(jax, "vmap", lambda *a, **k: calls.append(1) or real_vmap(*a, **k))
+        got = jax.jit(lambda x: model.apply_rows(x, n))(x)
+    assert bool(calls) == (not model.on_host)
+    for field, a, b in zip(model.outputs, want, got, strict=True):
+        a, b = np.asarray(a), np.asarray(b)
+        assert a.shape == b.shape == (n,) and a.dtype == b.dtype, field.name
+        if a.dtype.kind != "f":
+            np.testing.assert_array_equal(a, b, err_msg=field.name)
+        else:
+            np.testing.assert_allclose(b, a, rtol=1e-12, atol=0, err_msg=field.name)
