@@ -120,9 +120,11 @@ beside the rows that use it):
   ran presets of its release branch, which the index does not hold: not expressed.
 * Megatron-Bridge rows whose recipe columns the CSV read from a later recipe than the
   one their release ran: DeepSeek-V3 on B200 at t1 p16 e8 and Qwen3-235B on B200 at t1
-  p8 e8 before 26.06 are read at the preset of their own era
-  (``BRIDGE_DEEPSEEK_B200_P16``, ``BRIDGE_QWEN3_235B_B200_PRE_2606``: the sources and
-  how they are dated there).
+  p8 e8 before 26.06, and the MXFP8 rows of DeepSeek-V3, Qwen3-30B-A3B and
+  Qwen3-235B-A22B on GB300, GB200 and B300 in 26.02-26.04.01 (whose newest recipes run
+  the full-iteration graphs of 26.06), are read at the presets of their own era
+  (``BRIDGE_DEEPSEEK_B200_P16``, ``BRIDGE_QWEN3_235B_B200_PRE_2606``,
+  ``BRIDGE_GB_PRE_2606``: the sources and how they are dated there).
 * Megatron-Bridge batch cells that contradict each other: a row whose published
   gradient-accumulation count is not GBS / (MBS x DP) (the CSV's ``note``, "stated GA
   g != GBS/(MBS*DP) = m") has a wrong batch cell; where the recipe for its layout
@@ -773,11 +775,97 @@ BRIDGE_QWEN3_235B_B200_PRE_2606: dict[str, str] = {
 BRIDGE_QWEN3_235B_B200_RELEASES: tuple[str, ...] = ("26.02", "26.04.01")
 
 
+# The Blackwell MXFP8 rows of DeepSeek-V3, Qwen3-30B-A3B and Qwen3-235B-A22B on DGX-GB300,
+# DGX-GB200 and DGX-B300, releases 26.02-26.04.01.  The CSV read their recipe columns from
+# the newest perf recipes, which run full-iteration CUDA graphs: a dropless MoE model
+# reached those only in 26.06 (issue 3393, PR 3983; PR 4226 for DeepSeek-V3 on GB200).
+# These releases ran the legacy presets, scripts/performance/configs/<family>/
+# <family>_workload_base_configs.py with their drivers (<family>_llm_pretrain.py) and
+# overrides (a preset's cuda_graph_impl None keeps the recipe's "none"; moe_a2a_overlap
+# sets overlap_moe_expert_parallel_comm; the drivers set recompute_granularity None for
+# Qwen3 and "selective" for DeepSeek-V3).  Each version is dated by its content against
+# the PRs that changed it and the release tables' own layouts:
+# * DeepSeek-V3, DEEPSEEK_V3_PRETRAIN_CONFIG_{GB300,GB200}_FP8_MX_V2 (= V1 at GBS 4096),
+#   at f0e2c37e (no full-iteration setting, no VR200 presets): GB300 micro_batch_size=2,
+#   pp 2, vp 8, pp_layout "Et*4|(t*4|)*14tmL", ep 32, moe_flex_dispatcher_backend
+#   "hybridep", moe_a2a_overlap=False, cuda_graph_scope=[] (no graphs),
+#   recompute_modules ["mla_up_proj"]; GB200 pp 4, vp 4, ep 64, the same dispatcher and
+#   overlap, cuda_graph_impl "transformer_engine" of ["attn", "moe_router",
+#   "moe_preprocess"], recompute_modules ["mla_up_proj"] in 26.02 and 26.02.01 and
+#   ["mlp"] from PR 3031 (2026-03-30, "verified ... in 26.04 RC3 container") on.  The
+#   recipe turns the hybridep backend into the flex dispatcher on Blackwell
+#   (apply_flex_dispatcher_backend).
+# * Qwen3-30B-A3B, QWEN3_30B_A3B_PRETRAIN_CONFIG_{GB300,GB200,B300}_FP8_MX_V1, the same
+#   in every stored version (f29a269f, 01b2977e and later): micro-batch 8, 4, 8, ep 8,
+#   moe_flex_dispatcher_backend "hybridep", cuda_graph_impl "transformer_engine" of
+#   ["moe_router", "moe_preprocess"], no a2a overlap.
+# * Qwen3-235B-A22B, QWEN3_235B_A22B_PRETRAIN_CONFIG_{GPU}_FP8_MX_V2: at f29a269f (PR
+#   2209, 2026-02-04, "use no VP mapping that resolves NaN grad", on r0.3.0 as PR 2210:
+#   26.02, 26.02.01) GB300 = FP8_CS_V2, pp 4, no vp, ep 32, graphs of ["attn",
+#   "moe_router", "moe_preprocess"]; GB200 pp 8, no vp, ep 32, the same graphs; B300 pp
+#   8, vp 4, ep 8, moe_a2a_overlap=True, no graphs and no flex backend (the recipe's
+#   alltoall).  From PR 2850 (2026-03-17, "re-enable VP": 26.04, 26.04.01) GB300 vp 12
+#   and GB200 vp 3; B300 loses vp and the overlap (PR 2669), takes micro-batch 2 (PR
+#   3252, 2026-04-09) and the driver's explicit "alltoall" (01b2977e) in 26.04, and the
+#   hybridep flex dispatcher in 26.04.01 (PR 3490, cherry-picked as PR 3675, 2026-05-05;
+#   issue 3399 is labelled 26.04.01).
+# Every layout above is the row's own (the published pp, vp, ep and micro-batch).  Where
+# a setting is not pinned to a release by a stored file it is listed with the row
+# (BRIDGE_GB_PRE_2606_NOTES).
+_PRE_2606: dict[str, str] = {
+    "recipe_recompute_granularity": "None", "recipe_recompute_method": "None",
+    "recipe_recompute_num_layers": "None", "recipe_recompute_modules": "None",
+    "recipe_cuda_graph_impl": "transformer_engine",
+    "recipe_cuda_graph_scope": '["attn", "moe_router", "moe_preprocess"]',
+    "recipe_moe_token_dispatcher": "flex", "recipe_moe_flex_backend": "hybridep",
+    "recipe_ep_a2a_overlap": "False", "recipe_parallel_mismatch": "none"}
+_DSV3_PRE_2606 = {**_PRE_2606, "recipe_recompute_granularity": "selective",
+                  "recipe_recompute_modules": '["mla_up_proj"]'}
+_DSV3_GB300_PRE_2606 = {**_DSV3_PRE_2606, "recipe_cuda_graph_impl": "none",
+                        "recipe_cuda_graph_scope": "[]",
+                        "pipeline_layout": "Et*4|(t*4|)*14tmL"}
+_QWEN3_30B_PRE_2606 = {**_PRE_2606, "recipe_cuda_graph_scope": '["moe_router", "moe_preprocess"]'}
+_QWEN3_235B_B300_2602 = {**_PRE_2606, "recipe_cuda_graph_impl": "none",
+                         "recipe_cuda_graph_scope": "[]", "recipe_moe_token_dispatcher": "alltoall",
+                         "recipe_moe_flex_backend": "", "recipe_ep_a2a_overlap": "True"}
+_EARLY = ("26.02", "26.02.01")
+_LATE = ("26.04", "26.04.01")
+BRIDGE_GB_PRE_2606: dict[tuple[str, str, str], dict[str, str]] = {
+    **{("DeepSeekV3", "DGX-GB300", r): _DSV3_GB300_PRE_2606 for r in _EARLY + _LATE},
+    **{("DeepSeekV3", "DGX-GB200", r): _DSV3_PRE_2606 for r in _EARLY},
+    **{("DeepSeekV3", "DGX-GB200", r): {**_DSV3_PRE_2606, "recipe_recompute_modules": '["mlp"]'}
+       for r in _LATE},
+    **{("Qwen3_30B_a3B", system, r): _QWEN3_30B_PRE_2606
+       for system in ("DGX-GB300", "DGX-GB200", "DGX-B300") for r in _EARLY + _LATE},
+    **{("Qwen3_235B_a22B", system, r): _PRE_2606
+       for system in ("DGX-GB300", "DGX-GB200") for r in _EARLY + _LATE},
+    **{("Qwen3_235B_a22B", "DGX-B300", r): _QWEN3_235B_B300_2602 for r in _EARLY},
+    ("Qwen3_235B_a22B", "DGX-B300", "26.04"): {
+        **_QWEN3_235B_B300_2602, "recipe_ep_a2a_overlap": "False"},
+    ("Qwen3_235B_a22B", "DGX-B300", "26.04.01"): _PRE_2606 | {
+        "recipe_cuda_graph_impl": "none", "recipe_cuda_graph_scope": "[]"},
+}
+# What each pre-26.06 reading leaves open, listed with the rows it applies to.
+_FLEX_2602 = ("the flex dispatcher for 26.02's hybridep backend (its driver sets the backend; "
+              "that the dispatcher type followed is not dated)")
+BRIDGE_GB_PRE_2606_NOTES: dict[tuple[str, str, str], str] = {
+    **{("Qwen3_30B_a3B", system, r): _FLEX_2602
+       for system in ("DGX-GB300", "DGX-GB200", "DGX-B300") for r in _EARLY},
+    **{("Qwen3_235B_a22B", system, r): _FLEX_2602
+       for system in ("DGX-GB300", "DGX-GB200") for r in _EARLY},
+    **{("Qwen3_235B_a22B", "DGX-B300", r): "the recipe's alltoall dispatcher where the "
+       "preset sets no flex backend (not read from the release's recipe)" for r in _EARLY},
+    ("Qwen3_235B_a22B", "DGX-B300", "26.04"): "no stored preset is 26.04's: 01b2977e's "
+    "(alltoall, no overlap, no graphs) with PR 3252's micro-batch 2, as the row prints",
+}
+
+
 def _recipe(row: Mapping[str, str]) -> Mapping[str, str]:
     """The row with 25.09's recipe settings (``BRIDGE_2509``) filled in, those of the
-    DeepSeek-V3 B200 t1 p16 e8 preset (``BRIDGE_DEEPSEEK_B200_P16``) for its rows, and
-    those of the Qwen3-235B B200 preset before 26.06 (``BRIDGE_QWEN3_235B_B200_PRE_2606``)
-    for its rows."""
+    DeepSeek-V3 B200 t1 p16 e8 preset (``BRIDGE_DEEPSEEK_B200_P16``) for its rows, those
+    of the Qwen3-235B B200 preset before 26.06 (``BRIDGE_QWEN3_235B_B200_PRE_2606``) for
+    its rows, and those of the GB300, GB200 and B300 MoE presets before 26.06
+    (``BRIDGE_GB_PRE_2606``) for theirs."""
     release = row["release"].strip()
     layout = (row["tp"].strip(), row["pp"].strip(), row["ep"].strip())
     if (row["model"].strip().startswith("DeepSeekV3") and row["system"].strip() == "DGX-B200"
@@ -786,6 +874,9 @@ def _recipe(row: Mapping[str, str]) -> Mapping[str, str]:
     if (row["model"].strip() == "Qwen3_235B_a22B" and row["system"].strip() == "DGX-B200"
             and layout == ("1", "8", "8") and release in BRIDGE_QWEN3_235B_B200_RELEASES):
         return {**row, **BRIDGE_QWEN3_235B_B200_PRE_2606}
+    era = BRIDGE_GB_PRE_2606.get((row["model"].strip(), row["system"].strip(), release))
+    if era is not None:
+        return {**row, **era}
     if release != "25.09":
         return row
     key = (row["model"].strip(), row["system"].strip())
@@ -1195,7 +1286,9 @@ BRIDGE_GB_LLMS: dict[str, Cell] = {
 
 def _bridge_gb_release(row: Mapping[str, str]) -> Cell:
     """Where a row's settings were read.  26.02 on: the newest stored version of each
-    recipe chain, not the release branch (the search index holds no branches).  25.09:
+    recipe chain, not the release branch (the search index holds no branches), or, for
+    the MoE rows whose newest recipe runs full-iteration graphs their release did not
+    have, the legacy presets of their era (``BRIDGE_GB_PRE_2606``).  25.09:
     the performance scripts of that era (``BRIDGE_2509``, the DGX-GB200 entries).  25.11
     ran presets that live on its release branch: not read, so not expressed (the
     index's stored presets without a version suffix match 5 of its 18 Blackwell rows'
@@ -1208,6 +1301,12 @@ def _bridge_gb_release(row: Mapping[str, str]) -> Cell:
     if release < (26, 2):
         return Missing(f"{row['release'].strip()}: the release's recipe was not read (its "
                        "configs live on a release branch the search index does not hold)")
+    key = (row["model"].strip(), row["system"].strip(), row["release"].strip())
+    if key in BRIDGE_GB_PRE_2606:
+        return approx("; ".join(filter(None, (
+            "recipe settings read from the legacy presets of the row's era (scripts/"
+            "performance/configs, dated by their content, before full-iteration graphs), not "
+            "from the release branch", BRIDGE_GB_PRE_2606_NOTES.get(key)))))
     return approx("recipe settings read from the newest stored version of each recipe "
                   "chain, not from the row's release branch (the search index holds no "
                   "branches)")

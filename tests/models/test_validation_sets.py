@@ -414,6 +414,56 @@ def test_llm_foundry_rows_by_hand():
     _has(cases["h100_80gb MPT-3b s8192 8 GPUs amp_fp8 b3 m6"], precision=1)
 
 
+def test_bridge_gb_moe_rows_before_26_06_are_read_at_their_era_presets():
+    # The 32 MXFP8 MoE rows of 26.02-26.04.01 on GB300, GB200 and B300 whose CSV recipe
+    # columns (the newest recipes) run full-iteration graphs, which these releases did
+    # not have: read at the legacy presets of their era instead (validation_sets'
+    # sources).  By hand from those presets:
+    rows = {r["row_id"]: r for r in _rows(BRIDGE_GB.file)}
+    cases = _by_label(BRIDGE_GB)
+    era = [label for label, c in cases.items()
+           if any("legacy presets of the row's era" in n for n in c.notes)]
+    assert len(era) == 32
+    for label in era:
+        assert rows[label]["recipe_cuda_graph_impl"] == "full_iteration", label
+        assert _release_of(rows[label]) < (26, 6), label
+        assert cases[label].inputs["cuda_graphs"] in (0, 1), label
+    # DeepSeek-V3 GB300 (mg0149, 26.02): DEEPSEEK_V3_PRETRAIN_CONFIG_GB300_V1 at GBS 4096,
+    # micro_batch_size 2, pp 2, vp 8, pp_layout "Et*4|(t*4|)*14tmL", ep 32, hybridep
+    # (flex), no a2a overlap, no graphs, selective recompute of mla_up_proj; MTP 1.
+    # d = 256 / (2 x 32 ... ) -> DP = 256 / 2 = 128, GA = 4096 / (2 x 128) = 16.
+    _has(cases["mg0149"], pipeline_parallel=2, virtual_stages=8, expert_parallel=32,
+         micro_batch=2, gradient_accum_steps=16, cuda_graphs=0, moe_dispatcher=1,
+         ep_overlap=0, mla_recompute=1, mtp_layers=1)
+    # DeepSeek-V3 GB200 (mg0150, 26.02; mg0088, 26.04): pp 4, vp 4, ep 64, per-layer TE
+    # graphs of attn, moe_router, moe_preprocess; mla_up_proj recompute in 26.02 and
+    # the dense MLP's ("mlp", not counted) from PR 3031 (26.04).
+    _has(cases["mg0150"], pipeline_parallel=4, virtual_stages=4, expert_parallel=64,
+         cuda_graphs=1, moe_dispatcher=1, ep_overlap=0, mla_recompute=1)
+    _has(cases["mg0088"], cuda_graphs=1, moe_dispatcher=1, ep_overlap=0, mla_recompute=0)
+    # Qwen3-30B-A3B GB200 (mg0060, 26.04.01): micro-batch 4, ep 8, graphs of the router
+    # and the dispatcher's preprocessing, hybridep, no overlap, no recompute;
+    # GA = 512 / (4 x 8) = 16.
+    _has(cases["mg0060"], expert_parallel=8, micro_batch=4, gradient_accum_steps=16,
+         cuda_graphs=1, moe_dispatcher=1, ep_overlap=0, recompute=0)
+    # Qwen3-235B B300: 26.02 (mg0160) p8 vp4 ep8 MBS 1 with the a2a overlap, no graphs,
+    # alltoall; 26.04 (mg0098) p8 MBS 2, no overlap, alltoall; 26.04.01 (mg0064) the
+    # hybridep flex dispatcher.  DP = 256 / 8 = 32: GA 8192 / 32 = 256 and 128.
+    _has(cases["mg0160"], pipeline_parallel=8, virtual_stages=4, micro_batch=1,
+         gradient_accum_steps=256, cuda_graphs=0, moe_dispatcher=0, ep_overlap=1)
+    _has(cases["mg0098"], virtual_stages=1, micro_batch=2, gradient_accum_steps=128,
+         cuda_graphs=0, moe_dispatcher=0, ep_overlap=0)
+    _has(cases["mg0064"], cuda_graphs=0, moe_dispatcher=1, ep_overlap=0)
+    assert any("no stored preset is 26.04's" in n for n in cases["mg0098"].notes)
+    # The 26.06 rows of the same models keep their own (full-iteration) recipe.
+    _has(cases["mg0025"], cuda_graphs=2)
+    assert not any("legacy presets" in n for n in cases["mg0025"].notes)
+
+
+def _release_of(row):
+    return tuple(int(p) for p in row["release"].split("."))
+
+
 def test_bridge_gb200_25_09_rows_by_hand():
     """25.09's DGX-GB200 rows take the 25.09-era scripts' settings (BRIDGE_2509 at
     27dfb3df), the primary figure FP8 current scaling and the one in parentheses MXFP8,
