@@ -574,6 +574,24 @@ def scrambled(runs, tmp_path_factory) -> tuple[Path, dict[str, np.ndarray]]:
     return out, cols
 
 
+@pytest.fixture(scope="module")
+def cubed_catalogs():
+    """``logged_catalog`` of each dataset path, built once for the module (building
+    the cube is most of a catalog's cost) and closed after it; each use starts an
+    empty log."""
+    built: dict[Path, q.Catalog] = {}
+
+    def catalog(path: Path) -> q.Catalog:
+        if path not in built:
+            built[path] = logged_catalog(path)
+        built[path].log.clear()
+        return built[path]
+
+    yield catalog
+    for c in built.values():
+        c.close()
+
+
 RUNS_FILTERS = CUBE_FILTERS + [
     q.Filters(where="num_gpus == 8 or link_bandwidth_gb_s >= 800"),
     q.Filters(where="num_gpus > 1000"),  # no row
@@ -591,7 +609,8 @@ RUNS_FILTERS = CUBE_FILTERS + [
 @pytest.mark.parametrize("f", range(len(RUNS_FILTERS)))
 @pytest.mark.parametrize("data", ["runs", "scrambled"])
 def test_pareto_from_the_cube_equals_a_brute_force_front(request, data, x, y, minimize_x,
-                                                          minimize_y, f, monkeypatch):
+                                                          minimize_y, f, monkeypatch,
+                                                          cubed_catalogs):
     """With id runs, the Pareto view reads the cube, then a few groups' rows by
     position (no query on the rows); where the filter names a category it scans the
     rows.  Either way the front is the brute-force one, with its own values.  (The
@@ -599,21 +618,18 @@ def test_pareto_from_the_cube_equals_a_brute_force_front(request, data, x, y, mi
     monkeypatch.setattr(q, "PARETO_CUBE_SHARE", 1.0)
     path, cols = request.getfixturevalue(data)
     filters = RUNS_FILTERS[f]
-    c = logged_catalog(path)
-    try:
-        if {x, y} - set(c.source("runs").cube.values):
-            pytest.skip(f"{x} or {y} is not a value of the test dataset's cube")
-        keep = cube_filter_mask(cols, filters)
-        if not keep.any():
-            with pytest.raises(q.DashboardError, match="no rows match the filters"):
-                q.pareto(c, "runs", x, y, minimize_x=minimize_x, minimize_y=minimize_y,
-                         filters=filters)
-            return
-        t = q.pareto(c, "runs", x, y, minimize_x=minimize_x, minimize_y=minimize_y,
+    c = cubed_catalogs(path)
+    if {x, y} - set(c.source("runs").cube.values):
+        pytest.skip(f"{x} or {y} is not a value of the test dataset's cube")
+    keep = cube_filter_mask(cols, filters)
+    if not keep.any():
+        with pytest.raises(q.DashboardError, match="no rows match the filters"):
+            q.pareto(c, "runs", x, y, minimize_x=minimize_x, minimize_y=minimize_y,
                      filters=filters)
-        scanned = [s for s in c.log if "FROM ds0" in s]
-    finally:
-        c.close()
+        return
+    t = q.pareto(c, "runs", x, y, minimize_x=minimize_x, minimize_y=minimize_y,
+                 filters=filters)
+    scanned = [s for s in c.log if "FROM ds0" in s]
     sx, sy = (1 if minimize_x else -1), (1 if minimize_y else -1)
     want = brute_front(sx * cols[x][keep].astype(np.float64),
                        sy * cols[y][keep].astype(np.float64), cols["config_id"][keep])
