@@ -187,11 +187,11 @@ def brute_front(x, y, ids):
     ok = np.isfinite(x) & np.isfinite(y)
     x, y, ids = x[ok], y[ok], ids[ok]
     keep = []
-    for i in range(len(x)):
-        dominated = ((x <= x[i]) & (y <= y[i]) & ((x < x[i]) | (y < y[i]))).any()
-        same = (x == x[i]) & (y == y[i]) & (ids < ids[i])
-        if not dominated and not same.any():
-            keep.append(i)
+    for start in range(0, len(x), 512):  # every pair, 512 rows (i) against all (j) at once
+        xi, yi, ii = (v[start:start + 512, None] for v in (x, y, ids))
+        dominated = ((x <= xi) & (y <= yi) & ((x < xi) | (y < yi))).any(axis=1)
+        same = ((x == xi) & (y == yi) & (ids < ii)).any(axis=1)
+        keep.extend(start + np.flatnonzero(~dominated & ~same))
     return sorted(ids[keep].tolist())
 
 
