@@ -722,6 +722,118 @@ BRIDGE_2509: dict[tuple[str, ...], dict[str, str]] = {
 }
 
 
+# Megatron-Bridge 25.11's recipe settings.  The CSV read the H100 and B200 rows' recipe
+# columns from the newest perf recipes (it names each row's 25.11 preset in
+# recipe_preset_match but did not read it) and none for the Blackwell rows.  25.11 ran
+# the r0.2.0 form of the performance scripts: presets <MODEL>_<SIZE>_<GPU>_<DTYPE>_BASE_CONFIG
+# in scripts/performance/configs/{llama3,llama31,deepseek,qwen3,gpt_oss}/
+# workload_base_configs.py with the drivers <family>_llm_pretrain.py and utils/helpers.py
+# (set_cuda_graph_overrides, set_megatron_fsdp_overrides, set_recompute_overrides,
+# set_moe_a2a_overlap_overrides).  A helper session read them at llama3 750df3db and
+# 0fa501ac, llama31 b3b90e4f and 1420e3fa (forks), deepseek d19cb73c, qwen3 767255d2 and
+# e8bd8608, gpt_oss 6b296ac1, helpers 767255d2, and dated them by content: every one has
+# WorkloadBaseConfig presets with num_gpus (PR 1224, on r0.2.0 2025-11-07), list-type
+# graph scopes, moe_flex_dispatcher_backend and moe_a2a_overlap (PR 1348, on r0.2.0
+# 2025-11-21), DeepSeek-V3's GB200 fix and B200 "no a2a overlap" (PR 1476, on r0.2.0
+# 2025-11-24), and none has the _V1 / _V2 names of 26.02; the DeepSeek-V3 GB300 preset
+# (pp 2, vp 4, ep 32, GBS 4096, no MTP) matches the table's "w/o MTP" row where main's
+# later V1 does not.  Per row (by row id), the settings of the preset whose layout is the
+# row's, or differs from it only in the micro-batch or global batch (then listed as a
+# mismatch):
+#  * Llama 3 8B: B200 and GB200 MXFP8 and GB300 cuda_graph_impl "local" of
+#    ["full_iteration"]; GB200 FP8-CS none (NVIDIA's versions of the file; later forks
+#    graph the full iteration: listed); H100 Megatron-FSDP, no graphs, no recompute (the
+#    CSV's newest recipe recomputes 5 layers and shards nothing); GB300 MBS 4 against
+#    the table's 2.  No recompute, and the TP overlap of a TP-1 layout, off.
+#  * Llama 3 70B: H100 t4 p8 v5 with userbuffers TP overlap; GB300 and GB200
+#    Megatron-FSDP with cpu_offloading_num_layers 20 and 40, no graphs, GBS 128 against
+#    the table's 256.  Llama 3.1 405B B200 t4 p8 c2 v8 and H100 t8 p8 c2 v8: TP overlap,
+#    no graphs, no recompute.
+#  * DeepSeek-V3 (driver: selective recompute, router fusion, forced balance): GB300
+#    Transformer Engine graphs of ["attn", "moe_router", "moe_preprocess"], the flex
+#    dispatcher with HybridEP, no a2a overlap, recompute_modules [] and no MTP, the
+#    driver's layout "Et*3|(t*4|)*14ttL" (16 chunks: not the row's p2 v4, which is used
+#    and listed); GB200 graphs of ["moe_router", "moe_preprocess"], HybridEP, no
+#    overlap, ["mla_up_proj"], no MTP.  (B200: BRIDGE_DEEPSEEK_B200_P16.)
+#  * Qwen3 (driver: recompute None, router fusion, forced balance; the provider's
+#    alltoall dispatcher, the presets of these rows setting no flex backend): B200 30B
+#    and GB200 / GB300 30B graphs of ["attn", "moe_router", "moe_preprocess"], no
+#    overlap (GB300 MBS 8 against the table's 4); B200 235B p8 v2 e8 and H100 235B t2 p8
+#    v4 e32 no graphs, the a2a overlap; H100 30B p2 v12 e8 (the table's v24: listed), no
+#    graphs, the a2a overlap.  The H100 235B TP overlap: on in the driver at 767255d2,
+#    off at e8bd8608, which holds Qwen3-Next (PR 1451, on r0.2.0 2025-11-21): off, listed.
+#  * GPT-OSS 120B (driver: router fusion, forced balance, sequence 8192; alltoall): GB200
+#    e64 MBS 1 GBS 1280, recompute_modules ["layernorm", "moe_act"], no graphs; GB300 e64
+#    graphs of ["attn", "moe_router", "moe_preprocess"], no recompute, MBS 4 against the
+#    table's 2.
+# FP8 parameters: the drivers' get_precision_config takes Megatron-Bridge's
+# bf16_with_fp8_current_scaling_mixed (FP8-CS) and bf16_with_mxfp8_mixed (MXFP8), which
+# set fp8_param_gather=True (the MXFP8 one since PRs 450 and 638, before 25.11).
+# Rows whose layout no stored 25.11 preset has are not read here (BRIDGE_2511_UNMATCHED).
+_2511 = {"recipe_recompute_granularity": "None", "recipe_recompute_method": "None",
+         "recipe_recompute_num_layers": "None", "recipe_recompute_modules": "None",
+         "recipe_activation_offload": "fine_grained_activation_offloading=False",
+         "recipe_cuda_graph_impl": "none", "recipe_cuda_graph_scope": "[]",
+         "recipe_moe_token_dispatcher": "alltoall", "recipe_moe_flex_backend": "",
+         "recipe_tp_comm_overlap": "False", "recipe_ep_a2a_overlap": "False",
+         "recipe_megatron_fsdp": "False", "recipe_mtp_num_layers": "0",
+         "recipe_precision_recipe": "get_precision_config", "recipe_parallel_mismatch": "none"}
+_FULL_ITERATION_2511 = {**_2511, "recipe_cuda_graph_impl": "local",
+                        "recipe_cuda_graph_scope": '["full_iteration"]'}
+_TE_GRAPHS = '["attn", "moe_router", "moe_preprocess"]'
+_FSDP_2511 = {**_2511, "recipe_megatron_fsdp": "True"}
+_DSV3_2511 = {**_2511, "recipe_recompute_granularity": "selective",
+              "recipe_cuda_graph_impl": "transformer_engine",
+              "recipe_moe_token_dispatcher": "flex", "recipe_moe_flex_backend": "hybridep"}
+_DSV3_GB300_2511 = {**_DSV3_2511, "recipe_cuda_graph_scope": _TE_GRAPHS,
+                    "recipe_recompute_modules": "[]",
+                    "pipeline_layout": "Et*3|(t*4|)*14ttL"}
+_QWEN3_30B_2511 = {**_2511, "recipe_cuda_graph_impl": "transformer_engine",
+                   "recipe_cuda_graph_scope": _TE_GRAPHS}
+_QWEN3_OVERLAP_2511 = {**_2511, "recipe_ep_a2a_overlap": "True"}
+BRIDGE_2511: dict[str, dict[str, str]] = {
+    "mb0252": _FULL_ITERATION_2511, "mb0253": _FULL_ITERATION_2511,
+    "mg0161": {**_FULL_ITERATION_2511, "recipe_parallel_mismatch": "micro_batch: table=2 recipe=4"},
+    "mg0162": {**_FULL_ITERATION_2511, "recipe_parallel_mismatch": "micro_batch: table=2 recipe=4"},
+    "mg0170": _2511, "mg0171": _FULL_ITERATION_2511,
+    "mb0260": _FSDP_2511,
+    "mb0261": {**_2511, "recipe_tp_comm_overlap": "True"},
+    "mg0163": {**_FSDP_2511, "recipe_activation_offload": _GB200_2509_OFFLOAD.format(20),
+               "recipe_parallel_mismatch": "global_batch: table=256 recipe=128"},
+    "mg0172": {**_FSDP_2511, "recipe_activation_offload": _GB200_2509_OFFLOAD.format(40),
+               "recipe_parallel_mismatch": "global_batch: table=256 recipe=128"},
+    "mb0254": {**_2511, "recipe_tp_comm_overlap": "True"},
+    "mb0255": {**_2511, "recipe_tp_comm_overlap": "True"},
+    "mb0262": {**_2511, "recipe_tp_comm_overlap": "True"},
+    "mg0165": _DSV3_GB300_2511, "mg0166": _DSV3_GB300_2511,
+    "mg0174": {**_DSV3_2511, "recipe_cuda_graph_scope": '["moe_router", "moe_preprocess"]',
+               "recipe_recompute_modules": '["mla_up_proj"]'},
+    "mb0258": _QWEN3_30B_2511, "mg0177": _QWEN3_30B_2511,
+    "mg0168": {**_QWEN3_30B_2511, "recipe_parallel_mismatch": "micro_batch: table=4 recipe=8"},
+    "mb0259": _QWEN3_OVERLAP_2511, "mb0265": _QWEN3_OVERLAP_2511,
+    "mb0264": {**_QWEN3_OVERLAP_2511, "recipe_parallel_mismatch": "vp: table=24 recipe=12"},
+    "mg0176": {**_2511, "recipe_recompute_granularity": "selective",
+               "recipe_recompute_modules": '["layernorm", "moe_act"]'},
+    "mg0167": {**_2511, "recipe_cuda_graph_impl": "transformer_engine",
+               "recipe_cuda_graph_scope": _TE_GRAPHS,
+               "recipe_parallel_mismatch": "micro_batch: table=2 recipe=4"},
+}
+# What the 25.11 reading leaves open, listed with the row.
+BRIDGE_2511_NOTES: dict[str, str] = {
+    "mg0170": "no CUDA graphs, as NVIDIA's 25.11-era preset sets (later forks of the file "
+              "graph the full iteration)",
+    "mb0260": "the driver's NCCL user buffers and unfused gradient accumulation are not "
+              "counted",
+    "mb0265": "the TP overlap off, as the driver with Qwen3-Next sets it for H100 235B (an "
+              "earlier driver of the era left it on)",
+}
+# 25.11 rows whose layout no stored 25.11-era preset has (the presets: Llama 3.1 405B on
+# 128 GB200 / GB300 at t2 with Megatron-FSDP, CPU offload and GBS 64; Qwen3-235B on 64 at
+# GBS 1024; DeepSeek-V3 GB200 p4 v4 e64): launched with the layout given on the command
+# line, whose other settings are not documented.
+BRIDGE_2511_UNMATCHED = ("mg0164", "mg0173", "mg0169", "mg0178", "mg0175")
+
+
 # DeepSeek-V3 on DGX-B200 at t1 p16 e8 (25.11, 26.02, 26.02.01, 26.04): the CSV read these
 # rows' recipe columns from the MXFP8 preset of the tagged release, which by then ran
 # t1 p8 v2 e32 with DeepEP, the a2a overlap, Transformer Engine graphs and the mlp
@@ -877,6 +989,8 @@ def _recipe(row: Mapping[str, str]) -> Mapping[str, str]:
     era = BRIDGE_GB_PRE_2606.get((row["model"].strip(), row["system"].strip(), release))
     if era is not None:
         return {**row, **era}
+    if release == "25.11" and row["row_id"] in BRIDGE_2511:
+        return {**row, **BRIDGE_2511[row["row_id"]]}
     if release != "25.09":
         return row
     key = (row["model"].strip(), row["system"].strip())
@@ -922,8 +1036,9 @@ def _bridge_precision(row: Mapping[str, str]) -> Cell:
     # (training/mixed_precision.py: bf16_with_fp8_current_scaling_mixed,
     # bf16_with_mxfp8_mixed) set fp8_param_gather=True: FP8 primary weights.
     # NVFP4 parameters are not supported there (fp4_param_gather raises).
-    gather = 1 if level in (1, 2) and row["recipe_precision_recipe"].strip() else 0
-    kept = BRIDGE_BF16_LAYERS.get(row["recipe_precision_recipe"].strip(), 0)
+    recipe = _recipe(row)["recipe_precision_recipe"].strip()
+    gather = 1 if level in (1, 2) and recipe else 0
+    kept = BRIDGE_BF16_LAYERS.get(recipe, 0)
     if kept:
         return exact(precision=level, fp8_param_gather=gather, bf16_layers=kept)
     return exact(precision=level, fp8_param_gather=gather)
@@ -1117,6 +1232,17 @@ def _bridge_mismatch(row: Mapping[str, str]) -> Cell:
                   "recipe_parallel_mismatch; the row's own layout is used)")
 
 
+def _bridge_release(row: Mapping[str, str]) -> Cell:
+    """Where a 25.11 row's settings were read (``BRIDGE_2511``); nothing for the other
+    releases of the H100 / B200 set (their recipe columns as the CSV read them)."""
+    if row["release"].strip() != "25.11" or row["row_id"] not in BRIDGE_2511:
+        return NOTHING
+    return approx("; ".join(filter(None, (
+        "recipe settings read from the 25.11-era presets (scripts/performance/configs/*/"
+        "workload_base_configs.py, dated by their content), not from the release branch",
+        BRIDGE_2511_NOTES.get(row["row_id"])))))
+
+
 # The pipeline layout Megatron-Bridge's DeepSeek-V3 recipe sets for every (pp, vp) it
 # knows, every release: ``set_deepseek_v3_pipeline_model_parallel_layout``
 # (src/megatron/bridge/recipes/deepseek/deepseek_v3.py, the search index's file id
@@ -1230,6 +1356,7 @@ BRIDGE = SetTable(
         "recipe_mtp_num_layers": _bridge_mtp,
         "recipe_parallel_mismatch": _bridge_mismatch,
         "pipeline_layout": _bridge_layout,
+        "release": _bridge_release,
     },
     blank={"cp": 1, "vp": 1, "ep": 1, "tp": 1, "pp": 1},
     measure=_bridge_measure,
@@ -1298,6 +1425,10 @@ def _bridge_gb_release(row: Mapping[str, str]) -> Cell:
         return approx("recipe settings read from the 25.09-era performance scripts "
                       f"(Megatron-Bridge {BRIDGE_2509_COMMIT[:8]}), not from the release "
                       "branch")
+    if release == (25, 11):
+        return _bridge_release(row) if row["row_id"] in BRIDGE_2511 else Missing(
+            "25.11: no stored preset of the release has the row's layout (it ran the "
+            "layout given on the command line, with settings not documented)")
     if release < (26, 2):
         return Missing(f"{row['release'].strip()}: the release's recipe was not read (its "
                        "configs live on a release branch the search index does not hold)")

@@ -172,10 +172,8 @@ def test_the_gb_bridge_set_reads_its_rows_and_recipes_by_hand():
     _has(cases["mg0034"], optimizer=1, num_experts=384, num_heads=64, router_fusion=1)
     assert "no recipe read (the source names none for the row); the recipe's settings at " \
            "the model's defaults" in cases["mg0034"].notes
-    assert "release branch" in cases["mg0161"].reason        # 25.11
-    # 26.02.01 Qwen3-235B on B300: the recipe read runs full-iteration graphs, which a
-    # dropless MoE model reached in 26.06.
-    assert "26.06" in cases["mg0132"].reason
+    # 25.11 Llama 3.1 405B on 256 GB300: no stored 25.11 preset has its layout.
+    assert "no stored preset of the release has the row's layout" in cases["mg0164"].reason
 
 
 def test_bridge_llama3_70b_fp8_row_by_hand():
@@ -464,6 +462,49 @@ def _release_of(row):
     return tuple(int(p) for p in row["release"].split("."))
 
 
+def test_bridge_25_11_rows_by_hand():
+    # 25.11 ran the r0.2.0 performance scripts' *_BASE_CONFIG presets (validation_sets'
+    # sources); read at those, not at the newest recipes.  By hand from the presets:
+    bridge, gb = _by_label(BRIDGE), _by_label(BRIDGE_GB)
+    # mb0260, LLAMA3_8B_H100_FP8_CS_BASE_CONFIG: Megatron-FSDP over the 8 GPUs, no
+    # recompute (the newest recipe recomputes 5 layers), no graphs; FP8-CS gathers FP8
+    # weights (bf16_with_fp8_current_scaling_mixed).
+    _has(bridge["mb0260"], zero_stage=3, recompute=0, cuda_graphs=0, precision=1,
+         fp8_param_gather=1)
+    assert bridge["mb0260"].inputs.get("recompute_layers", 0) == 0
+    assert any("user buffers" in n for n in bridge["mb0260"].notes)
+    # mb0258, QWEN3_30B_A3B_B200_FP8_MX_BASE_CONFIG: MBS 1 (the table's), graphs of
+    # attn, moe_router and moe_preprocess, the provider's alltoall, no a2a overlap
+    # (the newest recipe: HybridEP and the overlap at MBS 4).  GA = 512 / (1 x 8) = 64.
+    _has(bridge["mb0258"], micro_batch=1, gradient_accum_steps=64, cuda_graphs=1,
+         moe_dispatcher=0, ep_overlap=0)
+    assert not any("another layout" in n for n in bridge["mb0258"].notes)
+    # mb0265, QWEN3_235B_A22B_H100_FP8_CS_BASE_CONFIG: t2 p8 v4 e32, the a2a overlap, no
+    # graphs, alltoall; TP overlap off (the Qwen3-Next driver, listed).
+    _has(bridge["mb0265"], tensor_parallel=2, ep_overlap=1, cuda_graphs=0, moe_dispatcher=0,
+         tp_overlap=0)
+    # mg0172, LLAMA3_70B_GB200_FP8_CS_BASE_CONFIG: Megatron-FSDP, 40 layers offloaded, no
+    # graphs; the preset's GBS 128 against the table's 256 (listed, the table's kept:
+    # GA = 256 / (2 x 64) = 2).
+    _has(gb["mg0172"], zero_stage=3, offload_layers=40, cuda_graphs=0, micro_batch=2,
+         gradient_accum_steps=2, fp8_param_gather=1)
+    assert any("another layout" in n for n in gb["mg0172"].notes)
+    # mg0174, DEEPSEEK_V3_GB200_BASE_CONFIG (BF16): p4 v4 e64, graphs of moe_router and
+    # moe_preprocess, HybridEP (flex), no overlap, mla_up_proj recompute, no MTP.
+    _has(gb["mg0174"], pipeline_parallel=4, virtual_stages=4, expert_parallel=64,
+         cuda_graphs=1, moe_dispatcher=1, ep_overlap=0, mla_recompute=1, mtp_layers=0,
+         precision=0)
+    # mg0170 (GB200 FP8-CS): no graphs (NVIDIA's file; listed); mg0171 (MXFP8): the local
+    # full-iteration graph.
+    _has(gb["mg0170"], cuda_graphs=0)
+    _has(gb["mg0171"], cuda_graphs=2)
+    # The Blackwell rows whose layout no stored 25.11 preset has stay unread.
+    for label in ("mg0164", "mg0169", "mg0173", "mg0175", "mg0178"):
+        assert gb[label].inputs is None and "25.11" in gb[label].reason, label
+    assert sum(1 for c in gb.values() if c.inputs is not None
+               and any("25.11-era presets" in n for n in c.notes)) == 13
+
+
 def test_bridge_gb200_25_09_rows_by_hand():
     """25.09's DGX-GB200 rows take the 25.09-era scripts' settings (BRIDGE_2509 at
     27dfb3df), the primary figure FP8 current scaling and the one in parentheses MXFP8,
@@ -494,8 +535,8 @@ def test_bridge_gb200_25_09_rows_by_hand():
     # the 256 / 8 = 32 GPUs of a stage: not expressed.
     assert cases["mg0186"].inputs is None and "divides no stage's 32 GPUs" in (
         cases["mg0186"].reason)
-    # 25.11 stays unread.
-    assert cases["mg0172"].inputs is None and "25.11" in cases["mg0172"].reason
+    # 25.11 rows are read at their era's presets (test_bridge_25_11_rows_by_hand).
+    assert any("25.11-era presets" in n for n in cases["mg0172"].notes)
 
 
 def test_bridge_25_09_llama_405b_and_layout_mismatch():
@@ -647,8 +688,13 @@ def test_bridge_rows_the_model_cannot_express_say_why():
 
 def test_bridge_partial_recompute_and_cuda_graph_rows_by_hand():
     cases = _by_label(BRIDGE)
-    # mb0260: Llama 3 8B FP8-CS on 8 H100, full recompute (block) of 5 layers.
-    _has(cases["mb0260"], recompute=2, recompute_layers=5, precision=1, cuda_graphs=0)
+    # A full recompute (block) of 5 layers, as the newest Llama 3 8B H100 recipe sets
+    # (recompute_granularity "full", method "block", num_layers 5): the first 5 layers
+    # of each chunk; "uniform" every layer.
+    (block,) = megatron_recompute("full", "block", "5", "None")
+    assert block.inputs == {"recompute": 2, "recompute_layers": 5.0, "moe_recompute": 0}
+    (uniform,) = megatron_recompute("full", "uniform", "1", "None")
+    assert uniform.inputs == {"recompute": 2, "moe_recompute": 0}
     # mb0252 / mb0253: B200 FP8-CS / FP8-MX with a local full-iteration graph.
     _has(cases["mb0252"], precision=1, cuda_graphs=2)
     _has(cases["mb0253"], precision=2, cuda_graphs=2)
