@@ -834,6 +834,69 @@ BRIDGE_2511_NOTES: dict[str, str] = {
 BRIDGE_2511_UNMATCHED = ("mg0164", "mg0173", "mg0169", "mg0178", "mg0175")
 
 
+# Rows of 26.02-26.06 whose CSV recipe columns came from the newest perf recipe although
+# that recipe's layout is not the row's (the CSV's recipe_parallel_mismatch): read at
+# the legacy preset of the row's era whose layout is the row's (a helper session read
+# scripts/performance/configs/*_workload_base_configs.py, their drivers and
+# utils/overrides.py in upstream and fork versions, dated by the PRs that changed them):
+#  * Nemotron-3 Nano on 16 H100, ep 8 (the newest recipe's ep 16 came with PR 4628,
+#    2026-07-02): 26.02.01 (mb0199) _NEMOTRON_3_NANO_PRETRAIN_CONFIG_H100 from PR 2510
+#    (on r0.3.0 as PR 2560) with PR 2617 "nemotron3_nano_h100_fix_260201": no graphs,
+#    recompute_modules ["moe", "layernorm"], HybridEP; 26.04-26.06 (mb0155, mb0112,
+#    mb0057) H100_FP8_CS_V1: Transformer Engine graphs of ["mamba"], recompute_modules
+#    ["moe", "layernorm", "core_attn", "moe_act"], HybridEP, no a2a overlap.
+#  * Qwen3-30B-A3B on 16 H100 (mb0228, mb0191): H100_FP8_CS_V1 before PR 2477 (EP 16
+#    and HybridEP, merged 2026-02-22, its r0.3.0 cherry-pick PR 2500 closed unmerged):
+#    pp 2, vp 12, ep 8, moe_a2a_overlap True, no graphs, no flex backend (alltoall),
+#    GBS 1024 from PR 2280 (2026-02-09).  On 8 B200 (mb0227): B200_FP8_MX_V1 =
+#    B200_FP8_CS_V1, MBS 1, graphs of ["moe_router", "moe_preprocess"], alltoall (PR 2499,
+#    2026-02-23, replaced it with MBS 4 and HybridEP: the newest recipe).
+#  * GPT-OSS 120B BF16 at ep 64 (26.02; PR 2915, 2026-03-20, moved both to ep 8):
+#    B200_BF16_V2 (mb0222) recompute_modules ["layernorm", "moe_act"], no graphs; B300
+#    (mg0154) graphs of ["attn", "moe_router", "moe_preprocess"], no recompute; both
+#    alltoall, no overlap.
+#  * DeepSeek-V3 MXFP8: B300 26.04.01 (mg0055, radixark d063066b) B300_FP8_MX_V2 = pp 8,
+#    no vp, ep 8, MBS 2, graphs of ["attn", "moe_router", "moe_preprocess"], HybridEP, no
+#    overlap, ["mla_up_proj"]; GB300 26.06 at GBS 15360 (mg0026) the GB300_FP8_MX_GBS15360
+#    variant (PR 4330), the V2 preset the newest recipe holds at GBS 15360: its other
+#    columns stand.
+#  * Llama 3.1 405B 26.02.01, before PRs 2065 and 2175 (2026-01-26, 02-02): GB200 NVFP4
+#    (mg0116) tp 4, pp 16, vp 4, a local full-iteration graph, no TP overlap under NVFP4
+#    (the driver); GB300 FP8 (mg0119) tp 2, pp 8, cp 2, vp 4, no FSDP, no offload, no
+#    graphs, TP overlap on.
+# Llama 3 70B on GB300 in 26.02.01 (mg0109, mg0111): no stored preset has the printed
+# layouts (every version: t1 p4 v5 MBS 1 for MXFP8 and NVFP4; PR 3284, proposing FSDP at
+# MBS 2, was closed unmerged), so they keep the CSV's columns.
+_NANO_H100 = {**_2511, "recipe_moe_token_dispatcher": "flex",
+              "recipe_moe_flex_backend": "hybridep",
+              "recipe_recompute_granularity": "selective"}
+BRIDGE_ERA: dict[str, dict[str, str]] = {
+    "mb0199": {**_NANO_H100, "recipe_recompute_modules": '["moe", "layernorm"]'},
+    **{row: {**_NANO_H100, "recipe_cuda_graph_impl": "transformer_engine",
+             "recipe_cuda_graph_scope": '["mamba"]',
+             "recipe_recompute_modules": '["moe", "layernorm", "core_attn", "moe_act"]'}
+       for row in ("mb0155", "mb0112", "mb0057")},
+    "mb0228": _QWEN3_OVERLAP_2511, "mb0191": _QWEN3_OVERLAP_2511,
+    "mb0227": {**_2511, "recipe_cuda_graph_impl": "transformer_engine",
+               "recipe_cuda_graph_scope": '["moe_router", "moe_preprocess"]'},
+    "mb0222": {**_2511, "recipe_recompute_granularity": "selective",
+               "recipe_recompute_modules": '["layernorm", "moe_act"]'},
+    "mg0154": {**_2511, "recipe_cuda_graph_impl": "transformer_engine",
+               "recipe_cuda_graph_scope": _TE_GRAPHS},
+    "mg0055": {**_DSV3_2511, "recipe_cuda_graph_scope": _TE_GRAPHS,
+               "recipe_recompute_modules": '["mla_up_proj"]', "recipe_mtp_num_layers": "1"},
+    "mg0026": {"recipe_parallel_mismatch": "none"},
+    "mg0116": _FULL_ITERATION_2511,
+    "mg0119": {**_2511, "recipe_tp_comm_overlap": "True"},
+}
+# What the era reading reconstructs from a PR rather than one stored file, with the row.
+BRIDGE_ERA_NOTES: dict[str, str] = {
+    "mb0199": "the preset rebuilt from PRs 2510 and 2617 (no stored file holds both)",
+    "mb0228": "the preset's pp 2 vp 12 with PR 2280's GBS 1024 (no stored file holds both)",
+    "mb0191": "the preset's pp 2 vp 12 with PR 2280's GBS 1024 (no stored file holds both)",
+}
+
+
 # DeepSeek-V3 on DGX-B200 at t1 p16 e8 (25.11, 26.02, 26.02.01, 26.04): the CSV read these
 # rows' recipe columns from the MXFP8 preset of the tagged release, which by then ran
 # t1 p8 v2 e32 with DeepEP, the a2a overlap, Transformer Engine graphs and the mlp
@@ -989,8 +1052,11 @@ def _recipe(row: Mapping[str, str]) -> Mapping[str, str]:
     era = BRIDGE_GB_PRE_2606.get((row["model"].strip(), row["system"].strip(), release))
     if era is not None:
         return {**row, **era}
-    if release == "25.11" and row["row_id"] in BRIDGE_2511:
-        return {**row, **BRIDGE_2511[row["row_id"]]}
+    label = row.get("row_id", "")
+    if release == "25.11" and label in BRIDGE_2511:
+        return {**row, **BRIDGE_2511[label]}
+    if label in BRIDGE_ERA:
+        return {**row, **BRIDGE_ERA[label]}
     if release != "25.09":
         return row
     key = (row["model"].strip(), row["system"].strip())
@@ -1233,14 +1299,21 @@ def _bridge_mismatch(row: Mapping[str, str]) -> Cell:
 
 
 def _bridge_release(row: Mapping[str, str]) -> Cell:
-    """Where a 25.11 row's settings were read (``BRIDGE_2511``); nothing for the other
-    releases of the H100 / B200 set (their recipe columns as the CSV read them)."""
-    if row["release"].strip() != "25.11" or row["row_id"] not in BRIDGE_2511:
-        return NOTHING
-    return approx("; ".join(filter(None, (
-        "recipe settings read from the 25.11-era presets (scripts/performance/configs/*/"
-        "workload_base_configs.py, dated by their content), not from the release branch",
-        BRIDGE_2511_NOTES.get(row["row_id"])))))
+    """Where a row's settings were read when not from its CSV columns: a 25.11 preset
+    (``BRIDGE_2511``) or another era's (``BRIDGE_ERA``); else nothing (the H100 / B200
+    set's other rows: their recipe columns as the CSV read them)."""
+    label = row["row_id"]
+    if row["release"].strip() == "25.11" and label in BRIDGE_2511:
+        return approx("; ".join(filter(None, (
+            "recipe settings read from the 25.11-era presets (scripts/performance/configs/"
+            "*/workload_base_configs.py, dated by their content), not from the release "
+            "branch", BRIDGE_2511_NOTES.get(label)))))
+    if label in BRIDGE_ERA:
+        return approx("; ".join(filter(None, (
+            "recipe settings read from the legacy preset of the row's era with the row's "
+            "layout (scripts/performance/configs, dated by the PRs that changed it), not "
+            "from the release branch", BRIDGE_ERA_NOTES.get(label)))))
+    return NOTHING
 
 
 # The pipeline layout Megatron-Bridge's DeepSeek-V3 recipe sets for every (pp, vp) it
@@ -1432,6 +1505,8 @@ def _bridge_gb_release(row: Mapping[str, str]) -> Cell:
     if release < (26, 2):
         return Missing(f"{row['release'].strip()}: the release's recipe was not read (its "
                        "configs live on a release branch the search index does not hold)")
+    if row["row_id"] in BRIDGE_ERA:
+        return _bridge_release(row)
     key = (row["model"].strip(), row["system"].strip(), row["release"].strip())
     if key in BRIDGE_GB_PRE_2606:
         return approx("; ".join(filter(None, (

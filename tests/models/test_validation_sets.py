@@ -505,6 +505,41 @@ def test_bridge_25_11_rows_by_hand():
                and any("25.11-era presets" in n for n in c.notes)) == 13
 
 
+def test_bridge_rows_read_at_their_era_preset_where_the_newest_recipe_has_another_layout():
+    # The newest perf recipes of these 26.02-26.06 rows have another layout than the one
+    # published (recipe_parallel_mismatch); the legacy preset of the row's era has the
+    # row's (validation_sets' sources).  By hand from those presets:
+    rows = {r["row_id"]: r for r in _rows(BRIDGE.file)}
+    bridge, gb = _by_label(BRIDGE), _by_label(BRIDGE_GB)
+    # mb0112, Nemotron-3 Nano on 16 H100 (26.04.01), H100_FP8_CS_V1: ep 8 (the newest
+    # recipe ep 16), TE graphs of the Mamba mixers, recompute of the MoE layer, the
+    # norms and the attention core, HybridEP, no overlap; GA = 1024 / (1 x 16) = 64.
+    assert rows["mb0112"]["recipe_parallel_mismatch"] == "ep: table=8 recipe=16"
+    _has(bridge["mb0112"], expert_parallel=8, gradient_accum_steps=64, cuda_graphs=1,
+         moe_recompute=2, norm_recompute=1, recompute=1, moe_dispatcher=1, ep_overlap=0)
+    assert not any("another layout" in n for n in bridge["mb0112"].notes)
+    # mb0199 (26.02.01): no graphs, recompute of the MoE layer and the norms only.
+    _has(bridge["mb0199"], cuda_graphs=0, moe_recompute=2, norm_recompute=1, recompute=0)
+    # mb0228, Qwen3-30B on 16 H100 (26.02), before PR 2477: p2 v12 e8 with the a2a
+    # overlap, no graphs, alltoall.
+    _has(bridge["mb0228"], pipeline_parallel=2, virtual_stages=12, expert_parallel=8,
+         ep_overlap=1, cuda_graphs=0, moe_dispatcher=0)
+    # mb0227, Qwen3-30B on 8 B200 (26.02): MBS 1, router and preprocessing graphs,
+    # alltoall, no overlap; GA = 512 / 8 = 64.
+    _has(bridge["mb0227"], micro_batch=1, gradient_accum_steps=64, cuda_graphs=1,
+         moe_dispatcher=0, ep_overlap=0)
+    # mg0116, Llama 3.1 405B NVFP4 on 256 GB200 (26.02.01): t4 p16 v4 with a local
+    # full-iteration graph; mg0119, FP8 on 256 GB300: t2 p8 c2 v4, TP overlap, no graphs.
+    _has(gb["mg0116"], tensor_parallel=4, pipeline_parallel=16, virtual_stages=4,
+         cuda_graphs=2, tp_overlap=0, precision=3)
+    _has(gb["mg0119"], tensor_parallel=2, context_parallel=2, cuda_graphs=0, tp_overlap=1)
+    for label in ("mb0112", "mb0199", "mb0228", "mb0227"):
+        assert any("legacy preset of the row's era" in n for n in bridge[label].notes), label
+    # GB300 Llama 3 70B in 26.02.01: no stored preset has the printed layout; the CSV's
+    # columns stand (and the listed mismatch).
+    assert any("another layout" in n for n in gb["mg0111"].notes)
+
+
 def test_bridge_gb200_25_09_rows_by_hand():
     """25.09's DGX-GB200 rows take the 25.09-era scripts' settings (BRIDGE_2509 at
     27dfb3df), the primary figure FP8 current scaling and the one in parentheses MXFP8,
