@@ -116,15 +116,19 @@ beside the rows that use it):
   the 25.09-era performance scripts, ``BRIDGE_2509`` (the source and how it is dated
   there), fed to the same readers as the later releases' recipe columns: the DGX-H100
   and DGX-B200 rows, and the DGX-GB200 ones (keyed by the figure, primary or in
-  parentheses, where the script branches on the FP8 recipe).  25.11's Blackwell rows
-  ran presets of its release branch, which the index does not hold: not expressed.
+  parentheses, where the script branches on the FP8 recipe).
+* Megatron-Bridge 25.11: the r0.2.0 performance scripts' presets (``BRIDGE_2511``, by
+  row id: the sources and how they are dated there), where one has the row's layout
+  (or differs only in its micro-batch or global batch, listed); the Blackwell rows
+  whose layout no stored preset has are not expressed (``BRIDGE_2511_UNMATCHED``).
 * Megatron-Bridge rows whose recipe columns the CSV read from a later recipe than the
   one their release ran: DeepSeek-V3 on B200 at t1 p16 e8 and Qwen3-235B on B200 at t1
-  p8 e8 before 26.06, and the MXFP8 rows of DeepSeek-V3, Qwen3-30B-A3B and
-  Qwen3-235B-A22B on GB300, GB200 and B300 in 26.02-26.04.01 (whose newest recipes run
-  the full-iteration graphs of 26.06), are read at the presets of their own era
+  p8 e8 before 26.06, the MXFP8 rows of DeepSeek-V3, Qwen3-30B-A3B and Qwen3-235B-A22B
+  on GB300, GB200 and B300 in 26.02-26.04.01 (whose newest recipes run the
+  full-iteration graphs of 26.06), and the rows of 26.02-26.06 whose newest recipe has
+  another layout than the published one, are read at the presets of their own era
   (``BRIDGE_DEEPSEEK_B200_P16``, ``BRIDGE_QWEN3_235B_B200_PRE_2606``,
-  ``BRIDGE_GB_PRE_2606``: the sources and how they are dated there).
+  ``BRIDGE_GB_PRE_2606``, ``BRIDGE_ERA``: the sources and how they are dated there).
 * Megatron-Bridge batch cells that contradict each other: a row whose published
   gradient-accumulation count is not GBS / (MBS x DP) (the CSV's ``note``, "stated GA
   g != GBS/(MBS*DP) = m") has a wrong batch cell; where the recipe for its layout
@@ -1039,8 +1043,9 @@ def _recipe(row: Mapping[str, str]) -> Mapping[str, str]:
     """The row with 25.09's recipe settings (``BRIDGE_2509``) filled in, those of the
     DeepSeek-V3 B200 t1 p16 e8 preset (``BRIDGE_DEEPSEEK_B200_P16``) for its rows, those
     of the Qwen3-235B B200 preset before 26.06 (``BRIDGE_QWEN3_235B_B200_PRE_2606``) for
-    its rows, and those of the GB300, GB200 and B300 MoE presets before 26.06
-    (``BRIDGE_GB_PRE_2606``) for theirs."""
+    its rows, those of the GB300, GB200 and B300 MoE presets before 26.06
+    (``BRIDGE_GB_PRE_2606``) for theirs, and by row id those of 25.11's presets
+    (``BRIDGE_2511``) and of other eras' (``BRIDGE_ERA``)."""
     release = row["release"].strip()
     layout = (row["tp"].strip(), row["pp"].strip(), row["ep"].strip())
     if (row["model"].strip().startswith("DeepSeekV3") and row["system"].strip() == "DGX-B200"
@@ -1498,10 +1503,12 @@ def _bridge_gb_release(row: Mapping[str, str]) -> Cell:
         return approx("recipe settings read from the 25.09-era performance scripts "
                       f"(Megatron-Bridge {BRIDGE_2509_COMMIT[:8]}), not from the release "
                       "branch")
-    if release == (25, 11):
-        return _bridge_release(row) if row["row_id"] in BRIDGE_2511 else Missing(
-            "25.11: no stored preset of the release has the row's layout (it ran the "
-            "layout given on the command line, with settings not documented)")
+    if release == (25, 11) and row["row_id"] in BRIDGE_2511:
+        return _bridge_release(row)
+    if release == (25, 11) and row["row_id"] in BRIDGE_2511_UNMATCHED:
+        return Missing("25.11: no stored preset of the release has the row's layout (it "
+                       "ran the layout given on the command line, with settings not "
+                       "documented)")
     if release < (26, 2):
         return Missing(f"{row['release'].strip()}: the release's recipe was not read (its "
                        "configs live on a release branch the search index does not hold)")
