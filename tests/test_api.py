@@ -314,14 +314,17 @@ def test_batches_of_one_size_class_share_a_compiled_program():
     assert counts[1] == counts[0] and counts[2] == counts[1] + 1
 
 
+@pytest.mark.parametrize("shared", [False, True])
 @pytest.mark.parametrize("name", ["seed", "refined", "toy"])
 def test_apply_rows_calls_an_elementwise_model_once_and_gives_each_rows_numbers(
-        name, monkeypatch):
+        name, shared, monkeypatch):
     """Model.apply_rows runs a model that declares on_host (elementwise over a batch)
-    once on the batch, never through vmap, and anything else through vmap; either way
-    each row's outputs are its own configuration's, with some inputs columns and the
-    rest scalars every row shares: those of the NumPy evaluation on the host (for the
-    toy, which does not run there, of vmap's one configuration at a time)."""
+    once on the batch when every input is a column, never through vmap; with some
+    inputs scalars every row shares (a sweep's fixed inputs), and for any other model,
+    through vmap (the refined model stacks per-pass values whose shapes must agree, and
+    vmap computes the shared inputs' part once).  Either way each row's outputs are its
+    own configuration's: those of the NumPy evaluation on the host (for the toy, which
+    does not run there, of vmap's one configuration at a time)."""
     from jaxmodel.api import evaluate_on_host
     from tests.models.test_model_contract import TOY
     from tests.test_xla_options import random_inputs
@@ -333,20 +336,20 @@ def test_apply_rows_calls_an_elementwise_model_once_and_gives_each_rows_numbers(
     # every other input shared by all rows (a scalar), as a sweep's fixed inputs are;
     # the pairs of an ordering rule (an FP8 peak at least the bf16 one) stay columns
     ordered = {k for pair in model.at_least for k in pair}
-    shared = [i % 2 == 1 and k not in ordered for i, k in enumerate(names)]
-    x = model.inputs_type(*(np.float64(columns[k][0]) if one else columns[k]
-                            for one, k in zip(shared, names, strict=True)))
+    one = [shared and i % 2 == 1 and k not in ordered for i, k in enumerate(names)]
+    x = model.inputs_type(*(np.float64(columns[k][0]) if o else columns[k]
+                            for o, k in zip(one, names, strict=True)))
     with computing():
         if model.on_host:
             want = evaluate_on_host(model, **x._asdict())
         else:
-            axes = type(x)(*(None if one else 0 for one in shared))
+            axes = type(x)(*(None if o else 0 for o in one))
             want = jax.jit(jax.vmap(model.apply, in_axes=(axes,)))(x)
         calls = []
         real_vmap = jax.vmap
         monkeypatch.setattr(jax, "vmap", lambda *a, **k: calls.append(1) or real_vmap(*a, **k))
         got = jax.jit(lambda x: model.apply_rows(x, n))(x)
-    assert bool(calls) == (not model.on_host)
+    assert bool(calls) == (shared or not model.on_host)
     for field, a, b in zip(model.outputs, want, got, strict=True):
         a, b = np.asarray(a), np.asarray(b)
         assert a.shape == b.shape == (n,) and a.dtype == b.dtype, field.name

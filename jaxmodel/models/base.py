@@ -185,20 +185,24 @@ class Model:
 
         ``x`` is an ``inputs_type`` whose fields are columns of ``rows`` values or
         scalars (an input every row shares).  A model that declares ``on_host`` is
-        elementwise over a batch, so ``fun`` runs once on the columns as they are, and
-        each result is broadcast to ``rows``; any other model is ``jax.vmap``-ed over
-        them.  Same numbers either way (rows never meet); the direct call skips
-        vmap's batching of every operation, which halved the refined model's trace
-        (0.9 -> 0.46 s for 64 rows; its compile 3.7 -> 3.3 s; bench/README.md).
-        ``fun`` returns a pytree of per-configuration values (the outputs, or a
-        sensitivity kernel's columns).
+        elementwise over a batch, so where every input is a column (``evaluate``,
+        sensitivities, calibration) ``fun`` runs once on the columns, as on the host,
+        and each result is broadcast to ``rows``; the direct call skips vmap's batching
+        of every operation, which halved the refined model's trace (0.9 -> 0.46 s for
+        64 rows; its compile 3.7 -> 3.3 s; bench/README.md).  Where some inputs are
+        scalars (a sweep's fixed inputs) it is ``jax.vmap``-ed, which computes what
+        depends on them alone once, not per row (broadcasting them to columns instead
+        cost a sweep of the default axes 27% of its rate), and so is any other model.
+        Same numbers either way (rows never meet).  ``fun`` returns a pytree of
+        per-configuration values (the outputs, or a sensitivity kernel's columns).
         """
         from jaxmodel.deferred import jax, jnp
 
         fun = self.apply if fun is None else fun
-        if self.on_host:
+        columns = [bool(jnp.ndim(v)) for v in x]
+        if self.on_host and all(columns):
             return jax.tree_util.tree_map(lambda v: jnp.broadcast_to(v, (rows,)), fun(x))
-        axes = type(x)(*(0 if jnp.ndim(v) else None for v in x))
+        axes = type(x)(*(0 if c else None for c in columns))
         return jax.vmap(fun, in_axes=(axes,), axis_size=rows)(x)
 
     def term(self, name: str) -> Term:
