@@ -40,15 +40,11 @@ class Extra:
     """Extra per-row columns computed on the device with the model.
 
     ``kernel(inputs) -> dict[name, scalar]`` for one configuration (vmapped by
-    the engine); ``columns`` describes them.  ``elementwise``: the kernel is
-    elementwise over a batch, as the model's ``apply`` of a model that declares
-    ``on_host`` is, so the engine calls it once on the batch
-    (``Model.apply_rows``); False: it is vmapped (a per-row solve's loop).
+    the engine); ``columns`` describes them.
     """
 
     kernel: Callable[[Any], dict[str, Any]]
     columns: tuple[Column, ...]
-    elementwise: bool = False
 
 
 def _compact(out: dict[str, jax.Array], keep: jax.Array):
@@ -310,10 +306,7 @@ class Plan:
         y = self.model.apply_rows(x, rows)
         cols = self._columns(ids, x, y, jnp)
         for extra in self.extras:
-            if extra.elementwise:
-                cols.update(self.model.apply_rows(x, rows, extra.kernel))
-            else:
-                cols.update(jax.vmap(extra.kernel, in_axes=(batch_axes(x),), axis_size=rows)(x))
+            cols.update(jax.vmap(extra.kernel, in_axes=(batch_axes(x),), axis_size=rows)(x))
         return cols
 
     def _columns(self, ids, x, y, xp) -> dict[str, Any]:

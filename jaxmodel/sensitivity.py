@@ -262,8 +262,8 @@ def _derivatives(values, x, names):
                             (jnp.ones_like(v0),))
             out.append(dy)
         return out
-    # (Broadcast together: over a batch, Model.apply_rows, an input may be a
-    # column or a scalar every row shares.)
+    # (Over a batch of columns, Model.apply_rows, each input and its tangent
+    # carry the rows' axis after the inputs' one.)
     v0 = jnp.stack(jnp.broadcast_arrays(*[getattr(x, w) for w in names]))
     rows = (1,) * (v0.ndim - 1)
 

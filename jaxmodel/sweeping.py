@@ -36,9 +36,7 @@ def extras_for(spec: SweepSpec, x64: bool) -> list[Extra]:
     if spec.sensitivity is not None:
         columns = tuple(float_column(name, float_type, unit, doc) for name, unit, doc
                         in sensitivity_column_info(spec.model, *spec.sensitivity))
-        # (elementwise where the model is: its derivatives are, rows never meet)
-        extras.append(Extra(sensitivity_kernel(spec.model, *spec.sensitivity), columns,
-                            elementwise=spec.model.on_host))
+        extras.append(Extra(sensitivity_kernel(spec.model, *spec.sensitivity), columns))
     if spec.solve is not None:
         from jaxmodel.solving import check_representable
 
