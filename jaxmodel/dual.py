@@ -259,6 +259,14 @@ def _round(a, decimals=0, out=None):
     return np.rint(a)
 
 
+def _broadcast_to(array, shape, **kwargs):
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    out = np.broadcast_to(primal(array), shape, **kwargs)
+    if not isinstance(array, Dual):
+        return out
+    return Dual(out, _tangent(array, array.tangent.shape[0], shape))
+
+
 def _like(func):
     def rule(a, *args, **kwargs):
         return func(primal(a), *args, **kwargs)
@@ -270,6 +278,7 @@ _FUNCTIONS = {
     np.select: _select,
     np.stack: _joined(np.stack),
     np.concatenate: _joined(np.concatenate),
+    np.broadcast_to: _broadcast_to,
     np.clip: _clip,
     np.round: _round,
     np.around: _round,

@@ -319,12 +319,12 @@ def test_batches_of_one_size_class_share_a_compiled_program():
 def test_apply_rows_calls_an_elementwise_model_once_and_gives_each_rows_numbers(
         name, shared, monkeypatch):
     """Model.apply_rows runs a model that declares on_host (elementwise over a batch)
-    once on the batch when every input is a column, never through vmap; with some
-    inputs scalars every row shares (a sweep's fixed inputs), and for any other model,
-    through vmap (the refined model stacks per-pass values whose shapes must agree, and
-    vmap computes the shared inputs' part once).  Either way each row's outputs are its
-    own configuration's: those of the NumPy evaluation on the host (for the toy, which
-    does not run there, of vmap's one configuration at a time)."""
+    once on the batch, never through vmap, whether every input is a column or some
+    are scalars every row shares (a sweep's fixed inputs: the refined model's stacks
+    of per-pass values must then still agree in shape); any other model through vmap.
+    Either way each row's outputs are its own configuration's: those of the NumPy
+    evaluation on the host (for the toy, which does not run there, of vmap's one
+    configuration at a time)."""
     from jaxmodel.api import evaluate_on_host
     from tests.models.test_model_contract import TOY
     from tests.test_xla_options import random_inputs
@@ -349,7 +349,7 @@ def test_apply_rows_calls_an_elementwise_model_once_and_gives_each_rows_numbers(
         real_vmap = jax.vmap
         monkeypatch.setattr(jax, "vmap", lambda *a, **k: calls.append(1) or real_vmap(*a, **k))
         got = jax.jit(lambda x: model.apply_rows(x, n))(x)
-    assert bool(calls) == (shared or not model.on_host)
+    assert bool(calls) == (not model.on_host)
     for field, a, b in zip(model.outputs, want, got, strict=True):
         a, b = np.asarray(a), np.asarray(b)
         assert a.shape == b.shape == (n,) and a.dtype == b.dtype, field.name

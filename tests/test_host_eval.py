@@ -98,7 +98,8 @@ def test_dual_rules_are_jaxs_on_kinks_and_branches():
                 + xp.where(x > y, x * y, y / (1.0 + x * x)) + abs(x) + x ** 2 + y ** 0.5
                 + xp.floor(x * 1.7) + xp.round(y * 2.3) + xp.mod(x + 7.0, 2.0)
                 + xp.select([x < 0, x < 2], [x * 3.0, y], 1.0)
-                + xp.stack([x, y])[1] * xp.concatenate([x, y])[:6])
+                + xp.stack([x, y])[1] * xp.concatenate([x, y])[:6]
+                + xp.broadcast_to(x[2] * y[3], (6,)) + xp.broadcast_to(y, 6))
 
     with jax.enable_x64(True):
         for direction in ((1.0, 0.0), (0.0, 1.0)):

@@ -83,9 +83,11 @@ class Model:
         rates, bandwidths, capacities, achieved efficiencies): what
         ``best --sensitivity`` and ``plan --sensitivity`` weigh by default.
       on_host: ``apply`` calls only ``jnp`` and ``jax.lax.stop_gradient`` from
-        ``jaxmodel.deferred`` and is elementwise over a batch, so NumPy can run
-        it (``jaxmodel.api.evaluate_on_host``: one configuration for a person,
-        without a compile); False: every evaluation goes through jax.
+        ``jaxmodel.deferred`` and is elementwise over a batch whose inputs are
+        columns or scalars every row shares, so NumPy can run it
+        (``jaxmodel.api.evaluate_on_host``: one configuration for a person,
+        without a compile) and jax runs it without vmap (``apply_rows``);
+        False: every evaluation goes through jax, vmapped.
     """
 
     name: str
@@ -184,25 +186,24 @@ class Model:
         """``fun`` (default ``apply``) over a batch of ``rows`` configurations, traced by jax.
 
         ``x`` is an ``inputs_type`` whose fields are columns of ``rows`` values or
-        scalars (an input every row shares).  A model that declares ``on_host`` is
-        elementwise over a batch, so where every input is a column (``evaluate``,
-        sensitivities, calibration) ``fun`` runs once on the columns, as on the host,
-        and each result is broadcast to ``rows``; the direct call skips vmap's batching
-        of every operation, which halved the refined model's trace (0.9 -> 0.46 s for
-        64 rows; its compile 3.7 -> 3.3 s; bench/README.md).  Where some inputs are
-        scalars (a sweep's fixed inputs) it is ``jax.vmap``-ed, which computes what
-        depends on them alone once, not per row (broadcasting them to columns instead
-        cost a sweep of the default axes 27% of its rate), and so is any other model.
-        Same numbers either way (rows never meet).  ``fun`` returns a pytree of
-        per-configuration values (the outputs, or a sensitivity kernel's columns).
+        scalars (an input every row shares, as a sweep's fixed inputs are).  A model
+        that declares ``on_host`` is elementwise over a batch (the host path runs it
+        on whole columns), so ``fun`` runs once on ``x`` as it is, and each result is
+        broadcast to ``rows``: the direct call skips vmap's batching of every
+        operation, and what depends on scalars alone stays a scalar, computed once
+        (as vmap does).  Measured on the refined model (bench/README.md): trace 0.9
+        -> 0.46 s for 64 rows of columns; the engine's DeepSeek-V3 ``best`` cold
+        15.0 -> 11.7 s, its sweep rate over the default axes 0.95x.  Any other model
+        is ``jax.vmap``-ed.  Same numbers either way (rows never meet).  ``fun``
+        returns a pytree of per-configuration values (the outputs, or a sensitivity
+        kernel's columns).
         """
         from jaxmodel.deferred import jax, jnp
 
         fun = self.apply if fun is None else fun
-        columns = [bool(jnp.ndim(v)) for v in x]
-        if self.on_host and all(columns):
+        if self.on_host:
             return jax.tree_util.tree_map(lambda v: jnp.broadcast_to(v, (rows,)), fun(x))
-        axes = type(x)(*(0 if c else None for c in columns))
+        axes = type(x)(*(0 if jnp.ndim(v) else None for v in x))
         return jax.vmap(fun, in_axes=(axes,), axis_size=rows)(x)
 
     def term(self, name: str) -> Term:

@@ -983,10 +983,25 @@ def host_paced_seconds(x, eager_layer_kernels, eager_moe_kernels, launch_s,
     return dropless(x) * total
 
 
-def _passes(gemm, m, n, k):
+def batch_shape(x):
+    """The shape of a batch of configurations ``x`` (``RefinedInputs`` whose fields
+    are scalars or columns, ``Model.apply_rows``): () for one configuration."""
+    fields = x if isinstance(x, tuple) else vars(x).values()
+    return jnp.broadcast_shapes(*(jnp.shape(v) for v in fields))
+
+
+def _stack(parts, shape):
+    """``parts`` stacked on a leading axis, each broadcast to the batch ``shape``
+    first: a stack of passes is ``[passes, *batch]`` whichever inputs its parts
+    depend on, so that stacks concatenate, index and meet a batch's columns
+    (a switch's ``where``) alike when some inputs are scalars every row shares."""
+    return jnp.stack([jnp.broadcast_to(v, shape) for v in parts])
+
+
+def _passes(gemm, m, n, k, shape=()):
     """Forward ``[m, k] x [k, n]``, input gradient ``[m, n] x [n, k]`` and weight
-    gradient ``[k, m] x [m, n]`` seconds of one GEMM."""
-    return jnp.stack([gemm(m, n, k), gemm(m, k, n), gemm(k, n, m)])
+    gradient ``[k, m] x [m, n]`` seconds of one GEMM, stacked (``_stack``)."""
+    return _stack([gemm(m, n, k), gemm(m, k, n), gemm(k, n, m)], shape)
 
 
 def tile_padded_rows(groups, m):
@@ -999,7 +1014,8 @@ def tile_padded_rows(groups, m):
     return exact + jax.lax.stop_gradient(padded - exact)
 
 
-def _grouped_passes(gemm, groups, m, n, k, hbm_rate, accumulate_bytes, accumulate=1.0):
+def _grouped_passes(gemm, groups, m, n, k, hbm_rate, accumulate_bytes, accumulate=1.0,
+                    shape=()):
     """The three passes of a grouped GEMM: ``groups`` GEMMs of ``m`` rows each.
 
     The groups' tiles fill the GPU together (Transformer Engine's
@@ -1023,7 +1039,7 @@ def _grouped_passes(gemm, groups, m, n, k, hbm_rate, accumulate_bytes, accumulat
     dgrad = gemm(rows, k, n) + weights
     wgrad = (gemm(groups * k, n, m) + weights
              + accumulate * wgrad_accumulate_seconds(groups * n * k, accumulate_bytes, hbm_rate))
-    return jnp.stack([fwd, dgrad, wgrad])
+    return _stack([fwd, dgrad, wgrad], shape)
 
 
 def wgrad_accumulate_seconds(elements, accumulate_bytes, hbm_rate):
@@ -1065,8 +1081,10 @@ def layer_gemm_seconds(x, tokens, gemm, hbm_rate, mixer=None, ffn_share=None, ro
     h, t, a, kv, dh = x.hidden_dim, x.tensor_parallel, x.num_heads, x.num_kv_heads, head_dim(x)
     w, f, fe = x.mlp_weight_matrices, x.ffn_hidden_dim, x.moe_ffn_hidden_dim
 
+    shape = batch_shape(x)
+
     def p(n, k, m=tokens):
-        return _passes(gemm, m, n, k)
+        return _passes(gemm, m, n, k, shape)
 
     gqa = p((a * dh + 2.0 * kv * dh) / t, h) + p(h, a * dh / t)
     rq, rkv, dr = x.q_lora_rank, x.kv_lora_rank, x.qk_rope_dim
@@ -1108,8 +1126,9 @@ def routed_passes(x, tokens, gemm, hbm_rate):
     gb = x.grad_buffer_bytes
     on = x.grad_buffer_traffic
     d = routed_width(x)
-    return (_grouped_passes(gemm, groups, rows, (w - 1.0) * fe / etp, d, hbm_rate, gb, on),
-            _grouped_passes(gemm, groups, rows, d, fe / etp, hbm_rate, gb, on))
+    shape = batch_shape(x)
+    return (_grouped_passes(gemm, groups, rows, (w - 1.0) * fe / etp, d, hbm_rate, gb, on, shape),
+            _grouped_passes(gemm, groups, rows, d, fe / etp, hbm_rate, gb, on, shape))
 
 
 def expert_gemm_kernel_seconds(x, routed):
