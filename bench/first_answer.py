@@ -47,6 +47,8 @@ COMMANDS = {
     "sensitivity --of step_time_ms": (["sensitivity", *REFINED_70B, "--of", "step_time_ms"],
                                       10.0, None, 3.0),
     "best (DeepSeek-V3)": (["best", *DEEPSEEK], 15.0, 4.0, None),
+    # a new user's first search: the 70B's 516 default layouts (not in the list)
+    "best (Llama 3 70B)": (["best", *REFINED_70B], 15.0, 4.0, None),
     "validate": (["validate"], 20.0, None, None),
     "validate --all": (["validate", "--all"], 20.0, None, None),
 }

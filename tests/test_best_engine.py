@@ -146,7 +146,9 @@ def test_the_plan_shards_a_candidate_table_over_the_mesh(monkeypatch):
 def test_a_search_folds_what_it_ranks_and_fills_the_winners_on_the_host(monkeypatch):
     # The reducer's state holds the ranked, grouped and Pareto columns only;
     # every other column of the winners comes from one NumPy evaluation of
-    # their inputs (Plan.widen), checked here against jax's evaluate.
+    # their inputs (Plan.widen), checked here against jax's evaluate.  (With
+    # the filter first, as a search of more than Plan.FILTER_FIRST_ROWS runs.)
+    monkeypatch.setattr(Plan, "FILTER_FIRST_ROWS", 0)
     plans = spy_plans(monkeypatch)
     r = search(SEED, VALUES, chunk=64, **QUESTION)
     (plan,) = plans
@@ -167,9 +169,16 @@ def test_a_search_folds_what_it_ranks_and_fills_the_winners_on_the_host(monkeypa
 
 def test_the_filter_first_gives_the_rows_of_the_whole_chunk(monkeypatch, one_device):
     # Plan.filter_first (the filter over every row, the ranked columns over
-    # the kept ones, block by block) against the plain step over whole chunks.
-    monkeypatch.setattr(Plan, "filter_first", property(lambda self: 0))
-    assert rows_of(search(SEED, VALUES, chunk=64, **QUESTION)) == one_device
+    # the kept ones, block by block), which a search of more than
+    # Plan.FILTER_FIRST_ROWS runs, against the plain step over whole chunks,
+    # which this small one runs by default.
+    plans = spy_plans(monkeypatch)
+    plain = rows_of(search(SEED, VALUES, chunk=64, **QUESTION))
+    assert plans[-1].filter_first == 0
+    monkeypatch.setattr(Plan, "FILTER_FIRST_ROWS", 0)
+    first = rows_of(search(SEED, VALUES, chunk=64, **QUESTION))
+    assert plans[-1].filter_first == 64 // 16
+    assert first == plain == one_device
 
 
 @pytest.mark.slow

@@ -134,7 +134,10 @@ def test_refined_model_is_searched_too():
     assert result.top["config_id"][0] == int(np.argmax(metric))
 
 
-def test_chunking_changes_nothing_and_compiles_once():
+@pytest.mark.parametrize("filter_first", [False, True])
+def test_chunking_changes_nothing_and_compiles_once(filter_first, monkeypatch):
+    from jaxmodel.program import Plan
+
     traces, host_calls = [], []
 
     def counting_apply(x):
@@ -143,13 +146,16 @@ def test_chunking_changes_nothing_and_compiles_once():
 
     model = dataclasses.replace(SEED, apply=counting_apply)
     whole = search(SEED, QUESTION, global_batch=96, top=20, allow_idle=True)
+    if filter_first:  # as a search of more than Plan.FILTER_FIRST_ROWS runs
+        monkeypatch.setattr(Plan, "FILTER_FIRST_ROWS", 0)
     chunked = search(model, QUESTION, global_batch=96, top=20, allow_idle=True, chunk=16)
     assert chunked.chunks > 5 and whole.chunks == 1
-    # three traces: one for the column dtypes (eval_shape), two in the single
-    # compile (the filter over every row, then the ranked columns of the kept
-    # rows: Plan.filter_first); none per chunk; and one NumPy call for the
-    # winners' other columns (the search folds only what it ranks by: Plan.widen)
-    assert len(traces) == 3
+    # one trace for the column dtypes (eval_shape), then in the single compile
+    # one for every row (a search this small) or two (the filter over every
+    # row, then the ranked columns of the kept rows: Plan.filter_first); none
+    # per chunk; and one NumPy call for the winners' other columns (the search
+    # folds only what it ranks by: Plan.widen)
+    assert len(traces) == (3 if filter_first else 2)
     assert len(host_calls) == 1
     for k, v in whole.top.items():
         np.testing.assert_array_equal(chunked.top[k], v, err_msg=k)
