@@ -497,8 +497,11 @@ def test_num_sms_is_stepped_its_slope_never_ranked():
     assert "num_sms" not in continuous_inputs(refined)
     s = jaxmodel.sensitivities(of=["step_time_ms"], wrt=["num_sms"], kind="gradient",
                                x64=True, model=refined)
-    here = jaxmodel.evaluate(refined, x64=True).step_time_ms
-    there = jaxmodel.evaluate(refined, x64=True, num_sms=133).step_time_ms
+    # (the reference on the host, in NumPy: tests/test_host_eval.py holds it to jax's)
+    from jaxmodel.api import evaluate_on_host
+
+    here = evaluate_on_host(refined).step_time_ms
+    there = evaluate_on_host(refined, num_sms=133).step_time_ms
     assert float(s.stepped_to["num_sms"]) == 133
     assert float(s.gradient("step_time_ms", "num_sms")) == pytest.approx(
         float(there - here), rel=1e-9, abs=1e-12)
