@@ -17,6 +17,8 @@ import importlib
 from importlib.metadata import version as _version
 from typing import TYPE_CHECKING
 
+from jaxmodel.xla_options import guard_cpu_scheduler
+
 # Each public name and the module it lives in.  They are imported on first use
 # (PEP 562), so that ``import jaxmodel.cli`` -- and with it ``jaxmodel --help``,
 # ``jaxmodel presets`` and every one-line input error -- never imports jax
@@ -81,6 +83,10 @@ if TYPE_CHECKING:
     from jaxmodel.spec import SweepSpec, load_spec, parse_spec
     from jaxmodel.sweeping import sweep
     from jaxmodel.verdicts import BOTTLENECKS, REGIMES
+
+# XLA's CPU scheduler that computed wrong elements (jaxmodel.xla_options): off
+# before jax's backend starts.
+guard_cpu_scheduler()
 
 # One source of the version, pyproject.toml (the sweep metadata reads it there too).
 __version__ = _version("jaxmodel")

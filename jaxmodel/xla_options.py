@@ -93,3 +93,30 @@ def quick_jit(**jit_kwargs):
         return call
 
     return decorate
+
+
+# XLA's CPU backend, with more than one thread, computed some elements of a
+# program wrong when its concurrency-optimised scheduler (BFS order) was on:
+# the refined model's float32 sensitivities over the 19,584 rows of
+# tests/test_sensitivity_float32.py's preset grid came back 0.1-1.7 % off
+# float64 in about 40 columns (d hfu_percent / d tensor_parallel on
+# nemotron3-super at A100 40 GB: -20.0444 against -20.0190), where the same
+# program pinned to one core, the same rows in any smaller batch, NumPy in
+# float32 and XLA's DFS scheduler all agree to 7 digits (jax 0.10.2, quick
+# options; issue 24's notes).  Passed as a compile option it did not take
+# effect; XLA reads it from XLA_FLAGS when the backend starts.
+SAFE_CPU_FLAG = "--xla_cpu_enable_concurrency_optimized_scheduler=false"
+
+
+def guard_cpu_scheduler(environ=None) -> None:
+    """Add :data:`SAFE_CPU_FLAG` to ``XLA_FLAGS`` unless it names the option
+    already (a caller's own choice stands).  Called on ``import jaxmodel``; it
+    takes effect if jax's backend has not started yet, the usual case.  The
+    flag is the CPU's only (GPU and TPU backends ignore it)."""
+    import os
+
+    environ = os.environ if environ is None else environ
+    flags = environ.get("XLA_FLAGS", "")
+    name = SAFE_CPU_FLAG.split("=")[0]
+    if name not in flags:
+        environ["XLA_FLAGS"] = f"{flags} {SAFE_CPU_FLAG}".strip()

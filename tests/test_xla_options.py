@@ -1,6 +1,10 @@
 """The quick compile options for short programs (jaxmodel.xla_options) change no output
 beyond its last bits (an FMA contracted or not)."""
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -8,7 +12,14 @@ import jaxmodel
 from jaxmodel.api import batched, resolve_inputs
 from jaxmodel.deferred import jax
 from jaxmodel.precision import computing
-from jaxmodel.xla_options import QUICK_OPTIONS, QUICK_ROWS, compiler_options, quick_options
+from jaxmodel.xla_options import (
+    QUICK_OPTIONS,
+    QUICK_ROWS,
+    SAFE_CPU_FLAG,
+    compiler_options,
+    guard_cpu_scheduler,
+    quick_options,
+)
 
 
 def random_inputs(model, n: int, seed: int) -> dict[str, np.ndarray]:
@@ -78,3 +89,32 @@ def test_options_by_size_and_backend():
     assert jax.default_backend() != "cpu" or quick == QUICK_OPTIONS
     assert compiler_options(QUICK_ROWS) == (quick or None)
     assert compiler_options(QUICK_ROWS + 1) is None
+
+
+def test_the_cpu_scheduler_flag_joins_xla_flags_unless_the_caller_chose():
+    """The flag that keeps XLA's CPU backend from computing wrong elements
+    (jaxmodel.xla_options.SAFE_CPU_FLAG) is added to what XLA_FLAGS holds; a
+    caller's own setting of the same option stands."""
+    env = {}
+    guard_cpu_scheduler(env)
+    assert env["XLA_FLAGS"] == "--xla_cpu_enable_concurrency_optimized_scheduler=false"
+    env = {"XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
+    guard_cpu_scheduler(env)
+    assert env["XLA_FLAGS"] == ("--xla_force_host_platform_device_count=4 "
+                                "--xla_cpu_enable_concurrency_optimized_scheduler=false")
+    guard_cpu_scheduler(env)  # once
+    assert env["XLA_FLAGS"].count("concurrency_optimized") == 1
+    mine = {"XLA_FLAGS": "--xla_cpu_enable_concurrency_optimized_scheduler=true"}
+    guard_cpu_scheduler(mine)
+    assert mine["XLA_FLAGS"] == "--xla_cpu_enable_concurrency_optimized_scheduler=true"
+
+
+def test_importing_jaxmodel_sets_the_flag_before_jax_starts():
+    """In a fresh process without XLA_FLAGS, ``import jaxmodel`` sets the flag and
+    XLA accepts it (an unknown flag would abort the backend's start)."""
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    code = ("import os, jaxmodel, jax; jax.numpy.zeros(1).block_until_ready(); "
+            "print(os.environ['XLA_FLAGS'])")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, check=True, timeout=120)
+    assert out.stdout.split() == [SAFE_CPU_FLAG]
