@@ -271,3 +271,23 @@ def test_nemotron3_nano_mixer_layers_run_at_the_host_pace_by_hand():
     # Nemotron-H style (no experts): no sync, nothing paced.
     x.num_experts = 1.0
     assert float(mamba.paced_layer_share(x)) == 0.0
+
+
+def test_the_ssd_scan_rate_reproduces_its_h100_measurement():
+    # vLLM PR 27299's H100 microbenchmark of mamba_chunk_scan_combined: 128 heads of 64,
+    # 1 group, state 128, chunk 256, median 1.18e7 tokens/s.  By hand at that shape:
+    # FLOPs 2 x 1 x 256 x 128 + 128 x (2 x 256 x 64 + 4 x 128 x 64) = 8,454,144 a token;
+    # bytes 2 x (8,448 + 8,192) bf16 + 8 x 128 x 64 x 128 / 256 fp32 states = 66,048.
+    x = _small(**mamba.SSD_MEASURED_SHAPE)
+    assert float(mamba.scan_flops_per_token(x)) == 8_454_144
+    assert float(mamba.scan_bytes_per_token(x)) == 66_048
+    # The scan's FLOPs at the measured fraction of the H100 preset's bf16 peak, plus
+    # its bytes at the preset's HBM rate, give the measured rate back (to the
+    # fraction's three digits).
+    h100 = get_preset("gpu", "h100-sxm").values
+    peak = h100["compute_tflops"] * 1e12
+    hbm = h100["hbm_bandwidth_tb_s"] * 1e12 * h100["hbm_efficiency"]
+    seconds = mamba.scan_seconds(8_454_144, peak) + 66_048 / hbm
+    assert 1.0 / seconds == pytest.approx(1.18e7, rel=2e-3)
+    # A quarter of the fused-attention rate the scan was taken at before.
+    assert mamba.SSD_PEAK_FRACTION == 0.137 < h100["attention_efficiency"] / 3

@@ -456,11 +456,11 @@ def layer_times(x, g) -> LayerTimes:
     # checkpoint_core_attention); FlashAttention's own backward recomputes QK^T.
     attn_recompute_s = (full + selective + 0.5 * flash) * attn_fwd_s
     # A hybrid model's SSD scan (mamba.scan_flops_per_token) in its share of the
-    # layers, at the fused attention kernel's rate; backward twice the forward,
-    # again in full recompute.
+    # layers, at the SSD kernels' measured rate (mamba.SSD_PEAK_FRACTION);
+    # backward twice the forward, again in full recompute.
     hybrid = mamba.hybrid(x)
-    scan_fwd_s = mamba.mamba_share(x) * flash_attention_seconds(
-        x, tok * mamba.scan_flops_per_token(x) / t, peak)
+    scan_fwd_s = mamba.mamba_share(x) * mamba.scan_seconds(
+        tok * mamba.scan_flops_per_token(x) / t, peak)
 
     # Memory-bound bytes of one layer's forward pass per GPU (backward twice).
     hidden_bytes = _HIDDEN_BYTES * tok * h / rep_split

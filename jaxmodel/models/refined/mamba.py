@@ -39,14 +39,13 @@ inner width, ``G`` groups of B and C, ``N`` state size, ``K`` conv width,
   (the inter-chunk recurrence, ``O(H N P / Q)``, is memory traffic).  Like
   the attention core it is model FLOPs outside the weight GEMMs; backward
   twice the forward.  The kernels (Triton, ``mamba_ssm``'s
-  ``mamba_chunk_scan_combined``) are tiled matmuls over ``Q x Q`` blocks
-  fused with their masking, as FlashAttention is over its score blocks, so
-  they run at the fused-attention kernel's efficiency
-  (``rates.flash_attention_seconds``).  This is an assumption: no per-FLOP
-  efficiency of the SSD kernels on H100 or B200 is published (the paper's
-  benchmarks, sec. 9.3, give wall-clock times against FlashAttention-2, which
-  does more FLOPs); at Nemotron-3 Nano's shapes the scan is 4% of a Mamba-2
-  layer's FLOPs, so a factor of two in its rate moves the layer by about that.
+  ``mamba_chunk_scan_combined``: five launches of small tiled matmuls over
+  ``Q x Q`` blocks and the chunk states) run at ``SSD_PEAK_FRACTION`` of the
+  bf16 peak, besides their bytes below: measured on one H100 (vLLM PR 27299,
+  ``ssd_peak_fraction``), 0.137, a quarter of what a fused-attention kernel
+  reaches there (the model took that rate before, having no measurement).  The
+  same fraction is taken on every GPU and for the backward pass (the same
+  Triton kernels; no measurement of either was found).
 * **Memory-bound bytes** (forward, per token, bf16; backward twice):
   the conv1d reads and writes ``d + 2 G N`` (4 bytes each), the gated
   RMSNorm reads ``y`` and ``z`` and writes its output (6 per ``d``), the
@@ -65,6 +64,8 @@ inner width, ``G`` groups of B and C, ``N`` state size, ``K`` conv width,
 """
 
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 from jaxmodel.deferred import jnp
 from jaxmodel.models.refined import moe
@@ -110,6 +111,33 @@ MAMBA_LAYER_KERNELS = 13.0 + 11.0 + SSD_BACKWARD_KERNELS + 2.0 * MAMBA_EAGER_KER
 HALF = 0.5
 # Bytes per element of the chunk states, written and read once (fp32).
 STATE_BYTES = 8.0
+
+
+# The SSD scan's rate, measured: vLLM PR 27299 (cyang49, 2025-10-25, "supporting
+# performance results on single H100"; RishiAstra's microbenchmark script):
+# mamba_ssm's Triton forward, mamba_chunk_scan_combined, at 128 heads of 64, one
+# group, state 128 (granite-4.0-h-small's shape) and the chunk of 256 ("matching
+# mamba config"), ran 1.206e7, 1.262e7, 1.292e7, 1.180e7, 1.107e7, 1.070e7 and
+# 1.082e7 tokens/s over 4,096-262,144 tokens (1,024 and 2,048: launch-bound, left
+# out); median 1.18e7.  ssd_peak_fraction takes off the time of the scan's bytes
+# (the model charges them as memory traffic, forward_bytes_per_token) at the H100
+# preset's HBM rate and divides the rest into the scan's FLOPs at H100's bf16 peak.
+SSD_MEASURED_TOKENS_S = 1.18e7
+SSD_MEASURED_SHAPE = dict(mamba_heads=128.0, mamba_head_dim=64.0, mamba_groups=1.0,
+                          mamba_state_dim=128.0, mamba_chunk_size=256.0)
+# H100 SXM: 989 TFLOP/s dense bf16 (datasheet), HBM 3.35 TB/s at the preset's
+# STREAM-measured 0.876 (jaxmodel.models.presets, h100-sxm).
+SSD_MEASURED_PEAK = 989e12
+SSD_MEASURED_HBM = 3.35e12 * 0.876
+
+
+def ssd_peak_fraction() -> float:
+    """The fraction of the bf16 peak the SSD scan kernels reach, from the
+    measurement above (the module doc): ``F / (peak (1 / rate - B / hbm))`` of
+    the scan's forward FLOPs ``F`` and bytes ``B`` per token at its shape."""
+    x = SimpleNamespace(**SSD_MEASURED_SHAPE)
+    flop_seconds = 1.0 / SSD_MEASURED_TOKENS_S - scan_bytes_per_token(x) / SSD_MEASURED_HBM
+    return float(scan_flops_per_token(x)) / (SSD_MEASURED_PEAK * flop_seconds)
 
 
 # The inputs a model without Mamba-2 layers does not use.
@@ -271,13 +299,26 @@ def scan_flops_per_token(x):
 def forward_bytes_per_token(x):
     """Memory-bound bytes of one Mamba-2 mixer's forward pass per token (module doc),
     all heads (divide by ``t`` for one GPU)."""
-    d = inner_width(x)
     conv = 2.0 * BF16 * conv_width(x)
-    gated_norm = 3.0 * BF16 * d
-    scan = BF16 * (conv_width(x) + d)
+    gated_norm = 3.0 * BF16 * inner_width(x)
+    return conv + gated_norm + scan_bytes_per_token(x)
+
+
+def scan_bytes_per_token(x):
+    """The SSD scan's bytes per token, all heads: ``x, B, C`` in and ``y`` out
+    (bf16) and the fp32 chunk states written and read (``8 H P N / Q``)."""
     states = (STATE_BYTES * x.mamba_heads * x.mamba_head_dim * x.mamba_state_dim
               / x.mamba_chunk_size)
-    return conv + gated_norm + scan + states
+    return BF16 * (conv_width(x) + inner_width(x)) + states
+
+
+SSD_PEAK_FRACTION = round(ssd_peak_fraction(), 3)
+
+
+def scan_seconds(flops, peak):
+    """Seconds of the SSD scan kernels executing ``flops`` at ``peak`` (bf16
+    FLOP/s): ``SSD_PEAK_FRACTION`` of it (their bytes are charged apart)."""
+    return flops / (peak * SSD_PEAK_FRACTION)
 
 
 def activation_bytes(x):
