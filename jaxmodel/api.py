@@ -96,14 +96,22 @@ def evaluate(model: str | Model = DEFAULT_MODEL, *, x64: bool = False, **inputs:
     return model.outputs_type(*(np.asarray(v)[:n].reshape(shape) for v in host))
 
 
+# The fewest rows :func:`evaluate` runs: every batch up to this size shares one
+# compiled program (a refined model's compile takes seconds, its run of 128 rows
+# well under a millisecond).  A single configuration with its two profile curves
+# (``jaxmodel eval``'s 97 rows, :mod:`jaxmodel.profile`) is one such batch.
+MIN_PADDED_ROWS = 128
+
+
 def padded_rows(n: int) -> int:
-    """The rows :func:`evaluate` runs for a batch of ``n``: the next power of two up to
-    ``QUICK_ROWS``, so that one compiled program serves every batch of a size class
-    (a program is compiled per shape: the refined model took 5 s for each new
-    length); ``n`` itself beyond that, or for an empty batch."""
+    """The rows :func:`evaluate` runs for a batch of ``n``: the next power of two, at
+    least :data:`MIN_PADDED_ROWS`, up to ``QUICK_ROWS``, so that one compiled program
+    serves every batch of a size class (a program is compiled per shape: the refined
+    model took 5 s for each new length); ``n`` itself beyond that, or for an empty
+    batch."""
     if n == 0 or n > QUICK_ROWS:
         return n
-    return 1 << (n - 1).bit_length()
+    return max(MIN_PADDED_ROWS, 1 << (n - 1).bit_length())
 
 
 # Output dtypes by field kind, as evaluate returns them with x64.

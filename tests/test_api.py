@@ -282,15 +282,17 @@ def test_an_entry_point_and_its_module_do_not_shadow_each_other(function, module
 
 
 def test_batches_of_one_size_class_share_a_compiled_program():
-    """evaluate pads a batch to the next power of two (the last row repeated), so that
-    batches of 3 and 4 rows run one compiled program, and drops the extra rows: each
-    row's outputs are those of the host evaluation of that row alone."""
+    """evaluate pads a batch to the next power of two, at least 128 rows (the last row
+    repeated), so that batches of 1 to 128 rows run one compiled program, and drops
+    the extra rows: each row's outputs are those of the host evaluation of that row
+    alone."""
     from jax import monitoring
 
     from jaxmodel.api import batched, evaluate_on_host, padded_rows
 
     batched.cache_clear()  # (programs other tests compiled would hide the count)
-    assert [padded_rows(n) for n in (0, 1, 2, 3, 5, 8, 9)] == [0, 1, 2, 4, 8, 8, 16]
+    assert [padded_rows(n) for n in (0, 1, 2, 97, 128, 129, 300)] == [
+        0, 128, 128, 128, 128, 256, 512]
     traced = []
 
     def listen(event, duration, **kwargs):
@@ -299,18 +301,19 @@ def test_batches_of_one_size_class_share_a_compiled_program():
 
     monitoring.register_event_duration_secs_listener(listen)
     try:
-        gpus = np.array([64.0, 128.0, 256.0, 512.0, 1024.0])
+        gpus = 64.0 * np.arange(1, 130)
         counts = []
-        for n in (3, 4, 5):
+        for n in (1, 97, 129):
             out = jaxmodel.evaluate("seed", x64=True, num_gpus=gpus[:n] * 7)
             counts.append(len(traced))
             assert out.step_time_ms.shape == (n,)
-            for i in range(n):
+            for i in (0, n // 2, n - 1):
                 one = evaluate_on_host("seed", num_gpus=gpus[i] * 7)
                 assert float(out.step_time_ms[i]) == float(one.step_time_ms)
     finally:
         monitoring.unregister_event_duration_listener(listen)
-    # 3 rows traced a program (padded to 4), 4 rows reused it, 5 traced another (8).
+    # 1 row traced a program (padded to 128), 97 rows reused it, 129 traced another
+    # (256).
     assert counts[1] == counts[0] and counts[2] == counts[1] + 1
 
 
