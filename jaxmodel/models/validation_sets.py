@@ -2045,22 +2045,29 @@ MPT_ARCHITECTURES: dict[str, dict[str, float]] = {
 # Which flash-attn the "flash" rows ran is not dated: llm-foundry's releases pinned
 # flash-attn 1.0.3 (0.2.0, July 2023; 0.3.0 uses only its API) and 2.3.2 (the
 # gpu-flash2 extra from 0.4.0, November 2023), and the H100 FP8 runs installed 2.4.2.
+# They are taken as flash-attn 1.x, the first FlashAttention (attention_kernel 2):
+# the H100 script of the sweep (scripts/train/benchmarking/h100_benchmarks.sh)
+# pins llm-foundry v0.2.0 and the PyTorch 2.0.1 image, whose gpu extra is
+# flash-attn 1.0.3; and at 32K tokens, where attention is most of the step, the
+# FP8 and BF16 tables run at one speed (MPT-3b 5,856 and 5,873 tokens/s per GPU),
+# so both ran one attention kernel, whatever their GEMMs.  The Triton rows run
+# flash-attn's Triton kernel (attention_kernel 3).
 # PURE reduces the gradients in bf16; DEFAULT leaves reduce_dtype None, which PyTorch
 # FSDP takes as the parameter dtype, bf16 (a later Composer set fp32 there: listed).
-_TRITON = "the Triton FlashAttention kernel (attn_impl triton) at FlashAttention-2's rate"
-_FLASH = ("attn_impl flash (flash-attn 1.x or 2.x: the runs are not dated) at "
-          "FlashAttention-2's rate")
+_FLASH = ("attn_impl flash as flash-attn 1.x (llm-foundry v0.2.0's pin, which the H100 "
+          "sweep script names; the runs are not dated)")
 
 
 def _mpt_precision(row: Mapping[str, str]) -> Cell:
     text = row["precision"].strip()
-    if text == "bf16":
-        return approx(_TRITON, precision=0)
+    if text == "bf16":  # attn_impl triton: flash-attn's Triton FlashAttention kernel
+        return exact(precision=0, attention_kernel=3)
     if text == "amp_bf16":
-        return approx(_FLASH, precision=0)
+        return approx(_FLASH, precision=0, attention_kernel=2)
     if text == "amp_fp8":
         return approx("Transformer Engine v0.10's FP8 linear layers (delayed per-tensor "
-                      "scaling) as FP8 per-tensor", precision=1)
+                      "scaling) as FP8 per-tensor; " + _FLASH, precision=1,
+                      attention_kernel=2)
     raise InputError("precision", text, "one of bf16, amp_bf16, amp_fp8")
 
 
@@ -2081,10 +2088,10 @@ LLM_FOUNDRY = SetTable(
     # om_model_config.get('loss_fn', 'fused_crossentropy')): the bf16 logits and an
     # fp32 value per row, taken as Transformer Engine's fused loss (2 bytes a logit).
     # Composer's DecoupledLionW keeps one moment where Adam keeps two.
-    # Every row's attention is a FlashAttention kernel (attention_kernel 1, at
-    # FlashAttention-2's rate) and its gradients are reduced in bf16 (above).
+    # Every row's attention is a FlashAttention kernel of 2023, flash-attn 1.x or its
+    # Triton kernel (by precision, above), and its gradients are reduced in bf16.
     every_row=(exact(tensor_parallel=1, pipeline_parallel=1, context_parallel=1,
-                     virtual_stages=1, elementwise_fusion=0, dropout=0, attention_kernel=1,
+                     virtual_stages=1, elementwise_fusion=0, dropout=0,
                      grad_buffer_bytes=2),
                approx("flash-attn's fused cross entropy as Transformer Engine's (bf16 logits)",
                       cross_entropy_fusion=2),

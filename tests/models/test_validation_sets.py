@@ -397,19 +397,21 @@ def test_llm_foundry_rows_by_hand():
     assert (c.gpu, c.measured, c.work) == ("h100-sxm", 10643.0, 12288.0)
     _has(c, num_gpus=8, tensor_parallel=1, pipeline_parallel=1, zero_stage=3, micro_batch=6,
          gradient_accum_steps=1, seq_length=2048, recompute=0, precision=0,
-         attention_kernel=1, elementwise_fusion=0, cross_entropy_fusion=2,
+         attention_kernel=2, elementwise_fusion=0, cross_entropy_fusion=2,
          grad_buffer_bytes=2, hidden_dim=4096, num_layers=32, num_heads=32,
          num_kv_heads=32, ffn_hidden_dim=16384, mlp_weight_matrices=2, vocab_size=50368,
          tied_embeddings=1)
-    assert not any("Triton" in n for n in c.notes)
-    assert any("not dated" in n for n in c.notes)  # flash-attn 1.x or 2.x
-    # The older script's rows (bf16, PURE): the Triton kernel, listed.
+    # attn_impl flash: flash-attn 1.x (the first FlashAttention), listed as read.
+    assert any("flash-attn 1.x" in n and "not dated" in n for n in c.notes)
+    # The older script's rows (bf16, PURE): flash-attn's Triton kernel, as printed.
     c = cases["a100_40gb MPT-13b s2048 8 GPUs bf16 b4 m16"]
     assert c.gpu == "a100-40gb-sxm" and c.measured == 1668.0
-    _has(c, recompute=2, micro_batch=4, gradient_accum_steps=16, grad_buffer_bytes=2)
-    assert any("Triton" in n for n in c.notes)
-    # FP8 through Transformer Engine's linear layers.
-    _has(cases["h100_80gb MPT-3b s8192 8 GPUs amp_fp8 b3 m6"], precision=1)
+    _has(c, recompute=2, micro_batch=4, gradient_accum_steps=16, grad_buffer_bytes=2,
+         attention_kernel=3)
+    # FP8 through Transformer Engine's linear layers, attention as the BF16 rows'.
+    c = cases["h100_80gb MPT-3b s8192 8 GPUs amp_fp8 b3 m6"]
+    _has(c, precision=1, attention_kernel=2)
+    assert any("FP8 per-tensor; attn_impl flash as flash-attn 1.x" in n for n in c.notes)
 
 
 def test_bridge_gb_moe_rows_before_26_06_are_read_at_their_era_presets():

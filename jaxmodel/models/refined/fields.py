@@ -246,7 +246,10 @@ INPUTS: tuple[InputField, ...] = (
                "units of its matrix products", False, 0.0, False, 256.0, None),
     switch("attention_kernel", "fused attention kernel: 0 the GPU's fastest (cuDNN / "
             "FlashAttention-3, Transformer Engine's; attention_efficiency), 1 "
-            "FlashAttention-2 (PyTorch SDPA's flash backend; fa2_attention_efficiency)", 0),
+            "FlashAttention-2 (PyTorch SDPA's flash backend; fa2_attention_efficiency), "
+            "2 the first FlashAttention (flash-attn 1.x; half FlashAttention-2's rate), "
+            "3 FlashAttention in Triton (flash-attn's Triton kernel; 0.547 of "
+            "FlashAttention-2's rate)", 0, high=3.0),
     switch("cuda_graphs", "CUDA graphs: 0 none, 1 per layer (Transformer Engine graphs of the "
             "attention and the MoE router and preprocessing: Megatron --cuda-graph-impl "
             "transformer_engine), 2 the full iteration (--cuda-graph-impl local/full_iteration)",

@@ -11,7 +11,8 @@
   H100, 70-80% of dense peak); with 0 the ceiling for every GEMM.
 * **Fused attention** (``flash_attention_seconds``): FlashAttention (Dao et al.
   2022) at ``attention_efficiency`` of the bf16 peak (``fa2_attention_efficiency``
-  for FlashAttention-2, ``attention_kernel`` 1); with a causal mask it
+  for FlashAttention-2, ``attention_kernel`` 1, and a measured fraction of it for
+  its predecessors, 2 and 3); with a causal mask it
   executes only the unmasked half of the score blocks, with a sliding window
   only the band (``jaxmodel.models.refined.layer.attention_keys``).
 * **Memory-bound kernels** run at ``hbm_efficiency`` of ``hbm_bandwidth_tb_s``
@@ -166,6 +167,22 @@ def head_dim_factor(width, d0):
     return 1.0 + d0 * (width - ref) / (ref * (width + d0))
 
 
+# FlashAttention-2's predecessors, as fractions of its rate (attention_kernel 2
+# and 3).  Dao 2023 (FlashAttention-2, arXiv 2307.08691, sec. 4.1, A100 80 GB
+# SXM4, head dimension 64 and 128, with and without the causal mask, 512-16k):
+# "FlashAttention-2 is around 2x faster than FlashAttention", forward and
+# backward alike, and "around 1.3-1.5x faster than FlashAttention in Triton in
+# the forward pass and around 2x faster in the backward pass".  The first
+# FlashAttention (flash-attn 1.x) thus runs at 1/2 of FlashAttention-2's rate;
+# the Triton kernel at 1/1.4 forward and 1/2 backward, which the model's FLOP
+# ratio 1 : 2.5 combines to 3.5 / (1.4 + 2.5 x 2) = 0.547.  The same paper puts
+# the first FlashAttention at "only 25-40% of the theoretical maximum FLOPs/s"
+# against FlashAttention-2's 50-73%.  Measured on A100; on other GPUs the same
+# ratios are assumed (the kernels predate Hopper and use none of its features).
+FA1_OVER_FA2 = 0.5
+TRITON_FA_OVER_FA2 = 3.5 / (1.4 + 2.5 * 2.0)
+
+
 def flash_attention_seconds(x, flops, peak, head_width=None):
     """Seconds of a fused attention pass that executes ``flops``.
 
@@ -176,8 +193,14 @@ def flash_attention_seconds(x, flops, peak, head_width=None):
     / 2`` for MLA), which scales the preset's fraction (``head_dim_factor``,
     with the GPU's ``softmax_d0``); None: the reference width, 128.
     """
-    fa2 = whole(x.attention_kernel) == 1
-    efficiency = jnp.where(fa2, x.fa2_attention_efficiency, x.attention_efficiency)
+    kernel = whole(x.attention_kernel)
+    # Kernels 1-3 are FlashAttention-2 and its predecessors: FlashAttention-2's
+    # measured fraction, scaled by the generation (above), and its softmax part.
+    fa2 = kernel >= 1
+    generation = jnp.where(kernel == 2, FA1_OVER_FA2,
+                           jnp.where(kernel == 3, TRITON_FA_OVER_FA2, 1.0))
+    efficiency = jnp.where(fa2, x.fa2_attention_efficiency * generation,
+                           x.attention_efficiency)
     if head_width is not None:
         # A wide head can raise a fraction near 1 past the peak; no kernel runs faster.
         d0 = softmax_d0(jnp.where(fa2, FA2_HEAD_DIM_D0, ATTENTION_HEAD_DIM_D0),
