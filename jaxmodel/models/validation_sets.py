@@ -2035,7 +2035,7 @@ _MPT = {  # size: (n_layers, d_model, n_heads)
 MPT_ARCHITECTURES: dict[str, dict[str, float]] = {
     size: {"num_layers": layers, "hidden_dim": d, "num_heads": heads, "num_kv_heads": heads,
            "head_dim": 0, "ffn_hidden_dim": 4 * d, "mlp_weight_matrices": 2,
-           "vocab_size": 50368, "tied_embeddings": 1}
+           "vocab_size": 50368, "tied_embeddings": 1, "rotary_embedding": 0}
     for size, (layers, d, heads) in _MPT.items()}
 # The rows come from two generations of the benchmark script (submit_benchmarks.py):
 # precision "bf16" with FSDP mixed precision PURE (the A100 40 GB table and the A100
@@ -2083,7 +2083,12 @@ LLM_FOUNDRY = SetTable(
                 "A100 80 GB and H100 (tokens/s per GPU)",
     file="llm_foundry_mpt_benchmarks.csv",
     # Composer runs MPT eagerly: LayerNorm (low_precision_layernorm), GELU and the
-    # residual adds each their own kernels.  The loss is llm-foundry's default
+    # residual adds each their own kernels.  Its norm is one kernel a pass
+    # (norm_kernel 0): LPLayerNorm calls F.layer_norm on the bf16 input
+    # (llmfoundry/models/layers/norm.py; submit_benchmarks.py sets
+    # low_precision_layernorm True), not torchtitan's op-by-op fp32 RMSNorm; and
+    # MPT has no rotary embedding (learned positions: MPT_ARCHITECTURES).
+    # The loss is llm-foundry's default
     # loss_fn "fused_crossentropy", flash-attn's CrossEntropyLoss (ComposerMPTCausalLM:
     # om_model_config.get('loss_fn', 'fused_crossentropy')): the bf16 logits and an
     # fp32 value per row, taken as Transformer Engine's fused loss (2 bytes a logit).
@@ -2091,7 +2096,7 @@ LLM_FOUNDRY = SetTable(
     # Every row's attention is a FlashAttention kernel of 2023, flash-attn 1.x or its
     # Triton kernel (by precision, above), and its gradients are reduced in bf16.
     every_row=(exact(tensor_parallel=1, pipeline_parallel=1, context_parallel=1,
-                     virtual_stages=1, elementwise_fusion=0, dropout=0,
+                     virtual_stages=1, elementwise_fusion=0, norm_kernel=0, dropout=0,
                      grad_buffer_bytes=2),
                approx("flash-attn's fused cross entropy as Transformer Engine's (bf16 logits)",
                       cross_entropy_fusion=2),

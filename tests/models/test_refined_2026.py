@@ -1097,3 +1097,26 @@ def test_eager_elementwise_ops_charge_torchtitans_unfused_kernels():
     mha = dict(llama, num_kv_heads=8)
     fused_m, eager_m = (run(**mha, elementwise_fusion=e)["compute_time_ms"] for e in (1, 0))
     assert eager_m - fused_m == approx(16 * (255.852544 + 57) * 1e-3)
+
+
+def test_eager_norms_of_one_kernel_and_no_rotary_embedding_charge_less():
+    # The Llama layer of the test above, eager.  norm_kernel 0 (PyTorch's
+    # F.layer_norm, as Composer's MPT): each norm reads x and writes y forward (4
+    # bytes), reads x and dy and writes dx backward (6), so the norms and residual
+    # adds move 2 x 4 + 12 = 20 and 2 x 6 + 12 = 24 bytes per [s b h] element in
+    # place of 84 and 196: (84 - 20 + 196 - 24) x 1024 x 1024 tokens = 247,463,936 B
+    # = 247.463936 us a layer and micro-batch at 1e12 B/s; kernels forward 2 in
+    # place of 16, backward 4 in place of 32: 42 fewer at 1 us.
+    llama = dict(mlp_weight_matrices=3, num_kv_heads=4, kernel_overhead_us=1.0,
+                 elementwise_fusion=0)
+    op_by_op, one = (run(**llama, norm_kernel=k)["compute_time_ms"] for k in (1, 0))
+    assert op_by_op - one == approx(16 * (247.463936 + 42) * 1e-3)
+    # No rotary embedding (learned positions, MPT): RoPE's 20 bytes per element of q
+    # and k (384 a token) each way, 2 x 20 x 384 x 1024 = 15,728,640 B, and its 6 + 6
+    # kernels go.
+    no_rope = run(**llama, rotary_embedding=0)["compute_time_ms"]
+    assert op_by_op - no_rope == approx(16 * (15.72864 + 12) * 1e-3)
+    # Fused elementwise kernels (elementwise_fusion 1) count neither.
+    fused = {**llama, "elementwise_fusion": 1}
+    assert run(**fused, norm_kernel=0, rotary_embedding=0)["compute_time_ms"] == approx(
+        run(**fused)["compute_time_ms"])

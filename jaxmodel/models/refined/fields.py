@@ -70,6 +70,9 @@ INPUTS: tuple[InputField, ...] = (
            high=3.0, low=2.0),
     count("vocab_size", "tokens", "vocabulary size V", 32000),
     switch("tied_embeddings", "input and output embeddings shared (1) or not (0)", 0),
+    switch("rotary_embedding", "rotary position embedding of queries and keys in every "
+            "layer (1: Llama and most models since 2023), or none (0: learned or ALiBi "
+            "positions, GPT-3, MPT); its elementwise ops count under eager PyTorch", 1),
     switch("causal_mask", "causal (decoder) attention (1): FlashAttention skips the masked "
             "half of the score blocks; without FlashAttention the full square is computed", 1),
     # Sliding-window attention (the layer module's attention_keys): GPT-OSS
@@ -118,6 +121,9 @@ INPUTS: tuple[InputField, ...] = (
             "(torchtitan without torch.compile: fp32 RMSNorm, RoPE, SwiGLU, residual adds, "
             "repeat_kv), 1 fused kernels (Megatron-Core / Transformer Engine, torch.compile)",
             1),
+    switch("norm_kernel", "layer norms under eager PyTorch (elementwise_fusion 0): 1 op by "
+            "op in fp32 (torchtitan's Llama RMSNorm: 8 kernels forward, 16 backward), 0 one "
+            "kernel a norm and pass (PyTorch's F.layer_norm: Composer's MPT)", 1),
     switch("pipeline_schedule", "0 1F1B (interleaved when v > 1), 1 ZB-H1 (v = 1), 2 ZB-V "
             "(v = 2); Qi et al. 2023", 0, high=2.0),
     switch("pipeline_split_embedding", "count the input embedding and the output layer + "

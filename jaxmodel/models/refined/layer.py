@@ -83,11 +83,20 @@ _HIDDEN_BYTES = 22.0
 #   Per layer on [s b h]: 2 x 36 + 2 x 6 = 84 bytes forward, 2 x 92 + 2 x 6
 #   = 196 backward (the fused count, _HIDDEN_BYTES, is replaced).
 _EAGER_HIDDEN_BYTES = (84.0, 196.0)
+#   With norm_kernel 0 each norm is one kernel a pass instead (PyTorch's
+#   F.layer_norm, as Composer's MPT runs its LPLayerNorm: llm-foundry
+#   llmfoundry/models/layers/norm.py): forward reads x and writes y (4 bytes, 1
+#   kernel), backward reads x and the gradient and writes dx (6 bytes; 2
+#   kernels, dx and the weight's row reduction), so per layer 2 x 4 + 2 x 6 = 20
+#   bytes forward and 2 x 6 + 2 x 6 = 24 backward, norms 2 (4) kernels.
+_EAGER_ONE_KERNEL_NORM_BYTES = (20.0, 24.0)
+_EAGER_NORM_KERNELS = ((16.0, 32.0), (2.0, 4.0))  # op by op, one kernel: fwd (bwd)
 #   Rotary embedding (apply_rotary_emb, view_as_complex in fp32) per element of
 #   q and of k: float() 6, complex multiply by freqs_cis 8 (freqs_cis [s, d/2]
 #   left to the cache), view_as_real and flatten views, type_as 6 = 20 bytes,
 #   3 kernels; backward the same three (cast 6, grad * conj(freqs) 8, cast 6).
 _EAGER_ROPE_BYTES = 20.0
+_EAGER_ROPE_KERNELS = 6.0  # forward and backward each: 3 kernels for q, 3 for k
 #   repeat_kv (n_rep = a / kv > 1): unsqueeze.expand.reshape copies k and v,
 #   reading kv d_h and writing a d_h elements each (2 bytes apiece); backward
 #   sums the copies back (the same bytes), 2 kernels each way: 2 bytes per
@@ -362,17 +371,29 @@ def eager_elementwise(x, g):
     qk = q * (1.0 + kv / a)
     repeat = jnp.where(kv < a, 1.0, 0.0)
     gates = x.mlp_weight_matrices - 2.0
-    hidden, act, gate = _EAGER_HIDDEN_BYTES, _EAGER_ACT_BYTES, _EAGER_GATE_BYTES
-    attn = (_EAGER_ROPE_BYTES + repeat * _EAGER_REPEAT_KV_BYTES) * qk
+    # torchtitan's op-by-op fp32 RMSNorm (norm_kernel 1) or one kernel a norm (0);
+    # the rotary embedding's ops only where the model has one.
+    op_norm = jnp.where(x.norm_kernel >= 0.5, 1.0, 0.0)
+    rope = jnp.where(x.rotary_embedding >= 0.5, 1.0, 0.0)
+    hidden = tuple(op_norm * e + (1.0 - op_norm) * o
+                   for e, o in zip(_EAGER_HIDDEN_BYTES, _EAGER_ONE_KERNEL_NORM_BYTES,
+                                   strict=True))
+    norm_k = tuple(op_norm * e + (1.0 - op_norm) * o
+                   for e, o in zip(*_EAGER_NORM_KERNELS, strict=True))
+    act, gate = _EAGER_ACT_BYTES, _EAGER_GATE_BYTES
+    attn = (rope * _EAGER_ROPE_BYTES + repeat * _EAGER_REPEAT_KV_BYTES) * qk
     fused = _HIDDEN_BYTES * h / rep_split + 2.0 * x.mlp_weight_matrices * f / t
     fwd = tok * (hidden[0] * h / rep_split + attn + (act[0] + gates * gate[0]) * f / t
                  - fused)
     bwd = tok * (hidden[1] * h / rep_split + attn + (act[1] + gates * gate[1]) * f / t
                  - 2.0 * fused)
-    fwd_k = _EAGER_FWD_KERNELS + gates + repeat * _EAGER_REPEAT_KV_KERNELS \
-        - _FUSED_ELEMENTWISE_KERNELS
-    bwd_k = _EAGER_BWD_KERNELS + 2.0 * gates + repeat * _EAGER_REPEAT_KV_KERNELS \
-        - _FUSED_ELEMENTWISE_KERNELS
+    # (the eager counts less the op-by-op norms and the RoPE, then what this layer has)
+    other_fwd = _EAGER_FWD_KERNELS - _EAGER_NORM_KERNELS[0][0] - _EAGER_ROPE_KERNELS
+    other_bwd = _EAGER_BWD_KERNELS - _EAGER_NORM_KERNELS[0][1] - _EAGER_ROPE_KERNELS
+    fwd_k = other_fwd + norm_k[0] + rope * _EAGER_ROPE_KERNELS + gates \
+        + repeat * _EAGER_REPEAT_KV_KERNELS - _FUSED_ELEMENTWISE_KERNELS
+    bwd_k = other_bwd + norm_k[1] + rope * _EAGER_ROPE_KERNELS + 2.0 * gates \
+        + repeat * _EAGER_REPEAT_KV_KERNELS - _FUSED_ELEMENTWISE_KERNELS
     return eager * fwd, eager * bwd, eager * fwd_k, eager * bwd_k
 
 
