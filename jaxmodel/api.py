@@ -97,10 +97,11 @@ def evaluate(model: str | Model = DEFAULT_MODEL, *, x64: bool = False, **inputs:
 
 
 # The fewest rows :func:`evaluate` runs: every batch up to this size shares one
-# compiled program (a refined model's compile takes seconds, its run of 128 rows
-# well under a millisecond).  A single configuration with its two profile curves
-# (``jaxmodel eval``'s 97 rows, :mod:`jaxmodel.profile`) is one such batch.
-MIN_PADDED_ROWS = 128
+# compiled program (a refined model's compile takes seconds, its run of 512 rows
+# about a millisecond).  A single configuration with its two profile curves
+# (``jaxmodel eval``'s 97 rows, :mod:`jaxmodel.profile`) and a few hundred
+# configurations to compare are such batches.
+MIN_PADDED_ROWS = 512
 
 
 def padded_rows(n: int) -> int:

@@ -282,8 +282,8 @@ def test_an_entry_point_and_its_module_do_not_shadow_each_other(function, module
 
 
 def test_batches_of_one_size_class_share_a_compiled_program():
-    """evaluate pads a batch to the next power of two, at least 128 rows (the last row
-    repeated), so that batches of 1 to 128 rows run one compiled program, and drops
+    """evaluate pads a batch to the next power of two, at least 512 rows (the last row
+    repeated), so that batches of 1 to 512 rows run one compiled program, and drops
     the extra rows: each row's outputs are those of the host evaluation of that row
     alone."""
     from jax import monitoring
@@ -291,8 +291,8 @@ def test_batches_of_one_size_class_share_a_compiled_program():
     from jaxmodel.api import batched, evaluate_on_host, padded_rows
 
     batched.cache_clear()  # (programs other tests compiled would hide the count)
-    assert [padded_rows(n) for n in (0, 1, 2, 97, 128, 129, 300)] == [
-        0, 128, 128, 128, 128, 256, 512]
+    assert [padded_rows(n) for n in (0, 1, 2, 97, 300, 512, 513, 1500)] == [
+        0, 512, 512, 512, 512, 512, 1024, 2048]
     traced = []
 
     def listen(event, duration, **kwargs):
@@ -301,9 +301,9 @@ def test_batches_of_one_size_class_share_a_compiled_program():
 
     monitoring.register_event_duration_secs_listener(listen)
     try:
-        gpus = 64.0 * np.arange(1, 130)
+        gpus = 64.0 * np.arange(1, 514)
         counts = []
-        for n in (1, 97, 129):
+        for n in (1, 300, 513):
             out = jaxmodel.evaluate("seed", x64=True, num_gpus=gpus[:n] * 7)
             counts.append(len(traced))
             assert out.step_time_ms.shape == (n,)
@@ -312,8 +312,8 @@ def test_batches_of_one_size_class_share_a_compiled_program():
                 assert float(out.step_time_ms[i]) == float(one.step_time_ms)
     finally:
         monitoring.unregister_event_duration_listener(listen)
-    # 1 row traced a program (padded to 128), 97 rows reused it, 129 traced another
-    # (256).
+    # 1 row traced a program (padded to 512), 300 rows reused it, 513 traced another
+    # (1024).
     assert counts[1] == counts[0] and counts[2] == counts[1] + 1
 
 
