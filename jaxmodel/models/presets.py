@@ -896,9 +896,12 @@ for _name, _preset in GPUS.items():
 
 
 def _llm(name, description, source, *, params_b, hidden, layers, heads, kv_heads, ffn, mlp,
-         vocab, seq, tied, head_dim=0, rotary=1):
+         vocab, seq, tied, head_dim=0, rotary=1, gpt2_layer=0):
     """An LLM preset; ``rotary`` 0 for learned absolute positions (GPT-2/3 and the
-    Megatron-LM GPT models), whose layers apply no rotary embedding."""
+    Megatron-LM GPT models), whose layers apply no rotary embedding; ``gpt2_layer``
+    1 for GPT-2's layer (one fused QKV projection, biases on every linear layer:
+    openai/gpt-2 model.py ``c_attn``; Megatron-LM's ``query_key_value`` with
+    ``add_bias_linear``), which only eager PyTorch pays for."""
     return Preset(name, description, source, {
         "model_params_b": params_b,
         "hidden_dim": hidden,
@@ -912,6 +915,8 @@ def _llm(name, description, source, *, params_b, hidden, layers, heads, kv_heads
         "tied_embeddings": tied,
         "head_dim": head_dim,
         "rotary_embedding": rotary,
+        "fused_qkv": gpt2_layer,
+        "linear_bias": gpt2_layer,
     })
 
 
@@ -921,13 +926,14 @@ _SC21 = "Narayanan et al. 2021 (SC21), Table 1; GPT-2 vocabulary padded to 51,20
 def _sc21(name, params_b, heads, hidden, layers):
     return _llm(name, f"GPT {params_b}B of the Megatron-LM SC21 runs", _SC21,
                 params_b=params_b, hidden=hidden, layers=layers, heads=heads, kv_heads=heads,
-                ffn=4 * hidden, mlp=2, vocab=51200, seq=2048, tied=1, rotary=0)
+                ffn=4 * hidden, mlp=2, vocab=51200, seq=2048, tied=1, rotary=0,
+                gpt2_layer=1)
 
 
 LLMS: dict[str, Preset] = by_name((
     _llm("gpt3-175b", "GPT-3 175B", "Brown et al. 2020, Table 2.1 (GPT-2 BPE, 50,257 tokens)",
          params_b=175, hidden=12288, layers=96, heads=96, kv_heads=96, ffn=49152, mlp=2,
-         vocab=50257, seq=2048, tied=1, rotary=0),
+         vocab=50257, seq=2048, tied=1, rotary=0, gpt2_layer=1),
     _llm("llama2-7b", "Llama 2 7B", "Touvron et al. 2023 (Llama 2), Table 1 and model config",
          params_b=6.74, hidden=4096, layers=32, heads=32, kv_heads=32, ffn=11008, mlp=3,
          vocab=32000, seq=4096, tied=0),

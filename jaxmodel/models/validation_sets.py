@@ -2027,7 +2027,10 @@ TORCHTITAN_2024 = SetTable(
 # tied embeddings, LayerNorm, no dropout, learned positional embeddings and biases on
 # every linear layer -- with those two, the parameter count matches the table's
 # NumParams exactly for every size and sequence length (the model counts neither:
-# 0.2-4% of the parameters, no GEMM; listed).
+# 0.2-4% of the parameters, no GEMM; listed).  Under Composer's eager PyTorch the
+# biases' gradients are reductions of their layers' output gradients
+# (linear_bias 1), and MPT's one QKV projection (Wqkv, split by qkv.chunk(3)) has
+# its three gradients concatenated in the backward (fused_qkv 1).
 _MPT = {  # size: (n_layers, d_model, n_heads)
     "125m": (12, 768, 12), "350m": (24, 1024, 16), "760m": (24, 1536, 12),
     "1b": (24, 2048, 16), "3b": (32, 2560, 20), "7b": (32, 4096, 32),
@@ -2035,7 +2038,8 @@ _MPT = {  # size: (n_layers, d_model, n_heads)
 MPT_ARCHITECTURES: dict[str, dict[str, float]] = {
     size: {"num_layers": layers, "hidden_dim": d, "num_heads": heads, "num_kv_heads": heads,
            "head_dim": 0, "ffn_hidden_dim": 4 * d, "mlp_weight_matrices": 2,
-           "vocab_size": 50368, "tied_embeddings": 1, "rotary_embedding": 0}
+           "vocab_size": 50368, "tied_embeddings": 1, "rotary_embedding": 0,
+           "fused_qkv": 1, "linear_bias": 1}
     for size, (layers, d, heads) in _MPT.items()}
 # The rows come from two generations of the benchmark script (submit_benchmarks.py):
 # precision "bf16" with FSDP mixed precision PURE (the A100 40 GB table and the A100
@@ -2059,15 +2063,19 @@ _FLASH = ("attn_impl flash as flash-attn 1.x (llm-foundry v0.2.0's pin, which th
 
 
 def _mpt_precision(row: Mapping[str, str]) -> Cell:
+    # attn_impl "flash" runs flash_attn_fn (llmfoundry/models/layers/attention.py),
+    # which passes q, k and v through flash-attn's bert_padding.unpad_input and the
+    # output through pad_input around flash_attn_unpadded_func (unpadded_attention
+    # 1); attn_impl "triton" (triton_flash_attn_fn) only rearranges views.
     text = row["precision"].strip()
     if text == "bf16":  # attn_impl triton: flash-attn's Triton FlashAttention kernel
-        return exact(precision=0, attention_kernel=3)
+        return exact(precision=0, attention_kernel=3, unpadded_attention=0)
     if text == "amp_bf16":
-        return approx(_FLASH, precision=0, attention_kernel=2)
+        return approx(_FLASH, precision=0, attention_kernel=2, unpadded_attention=1)
     if text == "amp_fp8":
         return approx("Transformer Engine v0.10's FP8 linear layers (delayed per-tensor "
                       "scaling) as FP8 per-tensor; " + _FLASH, precision=1,
-                      attention_kernel=2)
+                      attention_kernel=2, unpadded_attention=1)
     raise InputError("precision", text, "one of bf16, amp_bf16, amp_fp8")
 
 

@@ -1120,3 +1120,60 @@ def test_eager_norms_of_one_kernel_and_no_rotary_embedding_charge_less():
     fused = {**llama, "elementwise_fusion": 1}
     assert run(**fused, norm_kernel=0, rotary_embedding=0)["compute_time_ms"] == approx(
         run(**fused)["compute_time_ms"])
+
+
+def test_eager_fused_qkv_split_and_bias_gradients_charge_their_backward_copies():
+    # The Llama layer of the tests above, eager: per token on a GPU q = 256, k = v =
+    # 128 elements, h = 1024 (no SP), f / t = 1024, SwiGLU (3 matrices).
+    # fused_qkv 1 (MPT's Wqkv split by chunk): the backward concatenates dq, dk, dv,
+    # 4 B an element of 512 = 2,048 B a token x 1024 = 2.097152 us a layer and
+    # micro-batch at 1e12 B/s, and 1 kernel (1 us).
+    llama = dict(mlp_weight_matrices=3, num_kv_heads=4, kernel_overhead_us=1.0,
+                 elementwise_fusion=0)
+    base = run(**llama)["compute_time_ms"]
+    assert run(**llama, fused_qkv=1)["compute_time_ms"] - base == approx(
+        16 * (2.097152 + 1) * 1e-3)
+    # linear_bias 1: each bias gradient reads its linear layer's output gradient
+    # once (2 B an element): q, k, v 512 + the output projection 1024 + the two
+    # up projections 2 x 1024 + the down projection 1024 = 4,608 elements, 9,216 B
+    # a token = 9.437184 us; a kernel a linear layer: 3 + 1 + 3 = 7 (with a fused
+    # QKV projection 1 + 1 + 3 = 5).
+    assert run(**llama, linear_bias=1)["compute_time_ms"] - base == approx(
+        16 * (9.437184 + 7) * 1e-3)
+    assert run(**llama, fused_qkv=1, linear_bias=1)["compute_time_ms"] - base == approx(
+        16 * (2.097152 + 1 + 9.437184 + 5) * 1e-3)
+    # Fused elementwise kernels (Transformer Engine's GEMM epilogues, torch.compile)
+    # count neither.
+    fused = {**llama, "elementwise_fusion": 1}
+    assert run(**fused, fused_qkv=1, linear_bias=1)["compute_time_ms"] == approx(
+        run(**fused)["compute_time_ms"])
+
+
+def test_unpadded_attention_charges_flash_attns_gather_and_scatter_copies():
+    # The Llama layer of the tests above (a = 8, kv = 4, t = 4: per token on a GPU
+    # q = 256 elements, k = v = 128).  LLM Foundry's flash path (unpadded_attention
+    # 1) gathers q, k and v (torch.gather: read and write 2 B an element) and pads
+    # the output (zeros 2 B, then index_put reads 2 and writes 2); backward the
+    # pad's gradient is a gather (4 B an element of q) and each unpad's zeros and
+    # a scatter_ (6 B an element of q, k, v).  Per token:
+    #   forward 4 x (256 + 128 + 128) + 6 x 256 = 2,048 + 1,536 = 3,584 B;
+    #   backward 4 x 256 + 6 x 512 = 1,024 + 3,072 = 4,096 B;
+    # x 1024 tokens = 7,864,320 B = 7.86432 us a layer and micro-batch at 1e12
+    # B/s; kernels: forward 3 gathers, zeros, index_put, the all-ones mask and 5
+    # index ops in each of 3 unpad_input calls = 21, backward 1 + 3 x 2 = 7: 28 us
+    # at 1 us a kernel.  16 layers and micro-batches on the busiest stage.
+    llama = dict(mlp_weight_matrices=3, num_kv_heads=4, kernel_overhead_us=1.0)
+    for fusion in (1, 0):  # index ops around the kernel call: fused or eager alike
+        plain, unpadded = (run(**llama, elementwise_fusion=fusion, unpadded_attention=u)
+                           ["compute_time_ms"] for u in (0, 1))
+        assert unpadded - plain == approx(16 * (7.86432 + 28) * 1e-3)
+    # Full recompute runs the forward copies again: 3,584 B x 1024 = 3.670016 us
+    # and 21 kernels more a layer and micro-batch.
+    plain2, unpadded2 = (run(**llama, recompute=2, unpadded_attention=u)["compute_time_ms"]
+                         for u in (0, 1))
+    assert (unpadded2 - plain2) - (unpadded - plain) == approx(16 * (3.670016 + 21) * 1e-3)
+    # An MoE layer's attention path does not take it (a dense layer's switch).
+    moe = dict(llama, num_experts=2, experts_per_token=1, moe_ffn_hidden_dim=4096,
+               expert_parallel=1)
+    assert run(**moe, unpadded_attention=1)["compute_time_ms"] == approx(
+        run(**moe)["compute_time_ms"])

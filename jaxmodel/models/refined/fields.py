@@ -124,6 +124,17 @@ INPUTS: tuple[InputField, ...] = (
     switch("norm_kernel", "layer norms under eager PyTorch (elementwise_fusion 0): 1 op by "
             "op in fp32 (torchtitan's Llama RMSNorm: 8 kernels forward, 16 backward), 0 one "
             "kernel a norm and pass (PyTorch's F.layer_norm: Composer's MPT)", 1),
+    switch("fused_qkv", "one projection makes q, k and v and its output is split (MPT's "
+            "Wqkv, GPT-2's c_attn; 0: three projections, torchtitan's Llama): under eager "
+            "PyTorch the split's backward concatenates their gradients (torch.cat)", 0),
+    switch("linear_bias", "the attention and feed-forward linear layers carry biases (MPT, "
+            "GPT-2, OPT; 0: none, Llama): under eager PyTorch each bias gradient is a "
+            "reduction over the layer's output gradient; the bias parameters are not counted",
+            0),
+    switch("unpadded_attention", "the attention's queries, keys and values gathered to drop "
+            "padding and its output scattered back around the kernel (1: flash-attn's "
+            "bert_padding unpad_input / pad_input, as LLM Foundry runs flash-attn 1.x's "
+            "varlen interface; 0: the kernel reads the padded batch)", 0),
     switch("pipeline_schedule", "0 1F1B (interleaved when v > 1), 1 ZB-H1 (v = 1), 2 ZB-V "
             "(v = 2); Qi et al. 2023", 0, high=2.0),
     switch("pipeline_split_embedding", "count the input embedding and the output layer + "

@@ -121,6 +121,33 @@ _EAGER_FWD_KERNELS = 25.0
 _EAGER_BWD_KERNELS = 41.0
 _EAGER_REPEAT_KV_KERNELS = 2.0
 _FUSED_ELEMENTWISE_KERNELS = 6.0
+#   A fused QKV projection (fused_qkv 1: MPT's Wqkv, split by qkv.chunk(3)):
+#   the split's backward concatenates the gradients of q, k and v (torch.cat:
+#   read and write 2 bytes an element, 1 kernel).  Linear biases (linear_bias
+#   1): F.linear adds each bias in the GEMM (addmm), but its gradient is a
+#   reduction of the output gradient over the tokens (grad.sum(0): 2 bytes read
+#   an output element, 1 kernel a linear layer).
+_EAGER_QKV_CAT_BYTES = 4.0
+_EAGER_BIAS_GRAD_BYTES = 2.0
+# Unpadded attention (unpadded_attention 1): LLM Foundry's flash_attn_fn
+# (llmfoundry/models/layers/attention.py, attn_impl "flash", which requires
+# flash-attn 1.0.3) passes q, k and v through flash-attn's bert_padding.unpad_input
+# and the kernel's output through pad_input, whatever the padding mask (none is
+# given in pre-training: all ones).  unpad_input gathers the kept rows
+# (IndexFirstAxis: torch.gather, read and write 2 bytes an element); pad_input
+# allocates zeros and scatters the rows into them (IndexPutFirstAxis: write 2,
+# then read 2 and write 2).  Backward, pad_input's gradient is a gather (4 bytes)
+# and each unpad_input's is zeros and a scatter_ (6 bytes).  Bytes per element
+# of the q, k, v widths gathered and of the output width padded, forward
+# (backward): gathered 4 (6), padded 6 (4).  Kernels: forward the 3 gathers,
+# the zeros and the index_put, the all-ones mask (torch.ones_like) and in each
+# of the 3 unpad_input calls its sum, nonzero, max().item(), cumsum and F.pad:
+# 5 + 1 + 15 = 21; backward the gather and 3 zeros-and-scatter pairs: 7.  (The
+# nonzero and .item() also make the host wait for the GPU, 3 times a layer: not
+# counted.)
+_UNPAD_GATHERED_BYTES = (4.0, 6.0)
+_UNPAD_PADDED_BYTES = (6.0, 4.0)
+_UNPAD_KERNELS = (21.0, 7.0)
 # Norms per layer (before attention and before the MLP), recomputed with
 # norm_recompute (Megatron-Core --recompute-modules layernorm).
 _NORMS_PER_LAYER = 2.0
@@ -361,9 +388,10 @@ def eager_elementwise(x, g):
     GPU, each the eager count (``_EAGER_*`` above, torchtitan's Llama code op
     by op) less the fused count the layer already charges (``_HIDDEN_BYTES``
     on ``[s b h]``, the activation's ``2 x mlp_weight_matrices`` bytes on
-    ``[s b f]``, backward twice the forward; ``_FUSED_ELEMENTWISE_KERNELS``).
-    Zero with ``elementwise_fusion`` 1 and for MoE and hybrid layers (their
-    own kernels are counted as fused).
+    ``[s b f]``, backward twice the forward; ``_FUSED_ELEMENTWISE_KERNELS``),
+    with a fused QKV projection's split and the bias gradients where the layer
+    has them (``fused_qkv``, ``linear_bias``).  Zero with ``elementwise_fusion``
+    1 and for MoE and hybrid layers (their own kernels are counted as fused).
     """
     t, h, a, kv, f, tok, rep_split = g.t, g.h, g.a, g.kv, g.f, g.tok, g.rep_split
     eager = jnp.where(g.plain, 1.0 - x.elementwise_fusion, 0.0)
@@ -394,7 +422,35 @@ def eager_elementwise(x, g):
         + repeat * _EAGER_REPEAT_KV_KERNELS - _FUSED_ELEMENTWISE_KERNELS
     bwd_k = other_bwd + norm_k[1] + rope * _EAGER_ROPE_KERNELS + 2.0 * gates \
         + repeat * _EAGER_REPEAT_KV_KERNELS - _FUSED_ELEMENTWISE_KERNELS
+    # A fused QKV projection's split (its gradients concatenated) and the linear
+    # layers' bias gradients (each a reduction of its output gradient), backward.
+    fused_qkv = jnp.where(x.fused_qkv >= 0.5, 1.0, 0.0)
+    bias = jnp.where(x.linear_bias >= 0.5, 1.0, 0.0)
+    qkv = q * (1.0 + 2.0 * kv / a)
+    outputs = qkv + 2.0 * h / rep_split + (x.mlp_weight_matrices - 1.0) * f / t
+    bwd = bwd + tok * (fused_qkv * _EAGER_QKV_CAT_BYTES * qkv
+                       + bias * _EAGER_BIAS_GRAD_BYTES * outputs)
+    linears = (3.0 - 2.0 * fused_qkv) + 1.0 + x.mlp_weight_matrices
+    bwd_k = bwd_k + fused_qkv + bias * linears
     return eager * fwd, eager * bwd, eager * fwd_k, eager * bwd_k
+
+
+def unpadded_attention_elementwise(x, g):
+    """Bytes and kernels of the unpad and pad copies around one dense layer's attention.
+
+    ``(fwd_bytes, bwd_bytes, fwd_kernels, bwd_kernels)`` per micro-batch and GPU
+    with ``unpadded_attention`` 1 (``_UNPAD_*`` above: flash-attn's bert_padding as
+    LLM Foundry calls it), whatever ``elementwise_fusion`` (they are index ops
+    around the attention call, not fusable elementwise ones); zero otherwise and
+    for MoE and hybrid layers.
+    """
+    t, a, kv, tok = g.t, g.a, g.kv, g.tok
+    on = jnp.where(g.plain, jnp.where(x.unpadded_attention >= 0.5, 1.0, 0.0), 0.0)
+    q = attention_width(x) / t
+    gathered = q * (1.0 + 2.0 * kv / a)
+    fwd, bwd = (tok * (gb * gathered + pb * q)
+                for gb, pb in zip(_UNPAD_GATHERED_BYTES, _UNPAD_PADDED_BYTES, strict=True))
+    return on * fwd, on * bwd, on * _UNPAD_KERNELS[0], on * _UNPAD_KERNELS[1]
 
 
 def layer_times(x, g) -> LayerTimes:
@@ -528,9 +584,12 @@ def layer_times(x, g) -> LayerTimes:
                         + hyb_bwd - h / rep_split, bwd_out)
     cast_fwd = jnp.where(hybrid, tok * (h / rep_split + fwd_in), cast_fwd)
     cast_bwd = jnp.where(hybrid, tok * (h / rep_split + bwd_out), cast_bwd)
-    # Eager PyTorch's unfused elementwise ops (elementwise_fusion 0) add theirs,
+    # Eager PyTorch's unfused elementwise ops (elementwise_fusion 0) and the unpad
+    # and pad copies around the attention (unpadded_attention 1) add theirs,
     # and so do the routed experts' eager clamp and bias ops (moe.eager_expert_bytes).
-    eager_fwd, eager_bwd, eager_fwd_k, eager_bwd_k = eager_elementwise(x, g)
+    eager_fwd, eager_bwd, eager_fwd_k, eager_bwd_k = (
+        e + u for e, u in zip(eager_elementwise(x, g), unpadded_attention_elementwise(x, g),
+                              strict=True))
     expert_fwd, expert_bwd, _, _ = moe.eager_expert_bytes(x, tok / t)
     eager_fwd = jnp.where(plain, eager_fwd, eager_fwd + expert_fwd)
     eager_bwd = jnp.where(plain, eager_bwd, eager_bwd + expert_bwd)
