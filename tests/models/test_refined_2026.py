@@ -1161,17 +1161,26 @@ def test_unpadded_attention_charges_flash_attns_gather_and_scatter_copies():
     # x 1024 tokens = 7,864,320 B = 7.86432 us a layer and micro-batch at 1e12
     # B/s; kernels: forward 3 gathers, zeros, index_put, the all-ones mask and 5
     # index ops in each of 3 unpad_input calls = 21, backward 1 + 3 x 2 = 7: 28 us
-    # at 1 us a kernel.  16 layers and micro-batches on the busiest stage.
-    llama = dict(mlp_weight_matrices=3, num_kv_heads=4, kernel_overhead_us=1.0)
+    # at 1 us a kernel.  The unpad calls' waits (nonzero, .item()) leave their 18
+    # kernels from the first wait to the attention call at the host's pace: 16 us
+    # each, 15 more than the 1 us charged, 270 us a forward pass.  16 layers and
+    # micro-batches on the busiest stage.
+    llama = dict(mlp_weight_matrices=3, num_kv_heads=4, kernel_overhead_us=1.0,
+                 host_kernel_us=16.0)
     for fusion in (1, 0):  # index ops around the kernel call: fused or eager alike
         plain, unpadded = (run(**llama, elementwise_fusion=fusion, unpadded_attention=u)
                            ["compute_time_ms"] for u in (0, 1))
-        assert unpadded - plain == approx(16 * (7.86432 + 28) * 1e-3)
-    # Full recompute runs the forward copies again: 3,584 B x 1024 = 3.670016 us
-    # and 21 kernels more a layer and micro-batch.
+        assert unpadded - plain == approx(16 * (7.86432 + 28 + 270) * 1e-3)
+    # Full recompute runs the forward copies again: 3,584 B x 1024 = 3.670016 us,
+    # 21 kernels and the 270 us of host pace more a layer and micro-batch.
     plain2, unpadded2 = (run(**llama, recompute=2, unpadded_attention=u)["compute_time_ms"]
                          for u in (0, 1))
-    assert (unpadded2 - plain2) - (unpadded - plain) == approx(16 * (3.670016 + 21) * 1e-3)
+    assert (unpadded2 - plain2) - (unpadded - plain) == approx(
+        16 * (3.670016 + 21 + 270) * 1e-3)
+    # A host no slower than the launch charge adds no pace.
+    fast = dict(llama, host_kernel_us=1.0)
+    assert (run(**fast, unpadded_attention=1)["compute_time_ms"]
+            - run(**fast)["compute_time_ms"]) == approx(16 * (7.86432 + 28) * 1e-3)
     # An MoE layer's attention path does not take it (a dense layer's switch).
     moe = dict(llama, num_experts=2, experts_per_token=1, moe_ffn_hidden_dim=4096,
                expert_parallel=1)

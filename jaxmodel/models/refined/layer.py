@@ -142,12 +142,17 @@ _EAGER_BIAS_GRAD_BYTES = 2.0
 # (backward): gathered 4 (6), padded 6 (4).  Kernels: forward the 3 gathers,
 # the zeros and the index_put, the all-ones mask (torch.ones_like) and in each
 # of the 3 unpad_input calls its sum, nonzero, max().item(), cumsum and F.pad:
-# 5 + 1 + 15 = 21; backward the gather and 3 zeros-and-scatter pairs: 7.  (The
-# nonzero and .item() also make the host wait for the GPU, 3 times a layer: not
-# counted.)
+# 5 + 1 + 15 = 21; backward the gather and 3 zeros-and-scatter pairs: 7.
+# Each unpad_input waits for the GPU twice (nonzero's count and max().item()),
+# which drains the queue: from the first wait to the attention kernel the host
+# cannot run ahead, and the 3 calls' sum, nonzero, max, cumsum, F.pad and gather
+# (18 kernels) reach the GPU at the host's pace (host_kernel_us each, as after a
+# dropless MoE layer's sync: moe.host_paced_seconds); the pad after the
+# attention kernel and the backward (no sync) are queued ahead as usual.
 _UNPAD_GATHERED_BYTES = (4.0, 6.0)
 _UNPAD_PADDED_BYTES = (6.0, 4.0)
 _UNPAD_KERNELS = (21.0, 7.0)
+_UNPAD_PACED_KERNELS = 18.0
 # Norms per layer (before attention and before the MLP), recomputed with
 # norm_recompute (Megatron-Core --recompute-modules layernorm).
 _NORMS_PER_LAYER = 2.0
@@ -453,6 +458,14 @@ def unpadded_attention_elementwise(x, g):
     return on * fwd, on * bwd, on * _UNPAD_KERNELS[0], on * _UNPAD_KERNELS[1]
 
 
+def unpadded_attention_paced_seconds(x, g, launch_s):
+    """Extra seconds of one dense layer's forward pass where unpad_input's waits leave
+    its kernels at the host's pace: ``_UNPAD_PACED_KERNELS`` at ``host_kernel_us``
+    less the ``kernel_overhead_us`` (``launch_s``) each is charged already."""
+    on = jnp.where(g.plain, jnp.where(x.unpadded_attention >= 0.5, 1.0, 0.0), 0.0)
+    return on * _UNPAD_PACED_KERNELS * jnp.maximum(x.host_kernel_us * 1e-6 - launch_s, 0.0)
+
+
 def layer_times(x, g) -> LayerTimes:
     """Seconds of one layer and of the output layer (``g``: ``Derived``)."""
     full, selective, flash, op_sac = g.full, g.selective, g.flash, g.op_sac
@@ -655,6 +668,9 @@ def layer_times(x, g) -> LayerTimes:
     # Eager's own kernels, launched (never graph-captured), the forward ones
     # again with full or per-op recompute.
     layer_b = layer_b + (eager_fwd_k * (1.0 + full + op_sac) + eager_bwd_k) * launch_s
+    # The unpad copies' kernels at the host's pace (unpadded_attention), each
+    # forward pass (again with full recompute).
+    layer_b = layer_b + (1.0 + full) * unpadded_attention_paced_seconds(x, g, launch_s)
     # MoE: the router, dispatch and permutation kernels and one GEMM per local
     # expert and pass (moe.layer_extra_kernels) and the routed experts' eager
     # clamp and bias kernels (moe.eager_expert_kernels), a third again with
