@@ -2108,7 +2108,8 @@ LLM_FOUNDRY = SetTable(
                      grad_buffer_bytes=2),
                approx("flash-attn's fused cross entropy as Transformer Engine's (bf16 logits)",
                       cross_entropy_fusion=2),
-               approx("biases and learned positional embeddings not counted; Lion's one "
+               approx("the biases' parameters and the learned positional embeddings not "
+                      "counted (the bias gradients' reductions are); Lion's one "
                       "moment as Adam's two")),
     columns={
         "gpu": {"h100_80gb": gpu("h100-sxm"), "a100_80gb": gpu("a100-80gb-sxm"),
