@@ -440,6 +440,11 @@ def eager_elementwise(x, g):
     return eager * fwd, eager * bwd, eager * fwd_k, eager * bwd_k
 
 
+def _unpadded(x, g):
+    """1 for a dense layer with ``unpadded_attention`` 1, else 0."""
+    return jnp.where(g.plain, jnp.where(x.unpadded_attention >= 0.5, 1.0, 0.0), 0.0)
+
+
 def unpadded_attention_elementwise(x, g):
     """Bytes and kernels of the unpad and pad copies around one dense layer's attention.
 
@@ -450,7 +455,7 @@ def unpadded_attention_elementwise(x, g):
     for MoE and hybrid layers.
     """
     t, a, kv, tok = g.t, g.a, g.kv, g.tok
-    on = jnp.where(g.plain, jnp.where(x.unpadded_attention >= 0.5, 1.0, 0.0), 0.0)
+    on = _unpadded(x, g)
     q = attention_width(x) / t
     gathered = q * (1.0 + 2.0 * kv / a)
     fwd, bwd = (tok * (gb * gathered + pb * q)
@@ -460,10 +465,9 @@ def unpadded_attention_elementwise(x, g):
 
 def unpadded_attention_paced_seconds(x, g, launch_s):
     """Extra seconds of one dense layer's forward pass where unpad_input's waits leave
-    its kernels at the host's pace: ``_UNPAD_PACED_KERNELS`` at ``host_kernel_us``
-    less the ``kernel_overhead_us`` (``launch_s``) each is charged already."""
-    on = jnp.where(g.plain, jnp.where(x.unpadded_attention >= 0.5, 1.0, 0.0), 0.0)
-    return on * _UNPAD_PACED_KERNELS * jnp.maximum(x.host_kernel_us * 1e-6 - launch_s, 0.0)
+    its kernels at the host's pace: ``_UNPAD_PACED_KERNELS`` at the pace after a
+    wait (``moe.host_pace_per_kernel``, as a dropless MoE layer's kernels)."""
+    return _unpadded(x, g) * _UNPAD_PACED_KERNELS * moe.host_pace_per_kernel(x, launch_s)
 
 
 def layer_times(x, g) -> LayerTimes:

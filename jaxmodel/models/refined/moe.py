@@ -934,6 +934,13 @@ def paced_layer_share(x):
     return jnp.where(moe_layers(x) > 0.5, rest / x.num_layers, 0.0)
 
 
+def host_pace_per_kernel(x, launch_s):
+    """Seconds a kernel issued after a device-to-host wait costs beyond the
+    ``kernel_overhead_us`` (``launch_s``) charged for it elsewhere: the host's
+    ``host_kernel_us`` less that, never below 0 (``host_paced_seconds``)."""
+    return jnp.maximum(x.host_kernel_us * 1e-6 - launch_s, 0.0)
+
+
 def host_paced_seconds(x, eager_layer_kernels, eager_moe_kernels, launch_s,
                        expert_kernel_s=None, forward_again=0.0, layer_share=None):
     """Extra seconds of the average layer, per micro-batch pass, where the host sets the pace.
@@ -970,7 +977,7 @@ def host_paced_seconds(x, eager_layer_kernels, eager_moe_kernels, launch_s,
     graphs/SKILL.md, pitfall 13); a full-iteration graph passes none (static
     shapes, no sync).
     """
-    paced = jnp.maximum(x.host_kernel_us * 1e-6 - launch_s, 0.0)
+    paced = host_pace_per_kernel(x, launch_s)
     share = paced_layer_share(x) if layer_share is None else layer_share
     total = paced * (share * eager_layer_kernels + eager_moe_kernels)
     if expert_kernel_s is not None:
