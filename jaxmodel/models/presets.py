@@ -117,6 +117,20 @@ def by_name(presets: tuple[Preset, ...]) -> dict[str, Preset]:
 #   Azure_Results/ND_MI300X_v5_results.md) -> 0.251.  (The same harness on H100
 #   gives 327.9, FlashAttention-2's 0.33, not cuDNN's: a measured kernel
 #   generation, not a ceiling.)
+# - MI355X: AITER's assembly flash attention ("AITER (ASM)", aiter.flash_attn_func;
+#   what Transformer Engine's fused attention runs on ROCm with its CK v3 kernels,
+#   NVTE_CK_USES_FWD_V3 / _BWD_V3, which Primus and AMD's MLPerf configurations set)
+#   forward 1256.8 and backward 1168.5 TFLOP/s at head dim 128, batch 16, 16 heads,
+#   sequence 8192, no mask (HipKittens, Hu et al. 2025, arXiv 2511.08083: its
+#   benchmark results analysis/attn/{fwd,bkwd}/benchmark/mi355x_mha_*_non_causal.json,
+#   copied in the forks thebard85kigz/hipkittens@94850d9 and ruanjm/HipKittens@0fdbf08;
+#   FLOPs 4 B N^2 H D forward, 2.5 times that backward, as the model counts) -> 0.474.
+#   The same files measure HipKittens' own kernels at 1278.2 / 1090.8 (within 7%).
+#   Their grouped-query backward through AITER's Python entry point ran at 384
+#   TFLOP/s, a third of the multi-head one; HipKittens' GQA backward kernel ran
+#   1155.5, so it is not the hardware: the preset keeps the multi-head pair, as
+#   H100's does (listed, not modelled).  MI300X has no such measurement in text
+#   (HipKittens plots it only): it keeps the Azure figure above.
 #
 # FlashAttention-2 (fa2_attention_efficiency, for attention_kernel 1: PyTorch
 # SDPA's flash backend, which torchtitan runs): on H100 forward 333 and
@@ -138,8 +152,10 @@ def by_name(presets: tuple[Preset, ...]) -> dict[str, Preset]:
 # tensor cores, so it is barely faster than on H100 (327.9).  GB300 has its own
 # (ND_GB300_v6_results.md, the same run): 399.7 TFLOP/s, 0.160 of 2,500.  B200
 # and B300 take GB200's fraction (the same kernel on the same kind of SM; assumed).
-# MI355X's FlashAttention-2 speed is not published: its preset keeps its
-# attention_efficiency (assumed).
+# MI355X's FlashAttention-2 speed (PyTorch SDPA's flash backend, AOTriton on ROCm)
+# is published only in HipKittens' plot scripts, whose two versions disagree (821.8
+# and 33 TFLOP/s forward at the shape above): its preset keeps MI300X's Azure figure,
+# 0.251 (assumed).
 #
 # HBM (hbm_efficiency): the mean of the four STREAM kernels Copy, Scale (Mul),
 # Add and Triad (Dot is a reduction) over the datasheet bandwidth;
@@ -216,6 +232,7 @@ def _attention(forward: float, backward: float) -> float:
 _ATTN_H100 = _attention(600 / 989, 518 / 989)
 _ATTN_BLACKWELL = _attention(1613 / 1.3 / 2250, 1613 / 1.3 / 2250 * 518 / 600)
 _ATTN_MI300X = round(328.6 / 1307.4, 3)
+_ATTN_MI355X = _attention(1256.8 / 2516.6, 1168.5 / 2516.6)
 _FA2_H100 = _attention(333 / 989, 318 / 989)
 _FA2_BLACKWELL = round(373.9 / 2500, 3)
 _FA2_GB300 = round(399.7 / 2500, 3)
@@ -540,12 +557,15 @@ GPUS: dict[str, Preset] = by_name((
          "per CU, AMD at ISSCC 2026), 5.0 PFLOP/s FP8 dense, 288 GB HBM3E, 8 TB/s, "
          "Infinity Fabric 7 x 153.6 GB/s (1,075 GB/s aggregate, 538 per direction), "
          "1,400 W; one 400 Gb/s Pollara NIC per GPU. Measured: MAMF bf16 1565.0 of 2516.6 "
-         "(Bekman, MAMF table). Assumed: the MI300X's attention, HBM and xGMI fractions "
+         "(Bekman, MAMF table); AITER's assembly flash attention fwd 1256.8 / bwd 1168.5 "
+         "TFLOP/s at head dim 128, sequence 8192 (HipKittens' benchmark results, arXiv "
+         "2511.08083). Assumed: the MI300X's FlashAttention-2, HBM and xGMI fractions "
          "(no MI355X figure is published), the NDR per-NIC fraction, latencies within "
          "NCCL's cost model",
          tflops=2516.6, sms=256, mamf=0.622, memory_gb=288,
          hbm_tb_s=8.0, nvlink_gb_s=538, network_gb_s=50, per_node=8, host=_HOST_MI355X,
-         rates=_rates(attention=_ATTN_MI300X, hbm=_HBM_MI300X, intra=_XGMI_MI300X)),
+         rates=_rates(attention=_ATTN_MI355X, hbm=_HBM_MI300X, intra=_XGMI_MI300X,
+                      fa2=_ATTN_MI300X)),
 ))
 
 
