@@ -186,9 +186,14 @@ _HBM_MI300X = 0.783
 #   8 GB (ND_MI300X_v5_results.md); AMD puts the usable rate of a 64 GB/s link
 #   at ~48 (75%, ROCm blog "Understanding RCCL Bandwidth and xGMI Performance on
 #   AMD Instinct MI300X", 2025).
+# - xGMI (MI355X): RCCL all-reduce bus bandwidth 406.76 of 538 GB/s (7 links of
+#   153.6 GB/s both ways) at 8 and 16 GiB on one 8-GPU node (rccl-tests
+#   all_reduce_perf -g 8, RCCL 2.26.6; Oracle's MI355X quick start,
+#   oci-ai-incubations/oci-gpu-quickstarts@3fd1cb5 amd/MI355X/README.md).
 _NVLINK4 = 0.822
 _NVLINK5 = 0.755
 _XGMI_MI300X = 0.707
+_XGMI_MI355X = round(406.76 / 538, 3)
 #
 # Network (inter_node_efficiency): "For NDR @ 400Gbps you should see 46-48GB/s
 # per NIC" (NVIDIA NCCL team, NVIDIA/nccl-tests issue 290), 47 of 50 GB/s.
@@ -557,14 +562,16 @@ GPUS: dict[str, Preset] = by_name((
          "per CU, AMD at ISSCC 2026), 5.0 PFLOP/s FP8 dense, 288 GB HBM3E, 8 TB/s, "
          "Infinity Fabric 7 x 153.6 GB/s (1,075 GB/s aggregate, 538 per direction), "
          "1,400 W; one 400 Gb/s Pollara NIC per GPU. Measured: MAMF bf16 1565.0 of 2516.6 "
-         "(Bekman, MAMF table); AITER's assembly flash attention fwd 1256.8 / bwd 1168.5 "
-         "TFLOP/s at head dim 128, sequence 8192 (HipKittens' benchmark results, arXiv "
-         "2511.08083). Assumed: the MI300X's FlashAttention-2, HBM and xGMI fractions "
-         "(no MI355X figure is published), the NDR per-NIC fraction, latencies within "
-         "NCCL's cost model",
+         "(Bekman, MAMF table); FP8 GEMM 3130.21 of 5033.2 at 8192 cubed (hipBLASLt, ROCm "
+         "blog 'FP8 GEMM Optimization on AMD CDNA4 Architecture', 2026); AITER's assembly "
+         "flash attention fwd 1256.8 / bwd 1168.5 TFLOP/s at head dim 128, sequence 8192 "
+         "(HipKittens' benchmark results, arXiv 2511.08083); RCCL all-reduce bus bandwidth "
+         "406.76 of 538 GB/s on 8 GPUs (rccl-tests; Oracle's MI355X quick start). Assumed: "
+         "the MI300X's FlashAttention-2 and STREAM fractions (no MI355X figure is "
+         "published), the NDR per-NIC fraction, latencies within NCCL's cost model",
          tflops=2516.6, sms=256, mamf=0.622, memory_gb=288,
          hbm_tb_s=8.0, nvlink_gb_s=538, network_gb_s=50, per_node=8, host=_HOST_MI355X,
-         rates=_rates(attention=_ATTN_MI355X, hbm=_HBM_MI300X, intra=_XGMI_MI300X,
+         rates=_rates(attention=_ATTN_MI355X, hbm=_HBM_MI300X, intra=_XGMI_MI355X,
                       fa2=_ATTN_MI300X)),
 ))
 
@@ -644,7 +651,7 @@ MATMUL_CEILINGS: dict[str, dict[str, float]] = {
     "gb200-nvl72": {"bf16_burst": 0.729, "fp8_burst": 0.723, "fp8_sustained": 0.581,
                     "fp4_sustained": 0.763},
     "mi300x": {"bf16_burst": 0.511, "fp8_sustained": 0.443},
-    "mi355x": {"bf16_burst": 0.622},
+    "mi355x": {"bf16_burst": 0.622, "fp8_burst": round(3130.21 / 5033.2, 3)},
 }
 
 # Board power per GPU, W (the datasheets' maximum TDP / TBP): A100 SXM 400;
@@ -740,13 +747,19 @@ def _blackwell_sustained(name: str, precision: str, anchor_fraction: float,
 # sibling, each named: H800 and h100-96gb-500w are H100's die (0.698); B200,
 # B300 and GB300 GB200's by SM count and board power (above: 0.581, 0.634,
 # 0.656);
-# MI355X its bf16 ceiling times MI300X's FP8-sustained / bf16 ratio 0.443 /
-# 0.511 (0.622 -> 0.539).  Block-scaled FP8 runs at the FP8 ceiling times
-# mxfp8_matmul_ratio (MXFP8_RATIO, below).  FP4: each GPU's FP8 sustained
-# ceiling times the share of it that FP4's faster tensor cores keep at layer
-# shapes (fp4_over_fp8, below).  A GPU without the
-# precision (peak None above: A100 FP8, Hopper FP4) has a peak of 0, which
-# makes a layout asking for it invalid, and its ceiling is left at the bf16 one.
+# MI355X its measured burst, as its bf16 ceiling is (no sustained figure of
+# either is published): hipBLASLt's 3130.21 TFLOP/s at 8192 cubed, FP8 E4M3 in,
+# bf16 out (hipblaslt-bench, 1,000 cold and 1,000 timed iterations on a rotating
+# 512 MiB buffer, ROCm 7.1.0; ROCm blog "FP8 GEMM Optimization on AMD CDNA4
+# Architecture", 2026-03-10, ROCm/rocm-blogs@c9ef806
+# blogs/software-tools-optimization/cdna4-gemm-kernels/README.md) -> 0.622 of
+# 5,033.2, where MI300X's FP8-sustained / bf16 ratio had given 0.539.
+# Block-scaled FP8 runs at the FP8 ceiling times mxfp8_matmul_ratio
+# (MXFP8_RATIO, below).  FP4: each GPU's FP8 sustained ceiling times the share
+# of it that FP4's faster tensor cores keep at layer shapes (fp4_over_fp8,
+# below).  A GPU without the precision (peak None above: A100 FP8, Hopper
+# FP4) has a peak of 0, which makes a layout asking for it invalid, and its
+# ceiling is left at the bf16 one.
 # A GPU with no MAMF measurement of its own takes the burst ceilings of the same
 # die: GB300 B300's (its preset's mamf is _MAMF_B300 for the same reason).
 BURST_SIBLING: dict[str, str] = {"gb300-nvl72": "b300"}
@@ -763,9 +776,7 @@ FP8_SUSTAINED: dict[str, float] = {
        for name in POWER_LIMITED_BLACKWELL},
     "gb200-nvl72": _GB200_FP8_SUSTAINED,
     "mi300x": MATMUL_CEILINGS["mi300x"]["fp8_sustained"],
-    "mi355x": round(MATMUL_CEILINGS["mi355x"]["bf16_burst"]
-                    * MATMUL_CEILINGS["mi300x"]["fp8_sustained"]
-                    / MATMUL_CEILINGS["mi300x"]["bf16_burst"], 3),
+    "mi355x": MATMUL_CEILINGS["mi355x"]["fp8_burst"],
 }
 
 # The bf16 ceiling the presets run (matmul_efficiency) is the sustained one as

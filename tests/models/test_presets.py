@@ -351,11 +351,12 @@ def test_host_link_is_the_measured_copy_rate(name, measured):
 def test_collective_efficiencies_are_the_measured_bus_bandwidths():
     # NCCL ring bus bandwidth over the per-direction line rate: NVLink 4 370 of 450
     # (nccl-tests issue 212; NCCL topo.h models 20.6 GB/s x 18 links = 370.8); NVLink 5
-    # 679.6 of 900 (ND GB200 v6); xGMI 316.8 of 7 x 64 (ND MI300X v5); NDR 47 of 50 GB/s
-    # per NIC.
+    # 679.6 of 900 (ND GB200 v6); xGMI 316.8 of 7 x 64 (ND MI300X v5) and 406.76 of
+    # 7 x 153.6 / 2 (MI355X, rccl-tests on one 8-GPU node); NDR 47 of 50 GB/s per NIC.
     assert 370 / 450 == pytest.approx(20.6 * 18 / 450, abs=3e-3)
     expected = {"h100-sxm": 370 / 450, "h200": 370 / 450,
                 "b200": 679.6 / 900, "gb200-nvl72": 679.6 / 900, "mi300x": 316.8 / 448,
+                "mi355x": 406.76 / (7 * 153.6 / 2),
                 "a100-80gb-sxm": 231.6 / 300, "a100-40gb-sxm": 231.6 / 300}
     for name, fraction in expected.items():
         values = GPUS[name].values
@@ -454,8 +455,9 @@ def test_per_precision_tables_cover_every_gpu_preset():
 def test_gpu_presets_run_the_sustained_low_precision_ceilings():
     # Measured sustained FP8 (Azure guide): H100 1382.2 / 1979, GB200 2906.9 / 5000.
     # Assumed from a sibling: H800 = H100's die; B200 GB200's TFLOP/s x 0.9 (its
-    # SMs and power: 2906.9 x 0.9 / 4500 = 0.5814); MI355X its bf16 0.622 x
-    # MI300X's 0.443 / 0.511 = 0.5392.  FP4: the FP8 sustained ceiling times
+    # SMs and power: 2906.9 x 0.9 / 4500 = 0.5814).  Measured burst, as its bf16
+    # ceiling: MI355X hipBLASLt 3130.21 / 5033.2 = 0.6219 (ROCm blog, 8192 cubed).
+    # FP4: the FP8 sustained ceiling times
     # (1 + x) / (1 + r x), x = 1 / 0.725 - 1 = 0.3793 (TE's B300 FP8 layer
     # kernels' fraction of peak), r the FP4 / FP8 peak: r = 2 (B200, GB200,
     # MI355X) 1.3793 / 1.7586 = 0.7843, B300 r = 13125 / 4500 = 2.9167 1.3793 /
@@ -467,10 +469,11 @@ def test_gpu_presets_run_the_sustained_low_precision_ceilings():
     assert values["gb200-nvl72"]["fp8_matmul_efficiency"] == pytest.approx(2906.9 / 5000,
                                                                            abs=5e-4)
     assert values["b200"]["fp8_matmul_efficiency"] == 0.581
-    assert values["mi355x"]["fp8_matmul_efficiency"] == 0.539
+    assert values["mi355x"]["fp8_matmul_efficiency"] == pytest.approx(3130.21 / 5033.2,
+                                                                      abs=5e-4)
     for name in ("b200", "gb200-nvl72"):
         assert values[name]["fp4_matmul_efficiency"] == pytest.approx(0.581 * 0.7843, abs=1e-3)
-    assert values["mi355x"]["fp4_matmul_efficiency"] == pytest.approx(0.539 * 0.7843, abs=1e-3)
+    assert values["mi355x"]["fp4_matmul_efficiency"] == pytest.approx(0.622 * 0.7843, abs=1e-3)
     assert values["gb300-nvl72"]["fp4_matmul_efficiency"] == pytest.approx(
         values["gb300-nvl72"]["fp8_matmul_efficiency"] * 0.6452, abs=1e-3)
     assert values["b300"]["fp4_matmul_efficiency"] == pytest.approx(
