@@ -1,6 +1,6 @@
 """The 2026 public record as validation sets: each row as the refined model's inputs.
 
-Seven sets, each a CSV in ``jaxmodel/data/`` with its source in its header:
+Eight sets, each a CSV in ``jaxmodel/data/`` with its source in its header:
 
 * ``megatron-bridge`` (``megatron_bridge_h100_b200.csv``): NVIDIA Megatron-Bridge's
   performance summaries 25.09-26.08, pre-training on DGX-H100 and DGX-B200.
@@ -30,13 +30,18 @@ Seven sets, each a CSV in ``jaxmodel/data/`` with its source in its header:
   and H100, in BF16 and FP8 (``LLM_FOUNDRY``; each size's architecture in
   ``MPT_ARCHITECTURES``, checked against the tables' parameter counts).  Measured:
   tokens/s per GPU.  Another framework and the A100s, beside the Megatron sets.
+* ``mlperf-llama31-8b`` (``mlperf_training_llama31_8b.csv``): MLPerf Training's
+  Llama 3.1 8B on one 8-GPU node, rounds v5.1 and v6.0, AMD's MI355X and MI350X
+  systems and NVIDIA's recipe on Blackwell (``MLPERF_8B``), each row's settings from
+  its submission's configuration.  Measured: the result log's samples/s or seconds
+  per step, as tokens/s per GPU.  Another vendor, beside the NVIDIA sets.
 
 **The rule: out of the box.**  A row uses only what the row and its source document;
 every other input keeps the refined model's default, and the cluster parameters
 come from the GPU preset alone.  What each source column means in model inputs is
 declared in ONE table per set (``BRIDGE`` and ``BRIDGE_GB``, ``MOE_RECIPES``,
-``TORCHTITAN`` and ``TORCHTITAN_2024``, ``GB200_HISTORY``, ``LLM_FOUNDRY``: source column -> input
-name, or source value -> :class:`Way` s), so that a new model input changes only
+``TORCHTITAN`` and ``TORCHTITAN_2024``, ``GB200_HISTORY``, ``LLM_FOUNDRY``, ``MLPERF_8B``: source
+column -> input name, or source value -> :class:`Way` s), so that a new model input changes only
 that table.  A :class:`Way` names the inputs that express a value; a
 value may list several, best first, and the first whose inputs the model has is
 used.  A way with a note is an
@@ -2134,6 +2139,84 @@ LLM_FOUNDRY = SetTable(
                           f"{row['precision'].removeprefix('amp_')}"),
 )
 
+# MLPerf Training's Llama 3.1 8B on one 8-GPU node (mlperf_training_llama31_8b.csv):
+# the same model, sequence and layout (TP 1, PP 1, CP 1, micro-batch 2, every GPU a
+# data-parallel rank) on AMD and NVIDIA systems, each row's settings from its
+# submission's configuration.  A setting neither the configuration nor the YAML states
+# takes Megatron-Core's default, listed.  AMD's runs set Transformer Engine's CK v3
+# fused attention (NVTE_CK_USES_FWD_V3 / _BWD_V3): the preset's attention_efficiency
+# (attention_kernel 0).  NVIDIA's recipe runs the attention in FP8, which the model
+# has no input for: those rows are not expressible, as are those of a GPU without a
+# preset (MI350X) or whose configuration is not stored.
+def _mlperf_precision(row: Mapping[str, str]) -> Cell:
+    text = row["precision"].strip()
+    if text == "FP8":  # FP8_PARAMS=1: FP8 primary weights
+        return exact(precision=1, fp8_param_gather=1)
+    if text == "MXFP4":
+        return approx("MXFP4 as the model's FP4 (precision 3): the FP4 peak, and the "
+                      "quantisation cost measured for NVFP4 (MXFP4's is not published)",
+                      precision=3)
+    if text == "NVFP4":
+        return precision(3)
+    raise InputError("precision", text, "one of FP8, MXFP4, NVFP4")
+
+
+def _mlperf_measure(row: Mapping[str, str], x: Mapping[str, float]
+                    ) -> tuple[float, float, float]:
+    gbs, gpus, seq = (_number(row[k]) for k in ("gbs", "num_gpus", "seq"))
+    value = _number(row["measured"])
+    samples_s = value if row["measured_as"] == "samples/s" else gbs / value
+    return samples_s * seq / gpus, gbs * seq / gpus, math.nan
+
+
+_NOT_STATED = "not stated by the configuration or the YAML: Megatron-Core's default, "
+MLPERF_8B = SetTable(
+    name="mlperf-llama31-8b",
+    description="MLPerf Training Llama 3.1 8B (sequence 8192) on one 8-GPU node, v5.1 and "
+                "v6.0: AMD MI355X and NVIDIA Blackwell systems (tokens/s per GPU, from the "
+                "result logs)",
+    file="mlperf_training_llama31_8b.csv",
+    every_row=(llm("llama3.1-8b"), NO_DROPOUT),
+    columns={
+        "gpu": {"MI355X": gpu("mi355x"),
+                "MI350X": Missing("no preset for the MI350X (the MI355X's die, air-cooled, "
+                                  "at 1,000 W)"),
+                "GB300": gpu("gb300-nvl72"), "GB200": gpu("gb200-nvl72"),
+                "B300": gpu("b300"), "B200": gpu("b200")},
+        "system": lambda row: (approx(
+            "the YAML of the v6.0 MI355X run as stored in the MI350X implementation (the "
+            "MI355X configuration names the same file, not stored); the throughput is the "
+            "whole run's, its evaluations included (10 s in each 400 s block of the v5.1 "
+            "log: 2.5%)")
+            if row["system"] == "MI355X_EPYC_9575F_primus" else NOTHING),
+        "num_gpus": "num_gpus",
+        "tp": "tensor_parallel",
+        "pp": "pipeline_parallel",
+        "cp": "context_parallel",
+        "mbs": "micro_batch",
+        "seq": "seq_length",
+        "gbs": lambda row: _accumulation(row, "num_gpus", "gbs", "mbs"),
+        "precision": _mlperf_precision,
+        "recompute": {"none": exact(recompute=0),
+                      "": approx(_NOT_STATED + "no recompute", recompute=0)},
+        "optimizer": {"distributed, overlapped": exact(zero_stage=1, dp_overlap=1.0,
+                                                       param_gather_overlap=1.0),
+                      "": approx("the optimizer not stated by the configuration: the "
+                                 "model's default, the distributed optimizer (ZeRO-1) with "
+                                 "the gradient reduction overlapped, the weight gather not",
+                                 zero_stage=1, dp_overlap=1.0, param_gather_overlap=0.0)},
+        "grad_reduce": {"bf16": exact(grad_buffer_bytes=2), "": NOTHING},
+        "cross_entropy": {"te": exact(cross_entropy_fusion=2), "": NOTHING},
+        "unexpressed": lambda row: (Missing(row["unexpressed"].strip())
+                                    if row["unexpressed"].strip() else NOTHING),
+    },
+    blank={},
+    measure=_mlperf_measure,
+    label=lambda row: f"{row['round']} {row['submitter']} {row['gpu']}",
+    layout=_layout,
+)
+
 NEW_SETS: dict[str, SetTable] = {s.name: s for s in (BRIDGE, BRIDGE_GB, MOE_RECIPES,
                                                       TORCHTITAN, TORCHTITAN_2024,
-                                                      GB200_HISTORY, LLM_FOUNDRY)}
+                                                      GB200_HISTORY, LLM_FOUNDRY,
+                                                      MLPERF_8B)}

@@ -35,6 +35,7 @@ from jaxmodel.models.validation_sets import (
     DATA,
     GB200_HISTORY,
     GIB,
+    MLPERF_8B,
     MOE_RECIPES,
     TORCHTITAN,
     TORCHTITAN_2024,
@@ -905,6 +906,44 @@ def test_torchtitan_2024_rows_by_hand():
     _has(cases["Llama 3 70B A100 full AC"], recompute=2, hidden_dim=8192)
 
 
+def test_mlperf_llama31_8b_rows_by_hand():
+    # MLPerf Training v5.1, AMD's MI355X node (config_MI355X_1x8x1_8b.sh): GBS 32, MBS 2,
+    # TP 1 on 8 GPUs -> 32 / (2 x 8) = 2 micro-batches; FP8 with FP8 parameters
+    # (FP8_PARAMS=1).  Its log's last block: 30.694098572187265 samples/s of 8,192
+    # tokens on 8 GPUs = 31,430.7 tokens/s per GPU; a step is 32 x 8192 / 8 = 32,768
+    # tokens per GPU.
+    cases = _by_label(MLPERF_8B)
+    assert len(cases) == 9
+    v51 = cases["v5.1 AMD MI355X"]
+    _has(v51, num_gpus=8, tensor_parallel=1, pipeline_parallel=1, context_parallel=1,
+         micro_batch=2, gradient_accum_steps=2, seq_length=8192, precision=1,
+         fp8_param_gather=1, recompute=0, hidden_dim=4096, compute_tflops=2516.6)
+    assert v51.gpu == "mi355x"
+    assert v51.measured == pytest.approx(30.694098572187265 * 8192 / 8)
+    assert v51.measured == pytest.approx(31430.7, abs=0.1)
+    assert v51.work == 32 * 8192 / 8
+    assert any("not stated" in n for n in v51.notes)
+    # v6.0 (Primus): MXFP4 as the model's FP4; the YAML's distributed optimizer with
+    # both overlaps, gradients reduced in bf16, Transformer Engine's cross-entropy.
+    v60 = cases["v6.0 AMD MI355X"]
+    _has(v60, precision=3, recompute=0, zero_stage=1, dp_overlap=1.0,
+         param_gather_overlap=1.0, grad_buffer_bytes=2, cross_entropy_fusion=2)
+    assert v60.measured == pytest.approx(35.67 * 8192 / 8)
+    assert any("evaluations included" in n for n in v60.notes)
+    # NVIDIA's recipe prints seconds per step: the Supermicro B200's GBS 16 at
+    # 0.42905 s = 37.29 samples/s, 38,187 tokens/s per GPU -- but it runs its attention
+    # in FP8, which the model has no input for; the MI350X has no preset.
+    b200 = cases["v6.0 Supermicro B200"]
+    assert b200.inputs is None and "FP8 dot-product attention" in b200.reason
+    row = {"gbs": "16", "num_gpus": "8", "seq": "8192", "measured": "0.42905055370274486",
+           "measured_as": "s/step"}
+    measured, work, _ = MLPERF_8B.measure(row, {})
+    assert (measured, work) == pytest.approx((38186.6, 16 * 8192 / 8), abs=0.1)
+    assert cases["v5.1 AMD MI350X"].inputs is None
+    assert "no preset for the MI350X" in cases["v5.1 AMD MI350X"].reason
+    assert sum(c.inputs is not None for c in cases.values()) == 2
+
+
 def test_a_value_the_table_does_not_know_is_a_one_line_error(tmp_path):
     text = (DATA / TORCHTITAN.file).read_text().replace(",full,yes,yes,yes,100,", ",some,yes,"
                                                         "yes,yes,100,")
@@ -1062,7 +1101,8 @@ def test_validate_all_json_counts_and_the_existing_figures():
     assert [(s["set"], s["rows"]) for s in doc["sets"]] == [
         ("megatron-bridge", 73), ("megatron-bridge-gb", 190), ("megatron-lm-moe", 7),
         ("torchtitan", 18), ("torchtitan-2024", 5),
-        ("deepseek-v3-gb200", 13), ("llm-foundry", 201), ("sc21", 10),
+        ("deepseek-v3-gb200", 13), ("llm-foundry", 201), ("mlperf-llama31-8b", 9),
+        ("sc21", 10),
         ("megatron-h100", 9), ("megatron-h100", 9), ("qwen3-235b", 12), ("qwen3-235b", 12)]
     for s in doc["sets"]:
         assert s["expressible"] + len(s["not_expressible"]) == s["rows"]
