@@ -2143,7 +2143,8 @@ LLM_FOUNDRY = SetTable(
 # the same model, sequence and layout (TP 1, PP 1, CP 1, micro-batch 2, every GPU a
 # data-parallel rank) on AMD and NVIDIA systems, each row's settings from its
 # submission's configuration.  A setting neither the configuration nor the YAML states
-# takes Megatron-Core's default, listed.  AMD's runs set Transformer Engine's CK v3
+# takes Megatron-Core's default (no recompute) or the model's (the optimizer), listed
+# with the row.  AMD's runs set Transformer Engine's CK v3
 # fused attention (NVTE_CK_USES_FWD_V3 / _BWD_V3): the preset's attention_efficiency
 # (attention_kernel 0).  NVIDIA's recipe runs the attention in FP8, which the model
 # has no input for: those rows are not expressible, as are those of a GPU without a
