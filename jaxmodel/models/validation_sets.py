@@ -2164,9 +2164,19 @@ def _mlperf_precision(row: Mapping[str, str]) -> Cell:
 
 def _mlperf_measure(row: Mapping[str, str], x: Mapping[str, float]
                     ) -> tuple[float, float, float]:
+    """Tokens/s per GPU of a training block, its evaluations excluded, from what the log
+    prints: samples/s, seconds per step, or a block's start and stop (ms) and samples."""
     gbs, gpus, seq = (_number(row[k]) for k in ("gbs", "num_gpus", "seq"))
-    value = _number(row["measured"])
-    samples_s = value if row["measured_as"] == "samples/s" else gbs / value
+    kind = row["measured_as"]
+    if kind == "block":
+        seconds = (_number(row["block_stop_ms"]) - _number(row["block_start_ms"])) / 1e3
+        samples_s = _number(row["block_samples"]) / seconds
+    elif kind == "s/step":
+        samples_s = gbs / _number(row["measured"])
+    elif kind == "samples/s":
+        samples_s = _number(row["measured"])
+    else:
+        raise InputError("measured_as", kind, "one of samples/s, s/step, block")
     return samples_s * seq / gpus, gbs * seq / gpus, math.nan
 
 
@@ -2186,9 +2196,7 @@ MLPERF_8B = SetTable(
                 "B300": gpu("b300"), "B200": gpu("b200")},
         "system": lambda row: (approx(
             "the YAML of the v6.0 MI355X run as stored in the MI350X implementation (the "
-            "MI355X configuration names the same file, not stored); the throughput is the "
-            "whole run's, its evaluations included (10 s in each 400 s block of the v5.1 "
-            "log: 2.5%)")
+            "MI355X configuration names the same file, not stored)")
             if row["system"] == "MI355X_EPYC_9575F_primus" else NOTHING),
         "num_gpus": "num_gpus",
         "tp": "tensor_parallel",
