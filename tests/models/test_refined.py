@@ -39,9 +39,10 @@ TOY = {
     # The 2026 terms off, so that the hand values above test the original ones
     # alone (each new term has its own hand-computed test in test_refined_2026.py):
     # every GEMM and attention at matmul_efficiency (1.0), the full attention
-    # square, bf16 gradient buffers, no reserved memory, no gradient-buffer
-    # traffic and no bucket granularity.
+    # square with no fixed work per query tile, bf16 gradient buffers, no reserved
+    # memory, no gradient-buffer traffic and no bucket granularity.
     "gemm_shape_model": 0, "attention_efficiency": 1.0, "causal_mask": 0,
+    "attention_tile_keys": 0.0,
     "grad_buffer_bytes": 2, "reserved_memory_gb": 0.0, "kernel_overhead_us": 0.0,
     "grad_buffer_traffic": 0, "dp_bucket_params": 0.0, "overlap_slowdown": 0.0,
     # Dropout as in Korthikanti et al. 2022 (GPT with dropout 0.1): its masks

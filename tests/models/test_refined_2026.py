@@ -1068,6 +1068,60 @@ def test_sliding_window_saves_the_same_in_an_moe_layer():
     assert saved * 1e3 == pytest.approx(_attention_step_us(384), rel=1e-9)
 
 
+def test_a_fused_kernel_pays_a_fixed_work_per_query_tile():
+    # attention_tile_keys (TOY: 0; the default 512): each query runs its keys plus 512
+    # more, over the 8,192 / (8,192 + 512) of that work the attention_efficiency,
+    # measured at 8,192 keys without a mask, already holds.  TOY's 1,024 keys become
+    # 1,536 x 8,192 / 8,704 = 1,445.647 keys' time: 421.647 more a query.
+    base, tile = run(), run(attention_tile_keys=512.0)
+    more = 1536 * 8192 / 8704 - 1024
+    assert more == pytest.approx(421.647, abs=1e-3)
+    assert (tile["step_time_ms"] - base["step_time_ms"]) * 1e3 == approx(
+        _attention_step_us(more))
+    # Model FLOPs count the keys the model has, not the kernel's work: MFU falls by
+    # the step's growth alone.
+    assert tile["mfu_percent"] * tile["step_time_ms"] == approx(
+        base["mfu_percent"] * base["step_time_ms"])
+    # At the reference, 8,192 keys without a mask, the preset's fraction is the rate:
+    # (8,192 + 512) x 8,192 / 8,704 = 8,192 keys' time, the term adds nothing.
+    ref = dict(seq_length=8192, gpu_memory_gb=1000)
+    assert run(**ref, attention_tile_keys=512.0)["step_time_ms"] == approx(
+        run(**ref)["step_time_ms"])
+    # Causal, s = 1,024: 576 keys run (test_causal_sliding_window_executes_its_band),
+    # 1,088 with the fixed work, 1,088 x 8,192 / 8,704 = 1,024 keys' time: the causal
+    # half costs what the full square costs without the term.
+    causal = run(causal_mask=1, attention_tile_keys=512.0)
+    assert (causal["step_time_ms"] - run(causal_mask=1)["step_time_ms"]) * 1e3 == approx(
+        _attention_step_us(1024 - 576))
+    # FlashAttention-2 and its predecessors (attention_kernel 1-3) take none: their
+    # measured fraction is the causal 8K kernel's, flat in the sequence.
+    fa2 = dict(attention_kernel=1, fa2_attention_efficiency=1.0)
+    assert run(**fa2, attention_tile_keys=512.0)["step_time_ms"] == approx(
+        run(**fa2)["step_time_ms"])
+
+
+def test_a_ring_step_is_a_kernel_call_of_its_own():
+    # Context parallelism over c = 2 (t4 c2 p2 on 16 GPUs): a rank runs 512 of the
+    # 1,024 queries.  The ring (cp_comm 0) calls the kernel once per step, c times a
+    # layer, so a query pays 2 x 512 keys; all-to-all (2) calls it once on the whole
+    # sequence.  The compute time (4 layers, m = 4, forward 1 + backward 2 +
+    # FlashAttention's recompute 0.5) grows by 3.5 ATTN_FWD_US / 2 x (keys - 1,024) /
+    # 1,024 a layer and micro-batch.
+    cp = dict(num_gpus=16, context_parallel=2)
+
+    def grown_us(cp_comm):
+        return (run(**cp, cp_comm=cp_comm, attention_tile_keys=512.0)["compute_time_ms"]
+                - run(**cp, cp_comm=cp_comm)["compute_time_ms"]) * 1e3
+
+    def expect_us(calls):
+        keys = (1024 + 512 * calls) * 8192 / 8704
+        return 3.5 * ATTN_FWD_US / 2 * (keys - 1024) / 1024 * 4 * 4
+
+    assert grown_us(0) == approx(expect_us(2))
+    assert grown_us(2) == approx(expect_us(1))
+    assert grown_us(1) == approx(expect_us(1))
+
+
 # --- eager PyTorch elementwise ops (elementwise_fusion 0) ----------------------------
 
 

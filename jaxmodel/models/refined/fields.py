@@ -257,6 +257,12 @@ INPUTS: tuple[InputField, ...] = (
     InputField("fa2_attention_efficiency", "fraction", "achievable fraction of the bf16 peak "
                "in FlashAttention-2's kernels, forward and backward (attention_kernel 1)",
                False, 0.0, False, 0.326, 1.0),
+    InputField("attention_tile_keys", "keys", "a fused attention kernel's fixed work per "
+               "query tile and call (loading its queries, filling the pipeline, the last "
+               "rescale and stores, a wave's tail) in keys of its main loop: a query runs "
+               "its keys plus this many; the presets' attention_efficiency, measured at "
+               "8,192 keys without a mask, holds 8,192 / (8,192 + this) of it (cuDNN 9.19 on "
+               "H200, GB200 and GB300: 512); 0 leaves it out", False, 0.0, True, 512.0, None),
     InputField("mma_per_exponential", "FLOP/exp", "the GPU's tensor-core bf16 FLOPs per "
                "exponential of its special-function units, per SM and clock (Hopper 4,096 / "
                "16 = 256): a fused attention kernel's softmax cost per score element in "

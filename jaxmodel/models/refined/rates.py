@@ -133,8 +133,8 @@ def gemm_seconds(r: GemmRates, m, n, k, low_precision: bool):
 # its fraction of peak goes as d / (d + d0): a small head does less MMA work per
 # exponential.  FlashAttention-3 paper (Shah et al. 2024, arXiv 2407.08608,
 # Figures 5 and 6: H100 SXM5, bf16, non-causal, sequence 8K), TFLOP/s forward /
-# backward: cuDNN 412 / 432 at head dim 64, 600 / 518 at 128 (the presets'
-# figures), combined by the model's 1 : 2.5 to 426 and 539, a ratio 0.790, so d0
+# backward: cuDNN 412 / 432 at head dim 64, 600 / 518 at 128 (only their ratio is
+# used), combined by the model's 1 : 2.5 to 426 and 539, a ratio 0.790, so d0
 # = 128 (1 - 0.790) / (2 x 0.790 - 1) = 46.2; FlashAttention-2 322 / 287 and
 # 370 / 318, 296 and 331, ratio 0.894, d0 = 17.2.  At 256 cuDNN's d0 gives
 # 1.153x the 128 rate, FlashAttention-3's own forward 746 / 646 = 1.155x.
@@ -181,6 +181,43 @@ def head_dim_factor(width, d0):
 # ratios are assumed (the kernels predate Hopper and use none of its features).
 FA1_OVER_FA2 = 0.5
 TRITON_FA_OVER_FA2 = 3.5 / (1.4 + 2.5 * 2.0)
+
+
+# A fused kernel's fixed work per query tile and call: loading the tile's
+# queries, the prologue that fills its pipeline, the final rescale and the
+# output and log-sum-exp stores, and the tail of a wave of tiles of unequal
+# length.  It costs about as much as ``attention_tile_keys`` (default 512) keys
+# more of the main loop, so a query runs ``keys + 512`` keys' time, and the
+# presets' fractions, measured at ``ATTENTION_REFERENCE_SEQUENCE`` keys without a
+# mask, already hold 8192 / (8192 + 512) of it.  NVIDIA's cuDNN-frontend SDPA
+# training benchmark (NVIDIA/cudnn-frontend, benchmark/sdpa_benchmark_training/results/
+# {h200,gb200,gb300}_919_only_cudnn/llama3.1_*.csv: cuDNN 9.19.1, bf16, 64 query
+# and 8 key/value heads of 128, batch 1, with and without the causal mask, 2K-32K)
+# measures it: each GPU's forward and backward combined by the model's 1 : 2.5,
+# at 4K-32K, fitted by ``E n / (n + c)`` without the mask and ``E n / (n + 1 +
+# 2 c)`` with it (``n`` = keys / 128; the causal count is the half square, and
+# the kernel runs ``(n + 1) / 2`` tiles a query tile, ``masked_tile_keys``), one
+# ``E`` per GPU and one ``c``: c = 4.3 tiles (3.4 on H200, 5.1 on GB200, 4.4 on
+# GB300 alone), every point within 5.6%; 4 tiles of 128 keys are taken.  It is
+# why a causal 4K sequence runs at 0.80-0.81 of the unmasked 8K rate on all
+# three (the model: 0.83), and why GPT-OSS's attention in the same benchmark
+# (gpt_oss_*.csv: head dim 64, a causal window of 1,024 keys, 8K) runs at 0.254
+# of GB200's peak and 0.316 of H200's (the model: 0.268 and 0.317; without this
+# term 0.371 and 0.440).  FlashAttention-2's
+# fraction (``fa2_attention_efficiency``) is its causal forward at 8K already and
+# its rate is flat from 4K on (the FlashAttention-3 paper's figures), so
+# attention_kernel 1-3 take none.
+ATTENTION_REFERENCE_SEQUENCE = 8192.0
+
+
+def kernel_keys(x, executed, calls):
+    """Keys' worth of fused-kernel time per query: the ``executed`` keys
+    (``layer.attention_keys``) plus ``attention_tile_keys`` for each of the
+    ``calls`` kernel calls a query takes a layer (one; one per ring step under
+    context parallelism), over the part of it the preset's fraction holds."""
+    tile = jnp.where(whole(x.attention_kernel) >= 1, 0.0, x.attention_tile_keys)
+    ref = ATTENTION_REFERENCE_SEQUENCE
+    return (executed + tile * calls) * ref / (ref + tile)
 
 
 def flash_attention_seconds(x, flops, peak, head_width=None):
