@@ -24,11 +24,6 @@ from dataclasses import dataclass, field
 
 from jaxmodel.errors import InputError, closest
 from jaxmodel.models import Model, get_model
-from jaxmodel.models.refined.rates import (
-    ATTENTION_HEAD_DIM_D0,
-    ATTENTION_REFERENCE_HEAD_DIM,
-    softmax_d0,
-)
 
 
 @dataclass(frozen=True)
@@ -99,19 +94,35 @@ def by_name(presets: tuple[Preset, ...]) -> dict[str, Preset]:
 # core at one efficiency for its forward pass (F FLOPs) and its backward pass
 # (2.5 F, FlashAttention's count), so the input is the harmonic combination
 # 3.5 / (1 / e_fwd + 2.5 / e_bwd) of the two kernels' measured fractions, at
-# head dimension 128 and sequence 8K:
-# - H100: cuDNN forward 600 and backward 518 TFLOP/s (Shah et al. 2024,
-#   FlashAttention-3, arXiv 2407.08608, the forward and backward speed figures
-#   for head dim 128 on H100 SXM5, seqlen 8k, bf16) -> 0.545.
-#   cuDNN is the backend of Transformer Engine's fused attention, which
-#   Megatron-Core runs;
-# - Blackwell: FlashAttention-4 (arXiv 2603.05451, 2026, abstract) reaches
-#   1613 TFLOP/s on B200, "up to 1.3x" cuDNN 9.13, so cuDNN's forward is about
-#   1613 / 1.3 = 1241 TFLOP/s (55% of 2250); the backward is not published and
-#   is assumed at H100's cuDNN backward/forward ratio 518 / 600 -> 0.495.  The
-#   paper's point is why it is low: Blackwell doubled the tensor cores but not
-#   the exponential units (forward) or shared-memory bandwidth (backward), so
-#   attention runs at a smaller fraction of peak than GEMMs;
+# head dimension 128 and sequence 8K, without a mask (the refined model adds the
+# kernel's fixed work per query tile and its causal tiles:
+# jaxmodel.models.refined.rates.kernel_keys, layer.masked_tile_keys).
+# NVIDIA's own cuDNN benchmark runs the same harness and cuDNN release on each
+# of its GPUs (NVIDIA/cudnn-frontend, benchmark/sdpa_benchmark_training/results/
+# {h200,gb200,gb300}_919_only_cudnn/llama3.1_2026022*.csv: cuDNN 9.19.1, bf16,
+# Llama 3.1's 64 query and 8 key/value heads of 128, batch 1, sequence 8192, no
+# mask, forward and backward in TFLOP/s, FLOPs 4 B N^2 H D and 2.5 times that),
+# which the presets take, so that GPUs compare on one software release (9.19,
+# February 2026: the middle of the public record's releases, 25.09-26.08):
+# - Hopper: H200 forward 691, backward 594 -> 0.626 of 989, which the H100 and
+#   H800 share (the same GH100 SMs and tensor clock at 700 W; attention is
+#   compute-bound, so the H200's faster HBM does not enter).  The FlashAttention-3
+#   paper's cuDNN of mid-2024 on an H100 (Shah et al. 2024, arXiv 2407.08608:
+#   600 / 518 at head dim 128, 8K) gives 0.545: the kernel's releases since, not
+#   the silicon, are the difference (listed, not used);
+# - Blackwell: GB200 forward 1709, backward 1409 -> 0.593 of 2500, which the
+#   B200 shares (the same die and kernels, at its own lower-clocked peak).  The
+#   same harness on a B200 with cuDNN 9.13 (its artifacts/
+#   sdpa_bf16_benchmark_results_NVIDIA_B200.csv, PyTorch 25.09's container,
+#   causal, 128 query heads) measured 1171 / 943 at 8K, 0.47 of 2250 by the
+#   same reading: the 25.09-25.11 releases ran slower kernels (listed, not
+#   modelled: a release is not an input);
+# - Blackwell Ultra: GB300 forward 1930, backward 1501 -> 0.641 of 2500, which
+#   the B300 shares.  Its doubled exponential rate moves bf16 attention at head
+#   dim 128 by 1.08x over GB200 (1.13x forward, 1.07x backward), not by the
+#   1.27x the softmax part d0 alone would give (the model's mma_per_exponential):
+#   the kernels balance the exponentials across the FMA units (FlashAttention-4's
+#   emulated exp2), so the measured pair is taken, not derived.
 # - MI300X: FlashAttention-2 forward+backward 328.6 TFLOP/s (head dim 64,
 #   batch 2, sequence 8192; Azure/AI-benchmarking-guide,
 #   Azure_Results/ND_MI300X_v5_results.md) -> 0.251.  (The same harness on H100
@@ -234,8 +245,9 @@ def _attention(forward: float, backward: float) -> float:
     return round(3.5 / (1.0 / forward + 2.5 / backward), 3)
 
 
-_ATTN_H100 = _attention(600 / 989, 518 / 989)
-_ATTN_BLACKWELL = _attention(1613 / 1.3 / 2250, 1613 / 1.3 / 2250 * 518 / 600)
+_ATTN_H100 = _attention(691 / 989, 594 / 989)
+_ATTN_BLACKWELL = _attention(1709 / 2500, 1409 / 2500)
+_ATTN_ULTRA = _attention(1930 / 2500, 1501 / 2500)
 _ATTN_MI300X = round(328.6 / 1307.4, 3)
 _ATTN_MI355X = _attention(1256.8 / 2516.6, 1168.5 / 2516.6)
 _FA2_H100 = _attention(333 / 989, 318 / 989)
@@ -268,26 +280,6 @@ MMA_PER_EXPONENTIAL: dict[str, float] = {
 }
 
 
-def _fewer_exponentials(efficiency: float, ratio_from: float, ratio_to: float) -> float:
-    """A fused-attention fraction at head dim 128 measured on one GPU, on a GPU
-    of the same tensor cores with more exponential units: the softmax part
-    ``softmax_d0`` shrinks from ``ratio_from`` to ``ratio_to`` FLOPs an
-    exponential, ``e (128 + d0_from) / (128 + d0_to)``."""
-    ref = ATTENTION_REFERENCE_HEAD_DIM
-    d0_from = softmax_d0(ATTENTION_HEAD_DIM_D0, ratio_from)
-    d0_to = softmax_d0(ATTENTION_HEAD_DIM_D0, ratio_to)
-    return round(efficiency * (ref + d0_from) / (ref + d0_to), 3)
-
-
-# Blackwell Ultra runs B200's measured cuDNN attention with half the
-# exponential time: 0.495 x (128 + 92.4) / (128 + 46.2) = 0.626.  Checked, not
-# fitted: NVIDIA's softmax post measures GB300 at about 1.35x GB200's FP8
-# forward attention throughput on DeepSeek-V3's MLA (head widths 192 and 128,
-# mean 160); the same arithmetic at FP8's doubled tensor rate (1,024 and 512
-# FLOPs an exponential, d0 184.8 and 92.4) gives (160 + 184.8) / (160 + 92.4)
-# = 1.366.
-_ATTN_ULTRA = _fewer_exponentials(_ATTN_BLACKWELL, MMA_PER_EXPONENTIAL["b200"],
-                                  MMA_PER_EXPONENTIAL["b300"])
 
 
 def _datasheet_memory_gb(gib: float) -> float:
@@ -378,8 +370,9 @@ _A100_MEASURED = ("FlashAttention-2 fwd+bwd 179.5 TFLOP/s, STREAM 1.61-1.70 TB/s
 # GB300 shares: the same die and kernels at a higher power limit.
 _MAMF_B300 = 0.786
 
-_HOPPER_MEASURED = ("MAMF bf16 794.5 of 989 (Bekman, MAMF table); cuDNN attention fwd 600 / "
-                    "bwd 518 TFLOP/s (FlashAttention-3 paper, head dim 128, 8K); NCCL ring bus "
+_HOPPER_MEASURED = ("MAMF bf16 794.5 of 989 (Bekman, MAMF table); cuDNN 9.19 attention fwd 691 / "
+                    "bwd 594 TFLOP/s on an H200 (NVIDIA cudnn-frontend SDPA training "
+                    "benchmark, head dim 128, 8K, no mask); NCCL ring bus "
                     "bandwidth 370 of 450 GB/s (nccl-tests issue 212, NCCL topo.h); 46-48 "
                     "of 50 GB/s per NDR NIC (nccl-tests issue 290)")
 
@@ -486,11 +479,11 @@ GPUS: dict[str, Preset] = by_name((
          "7.7 TB/s (62 TB/s for 8; the driver reports a 7,680-bit bus at 3,996 MHz = "
          "7.67 TB/s, pytorch/ao PR 4002), NVLink 5 1.8 TB/s, 148 SMs (Blackwell "
          "architecture technical brief); DGX B200: 8 x 400 Gb/s ConnectX-7. Measured: MAMF "
-         "bf16 1745.0 of 2250 (Bekman, MAMF table); cuDNN 9.13 attention forward ~1241 "
-         "TFLOP/s (FlashAttention-4 paper: 1613 = 1.3 x cuDNN); NVLink 5 ring bus "
+         "bf16 1745.0 of 2250 (Bekman, MAMF table); NVLink 5 ring bus "
          "bandwidth 679.6 of 900 GB/s (Azure AI-benchmarking-guide, ND GB200 v6); 46-48 of "
-         "50 GB/s per NDR NIC (nccl-tests issue 290). Assumed: attention backward at "
-         "H100's cuDNN backward/forward ratio; FlashAttention-2 at GB200's 373.9 of 2500 "
+         "50 GB/s per NDR NIC (nccl-tests issue 290). Assumed: GB200's measured cuDNN 9.19 "
+         "attention fraction (0.593; the same die and kernels); FlashAttention-2 at GB200's "
+         "373.9 of 2500 "
          "TFLOP/s (Azure, ND GB200 v6); HBM at the H200's measured HBM3e fraction "
          "(no B200 STREAM figure is published; ProjectPhysX OpenCL-Benchmark's coalesced "
          "read 6.67 and write 6.50 TB/s on a B200, 0.87 and 0.84 of 7.7, bracket it); "
@@ -505,9 +498,8 @@ GPUS: dict[str, Preset] = by_name((
          "PFLOP/s dense per GPU, NVLink 5 1.8 TB/s, ConnectX-8 800 Gb/s per GPU; 160 SMs "
          "(NVIDIA technical blog 'Inside NVIDIA Blackwell Ultra', 2025). Measured: MAMF "
          "bf16 1769.0 of 2250 (Bekman, MAMF table); NVLink 5 ring bus bandwidth 679.6 of "
-         "900 GB/s (Azure, ND GB200 v6). Derived: the B200's attention with the exponential "
-         "time halved (Blackwell Ultra doubles MUFU.EX2 throughput: NVIDIA, 'Making Softmax "
-         "More Efficient with NVIDIA Blackwell Ultra'), 0.495 -> 0.626. Assumed: the "
+         "900 GB/s (Azure, ND GB200 v6). Assumed: GB300's measured cuDNN 9.19 attention "
+         "fraction (0.641; the same die and kernels), the "
          "B200's HBM fraction, GB200's FlashAttention-2 fraction (0.150), the "
          "NDR per-NIC fraction for ConnectX-8, latencies within NCCL's cost model",
          tflops=2250, sms=160, mamf=_MAMF_B300, memory_gb=288,
@@ -522,8 +514,10 @@ GPUS: dict[str, Preset] = by_name((
          "Measured: MAMF bf16 1822.0 of 2500 (Bekman, MAMF table); NVLink 5 ring bus "
          "bandwidth 679.6 of 900 GB/s (Azure AI-benchmarking-guide, ND GB200 v6); 46-48 "
          "of 50 GB/s per NDR NIC (nccl-tests issue 290); FlashAttention-2 fwd + bwd 373.9 "
-         "TFLOP/s (Azure, ND GB200 v6, head dim 128, 8K). Assumed: the B200's attention "
-         "and HBM fractions, latencies within NCCL's cost model",
+         "TFLOP/s (Azure, ND GB200 v6, head dim 128, 8K); cuDNN 9.19 attention fwd 1709 / "
+         "bwd 1409 TFLOP/s (NVIDIA cudnn-frontend SDPA training benchmark, head dim 128, "
+         "8K, no mask). Assumed: the B200's HBM fraction, latencies within NCCL's cost "
+         "model",
          tflops=2500, sms=148, mamf=0.729, memory_gb=186,
          hbm_tb_s=8.0, nvlink_gb_s=900, network_gb_s=50, per_node=72, host=_HOST_GRACE,
          rates=_rates(attention=_ATTN_BLACKWELL, hbm=_HBM_H200, intra=_NVLINK5,
@@ -535,10 +529,10 @@ GPUS: dict[str, Preset] = by_name((
          "per GPU; gpus_per_node is the NVLink domain (72); 160 SMs. Measured: NVLink 5 "
          "ring bus bandwidth 679.6 of 900 GB/s (Azure, ND GB200 v6; ND GB300 v6 measures "
          "680.5); FlashAttention-2 fwd + bwd 399.7 TFLOP/s (Azure, ND GB300 v6, head dim "
-         "128, 8K). Assumed: the B300's "
+         "128, 8K); cuDNN 9.19 attention fwd 1930 / bwd 1501 TFLOP/s (NVIDIA cudnn-frontend "
+         "SDPA training benchmark, head dim 128, 8K, no mask). Assumed: the B300's "
          "MAMF fractions (bf16 0.786, FP8 0.745: the same Blackwell Ultra die and kernels; "
-         "no GB300 MAMF is published) and attention (B200's with the exponential time "
-         "halved, 0.626), the B200's HBM fraction, the NDR "
+         "no GB300 MAMF is published), the B200's HBM fraction, the NDR "
          "per-NIC fraction for ConnectX-8, latencies within NCCL's cost model",
          tflops=2500, sms=160, mamf=_MAMF_B300, memory_gb=288,
          hbm_tb_s=8.0, nvlink_gb_s=900, network_gb_s=100, per_node=72, host=_HOST_GRACE,
