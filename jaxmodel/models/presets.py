@@ -248,6 +248,28 @@ def _attention(forward: float, backward: float) -> float:
 _ATTN_H100 = _attention(691 / 989, 594 / 989)
 _ATTN_BLACKWELL = _attention(1709 / 2500, 1409 / 2500)
 _ATTN_ULTRA = _attention(1930 / 2500, 1501 / 2500)
+# FP8 fused attention (fp8_attention_efficiency, Transformer Engine's
+# fp8_dot_product_attention): the same benchmark's FP8 runs (cuDNN 9.19.1, e4m3,
+# head dim 128, 8K), with the causal mask training runs, carried to the reference
+# (no mask) by the refined model's own causal tiles and fixed work per query tile
+# (rates.kernel_keys: a causal 8K query tile runs (64 + 1) / 2 + 4 tiles' time for
+# its 32 counted, the reference 64 + 4 for 64, so x 73 / 68).  H200 forward 964,
+# backward 430 -> 0.555 of 989; GB200 1987 / 1478 -> 0.685 of 2500; GB300 2780 /
+# 1590 -> 0.778; the B200, B300, H100 and H800 take their sibling's.  The bf16
+# pairs read this way give 0.616, 0.593 and 0.644, within 2% of the unmasked
+# ones above, but Hopper's FP8 backward with the mask runs at 430 against 636
+# without it (Blackwell's: 1478 against 1630): FP8 attention is no faster than
+# bf16 on Hopper in a causal LM, and the preset says so.  No FP8 attention rate
+# is published for AMD's kernels: MI300X and MI355X take their bf16 fraction
+# (assumed); the A100 has no FP8.
+def _causal_8k(forward: float, backward: float) -> float:
+    """An FP8 attention fraction from the causal 8K pair (the comment above)."""
+    return round(3.5 / (1.0 / forward + 2.5 / backward) * 73 / 68, 3)
+
+
+_FP8_ATTN_H100 = _causal_8k(964 / 989, 430 / 989)
+_FP8_ATTN_BLACKWELL = _causal_8k(1987 / 2500, 1478 / 2500)
+_FP8_ATTN_ULTRA = _causal_8k(2780 / 2500, 1590 / 2500)
 _ATTN_MI300X = round(328.6 / 1307.4, 3)
 _ATTN_MI355X = _attention(1256.8 / 2516.6, 1168.5 / 2516.6)
 _FA2_H100 = _attention(333 / 989, 318 / 989)
@@ -341,9 +363,10 @@ _HOST_MI355X = (_HOST_MI300X[0], _HOST_MI300X[1] + "; none is published for MI35
                 "MI300X's PCIe Gen5 x16 figure assumed")
 
 
-def _rates(*, attention, hbm, intra, inter=_NDR, fa2=None):
+def _rates(*, attention, hbm, intra, inter=_NDR, fa2=None, fp8_attention=None):
     return {"attention_efficiency": attention,
             "fa2_attention_efficiency": attention if fa2 is None else fa2,
+            "fp8_attention_efficiency": attention if fp8_attention is None else fp8_attention,
             "hbm_efficiency": hbm,
             "intra_node_efficiency": intra, "inter_node_efficiency": inter, **_LATENCY_US,
             **_HOST_KERNEL_US}
@@ -372,7 +395,7 @@ _MAMF_B300 = 0.786
 
 _HOPPER_MEASURED = ("MAMF bf16 794.5 of 989 (Bekman, MAMF table); cuDNN 9.19 attention fwd 691 / "
                     "bwd 594 TFLOP/s on an H200 (NVIDIA cudnn-frontend SDPA training "
-                    "benchmark, head dim 128, 8K, no mask); NCCL ring bus "
+                    "benchmark, head dim 128, 8K, no mask; FP8 964 / 430 causal); NCCL ring bus "
                     "bandwidth 370 of 450 GB/s (nccl-tests issue 212, NCCL topo.h); 46-48 "
                     "of 50 GB/s per NDR NIC (nccl-tests issue 290)")
 
@@ -435,7 +458,8 @@ GPUS: dict[str, Preset] = by_name((
          "(tuning.cc)",
          tflops=989, sms=132, mamf=0.803, memory_gb=80,
          hbm_tb_s=3.35, nvlink_gb_s=450, network_gb_s=50, per_node=8, host=_HOST_H100,
-         rates=_rates(attention=_ATTN_H100, hbm=_HBM_H100, intra=_NVLINK4, fa2=_FA2_H100)),
+         rates=_rates(attention=_ATTN_H100, hbm=_HBM_H100, intra=_NVLINK4, fa2=_FA2_H100,
+                      fp8_attention=_FP8_ATTN_H100)),
     _gpu("h100-96gb-500w", "NVIDIA H100 SXM 96 GB HBM2e at a 500 W power limit (Meta Grand "
          "Teton host: 8 GPUs, NVLink, 400 Gb/s RDMA per GPU)",
          "torchtitan benchmarks/llama3_h100_202412_torchtitan.md (Hardware): 96GB HBM2e, "
@@ -451,7 +475,8 @@ GPUS: dict[str, Preset] = by_name((
          "cost model",
          tflops=_H100_500W_BF16, sms=132, mamf=0.803, memory_gb=96,
          hbm_tb_s=2.4, nvlink_gb_s=450, network_gb_s=50, per_node=8, host=_HOST_H100_500W,
-         rates=_rates(attention=_ATTN_H100, hbm=_HBM_H100, intra=_NVLINK4, fa2=_FA2_H100)),
+         rates=_rates(attention=_ATTN_H100, hbm=_HBM_H100, intra=_NVLINK4, fa2=_FA2_H100,
+                      fp8_attention=_FP8_ATTN_H100)),
     _gpu("h800", "NVIDIA H800 80 GB SXM5 (export H100: NVLink 400 GB/s), 8-GPU node, "
          "8 x 400 Gb/s",
          "NVIDIA H800 datasheet: the H100 SXM5 compute (989 TFLOP/s bf16, 1,979 FP8 dense, "
@@ -462,7 +487,8 @@ GPUS: dict[str, Preset] = by_name((
          "and NICs), latencies within NCCL's cost model",
          tflops=989, sms=132, mamf=0.803, memory_gb=80,
          hbm_tb_s=3.35, nvlink_gb_s=200, network_gb_s=50, per_node=8, host=_HOST_H800,
-         rates=_rates(attention=_ATTN_H100, hbm=_HBM_H100, intra=0.80, fa2=_FA2_H100)),
+         rates=_rates(attention=_ATTN_H100, hbm=_HBM_H100, intra=0.80, fa2=_FA2_H100,
+                      fp8_attention=_FP8_ATTN_H100)),
     _gpu("h200", "NVIDIA H200 141 GB SXM, HGX H200 node (8 x NDR 400 Gb/s)",
          "NVIDIA H200 datasheet (2024): 989 TFLOP/s bf16 dense, 1,979 FP8 dense, 141 GB "
          "HBM3e, 4.8 TB/s, NVLink 900 GB/s, 132 SMs (the H100 die); HGX H200: 8 GPUs, "
@@ -472,7 +498,8 @@ GPUS: dict[str, Preset] = by_name((
          "cost model",
          tflops=989, sms=132, mamf=0.803, memory_gb=141,
          hbm_tb_s=4.8, nvlink_gb_s=450, network_gb_s=50, per_node=8, host=_HOST_H200,
-         rates=_rates(attention=_ATTN_H100, hbm=_HBM_H200, intra=_NVLINK4, fa2=_FA2_H100)),
+         rates=_rates(attention=_ATTN_H100, hbm=_HBM_H200, intra=_NVLINK4, fa2=_FA2_H100,
+                      fp8_attention=_FP8_ATTN_H100)),
     _gpu("b200", "NVIDIA B200 180 GB, DGX B200 node (8 x 400 Gb/s)",
          "NVIDIA HGX B200 datasheet (2024): per GPU 2.25 PFLOP/s bf16 and 4.5 FP8 dense "
          "(9 PFLOP/s FP4; twice each with sparsity), 180 GB HBM3e, "
@@ -482,7 +509,8 @@ GPUS: dict[str, Preset] = by_name((
          "bf16 1745.0 of 2250 (Bekman, MAMF table); NVLink 5 ring bus "
          "bandwidth 679.6 of 900 GB/s (Azure AI-benchmarking-guide, ND GB200 v6); 46-48 of "
          "50 GB/s per NDR NIC (nccl-tests issue 290). Assumed: GB200's measured cuDNN 9.19 "
-         "attention fraction (0.593; the same die and kernels); FlashAttention-2 at GB200's "
+         "attention fractions (bf16 0.593, FP8 0.685; the same die and kernels); "
+         "FlashAttention-2 at GB200's "
          "373.9 of 2500 "
          "TFLOP/s (Azure, ND GB200 v6); HBM at the H200's measured HBM3e fraction "
          "(no B200 STREAM figure is published; ProjectPhysX OpenCL-Benchmark's coalesced "
@@ -491,6 +519,7 @@ GPUS: dict[str, Preset] = by_name((
          tflops=2250, sms=148, mamf=0.776, memory_gb=180,
          hbm_tb_s=7.7, nvlink_gb_s=900, network_gb_s=50, per_node=8, host=_HOST_B200,
          rates=_rates(attention=_ATTN_BLACKWELL, hbm=_HBM_H200, intra=_NVLINK5,
+                      fp8_attention=_FP8_ATTN_BLACKWELL,
                       fa2=_FA2_BLACKWELL)),
     _gpu("b300", "NVIDIA B300 (Blackwell Ultra) 288 GB, HGX B300 node (8 x 800 Gb/s)",
          "NVIDIA HGX B300 datasheet (2025): 8 GPUs, 2.3 TB HBM3e (288 GB each), 8 TB/s per "
@@ -499,12 +528,13 @@ GPUS: dict[str, Preset] = by_name((
          "(NVIDIA technical blog 'Inside NVIDIA Blackwell Ultra', 2025). Measured: MAMF "
          "bf16 1769.0 of 2250 (Bekman, MAMF table); NVLink 5 ring bus bandwidth 679.6 of "
          "900 GB/s (Azure, ND GB200 v6). Assumed: GB300's measured cuDNN 9.19 attention "
-         "fraction (0.641; the same die and kernels), the "
+         "fractions (bf16 0.641, FP8 0.778; the same die and kernels), the "
          "B200's HBM fraction, GB200's FlashAttention-2 fraction (0.150), the "
          "NDR per-NIC fraction for ConnectX-8, latencies within NCCL's cost model",
          tflops=2250, sms=160, mamf=_MAMF_B300, memory_gb=288,
          hbm_tb_s=8.0, nvlink_gb_s=900, network_gb_s=100, per_node=8, host=_HOST_B300,
          rates=_rates(attention=_ATTN_ULTRA, hbm=_HBM_H200, intra=_NVLINK5,
+                      fp8_attention=_FP8_ATTN_ULTRA,
                       fa2=_FA2_BLACKWELL)),
     _gpu("gb200-nvl72", "NVIDIA GB200 NVL72: 72 Blackwell GPUs in one NVLink domain",
          "NVIDIA GB200 NVL72 datasheet (2024): 72 GPUs, 360 PFLOP/s bf16 and 720 PFLOP/s "
@@ -516,11 +546,12 @@ GPUS: dict[str, Preset] = by_name((
          "of 50 GB/s per NDR NIC (nccl-tests issue 290); FlashAttention-2 fwd + bwd 373.9 "
          "TFLOP/s (Azure, ND GB200 v6, head dim 128, 8K); cuDNN 9.19 attention fwd 1709 / "
          "bwd 1409 TFLOP/s (NVIDIA cudnn-frontend SDPA training benchmark, head dim 128, "
-         "8K, no mask). Assumed: the B200's HBM fraction, latencies within NCCL's cost "
-         "model",
+         "8K, no mask; FP8 1987 / 1478 causal). Assumed: the B200's HBM fraction, "
+         "latencies within NCCL's cost model",
          tflops=2500, sms=148, mamf=0.729, memory_gb=186,
          hbm_tb_s=8.0, nvlink_gb_s=900, network_gb_s=50, per_node=72, host=_HOST_GRACE,
          rates=_rates(attention=_ATTN_BLACKWELL, hbm=_HBM_H200, intra=_NVLINK5,
+                      fp8_attention=_FP8_ATTN_BLACKWELL,
                       fa2=_FA2_BLACKWELL)),
     _gpu("gb300-nvl72", "NVIDIA GB300 NVL72: 72 Blackwell Ultra GPUs in one NVLink domain",
          "NVIDIA GB300 NVL72 datasheet (2025): 72 GPUs, 360 PFLOP/s bf16 and 720 PFLOP/s "
@@ -530,13 +561,15 @@ GPUS: dict[str, Preset] = by_name((
          "ring bus bandwidth 679.6 of 900 GB/s (Azure, ND GB200 v6; ND GB300 v6 measures "
          "680.5); FlashAttention-2 fwd + bwd 399.7 TFLOP/s (Azure, ND GB300 v6, head dim "
          "128, 8K); cuDNN 9.19 attention fwd 1930 / bwd 1501 TFLOP/s (NVIDIA cudnn-frontend "
-         "SDPA training benchmark, head dim 128, 8K, no mask). Assumed: the B300's "
+         "SDPA training benchmark, head dim 128, 8K, no mask; FP8 2780 / 1590 causal). "
+         "Assumed: the B300's "
          "MAMF fractions (bf16 0.786, FP8 0.745: the same Blackwell Ultra die and kernels; "
          "no GB300 MAMF is published), the B200's HBM fraction, the NDR "
          "per-NIC fraction for ConnectX-8, latencies within NCCL's cost model",
          tflops=2500, sms=160, mamf=_MAMF_B300, memory_gb=288,
          hbm_tb_s=8.0, nvlink_gb_s=900, network_gb_s=100, per_node=72, host=_HOST_GRACE,
          rates=_rates(attention=_ATTN_ULTRA, hbm=_HBM_H200, intra=_NVLINK5,
+                      fp8_attention=_FP8_ATTN_ULTRA,
                       fa2=_FA2_GB300)),
     _gpu("mi300x", "AMD Instinct MI300X 192 GB, 8-GPU platform (400 Gb/s per GPU)",
          "AMD Instinct MI300X datasheet (2023): 1,307.4 TFLOP/s bf16 dense, 2,614.9 FP8 "
@@ -545,7 +578,8 @@ GPUS: dict[str, Preset] = by_name((
          "400 Gb/s NIC per GPU. Measured: MAMF bf16 668.4 of 1307.4 (Bekman, MAMF table, "
          "ROCm 6.3); FlashAttention-2 fwd+bwd 328.6 TFLOP/s, STREAM 4.09-4.26 of 5.3 TB/s, "
          "RCCL all-reduce bus bandwidth 316.8 of 448 GB/s (Azure AI-benchmarking-guide, "
-         "ND MI300X v5). Assumed: the NDR per-NIC fraction, latencies within NCCL's cost "
+         "ND MI300X v5). Assumed: FP8 attention at the bf16 fraction (no figure is "
+         "published), the NDR per-NIC fraction, latencies within NCCL's cost "
          "model (RCCL is its fork)",
          tflops=1307.4, sms=304, mamf=0.511, memory_gb=192,
          hbm_tb_s=5.3, nvlink_gb_s=448, network_gb_s=50, per_node=8, host=_HOST_MI300X,
@@ -562,7 +596,8 @@ GPUS: dict[str, Preset] = by_name((
          "(HipKittens' benchmark results, arXiv 2511.08083); RCCL all-reduce bus bandwidth "
          "406.76 of 538 GB/s on 8 GPUs (rccl-tests; Oracle's MI355X quick start). Assumed: "
          "the MI300X's FlashAttention-2 and STREAM fractions (no MI355X figure is "
-         "published), the NDR per-NIC fraction, latencies within NCCL's cost model",
+         "published), FP8 attention at the bf16 fraction (none published), the NDR "
+         "per-NIC fraction, latencies within NCCL's cost model",
          tflops=2516.6, sms=256, mamf=0.622, memory_gb=288,
          hbm_tb_s=8.0, nvlink_gb_s=538, network_gb_s=50, per_node=8, host=_HOST_MI355X,
          rates=_rates(attention=_ATTN_MI355X, hbm=_HBM_MI300X, intra=_XGMI_MI355X,

@@ -1122,6 +1122,46 @@ def test_a_ring_step_is_a_kernel_call_of_its_own():
     assert grown_us(1) == approx(expect_us(1))
 
 
+def test_fp8_attention_runs_at_its_own_rate_and_casts_its_inputs_and_outputs():
+    # fp8_attention 1 at fp8_attention_efficiency 2 (TOY's bf16 attention runs at 1):
+    # the attention core takes half its time.  Transformer Engine casts Q, K, V (qkv_n
+    # = 1,024 x 3 / 4 = 768 elements a token on a GPU) and O (256) forward, dO and dQ,
+    # dK, dV backward, 3 bytes an element: 3 x 1,024 tokens x 1,024 = 3,145,728 B each
+    # way, 3.145728 us at TOY's 1e12 B/s.  A layer and micro-batch changes by -0.5 x
+    # 3.5 x ATTN_FWD_US + 2 x 3.145728 us; 4 layers, m = 4, the bubble's 1 / 4 on top.
+    fp8 = dict(fp8_attention=1, fp8_attention_efficiency=2.0)
+    per_layer = -0.5 * 3.5 * ATTN_FWD_US + 2 * 3.145728
+    assert (run(**fp8)["step_time_ms"] - run()["step_time_ms"]) * 1e3 == approx(
+        per_layer * 4 * 4 * (1 + 1 / 4))
+    # Selective recompute (the attention core) runs its forward and its casts again.
+    again = per_layer - 0.5 * ATTN_FWD_US + 3.145728
+    assert (run(**fp8, recompute=1)["step_time_ms"] - run(recompute=1)["step_time_ms"]) * 1e3 \
+        == approx(again * 4 * 4 * (1 + 1 / 4))
+    # Head dim 64 (16 heads of TOY's width; the same FLOPs and casts): the softmax part
+    # d0 = 46.2 x mma_per_exponential / 256 is twice as large at FP8's doubled tensor
+    # rate, so FP8 keeps (64 / 156.4) / (128 / 220.4) = 0.7046 of its 128 rate, bf16
+    # (64 / 110.2) / (128 / 174.2) = 0.7904.
+    def factor(d0):
+        return (64 / (64 + d0)) / (128 / (128 + d0))
+
+    assert factor(92.4) == pytest.approx(0.7046, abs=1e-4)
+    small = dict(num_heads=16, num_kv_heads=16)
+    per_layer = 3.5 * ATTN_FWD_US * (1 / (2 * factor(92.4)) - 1 / factor(46.2)) + 2 * 3.145728
+    assert (run(**small, **fp8)["step_time_ms"] - run(**small)["step_time_ms"]) * 1e3 == approx(
+        per_layer * 4 * 4 * (1 + 1 / 4))
+
+
+def test_fp8_attention_needs_fp8_tensor_cores_and_the_fused_kernel():
+    from jaxmodel.models.refined.validity import layout_reasons
+
+    assert run(fp8_attention=1)["valid_layout"] == 1.0
+    for bad in (dict(fp8_peak_tflops=0.0), dict(attention_kernel=1), dict(flash_attention=0)):
+        inputs = {**TOY, "fp8_attention": 1, **bad}
+        out = run(fp8_attention=1, **bad)
+        assert out["valid_layout"] == 0.0, bad
+        assert any("FP8 attention" in problem for problem, _ in layout_reasons(inputs, out)), bad
+
+
 # --- eager PyTorch elementwise ops (elementwise_fusion 0) ----------------------------
 
 

@@ -263,6 +263,14 @@ INPUTS: tuple[InputField, ...] = (
                "its keys plus this many; the presets' attention_efficiency, measured at "
                "8,192 keys without a mask, holds 8,192 / (8,192 + this) of it (cuDNN 9.19 on "
                "H200, GB200 and GB300: 512); 0 leaves it out", False, 0.0, True, 512.0, None),
+    switch("fp8_attention", "the attention core in FP8 (Transformer Engine's "
+            "fp8_dot_product_attention: cuDNN's FP8 fused attention at "
+            "fp8_attention_efficiency, its inputs and output gradient cast to FP8 and its "
+            "outputs back); needs FP8 tensor cores and the fused kernel (attention_kernel 0)",
+            0),
+    InputField("fp8_attention_efficiency", "fraction", "achievable fraction of the bf16 peak "
+               "in the FP8 fused attention kernels, forward and backward, at 8,192 keys "
+               "without a mask (fp8_attention 1)", False, 0.0, False, 0.555, 2.0),
     InputField("mma_per_exponential", "FLOP/exp", "the GPU's tensor-core bf16 FLOPs per "
                "exponential of its special-function units, per SM and clock (Hopper 4,096 / "
                "16 = 256): a fused attention kernel's softmax cost per score element in "

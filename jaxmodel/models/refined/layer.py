@@ -159,6 +159,11 @@ _NORMS_PER_LAYER = 2.0
 #   [s b a s] attention scores: fused scale-mask-softmax (read 2, write 2) +
 #   dropout (read 2, write 2, mask 1)                       =  9 bytes.
 SCORE_BYTES = 9.0
+#   FP8 attention (fp8_attention): Transformer Engine casts the attention's bf16
+#   inputs Q, K, V to FP8 and its FP8 output O back to bf16 in the forward pass,
+#   the output gradient dO to FP8 and the FP8 dQ, dK, dV back in the backward:
+#   each element read at one width and written at the other, 2 + 1 = 3 bytes.
+DPA_CAST_BYTES = 3.0
 #   [s b f] feed-forward activation: read the (mlp_weight_matrices - 1) inputs,
 #   write one: 2 x mlp_weight_matrices bytes (bias-GeLU 4, SwiGLU 6).
 #   [s b V] logits, fused softmax cross-entropy, forward and backward: read
@@ -614,14 +619,20 @@ def layer_times(x, g) -> LayerTimes:
     expert_fwd, expert_bwd, _, _ = moe.eager_expert_bytes(x, tok / t)
     eager_fwd = jnp.where(plain, eager_fwd, eager_fwd + expert_fwd)
     eager_bwd = jnp.where(plain, eager_bwd, eager_bwd + expert_bwd)
-    fwd_bytes = hidden_bytes + mlp_bytes + score_bytes + g.cast_bytes * cast_fwd + eager_fwd
+    # FP8 attention's casts: Q, K, V and O forward, dO and dQ, dK, dV backward, the
+    # same elements each way (the fused kernel only; a hybrid's attention layers).
+    dpa_fp8 = (x.fp8_attention > 0.5) & (flash > 0.5) & (whole(x.attention_kernel) == 0)
+    dpa_bytes = jnp.where(dpa_fp8, DPA_CAST_BYTES * tok * (qkv_n + qw / t), 0.0)
+    dpa_bytes = jnp.where(hybrid, mamba.attention_share(x) * dpa_bytes, dpa_bytes)
+    fwd_bytes = (hidden_bytes + mlp_bytes + score_bytes + g.cast_bytes * cast_fwd + eager_fwd
+                 + dpa_bytes)
     bwd_bytes = (2.0 * (hidden_bytes + mlp_bytes + score_bytes)
-                 + g.cast_bytes * cast_bwd + eager_bwd)
+                 + g.cast_bytes * cast_bwd + eager_bwd + dpa_bytes)
     # Full and per-op recompute run every memory-bound kernel of the forward
     # pass again (per-op keeps only matmul and attention outputs).
     recompute_bytes = (full + op_sac) * (hidden_bytes + mlp_bytes + g.cast_bytes * cast_fwd
                                          + eager_fwd) \
-        + (full + selective) * score_bytes
+        + (full + selective) * (score_bytes + dpa_bytes)
     # Norm recompute (norm_recompute, without full recompute): both norms'
     # forward again, each reading and writing [s b h] in bf16.
     recompute_bytes = recompute_bytes + (1.0 - full) * x.norm_recompute * (

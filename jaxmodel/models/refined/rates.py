@@ -209,6 +209,11 @@ TRITON_FA_OVER_FA2 = 3.5 / (1.4 + 2.5 * 2.0)
 # attention_kernel 1-3 take none.
 ATTENTION_REFERENCE_SEQUENCE = 8192.0
 
+# FP8's dense tensor-core rate over bf16's, per SM and clock, on every GPU with FP8
+# (H100 1,979 / 989, B200 4.5 / 2.25 PFLOP/s, MI300X 2,614.9 / 1,307.4: the
+# datasheets in jaxmodel.models.presets).
+FP8_TENSOR_RATE = 2.0
+
 
 def kernel_keys(x, executed, calls):
     """Keys' worth of fused-kernel time per query: the ``executed`` keys
@@ -236,13 +241,19 @@ def flash_attention_seconds(x, flops, peak, head_width=None):
     fa2 = kernel >= 1
     generation = jnp.where(kernel == 2, FA1_OVER_FA2,
                            jnp.where(kernel == 3, TRITON_FA_OVER_FA2, 1.0))
+    # FP8 attention (fp8_attention, the fused kernel only): its own measured fraction
+    # of the bf16 peak, and twice the matrix FLOPs per exponential (FP8's tensor rate
+    # is twice bf16's per SM and clock), so its softmax part d0 doubles.
+    fp8 = (x.fp8_attention > 0.5) & ~fa2
     efficiency = jnp.where(fa2, x.fa2_attention_efficiency * generation,
-                           x.attention_efficiency)
+                           jnp.where(fp8, x.fp8_attention_efficiency, x.attention_efficiency))
     if head_width is not None:
-        # A wide head can raise a fraction near 1 past the peak; no kernel runs faster.
+        # A wide head can raise a fraction near 1 past the peak; no kernel runs faster
+        # (an FP8 kernel's bound is the FP8 peak, twice the bf16 one).
         d0 = softmax_d0(jnp.where(fa2, FA2_HEAD_DIM_D0, ATTENTION_HEAD_DIM_D0),
-                        x.mma_per_exponential)
-        efficiency = jnp.minimum(efficiency * head_dim_factor(head_width, d0), 1.0)
+                        x.mma_per_exponential * jnp.where(fp8, FP8_TENSOR_RATE, 1.0))
+        efficiency = jnp.minimum(efficiency * head_dim_factor(head_width, d0),
+                                 jnp.where(fp8, FP8_TENSOR_RATE, 1.0))
     return flops / (peak * efficiency)
 
 

@@ -13,7 +13,8 @@ requirement); ZB-H1 runs ``v = 1``, ZB-V ``v = 2``; ``seq_length`` divides by
 ``2 c`` (and, with all-to-all context parallelism, ``a / t`` and ``kv / t``
 by ``c``); ``zero_shard_degree`` divides ``d c``; the expert layout
 (``moe_layout_ok``) folds onto the stage's GPUs; and the GPU has tensor cores
-for ``precision`` (``precision_ok``: its peak input above 0); a hybrid model's
+for ``precision`` (``precision_ok``: its peak input above 0), and FP8 attention
+runs in the fused kernel on a GPU with FP8 (``fp8_attention_ok``); a hybrid model's
 Mamba-2 and attention layers are at most ``num_layers``, ``t`` divides
 ``mamba_heads`` and ``mamba_groups`` (``hybrid_ok``; Megatron-Core's
 MambaMixer splits both) and it runs without context parallelism (the
@@ -61,6 +62,7 @@ def layout_ok(x, d_i, t_i, c_i, p_i, v_i, m_i, schedule):
         & (shard_i <= dc_i) & (dc_i % jnp.maximum(shard_i, 1) == 0)
         & moe_layout_ok(x, t_i, c_i * d_i)
         & precision_ok(x)
+        & fp8_attention_ok(x)
         & hybrid_ok(x, t_i)
     )
 
@@ -105,6 +107,14 @@ def precision_ok(x):
     return peak > 0
 
 
+def fp8_attention_ok(x):
+    """FP8 attention (``fp8_attention``) runs in the fused kernel (``flash_attention`` 1,
+    ``attention_kernel`` 0) on a GPU with FP8 tensor cores."""
+    return ((x.fp8_attention < 0.5)
+            | ((x.fp8_peak_tflops > 0) & (whole(x.attention_kernel) == 0)
+               & (x.flash_attention > 0.5)))
+
+
 def moe_layout_ok(x, t_i, dc_i):
     """The expert layout's part of the validity rule (int64 counts in).
 
@@ -139,6 +149,14 @@ def layout_reasons(inputs: Mapping[str, float], outputs: Mapping[str, Any]
             f"precision {precision} ({_PRECISION_NAMES[precision]}) has no tensor cores on "
             f"this GPU ({_PRECISION_PEAKS[precision - 1]} 0)",
             "Use a precision the GPU runs (A100: 0; H100: 0-2; Blackwell: 0-3).",
+        ))
+    if int(inputs.get("fp8_attention", 0)) and (
+            inputs.get("fp8_peak_tflops", 1.0) <= 0 or int(inputs.get("attention_kernel", 0))
+            or not int(inputs.get("flash_attention", 1))):
+        reasons.append((
+            "FP8 attention (fp8_attention 1) runs only in the fused kernel (flash_attention 1, "
+            "attention_kernel 0) on a GPU with FP8 tensor cores",
+            "Use fp8_attention 0, or the fused kernel on an H100 or newer.",
         ))
     if int(inputs.get("cp_comm", 0)) == 2 and c > 1 and (heads // t % c or kv // t % c):
         reasons.append((
