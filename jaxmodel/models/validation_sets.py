@@ -2206,7 +2206,7 @@ MLPERF_8B = SetTable(
         "seq": "seq_length",
         "gbs": lambda row: _accumulation(row, "num_gpus", "gbs", "mbs"),
         "precision": _mlperf_precision,
-        "recompute": {"none": exact(recompute=0),
+        "recompute": {"none": exact(recompute=0), "core_attn": exact(recompute=1),
                       "": approx(_NOT_STATED + "no recompute", recompute=0)},
         "optimizer": {"distributed, overlapped": exact(zero_stage=1, dp_overlap=1.0,
                                                        param_gather_overlap=1.0),
@@ -2216,6 +2216,8 @@ MLPERF_8B = SetTable(
                                  zero_stage=1, dp_overlap=1.0, param_gather_overlap=0.0)},
         "grad_reduce": {"bf16": exact(grad_buffer_bytes=2), "": NOTHING},
         "cross_entropy": {"te": exact(cross_entropy_fusion=2), "": NOTHING},
+        "attention": {"FP8": exact(fp8_attention=1), "": NOTHING},
+        "cuda_graphs": {"full iteration": graphs(2), "": NOTHING},
         "unexpressed": lambda row: (Missing(row["unexpressed"].strip())
                                     if row["unexpressed"].strip() else NOTHING),
     },
