@@ -190,8 +190,8 @@ TRITON_FA_OVER_FA2 = 3.5 / (1.4 + 2.5 * 2.0)
 # more of the main loop, so a query runs ``keys + 512`` keys' time, and the
 # presets' fractions, measured at ``ATTENTION_REFERENCE_SEQUENCE`` keys without a
 # mask, already hold 8192 / (8192 + 512) of it.  NVIDIA's cuDNN-frontend SDPA
-# training benchmark (NVIDIA/cudnn-frontend, benchmark/sdpa_benchmark_training/results/
-# {h200,gb200,gb300}_919_only_cudnn/llama3.1_*.csv: cuDNN 9.19.1, bf16, 64 query
+# training benchmark (NVIDIA/cudnn-frontend, benchmark/sdpa_benchmark_training/
+# results/{h200,gb200,gb300}_919_only_cudnn/llama3.1_*.csv: cuDNN 9.19.1, bf16, 64 query
 # and 8 key/value heads of 128, batch 1, with and without the causal mask, 2K-32K)
 # measures it: each GPU's forward and backward combined by the model's 1 : 2.5,
 # at 4K-32K, fitted by ``E n / (n + c)`` without the mask and ``E n / (n + 1 +
@@ -203,10 +203,9 @@ TRITON_FA_OVER_FA2 = 3.5 / (1.4 + 2.5 * 2.0)
 # three (the model: 0.83), and why GPT-OSS's attention in the same benchmark
 # (gpt_oss_*.csv: head dim 64, a causal window of 1,024 keys, 8K) runs at 0.254
 # of GB200's peak and 0.316 of H200's (the model: 0.268 and 0.317; without this
-# term 0.371 and 0.440).  FlashAttention-2's
-# fraction (``fa2_attention_efficiency``) is its causal forward at 8K already and
-# its rate is flat from 4K on (the FlashAttention-3 paper's figures), so
-# attention_kernel 1-3 take none.
+# term 0.371 and 0.440).  FlashAttention-2's fraction (``fa2_attention_efficiency``)
+# is its causal forward at 8K already and its rate is flat from 4K on (the
+# FlashAttention-3 paper's figures), so attention_kernel 1-3 take none.
 ATTENTION_REFERENCE_SEQUENCE = 8192.0
 
 # FP8's dense tensor-core rate over bf16's, per SM and clock, on every GPU with FP8
