@@ -239,10 +239,15 @@ _LATENCY_US = {"intra_node_latency_us": 1.0, "inter_node_latency_us": 5.0}
 _HOST_KERNEL_US = {"host_kernel_us": 16.0}
 
 
+def _combined(forward: float, backward: float) -> float:
+    """Forward and backward fractions of peak combined by the model's FLOP ratio
+    1 : 2.5 (the comment above)."""
+    return 3.5 / (1.0 / forward + 2.5 / backward)
+
+
 def _attention(forward: float, backward: float) -> float:
-    """The attention_efficiency of a kernel pair (the comment above): forward
-    and backward fractions of peak combined by the model's FLOP ratio 1 : 2.5."""
-    return round(3.5 / (1.0 / forward + 2.5 / backward), 3)
+    """The attention_efficiency of a kernel pair, rounded."""
+    return round(_combined(forward, backward), 3)
 
 
 _ATTN_H100 = _attention(691 / 989, 594 / 989)
@@ -264,7 +269,7 @@ _ATTN_ULTRA = _attention(1930 / 2500, 1501 / 2500)
 # (assumed); the A100 has no FP8.
 def _causal_8k(forward: float, backward: float) -> float:
     """An FP8 attention fraction from the causal 8K pair (the comment above)."""
-    return round(3.5 / (1.0 / forward + 2.5 / backward) * 73 / 68, 3)
+    return round(_combined(forward, backward) * 73 / 68, 3)
 
 
 _FP8_ATTN_H100 = _causal_8k(964 / 989, 430 / 989)
@@ -510,12 +515,10 @@ GPUS: dict[str, Preset] = by_name((
          "bandwidth 679.6 of 900 GB/s (Azure AI-benchmarking-guide, ND GB200 v6); 46-48 of "
          "50 GB/s per NDR NIC (nccl-tests issue 290). Assumed: GB200's measured cuDNN 9.19 "
          "attention fractions (bf16 0.593, FP8 0.685; the same die and kernels); "
-         "FlashAttention-2 at GB200's "
-         "373.9 of 2500 "
-         "TFLOP/s (Azure, ND GB200 v6); HBM at the H200's measured HBM3e fraction "
-         "(no B200 STREAM figure is published; ProjectPhysX OpenCL-Benchmark's coalesced "
-         "read 6.67 and write 6.50 TB/s on a B200, 0.87 and 0.84 of 7.7, bracket it); "
-         "latencies within NCCL's cost model",
+         "FlashAttention-2 at GB200's 373.9 of 2500 TFLOP/s (Azure, ND GB200 v6); HBM at "
+         "the H200's measured HBM3e fraction (no B200 STREAM figure is published; "
+         "ProjectPhysX OpenCL-Benchmark's coalesced read 6.67 and write 6.50 TB/s on a "
+         "B200, 0.87 and 0.84 of 7.7, bracket it); latencies within NCCL's cost model",
          tflops=2250, sms=148, mamf=0.776, memory_gb=180,
          hbm_tb_s=7.7, nvlink_gb_s=900, network_gb_s=50, per_node=8, host=_HOST_B200,
          rates=_rates(attention=_ATTN_BLACKWELL, hbm=_HBM_H200, intra=_NVLINK5,

@@ -50,6 +50,14 @@ from jaxmodel.models.refined.rates import BF16
 from jaxmodel.numerics import positive_part
 
 
+def attention_calls(x, c):
+    """Fused-attention kernel calls a query takes a layer: one per block, ``c``, for
+    the ring (``cp_comm`` 0) and PyTorch's ``context_parallel`` (3); one for the
+    all-gather (1) and all-to-all (2), whose kernel sees the whole sequence."""
+    comm = whole(x.cp_comm)
+    return jnp.where((comm == 0) | (comm == 3), c, 1.0)
+
+
 def cp_seconds(x, g, lt, stage_layers):
     """``(kv_bytes, cp)``: the local chunk's K and V bytes (as exchanged), the exposed CP
     seconds a step."""

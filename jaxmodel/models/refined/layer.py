@@ -53,7 +53,7 @@ from typing import NamedTuple
 
 from jaxmodel.deferred import jnp
 from jaxmodel.models.common import whole
-from jaxmodel.models.refined import mamba, moe
+from jaxmodel.models.refined import context, mamba, moe
 from jaxmodel.models.refined.rates import BF16, flash_attention_seconds, gemm_seconds, kernel_keys
 
 # Bytes moved by the memory-bound kernels of one layer's forward pass, per
@@ -541,11 +541,10 @@ def layer_times(x, g) -> LayerTimes:
     # only the band of a sliding window: attention_keys) and recomputes QK^T
     # in its backward (backward 2.5 x forward).  Without it the two batched
     # GEMMs of the whole square (unfused_s above), backward 2 x forward.
-    # The kernel's fixed work per query tile and call (rates.kernel_keys): one
-    # call a layer, one per ring step under context parallelism (cp_comm 0 and 3).
+    # The kernel's fixed work per query tile and call (rates.kernel_keys), once per
+    # call a query takes (context.attention_calls: one per ring step).
     _, executed_keys = attention_keys(x)
-    cp_ring = (whole(x.cp_comm) == 0) | (whole(x.cp_comm) == 3)
-    executed_keys = kernel_keys(x, executed_keys, jnp.where(cp_ring, c, 1.0))
+    executed_keys = kernel_keys(x, executed_keys, context.attention_calls(x, c))
     attn_fwd_flops = 4.0 * b * s * executed_keys * qw / (t * c)
     attn_fwd_flops = jnp.where(plain, attn_fwd_flops,
                                b * s * executed_keys
