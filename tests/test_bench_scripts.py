@@ -19,3 +19,16 @@ def test_refined_bench_rejects_a_path_for_out_before_it_measures():
                      "as refined_2026.json, written under bench/results/"]
     assert done.stdout == ""
     assert not (ROOT / "bench" / "results" / "bench").exists()
+
+
+def test_fast_set_bench_rejects_bad_arguments_before_it_extracts_or_runs_anything():
+    # Each run of the fast-set bench takes minutes; its arguments are checked first.
+    for args, line in ((["--out", "bench/results/x.json"],
+                        "--out: 'bench/results/x.json' is not a file name; allowed: a name such "
+                        "as fast_set.json, written under bench/results/"),
+                       (["--rounds", "0"], "--rounds/--workers: got 0/2; allowed: 1 or more")):
+        done = subprocess.run([sys.executable, str(ROOT / "bench" / "fast_set.py"), *args],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode != 0
+        assert done.stderr.strip().splitlines() == [line]
+        assert done.stdout == ""
