@@ -176,6 +176,15 @@ def by_name(presets: tuple[Preset, ...]) -> dict[str, Preset]:
 _HBM_H100 = 0.876
 _HBM_H200 = 0.849
 _HBM_MI300X = 0.783
+# Blackwell Ultra (GB300, and the B300 on the same die and HBM3e): a GB300's
+# "measured BF16 STREAM-like roof: 7.140 TB/s (triad, BLOCK=2048, warps=8)", a
+# Triton triad over a 1-2 GB buffer (meta-pytorch/KernelAgent
+# oink/benchmarks/README.md at 5d195d6, "Roofline reporting"; torch 2.11, CUDA
+# 13.0).  Only the triad is published; the mean of the four kernels is taken at
+# the H200's measured mean / triad ratio (4.0775 / 4.15, the same HBM3e: H100's
+# is 0.988), 0.8925 x 0.9825 = 0.877.
+_HBM_H200_MEAN_OVER_TRIAD = (4.01 + 4.00 + 4.15 + 4.15) / 4 / 4.15
+_HBM_ULTRA = round(7.140 / 8.0 * _HBM_H200_MEAN_OVER_TRIAD, 3)
 #
 # NVLink / xGMI (intra_node_efficiency): NCCL bus bandwidth of a ring
 # collective over the per-direction line rate:
@@ -531,12 +540,13 @@ GPUS: dict[str, Preset] = by_name((
          "(NVIDIA technical blog 'Inside NVIDIA Blackwell Ultra', 2025). Measured: MAMF "
          "bf16 1769.0 of 2250 (Bekman, MAMF table); NVLink 5 ring bus bandwidth 679.6 of "
          "900 GB/s (Azure, ND GB200 v6). Assumed: GB300's measured cuDNN 9.19 attention "
-         "fractions (bf16 0.641, FP8 0.778; the same die and kernels), the "
-         "B200's HBM fraction, GB200's FlashAttention-2 fraction (0.150), the "
+         "fractions (bf16 0.641, FP8 0.778; the same die and kernels), GB300's "
+         "measured HBM fraction (0.877: the same die and HBM3e), GB200's "
+         "FlashAttention-2 fraction (0.150), the "
          "NDR per-NIC fraction for ConnectX-8, latencies within NCCL's cost model",
          tflops=2250, sms=160, mamf=_MAMF_B300, memory_gb=288,
          hbm_tb_s=8.0, nvlink_gb_s=900, network_gb_s=100, per_node=8, host=_HOST_B300,
-         rates=_rates(attention=_ATTN_ULTRA, hbm=_HBM_H200, intra=_NVLINK5,
+         rates=_rates(attention=_ATTN_ULTRA, hbm=_HBM_ULTRA, intra=_NVLINK5,
                       fp8_attention=_FP8_ATTN_ULTRA,
                       fa2=_FA2_BLACKWELL)),
     _gpu("gb200-nvl72", "NVIDIA GB200 NVL72: 72 Blackwell GPUs in one NVLink domain",
@@ -564,14 +574,16 @@ GPUS: dict[str, Preset] = by_name((
          "ring bus bandwidth 679.6 of 900 GB/s (Azure, ND GB200 v6; ND GB300 v6 measures "
          "680.5); FlashAttention-2 fwd + bwd 399.7 TFLOP/s (Azure, ND GB300 v6, head dim "
          "128, 8K); cuDNN 9.19 attention fwd 1930 / bwd 1501 TFLOP/s (NVIDIA cudnn-frontend "
-         "SDPA training benchmark, head dim 128, 8K, no mask; FP8 2780 / 1590 causal). "
+         "SDPA training benchmark, head dim 128, 8K, no mask; FP8 2780 / 1590 causal); "
+         "a STREAM-like triad of 7.140 of 8 TB/s (meta-pytorch/KernelAgent, oink "
+         "benchmarks), taken to the four-kernel mean at the H200's ratio (0.877). "
          "Assumed: the B300's "
          "MAMF fractions (bf16 0.786, FP8 0.745: the same Blackwell Ultra die and kernels; "
-         "no GB300 MAMF is published), the B200's HBM fraction, the NDR "
+         "no GB300 MAMF is published), the NDR "
          "per-NIC fraction for ConnectX-8, latencies within NCCL's cost model",
          tflops=2500, sms=160, mamf=_MAMF_B300, memory_gb=288,
          hbm_tb_s=8.0, nvlink_gb_s=900, network_gb_s=100, per_node=72, host=_HOST_GRACE,
-         rates=_rates(attention=_ATTN_ULTRA, hbm=_HBM_H200, intra=_NVLINK5,
+         rates=_rates(attention=_ATTN_ULTRA, hbm=_HBM_ULTRA, intra=_NVLINK5,
                       fp8_attention=_FP8_ATTN_ULTRA,
                       fa2=_FA2_GB300)),
     _gpu("mi300x", "AMD Instinct MI300X 192 GB, 8-GPU platform (400 Gb/s per GPU)",
@@ -869,33 +881,35 @@ def _bf16_sustained(name: str, burst: float) -> float:
 # 4,096, FFN 16,384, 15,872 tokens: per-tensor FP8 6.812 ms, NVFP4 3.764 ms a
 # layer.  The shape model (jaxmodel.collectives.gemm_efficiency, operands at 1
 # and 0.5 bytes, the BF16 output at 2) on the b300 preset reaches those times at
-# ceilings of 0.725 (FP8: MAMF's B300 FP8 burst is 0.745, the two harnesses
-# agree) and 0.470 (NVFP4): FP4's tensor cores, 2.92x FP8's peak on B300, make
-# the layer's GEMMs only 1.81x faster.
+# ceilings of 0.722 (FP8: MAMF's B300 FP8 burst is 0.745, the two harnesses
+# agree) and 0.468 (NVFP4): FP4's tensor cores, 2.92x FP8's peak on B300, make
+# the layer's GEMMs only 1.81x faster.  (The shape model's memory term runs at
+# the preset's HBM rate: with the H200's fraction in place of GB300's measured
+# one the same times gave 0.725 and 0.470.)
 #
 # What an MMA rate does not shorten is each output tile's fixed work (the
 # prologue that fills the operand pipeline, the block scales, the epilogue that
 # writes the tile).  A kernel that reaches a fraction f of its MMA peak spends
-# x = 1 / f - 1 of its MMA time on that work, so at FP8's 0.725 x = 0.379; on
+# x = 1 / f - 1 of its MMA time on that work, so at FP8's 0.722 x = 0.385; on
 # tensor cores r times faster the MMA time shrinks r-fold and the fixed work
 # stays, so FP4 keeps (1 + x) / (1 + r x) of FP8's fraction (fp4_over_fp8).  On
-# B300 (r = 13,125 / 4,500 = 2.92) that is 0.655: an FP4 ceiling of 0.475 from
-# the FP8 measurement alone, against the 0.470 measured
+# B300 (r = 13,125 / 4,500 = 2.92) that is 0.652: an FP4 ceiling of 0.471 from
+# the FP8 measurement alone, against the 0.468 measured
 # (tests/models/test_moe_fidelity.py solves both again).  The fixed work is a
 # property of the Blackwell SM and its kernels, not of the FP4 rate, so every
-# FP4 GPU takes the same law at its own r: B200 and GB200 (r = 2) keep 0.784 of
-# their FP8 sustained ceiling (0.581 -> 0.456), B300 0.655 (0.634 -> 0.415),
-# GB300 (r = 3) 0.645 (0.656 -> 0.423), and MI355X (r = 2, no kernel-level
-# FP4 measurement of its own) 0.784 (0.539 -> 0.423).
+# FP4 GPU takes the same law at its own r: B200 and GB200 (r = 2) keep 0.782 of
+# their FP8 sustained ceiling (0.581 -> 0.455), B300 0.652 (0.634 -> 0.414),
+# GB300 (r = 3) 0.643 (0.656 -> 0.422), and MI355X (r = 2, no kernel-level
+# FP4 measurement of its own) 0.782 (0.622 -> 0.487).
 #
 # GB200's cuBLASLt does reach 0.763 of its FP4 peak at the best size of Azure's
 # sweep (above), beside 0.581 in FP8: at that size FP4 would be 2.6x FP8, more
 # than the 2x of their peaks.  A layer's GEMMs are not that size: run at that
 # ceiling, Megatron-Bridge's Llama 3 70B on 64 GB200 (t2 p4 v5) was 1.53x
 # faster in NVFP4 than in MXFP8 by the model, against 1.19-1.28 measured; at
-# the law's 0.456 it is 1.22-1.27.  The law is not fitted to those rows; they
+# the law's 0.455 it is 1.22-1.27.  The law is not fitted to those rows; they
 # only show which ceiling a training step runs at.
-TE_B300_LAYER_CEILINGS = {"fp8": 0.725, "fp4": 0.470}
+TE_B300_LAYER_CEILINGS = {"fp8": 0.722, "fp4": 0.468}
 FP4_TILE_WORK = round(1.0 / TE_B300_LAYER_CEILINGS["fp8"] - 1.0, 3)
 
 
