@@ -44,8 +44,9 @@ import time
 from io import BytesIO
 from pathlib import Path
 
+from results_file import checked_out
+
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "bench" / "results"
 # The tree issue 26 was filed on (its note: "b96c477 ran 1,102 tests in 188 s").
 FILED_ON = "b96c477"
 
@@ -123,9 +124,7 @@ def main() -> None:
     parser.add_argument("--out", default="fast_set.json",
                         help="file name written under bench/results/")
     args = parser.parse_args()
-    if Path(args.out).name != args.out or not args.out:
-        sys.exit(f"--out: {args.out!r} is not a file name; allowed: a name such as "
-                 f"fast_set.json, written under bench/results/")
+    path = checked_out(args.out, "fast_set.json")
     if args.rounds < 1 or args.workers < 1:
         sys.exit(f"--rounds/--workers: got {args.rounds}/{args.workers}; allowed: 1 or more")
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
@@ -167,8 +166,7 @@ def main() -> None:
         f"median {TO_WHOLE}": statistics.median(r[TO_WHOLE] for r in rounds),
         f"median {TO_SHARED}": statistics.median(r[TO_SHARED] for r in rounds),
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / args.out
+    path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(path.suffix + ".partial")
     partial.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     partial.replace(path)

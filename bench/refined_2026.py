@@ -46,6 +46,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
+from results_file import checked_out
 
 from jaxmodel.models import get_model
 
@@ -168,9 +169,7 @@ def main() -> None:
                         help="print this package's refined model's figures as JSON")
     args = parser.parse_args()
     # Checked before the rounds (minutes) rather than at the write after them.
-    if Path(args.out).name != args.out or not args.out:
-        sys.exit(f"--out: {args.out!r} is not a file name; allowed: a name such as "
-                 f"refined_2026.json, written under bench/results/")
+    out = checked_out(args.out, "refined_2026.json")
     if args.measure_only:
         model = get_model("refined")
         paths = {"vmap": batch(model, args.rows, np.random.default_rng(0))}
@@ -223,7 +222,6 @@ def main() -> None:
            for k, v in summary.items()}
     for k, ok in met.items():
         print(f"target (ratio >= {args.target:g}), {k}: {'met' if ok else 'NOT met'}")
-    out = ROOT / "bench" / "results" / args.out
     out.write_text(json.dumps({"rows": args.rows, "baseline": args.baseline,
                                "target": args.target,
                                "machine": platform.platform(), "jax": jax.__version__,
