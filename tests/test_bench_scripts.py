@@ -32,3 +32,15 @@ def test_fast_set_bench_rejects_bad_arguments_before_it_extracts_or_runs_anythin
         assert done.returncode != 0
         assert done.stderr.strip().splitlines() == [line]
         assert done.stdout == ""
+
+
+def test_gemm_shapes_bench_rejects_a_path_for_out_and_writes_nothing():
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "gemm_shapes.py"),
+                           "--out", "results/x.json"], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode != 0
+    assert done.stderr.strip().splitlines()[-1] == (
+        "--out: 'results/x.json' is not a file name; allowed: a name such as "
+        "gemm_shapes.json, written under bench/results/")
+    assert done.stdout == ""
+    assert not (ROOT / "bench" / "results" / "results").exists()
