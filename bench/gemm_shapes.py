@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import statistics
 
 from results_file import checked_out
 
-from jaxmodel.collectives import GEMM_TILE_M, GEMM_TILE_N, gemm_efficiency
+from jaxmodel.collectives import gemm_efficiency, gemm_math_and_memory_seconds
 from jaxmodel.models.presets import GPUS, PRECISION_PEAKS
 
 SHAPES = ((1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192),
@@ -48,15 +47,12 @@ def shape_rates(gpu: str, m: int, n: int, k: int) -> tuple[float, float]:
     plain roofline's (``max`` of the same math and memory seconds)."""
     v = GPUS[gpu].values
     peak = PRECISION_PEAKS[gpu]["fp8"] * 1e12
-    ceiling = v["fp8_matmul_efficiency"]
-    hbm = v["hbm_bandwidth_tb_s"] * 1e12 * v["hbm_efficiency"]
-    model = float(gemm_efficiency(float(m), float(n), float(k), ceiling=ceiling,
-                                  peak_flops=peak, hbm_bytes_s=hbm, num_sms=v["num_sms"],
-                                  bytes_per_element=1.0)) * peak / 1e12
-    tiles = math.ceil(m / GEMM_TILE_M) * math.ceil(n / GEMM_TILE_N)
-    waves = math.ceil(tiles / v["num_sms"])
-    math_s = 2.0 * waves * v["num_sms"] * GEMM_TILE_M * GEMM_TILE_N * k / (peak * ceiling)
-    memory_s = (m * k + k * n + 2.0 * m * n) / hbm
+    shape = dict(ceiling=v["fp8_matmul_efficiency"], peak_flops=peak,
+                 hbm_bytes_s=v["hbm_bandwidth_tb_s"] * 1e12 * v["hbm_efficiency"],
+                 num_sms=v["num_sms"], bytes_per_element=1.0)
+    model = float(gemm_efficiency(float(m), float(n), float(k), **shape)) * peak / 1e12
+    math_s, memory_s = (float(t) for t in gemm_math_and_memory_seconds(
+        float(m), float(n), float(k), **shape))
     return model, 2.0 * m * n * k / max(math_s, memory_s) / 1e12
 
 

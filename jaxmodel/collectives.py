@@ -223,11 +223,21 @@ def gemm_efficiency(m, n, k, *, ceiling, peak_flops, hbm_bytes_s, num_sms,
     Returns:
       The fraction in (0, ceiling]: FLOPs / (time x peak).
     """
-    flops = 2.0 * m * n * k
+    math_s, memory_s = gemm_math_and_memory_seconds(
+        m, n, k, ceiling=ceiling, peak_flops=peak_flops, hbm_bytes_s=hbm_bytes_s,
+        num_sms=num_sms, bytes_per_element=bytes_per_element, output_bytes=output_bytes)
+    return 2.0 * m * n * k / ((math_s + memory_s) * peak_flops)
+
+
+def gemm_math_and_memory_seconds(m, n, k, *, ceiling, peak_flops, hbm_bytes_s, num_sms,
+                                 bytes_per_element=2.0, output_bytes=2.0):
+    """The two parts :func:`gemm_efficiency` adds (same arguments): the padded
+    FLOPs of whole tiles in whole waves at ``peak_flops x ceiling``, and the
+    compulsory bytes at ``hbm_bytes_s``; seconds each."""
     tiles = _ceil_ratio(m, GEMM_TILE_M) * _ceil_ratio(n, GEMM_TILE_N)
     waves = _ceil_ratio(tiles, num_sms)
     # Every wave costs num_sms whole tiles of T_m x T_n outputs, k deep.
     quantized = 2.0 * waves * num_sms * GEMM_TILE_M * GEMM_TILE_N * k
     math_s = quantized / (peak_flops * ceiling)
     memory_s = (bytes_per_element * (m * k + k * n) + output_bytes * m * n) / hbm_bytes_s
-    return flops / ((math_s + memory_s) * peak_flops)
+    return math_s, memory_s
