@@ -417,33 +417,60 @@ _HOPPER_MEASURED = ("MAMF bf16 794.5 of 989 (Bekman, MAMF table); cuDNN 9.19 att
 # HBM2e H100 of Meta's Grand Teton hosts at their default 500 W limit; pytorch/
 # torchtitan benchmarks/llama3_h100_202412_torchtitan.md, "Hardware": 96GB
 # HBM2e, 2.4 TB/sec, 500W, and its footnote 2: "the actual peak TFLOPs number
-# is between SXM and NVL").  No throughput of this part at 500 W is published,
-# so its tensor-core peak is derived from the two H100 boards NVIDIA rates on the
-# same GH100 with 132 SMs: H100 SXM, 989.4 TFLOP/s dense bf16 at "up to 700W",
-# and H100 NVL, 1,671 sparse = 835.5 dense at "350-400W" (NVIDIA H100 Tensor Core
-# GPU datasheet, 2023; 400 W, the top of the NVL's range, taken as the limit its
-# peak is rated at).  The peak is SMs x 4,096 FLOP/clk x the tensor clock each
-# board holds under its limit (1,830 and 1,545 MHz), so the two points give
-# clock ~ P^k with k = ln(989.4 / 835.5) / ln(700 / 400) = 0.302, close to the
-# 1/3 of dynamic power P ~ f V^2 with the voltage rising with the clock (f^3):
-# the physics of a clock set by a power limit.  At 500 W: 989 x (500 /
-# 700)^0.302 = 893.4 TFLOP/s (0.903 of the SXM peak; FP8 1,979 -> 1,787.7).  The
-# measured fractions of peak (MAMF, attention, FP8 sustained) are the H100 SXM's:
-# the same kernels on the same SMs at a lower clock.
-_H100_SXM = (989.4, 700.0)   # dense bf16 TFLOP/s, board W (datasheet)
-_H100_NVL = (1671 / 2, 400.0)
-_CLOCK_POWER_EXPONENT = (math.log(_H100_SXM[0] / _H100_NVL[0])
-                         / math.log(_H100_SXM[1] / _H100_NVL[1]))
+# is between SXM and NVL").  No throughput of this part at 500 W is published.
+# NVIDIA's ratings cannot give it: the H100 NVL (350-400 W) and the H200 NVL
+# (up to 600 W) are both rated 1,671 TFLOP/s sparse bf16 (835.5 dense; H100 and
+# H200 NVL datasheets), the same figure at limits 200 W apart, so a rating is
+# not a clock the limit sets.  What is measured is the same die's sustained rate
+# at two lower limits: NVIDIA's Cosmos-Predict2 performance guide times one
+# compute-bound workload (Video2World 2B and 14B, 720p at 16 and 10 fps, dense
+# attention; nvidia-cosmos/cosmos-predict2 documentations/performance.md at
+# 02586399) on H100 SXM and H100 NVL, and on H200 SXM and H200 NVL, boards of
+# one die each (132 SMs) that differ in their power limit: 700 W, and 400 W
+# (H100 NVL) or 600 W (H200 NVL).  The SXM is 1.56x the H100 NVL's speed
+# (0.630-0.656 of its time) and 1.20x the H200 NVL's (0.830-0.841).  A sustained
+# clock set by the power limit, clock ~ P^k with the SXM's 700 W as the
+# reference, fits the eight ratios with k = 0.822 (least squares through 700 W,
+# log-log; each pair alone gives 0.795 and 1.18: the H100 NVL's faster HBM3
+# flatters it).  At 500 W: (500 / 700)^0.822 = 0.758 of the SXM's rate, 750.1
+# TFLOP/s bf16 and 1,500.9 FP8 (peaks at which the SXM's measured fractions of
+# peak, MAMF, attention and FP8 sustained, apply: the same kernels on the same
+# SMs at a lower clock).  torchtitan's footnote holds at the boards' measured
+# rates: 0.641 x 989 (the NVL's) < 750 < 989.
+_SXM_POWER_W = 700.0
+# (SXM seconds, NVL seconds): Video2World 2B and 14B at 720p, 16 fps then 10 fps.
+_SAME_DIE_TIMES: dict[float, tuple[tuple[float, float], ...]] = {
+    400.0: ((228.8, 355.7), (856.9, 1348.6), (115.1, 175.5), (447.9, 711.5)),  # H100 NVL
+    600.0: ((221.7, 267.2), (836.9, 1006.7), (111.1, 133.1), (436.7, 519.3)),  # H200 NVL
+}
+
+
+def _clock_power_exponent(times: dict[float, tuple[tuple[float, float], ...]]) -> float:
+    """k in rate ~ P^k: least squares through (700 W, 1) of ln(SXM time / NVL time)
+    on ln(NVL limit / 700 W) over every timed pair in ``times``."""
+    points = [(math.log(watts / _SXM_POWER_W), math.log(sxm / nvl))
+              for watts, pairs in times.items() for sxm, nvl in pairs]
+    return sum(x * y for x, y in points) / sum(x * x for x, _ in points)
+
+
+_CLOCK_POWER_EXPONENT = _clock_power_exponent(_SAME_DIE_TIMES)
 
 
 def _power_limited_peak(peak_tflops: float, board_w: float, limit_w: float) -> float:
-    """A tensor-core peak (TFLOP/s) rated at ``board_w`` run at a ``limit_w`` power
-    limit: scaled by the clock ratio (limit / board)^k (the comment above)."""
+    """A tensor-core peak (TFLOP/s) of a board rated at ``board_w`` run at a
+    ``limit_w`` power limit: scaled by the sustained-rate ratio (limit / board)^k
+    (the comment above)."""
     return round(peak_tflops * (limit_w / board_w) ** _CLOCK_POWER_EXPONENT, 1)
 
 
-_H100_500W_BF16 = _power_limited_peak(989, 700, 500)
-_H100_500W_FP8 = _power_limited_peak(1979, 700, 500)
+def _same_die_range(watts: float) -> str:
+    """The SXM's time over the board's at ``watts``, lowest to highest, as "a-b"."""
+    ratios = [sxm / nvl for sxm, nvl in _SAME_DIE_TIMES[watts]]
+    return f"{min(ratios):.3f}-{max(ratios):.3f}"
+
+
+_H100_500W_BF16 = _power_limited_peak(989, _SXM_POWER_W, 500)
+_H100_500W_FP8 = _power_limited_peak(1979, _SXM_POWER_W, 500)
 
 GPUS: dict[str, Preset] = by_name((
     _gpu("a100-40gb-sxm", "NVIDIA A100 40 GB SXM4, DGX A100 node (8 x HDR 200 Gb/s)",
@@ -479,10 +506,14 @@ GPUS: dict[str, Preset] = by_name((
          "torchtitan benchmarks/llama3_h100_202412_torchtitan.md (Hardware): 96GB HBM2e, "
          "2.4 TB/sec peak, 8 NVLink-connected GPUs a host, 400 Gb/s backend RDMA per "
          "GPU, default 500W power limit; its footnote 2: the peak lies 'between SXM and "
-         "NVL'. Derived: the tensor-core peaks at 500 W from the NVIDIA H100 datasheet's "
-         "SXM (989 TFLOP/s bf16 dense at 700 W) and NVL (835.5 at 400 W, the same 132 "
-         "SMs): clock ~ P^0.302 (f V^2 power), 989 x (500/700)^0.302 = 893.4, FP8 "
-         "1,787.7. Measured (H100 SXM, as fractions of the peak): " + _HOPPER_MEASURED +
+         "NVL'. Derived: the tensor-core rates at 500 W from the same die's sustained "
+         "rate at other limits, NVIDIA's Cosmos-Predict2 performance guide (nvidia-"
+         "cosmos/cosmos-predict2 documentations/performance.md, Video2World 720p): "
+         f"H100 NVL (400 W) {_same_die_range(400.0)} and H200 NVL (600 W) "
+         f"{_same_die_range(600.0)} of the SXM's (700 W) speed, rate ~ "
+         f"P^{_CLOCK_POWER_EXPONENT:.3f}, 989 x (500/700)^{_CLOCK_POWER_EXPONENT:.3f} = "
+         f"{_H100_500W_BF16}, FP8 {_H100_500W_FP8:,}. Measured (H100 SXM, as fractions "
+         "of the peak): " + _HOPPER_MEASURED +
          "; STREAM 2.90-2.97 of 3.35 TB/s (Azure AI-benchmarking-guide, ND H100 v5). "
          "Assumed: the SXM's fractions at the lower clock (same kernels, same SMs), its "
          "STREAM fraction for HBM2e, DGX H100's non-GPU power, latencies within NCCL's "
@@ -747,7 +778,9 @@ for _name, _preset in GPUS.items():
 # rate, Hopper 0.94-0.98), so its clock is the one at which its N SMs draw the
 # board's P watts: clock ~ (P / N)^k, and the GEMM rate, N x clock, goes as
 # N^(1 - k) P^k.  The exponent comes from NVIDIA's ratings of the one die at two
-# limits with the same 148 SMs, as _CLOCK_POWER_EXPONENT does for Hopper: B200 at
+# limits with the same 148 SMs (Hopper's, _CLOCK_POWER_EXPONENT, from measured
+# times instead: its NVL ratings do not follow the limit; these are checked by
+# GB300's measurement below): B200 at
 # 1,000 W and GB200 at 1,200 W are rated 4.5 and 5 PFLOP/s dense FP8 (HGX B200
 # and GB200 NVL72 datasheets; bf16 and FP4 in the same ratio), k = ln(5000 /
 # 4500) / ln(1200 / 1000) = 0.578.  So B200 runs at GB200's measured fraction of

@@ -828,8 +828,9 @@ def test_torchtitan_async_tp_is_pytorchs_and_plain_tp_overlaps_nothing():
 def test_every_torchtitan_row_runs_on_the_grand_teton_h100():
     # The source (torchtitan benchmarks/llama3_h100_202412_torchtitan.md, Hardware):
     # H100 with 96GB HBM2e at 2.4 TB/sec, the default 500W power limit, 400 Gb/s
-    # RDMA per GPU, 8 GPUs a host.  Its peak at 500 W lies between the SXM's 989
-    # and the NVL's 835.5 TFLOP/s (its footnote 2).
+    # RDMA per GPU, 8 GPUs a host.  Its rate at 500 W lies between the SXM's and
+    # the H100 NVL's (its footnote 2), as measured: 0.64 x 989 at the NVL's 400 W
+    # (nvidia-cosmos/cosmos-predict2 documentations/performance.md).
     cases = read_set(TORCHTITAN)
     assert len(cases) == 18
     for case in cases:
@@ -838,7 +839,7 @@ def test_every_torchtitan_row_runs_on_the_grand_teton_h100():
             continue
         _has(case, hbm_bandwidth_tb_s=2.4, gpu_memory_gb=96 * GIB, gpus_per_node=8,
              network_bandwidth_gb_s=400 / 8, gpu_power_w=500)
-        assert 1671 / 2 < case.inputs["compute_tflops"] < 989, case.label
+        assert 0.64 * 989 < case.inputs["compute_tflops"] < 989, case.label
 
 
 def test_torchtitan_loss_is_eager_pytorch():
@@ -891,7 +892,7 @@ def test_torchtitan_2024_rows_by_hand():
     bf16 = cases["Llama 3.1 405B H100 bf16 (Optimizations: None)"]
     _has(bf16, num_gpus=128, tensor_parallel=8, micro_batch=2, gradient_accum_steps=1,
          recompute=2, precision=0, elementwise_fusion=0, zero_stage=3, seq_length=8192,
-         tp_overlap=0.0, tp_overlap_kind=1, hidden_dim=16384, compute_tflops=893.4)
+         tp_overlap=0.0, tp_overlap_kind=1, hidden_dim=16384, compute_tflops=750.1)
     assert (bf16.gpu, bf16.measured, bf16.work) == ("h100-96gb-500w", 109.0,
                                                     2 * 16 * 8192 / 128)
     assert math.isnan(bf16.measured_memory_gb)
