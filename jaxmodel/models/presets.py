@@ -472,6 +472,23 @@ def _same_die_range(watts: float) -> str:
 _H100_500W_BF16 = _power_limited_peak(989, _SXM_POWER_W, 500)
 _H100_500W_FP8 = _power_limited_peak(1979, _SXM_POWER_W, 500)
 
+# AMD Instinct MI350X: the MI355X's die (256 CUs, 288 GB HBM3E at 8 TB/s) on an
+# air-cooled board at 1,000 W TBP against the MI355X's 1,400 W (AMD Instinct
+# MI350 series datasheet).  AMD rates it 2.3 PFLOP/s bf16 dense, its top clock of
+# 2.2 GHz (256 x 4,096 FLOP/clk x 2.2 GHz = 2,306.9), but, as the NVL ratings
+# above show, a rating is not the clock a limit holds under load.  No sustained
+# rate of either board is published, so the MI355X's peaks are taken to 1,000 W
+# by the same-die law above, measured on Hopper and assumed for CDNA 4 (the same
+# f V^2 physics; no AMD pair is timed): (1,000 / 1,400)^0.822 = 0.758, with the
+# MI355X's measured fractions of peak.  A check the law was not built on: MLPerf
+# Training v5.1's Llama 3.1 8B, FP8 on 8 GPUs, ran at 25.01 samples/s on MI350X
+# and 30.69 on MI355X (0.815), where the refined model gives 0.821 with these
+# peaks, and 0.93 at AMD's ratings.
+_MI355X_BOARD_W, _MI350X_BOARD_W = 1400.0, 1000.0
+_MI350X_PEAKS = {precision: _power_limited_peak(tflops, _MI355X_BOARD_W, _MI350X_BOARD_W)
+                 for precision, tflops in (("bf16", 2516.6), ("fp8", 5033.2),
+                                           ("fp4", 10066.3))}
+
 GPUS: dict[str, Preset] = by_name((
     _gpu("a100-40gb-sxm", "NVIDIA A100 40 GB SXM4, DGX A100 node (8 x HDR 200 Gb/s)",
          "NVIDIA A100 Tensor Core GPU datasheet (2020): 312 TFLOP/s bf16 dense, 1,555 GB/s, "
@@ -648,6 +665,23 @@ GPUS: dict[str, Preset] = by_name((
          hbm_tb_s=8.0, nvlink_gb_s=538, network_gb_s=50, per_node=8, host=_HOST_MI355X,
          rates=_rates(attention=_ATTN_MI355X, hbm=_HBM_MI300X, intra=_XGMI_MI355X,
                       fa2=_ATTN_MI300X)),
+    _gpu("mi350x", "AMD Instinct MI350X 288 GB, air-cooled 8-GPU platform at 1,000 W "
+         "(400 Gb/s per GPU)",
+         "AMD Instinct MI350 series datasheet (2025): the MI355X's 256 compute units, "
+         "288 GB HBM3E at 8 TB/s and Infinity Fabric at 1,000 W TBP (MI355X 1,400 W); "
+         "rated 2.3 PFLOP/s bf16 dense at its 2.2 GHz top clock. Derived: the MI355X's "
+         "peaks at 1,000 W by the same-die law measured on Hopper (NVIDIA's "
+         "Cosmos-Predict2 performance guide: H100 NVL and H200 NVL against the SXM), "
+         f"rate ~ P^{_CLOCK_POWER_EXPONENT:.3f}: 2,516.6 x (1000/1400)^"
+         f"{_CLOCK_POWER_EXPONENT:.3f} = {_MI350X_PEAKS['bf16']:,}, FP8 "
+         f"{_MI350X_PEAKS['fp8']:,}, MXFP4 {_MI350X_PEAKS['fp4']:,}. Assumed: that law "
+         "for CDNA 4 (no AMD pair is timed), and the MI355X's measured fractions of peak "
+         "(MAMF, FP8 GEMM, AITER attention, RCCL), its assumed ones (STREAM, "
+         "FlashAttention-2, the NIC), latencies within NCCL's cost model",
+         tflops=_MI350X_PEAKS["bf16"], sms=256, mamf=0.622, memory_gb=288,
+         hbm_tb_s=8.0, nvlink_gb_s=538, network_gb_s=50, per_node=8, host=_HOST_MI355X,
+         rates=_rates(attention=_ATTN_MI355X, hbm=_HBM_MI300X, intra=_XGMI_MI355X,
+                      fa2=_ATTN_MI300X)),
 ))
 
 
@@ -689,6 +723,8 @@ PRECISION_PEAKS: dict[str, dict[str, float | None]] = {
     "gb300-nvl72": {"bf16": 2500, "fp8": 5000, "mxfp8": 5000, "fp4": 15000},
     "mi300x": {"bf16": 1307.4, "fp8": 2614.9, "mxfp8": None, "fp4": None},
     "mi355x": {"bf16": 2516.6, "fp8": 5033.2, "mxfp8": 5033.2, "fp4": 10066.3},
+    "mi350x": {"bf16": _MI350X_PEAKS["bf16"], "fp8": _MI350X_PEAKS["fp8"],
+               "mxfp8": _MI350X_PEAKS["fp8"], "fp4": _MI350X_PEAKS["fp4"]},
 }
 
 # Large-GEMM ceilings per precision: measured TFLOP/s over that precision's
@@ -734,13 +770,14 @@ MATMUL_CEILINGS: dict[str, dict[str, float]] = {
 # 1,000W"; HGX B300 1,100 W (Verda / DataCrunch, "NVIDIA B200 & B300: GPU
 # Architecture and Software Stack", datacrunch-research/blogs); GB200 NVL72
 # "configurable up to 1,200W" per GPU; GB300 1,400 W (G. Lockwood, "B300");
-# MI300X 750 W; MI355X 1,400 W TBP (AMD at Hot Chips 2025); the Grand Teton
+# MI300X 750 W; MI355X 1,400 W TBP (AMD at Hot Chips 2025), MI350X 1,000 W (the
+# MI350 series datasheet); the Grand Teton
 # H100 at its 500 W limit (torchtitan's benchmark, above).
 BOARD_POWER_W: dict[str, float] = {
     "a100-40gb-sxm": 400, "a100-80gb-sxm": 400, "h100-sxm": 700, "h100-96gb-500w": 500,
     "h800": 700, "h200": 700,
     "b200": 1000, "b300": 1100, "gb200-nvl72": 1200, "gb300-nvl72": 1400, "mi300x": 750,
-    "mi355x": 1400,
+    "mi355x": _MI355X_BOARD_W, "mi350x": _MI350X_BOARD_W,
 }
 
 # Power of everything else per GPU (W): the system's rated maximum less its
@@ -755,7 +792,7 @@ BOARD_POWER_W: dict[str, float] = {
 # GB200 NVL72: about 120 kW a rack (NVIDIA GB200 NVL72 product brief),
 #   (120,000 - 72 x 1,200) / 72, Grace CPUs and NVLink switches included.
 # GB300 NVL72: about 135 kW a rack, (135,000 - 72 x 1,400) / 72.
-# MI300X, MI355X: AMD publishes no system rating; taken as DGX H100's (an
+# MI300X, MI355X, MI350X: AMD publishes no system rating; taken as DGX H100's (an
 #   8-GPU OAM platform with two CPUs and eight 400 Gb/s NICs, as DGX H100).
 # Grand Teton (h100-96gb-500w): Meta publishes no rating; taken as DGX H100's
 #   (8 GPUs, two CPUs, one 400 Gb/s NIC a GPU).
@@ -763,7 +800,7 @@ NODE_POWER_W: dict[str, float] = {
     "a100-40gb-sxm": 412.5, "a100-80gb-sxm": 412.5, "h100-sxm": 575.0,
     "h100-96gb-500w": 575.0, "h800": 575.0,
     "h200": 575.0, "b200": 787.5, "b300": 650.0, "gb200-nvl72": 466.7,
-    "gb300-nvl72": 475.0, "mi300x": 575.0, "mi355x": 575.0,
+    "gb300-nvl72": 475.0, "mi300x": 575.0, "mi355x": 575.0, "mi350x": 575.0,
 }
 # The refined model's run inputs (jaxmodel.models.run) from the two tables.
 for _name, _preset in GPUS.items():
@@ -854,6 +891,7 @@ FP8_SUSTAINED: dict[str, float] = {
     "gb200-nvl72": _GB200_FP8_SUSTAINED,
     "mi300x": MATMUL_CEILINGS["mi300x"]["fp8_sustained"],
     "mi355x": MATMUL_CEILINGS["mi355x"]["fp8_burst"],
+    "mi350x": MATMUL_CEILINGS["mi355x"]["fp8_burst"],
 }
 
 # The bf16 ceiling the presets run (matmul_efficiency) is the sustained one as

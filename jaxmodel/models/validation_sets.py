@@ -2147,10 +2147,16 @@ LLM_FOUNDRY = SetTable(
 # with the row.  AMD's runs set Transformer Engine's CK v3
 # fused attention (NVTE_CK_USES_FWD_V3 / _BWD_V3): the preset's attention_efficiency
 # (attention_kernel 0).  NVIDIA's recipe runs the attention in FP8, which the model
-# has no input for: those rows are not expressible, as are those of a GPU without a
-# preset (MI350X) or whose configuration is not stored.
+# has no input for: those rows are not expressible, as are those whose configuration
+# is not stored.
 def _mlperf_precision(row: Mapping[str, str]) -> Cell:
     text = row["precision"].strip()
+    if text == "FP8" and not row["config"].strip():
+        # v5.1's MI350X: its configuration is not stored; AMD's MI355X configuration
+        # of the same round sets FP8_PARAMS=1.
+        return approx("FP8 primary weights (FP8_PARAMS=1) as AMD's MI355X configuration "
+                      "of the round sets them (this system's is not stored)",
+                      precision=1, fp8_param_gather=1)
     if text == "FP8":  # FP8_PARAMS=1: FP8 primary weights
         return exact(precision=1, fp8_param_gather=1)
     if text == "MXFP4":
@@ -2184,14 +2190,14 @@ _NOT_STATED = "not stated by the configuration or the YAML: Megatron-Core's defa
 MLPERF_8B = SetTable(
     name="mlperf-llama31-8b",
     description="MLPerf Training Llama 3.1 8B (sequence 8192) on one 8-GPU node, v5.1 and "
-                "v6.0: AMD MI355X and NVIDIA Blackwell systems (tokens/s per GPU, from the "
+                "v6.0: AMD MI355X and MI350X and NVIDIA Blackwell systems (tokens/s per GPU, "
+                "from the "
                 "result logs)",
     file="mlperf_training_llama31_8b.csv",
     every_row=(llm("llama3.1-8b"), NO_DROPOUT),
     columns={
         "gpu": {"MI355X": gpu("mi355x"),
-                "MI350X": Missing("no preset for the MI350X (the MI355X's die, air-cooled, "
-                                  "at 1,000 W)"),
+                "MI350X": gpu("mi350x"),
                 "GB300": gpu("gb300-nvl72"), "GB200": gpu("gb200-nvl72"),
                 "B300": gpu("b300"), "B200": gpu("b200")},
         "system": lambda row: (approx(

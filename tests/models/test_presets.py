@@ -465,6 +465,45 @@ def test_h100_at_500_w_is_the_same_die_s_measured_rate_at_lower_limits():
     assert "Measured" in source and "Derived" in source and "Assumed" in source
 
 
+def test_mi350x_is_the_mi355x_die_at_1000_w_by_the_same_die_law():
+    # AMD's MI350 series datasheet: the MI350X is the MI355X's 256 CUs, 288 GB and
+    # 8 TB/s at 1,000 W TBP (MI355X 1,400 W); rated 2.3 PFLOP/s bf16 at 2.2 GHz.
+    # 1,000 / 1,400 = 500 / 700: the law's ratio is the 500 W H100's, 0.758.
+    k = math.log(750.1 / 989) / math.log(500 / 700)
+    mi350, mi355 = GPUS["mi350x"].values, GPUS["mi355x"].values
+    assert mi350["compute_tflops"] == pytest.approx(2516.6 * (1000 / 1400) ** k, rel=2e-4)
+    assert mi350["compute_tflops"] == pytest.approx(1908.6, abs=0.05)
+    assert mi350["fp8_peak_tflops"] == pytest.approx(5033.2 * (1000 / 1400) ** k, abs=0.2)
+    assert mi350["fp4_peak_tflops"] == pytest.approx(10066.3 * (1000 / 1400) ** k, abs=0.3)
+    # Below AMD's rating at its top clock, 256 x 4,096 FLOP/clk x 2.2 GHz.
+    assert mi350["compute_tflops"] < 256 * 4096 * 2.2e9 / 1e12
+    assert mi350["gpu_power_w"] == 1000 and mi355["gpu_power_w"] == 1400
+    # Everything else is the MI355X's: the same die, memory and fabric.
+    for name, value in mi355.items():
+        if name not in ("compute_tflops", "fp8_peak_tflops", "mxfp8_peak_tflops",
+                        "fp4_peak_tflops", "gpu_power_w"):
+            assert mi350[name] == value, name
+    assert "Assumed" in GPUS["mi350x"].source and "CDNA 4" in GPUS["mi350x"].source
+
+
+def test_mi350x_against_mi355x_in_mlperf_is_a_check_the_law_was_not_built_on():
+    # MLPerf Training v5.1, Llama 3.1 8B FP8 on one node: MI350X 25.011 samples/s,
+    # MI355X 30.694 (their result logs), 0.815.  The law (from NVIDIA boards alone)
+    # puts the MI350X within 2% of that; AMD's ratings (2.3 / 2.5 PFLOP/s) would
+    # give about 0.93.
+    from jaxmodel.api import evaluate_on_host
+    from jaxmodel.models.validation_sets import MLPERF_8B, read_set
+
+    cases = {c.label: c for c in read_set(MLPERF_8B)}
+    slow, fast = cases["v5.1 AMD MI350X"], cases["v5.1 AMD MI355X"]
+    assert slow.measured / fast.measured == pytest.approx(25.011 / 30.694, abs=1e-3)
+    step = {label: float(evaluate_on_host("refined", **cases[label].inputs).step_time_ms)
+            for label in ("v5.1 AMD MI350X", "v5.1 AMD MI355X")}
+    model = step["v5.1 AMD MI355X"] / step["v5.1 AMD MI350X"]
+    assert model == pytest.approx(slow.measured / fast.measured, rel=0.02)
+    assert abs(model - 0.815) < abs(2300 / 2516.6 - 0.815) / 4
+
+
 def test_per_precision_tables_cover_every_gpu_preset():
     from jaxmodel.models.presets import (
         BOARD_POWER_W,
