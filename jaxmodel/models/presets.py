@@ -432,11 +432,14 @@ _HOPPER_MEASURED = ("MAMF bf16 794.5 of 989 (Bekman, MAMF table); cuDNN 9.19 att
 # clock set by the power limit, clock ~ P^k with the SXM's 700 W as the
 # reference, fits the eight ratios with k = 0.822 (least squares through 700 W,
 # log-log; each pair alone gives 0.795 and 1.18: the H100 NVL's faster HBM3
-# flatters it).  At 500 W: (500 / 700)^0.822 = 0.758 of the SXM's rate, 750.1
-# TFLOP/s bf16 and 1,500.9 FP8 (peaks at which the SXM's measured fractions of
-# peak, MAMF, attention and FP8 sustained, apply: the same kernels on the same
-# SMs at a lower clock).  torchtitan's footnote holds at the boards' measured
-# rates: 0.641 x 989 (the NVL's) < 750 < 989.
+# flatters it).  At 500 W: (500 / 700)^0.822 = 0.758 of the SXM's rate.  The
+# preset keeps the die's rated peaks (989 TFLOP/s bf16, 1,979 FP8: the SXM's,
+# against which torchtitan computes its own MFU) and runs every tensor-core
+# fraction of peak at 0.758 of the SXM's measured one (MAMF and FP8 sustained
+# GEMMs, attention: the same kernels on the same SMs at a lower clock;
+# POWER_LIMITED below), as the Blackwell presets carry their power-limited
+# clocks in their fractions.  torchtitan's footnote holds at the boards'
+# measured rates: 0.641 (the NVL's) < 0.758 < 1 of the SXM's.
 _SXM_POWER_W = 700.0
 # (SXM seconds, NVL seconds): Video2World 2B and 14B at 720p, 16 fps then 10 fps.
 _SAME_DIE_TIMES: dict[float, tuple[tuple[float, float], ...]] = {
@@ -456,38 +459,27 @@ def _clock_power_exponent(times: dict[float, tuple[tuple[float, float], ...]]) -
 _CLOCK_POWER_EXPONENT = _clock_power_exponent(_SAME_DIE_TIMES)
 
 
-def _power_limited_peak(peak_tflops: float, board_w: float, limit_w: float) -> float:
-    """A tensor-core peak (TFLOP/s) of a board rated at ``board_w`` run at a
-    ``limit_w`` power limit: scaled by the sustained-rate ratio (limit / board)^k
-    (the comment above)."""
-    return round(peak_tflops * (limit_w / board_w) ** _CLOCK_POWER_EXPONENT, 1)
-
-
 def _same_die_range(watts: float) -> str:
     """The SXM's time over the board's at ``watts``, lowest to highest, as "a-b"."""
     ratios = [sxm / nvl for sxm, nvl in _SAME_DIE_TIMES[watts]]
     return f"{min(ratios):.3f}-{max(ratios):.3f}"
 
 
-_H100_500W_BF16 = _power_limited_peak(989, _SXM_POWER_W, 500)
-_H100_500W_FP8 = _power_limited_peak(1979, _SXM_POWER_W, 500)
-
 # AMD Instinct MI350X: the MI355X's die (256 CUs, 288 GB HBM3E at 8 TB/s) on an
 # air-cooled board at 1,000 W TBP against the MI355X's 1,400 W (AMD Instinct
-# MI350 series datasheet).  AMD rates it 2.3 PFLOP/s bf16 dense, its top clock of
-# 2.2 GHz (256 x 4,096 FLOP/clk x 2.2 GHz = 2,306.9), but, as the NVL ratings
-# above show, a rating is not the clock a limit holds under load.  No sustained
-# rate of either board is published, so the MI355X's peaks are taken to 1,000 W
-# by the same-die law above, measured on Hopper and assumed for CDNA 4 (the same
-# f V^2 physics; no AMD pair is timed): (1,000 / 1,400)^0.822 = 0.758, with the
-# MI355X's measured fractions of peak.  A check the law was not built on: MLPerf
-# Training v5.1's Llama 3.1 8B, FP8 on 8 GPUs, ran at 25.01 samples/s on MI350X
-# and 30.69 on MI355X (0.815), where the refined model gives 0.821 with these
-# peaks, and 0.93 at AMD's ratings.
-_MI355X_BOARD_W, _MI350X_BOARD_W = 1400.0, 1000.0
-_MI350X_PEAKS = {precision: _power_limited_peak(tflops, _MI355X_BOARD_W, _MI350X_BOARD_W)
-                 for precision, tflops in (("bf16", 2516.6), ("fp8", 5033.2),
-                                           ("fp4", 10066.3))}
+# MI350 series datasheet), rated 2.3 PFLOP/s bf16 dense at its 2.2 GHz top clock
+# (256 x 4,096 FLOP/clk x 2.2 GHz = 2,306.9; FP8 and MXFP4 2x and 4x that).  As
+# the NVL ratings above show, a rating is not the clock a limit holds under
+# load, and no sustained rate of either board is published, so the MI350X runs
+# the MI355X's measured rates taken to 1,000 W by the same-die law above,
+# measured on Hopper and assumed for CDNA 4 (the same f V^2 physics; no AMD pair
+# is timed): (1,000 / 1,400)^0.822 = 0.758 of the MI355X's TFLOP/s, 0.827 of
+# each of its fractions of peak against the MI350X's lower rating
+# (POWER_LIMITED).  A check the law was not built on: MLPerf Training v5.1's
+# Llama 3.1 8B, FP8 on 8 GPUs, ran at 25.01 samples/s on MI350X and 30.69 on
+# MI355X (0.815); the refined model gives 0.821, and about 0.93 at AMD's ratings
+# with the MI355X's fractions.
+_MI350X_BF16 = round(256 * 4096 * 2.2e9 / 1e12, 1)
 
 GPUS: dict[str, Preset] = by_name((
     _gpu("a100-40gb-sxm", "NVIDIA A100 40 GB SXM4, DGX A100 node (8 x HDR 200 Gb/s)",
@@ -528,14 +520,16 @@ GPUS: dict[str, Preset] = by_name((
          "cosmos/cosmos-predict2 documentations/performance.md, Video2World 720p): "
          f"H100 NVL (400 W) {_same_die_range(400.0)} and H200 NVL (600 W) "
          f"{_same_die_range(600.0)} of the SXM's (700 W) speed, rate ~ "
-         f"P^{_CLOCK_POWER_EXPONENT:.3f}, 989 x (500/700)^{_CLOCK_POWER_EXPONENT:.3f} = "
-         f"{_H100_500W_BF16}, FP8 {_H100_500W_FP8:,}. Measured (H100 SXM, as fractions "
+         f"P^{_CLOCK_POWER_EXPONENT:.3f}: (500/700)^{_CLOCK_POWER_EXPONENT:.3f} = "
+         f"{(500 / 700) ** _CLOCK_POWER_EXPONENT:.3f} of each of the SXM's fractions of "
+         "its peak (989 TFLOP/s bf16, 1,979 FP8: the same die's rating). Measured (H100 "
+         "SXM, as fractions of the peak): " + _HOPPER_MEASURED +
          "of the peak): " + _HOPPER_MEASURED +
          "; STREAM 2.90-2.97 of 3.35 TB/s (Azure AI-benchmarking-guide, ND H100 v5). "
-         "Assumed: the SXM's fractions at the lower clock (same kernels, same SMs), its "
-         "STREAM fraction for HBM2e, DGX H100's non-GPU power, latencies within NCCL's "
-         "cost model",
-         tflops=_H100_500W_BF16, sms=132, mamf=0.803, memory_gb=96,
+         "Assumed: the same-die law's ratio for every tensor-core fraction (same kernels, "
+         "same SMs, lower clock), the SXM's STREAM fraction for HBM2e, DGX H100's "
+         "non-GPU power, latencies within NCCL's cost model",
+         tflops=989, sms=132, mamf=0.803, memory_gb=96,
          hbm_tb_s=2.4, nvlink_gb_s=450, network_gb_s=50, per_node=8, host=_HOST_H100_500W,
          rates=_rates(attention=_ATTN_H100, hbm=_HBM_H100, intra=_NVLINK4, fa2=_FA2_H100,
                       fp8_attention=_FP8_ATTN_H100)),
@@ -669,16 +663,16 @@ GPUS: dict[str, Preset] = by_name((
          "(400 Gb/s per GPU)",
          "AMD Instinct MI350 series datasheet (2025): the MI355X's 256 compute units, "
          "288 GB HBM3E at 8 TB/s and Infinity Fabric at 1,000 W TBP (MI355X 1,400 W); "
-         "rated 2.3 PFLOP/s bf16 dense at its 2.2 GHz top clock. Derived: the MI355X's "
-         "peaks at 1,000 W by the same-die law measured on Hopper (NVIDIA's "
-         "Cosmos-Predict2 performance guide: H100 NVL and H200 NVL against the SXM), "
-         f"rate ~ P^{_CLOCK_POWER_EXPONENT:.3f}: 2,516.6 x (1000/1400)^"
-         f"{_CLOCK_POWER_EXPONENT:.3f} = {_MI350X_PEAKS['bf16']:,}, FP8 "
-         f"{_MI350X_PEAKS['fp8']:,}, MXFP4 {_MI350X_PEAKS['fp4']:,}. Assumed: that law "
-         "for CDNA 4 (no AMD pair is timed), and the MI355X's measured fractions of peak "
-         "(MAMF, FP8 GEMM, AITER attention, RCCL), its assumed ones (STREAM, "
-         "FlashAttention-2, the NIC), latencies within NCCL's cost model",
-         tflops=_MI350X_PEAKS["bf16"], sms=256, mamf=0.622, memory_gb=288,
+         "rated 2.3 PFLOP/s bf16 dense at its 2.2 GHz top clock (2,306.9; FP8 4,613.7, "
+         "MXFP4 9,227.5). Derived: the MI355X's measured rates at 1,000 W by the same-"
+         "die law measured on Hopper (NVIDIA's Cosmos-Predict2 performance guide: H100 "
+         f"NVL and H200 NVL against the SXM), rate ~ P^{_CLOCK_POWER_EXPONENT:.3f}: "
+         f"(1000/1400)^{_CLOCK_POWER_EXPONENT:.3f} of its TFLOP/s, each of its fractions "
+         "of peak times that and 2,516.6 / 2,306.9. Assumed: that law for CDNA 4 (no "
+         "AMD pair is timed), and the MI355X's measured fractions (MAMF, FP8 GEMM, AITER "
+         "attention, RCCL) and assumed ones (STREAM, FlashAttention-2, the NIC), "
+         "latencies within NCCL's cost model",
+         tflops=_MI350X_BF16, sms=256, mamf=0.622, memory_gb=288,
          hbm_tb_s=8.0, nvlink_gb_s=538, network_gb_s=50, per_node=8, host=_HOST_MI355X,
          rates=_rates(attention=_ATTN_MI355X, hbm=_HBM_MI300X, intra=_XGMI_MI355X,
                       fa2=_ATTN_MI300X)),
@@ -713,8 +707,7 @@ PRECISION_PEAKS: dict[str, dict[str, float | None]] = {
     "a100-40gb-sxm": {"bf16": 312, "fp8": None, "mxfp8": None, "fp4": None},
     "a100-80gb-sxm": {"bf16": 312, "fp8": None, "mxfp8": None, "fp4": None},
     "h100-sxm": {"bf16": 989, "fp8": 1979, "mxfp8": 1979, "fp4": None},
-    "h100-96gb-500w": {"bf16": _H100_500W_BF16, "fp8": _H100_500W_FP8, "mxfp8": _H100_500W_FP8,
-                       "fp4": None},
+    "h100-96gb-500w": {"bf16": 989, "fp8": 1979, "mxfp8": 1979, "fp4": None},
     "h800": {"bf16": 989, "fp8": 1979, "mxfp8": 1979, "fp4": None},
     "h200": {"bf16": 989, "fp8": 1979, "mxfp8": 1979, "fp4": None},
     "b200": {"bf16": 2250, "fp8": 4500, "mxfp8": 4500, "fp4": 9000},
@@ -723,8 +716,8 @@ PRECISION_PEAKS: dict[str, dict[str, float | None]] = {
     "gb300-nvl72": {"bf16": 2500, "fp8": 5000, "mxfp8": 5000, "fp4": 15000},
     "mi300x": {"bf16": 1307.4, "fp8": 2614.9, "mxfp8": None, "fp4": None},
     "mi355x": {"bf16": 2516.6, "fp8": 5033.2, "mxfp8": 5033.2, "fp4": 10066.3},
-    "mi350x": {"bf16": _MI350X_PEAKS["bf16"], "fp8": _MI350X_PEAKS["fp8"],
-               "mxfp8": _MI350X_PEAKS["fp8"], "fp4": _MI350X_PEAKS["fp4"]},
+    "mi350x": {"bf16": _MI350X_BF16, "fp8": 2 * _MI350X_BF16, "mxfp8": 2 * _MI350X_BF16,
+               "fp4": 4 * _MI350X_BF16},
 }
 
 # Large-GEMM ceilings per precision: measured TFLOP/s over that precision's
@@ -777,7 +770,7 @@ BOARD_POWER_W: dict[str, float] = {
     "a100-40gb-sxm": 400, "a100-80gb-sxm": 400, "h100-sxm": 700, "h100-96gb-500w": 500,
     "h800": 700, "h200": 700,
     "b200": 1000, "b300": 1100, "gb200-nvl72": 1200, "gb300-nvl72": 1400, "mi300x": 750,
-    "mi355x": _MI355X_BOARD_W, "mi350x": _MI350X_BOARD_W,
+    "mi355x": 1400, "mi350x": 1000,
 }
 
 # Power of everything else per GPU (W): the system's rated maximum less its
@@ -905,7 +898,9 @@ FP8_SUSTAINED: dict[str, float] = {
 # sustained / burst ratio measured for its FP8 GEMMs, or its sibling's, named
 # as for FP8_SUSTAINED: H100 0.698 / 0.709 (H800 and h100-96gb-500w: its die),
 # H200 0.690 / 0.734, GB200 0.581 / 0.723; B200, B300 and GB300 then take
-# GB200's sustained bf16 TFLOP/s by SM count and board power, as for FP8.
+# GB200's sustained bf16 TFLOP/s by SM count and board power, as for FP8; the
+# boards run below their sibling's power (h100-96gb-500w, mi350x) then take
+# POWER_LIMITED's factor on every tensor-core fraction (below).
 # MI300X and MI355X have no burst and sustained pair measured in one precision
 # and keep their MAMF figure.
 _SUSTAINED_OVER_BURST: dict[str, str] = {
@@ -1041,6 +1036,33 @@ for _name, _preset in GPUS.items():
     _preset.values["matmul_efficiency"] = _bf16_sustained(
         _name, _preset.values["matmul_efficiency"])
     _preset.values.update(_precision_columns(_name, _preset.values["matmul_efficiency"]))
+
+# A board run below the power its sibling's rates were measured at (the comments
+# on h100-96gb-500w and mi350x above): every tensor-core rate is the sibling's
+# TFLOP/s times (limit / sibling's board power)^k, the same-die law, so each
+# fraction of this board's own rated peak is the sibling's fraction times that
+# and the ratio of their peaks.  name -> (sibling, this board's limit, W).
+POWER_LIMITED: dict[str, tuple[str, float]] = {
+    "h100-96gb-500w": ("h100-sxm", 500.0),
+    "mi350x": ("mi355x", 1000.0),
+}
+TENSOR_CORE_RATES: tuple[str, ...] = (
+    "matmul_efficiency", "fp8_matmul_efficiency", "fp4_matmul_efficiency",
+    "attention_efficiency", "fa2_attention_efficiency", "fp8_attention_efficiency")
+
+
+def power_limited_scale(name: str) -> float:
+    """The factor on each of ``name``'s sibling's fractions of peak (``POWER_LIMITED``):
+    ``(limit / P_sibling)^k x peak_sibling / peak``."""
+    sibling, limit = POWER_LIMITED[name]
+    law = (limit / BOARD_POWER_W[sibling]) ** _CLOCK_POWER_EXPONENT
+    return law * PRECISION_PEAKS[sibling]["bf16"] / PRECISION_PEAKS[name]["bf16"]
+
+
+for _name, (_sibling, _limit) in POWER_LIMITED.items():
+    for _rate in TENSOR_CORE_RATES:
+        GPUS[_name].values[_rate] = round(
+            GPUS[_sibling].values[_rate] * power_limited_scale(_name), 3)
 
 
 def _llm(name, description, source, *, params_b, hidden, layers, heads, kv_heads, ffn, mlp,
