@@ -477,8 +477,8 @@ def _same_die_range(watts: float) -> str:
 # each of its fractions of peak against the MI350X's lower rating
 # (POWER_LIMITED).  A check the law was not built on: MLPerf Training v5.1's
 # Llama 3.1 8B, FP8 on 8 GPUs, ran at 25.01 samples/s on MI350X and 30.69 on
-# MI355X (0.815); the refined model gives 0.821, and about 0.93 at AMD's ratings
-# with the MI355X's fractions.
+# MI355X (0.815); the refined model gives 0.821, and 0.941 at AMD's ratings with
+# the MI355X's fractions (+14% on that row, +23% on v6.0's).
 _MI350X_BF16 = round(256 * 4096 * 2.2e9 / 1e12, 1)
 
 GPUS: dict[str, Preset] = by_name((
