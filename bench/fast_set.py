@@ -31,7 +31,6 @@ same round.  Writes ``bench/results/<--out>``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import re
@@ -44,7 +43,7 @@ import time
 from io import BytesIO
 from pathlib import Path
 
-from results_file import checked_out
+from results_file import checked_out, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 # The tree issue 26 was filed on (its note: "b96c477 ran 1,102 tests in 188 s").
@@ -166,10 +165,7 @@ def main() -> None:
         f"median {TO_WHOLE}": statistics.median(r[TO_WHOLE] for r in rounds),
         f"median {TO_SHARED}": statistics.median(r[TO_SHARED] for r in rounds),
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(path.suffix + ".partial")
-    partial.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    partial.replace(path)
+    write_json(path, result)
     print(f"wrote {path}")
 
 

@@ -17,10 +17,9 @@ tiles.  No GPU is needed: the measurements are the published tables.  Writes
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 
-from results_file import checked_out
+from results_file import checked_out, write_json
 
 from jaxmodel.collectives import gemm_efficiency, gemm_math_and_memory_seconds
 from jaxmodel.models.presets import GPUS, PRECISION_PEAKS
@@ -76,11 +75,7 @@ def main() -> None:
                  if r["gpu"] == gpu and r["m"] == r["n"] == r["k"] and r["k"] >= 4096]
         summary[gpu] = round(statistics.median(large), 3)
         print(f"  model / measured, cubes of 4096 and up: median {summary[gpu]:.3f}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(path.suffix + ".partial")
-    partial.write_text(json.dumps({"rows": rows, "median_model_over_measured_large_cubes":
-                                   summary}, indent=2) + "\n", encoding="utf-8")
-    partial.replace(path)
+    write_json(path, {"rows": rows, "median_model_over_measured_large_cubes": summary})
     print(f"wrote {path}")
 
 

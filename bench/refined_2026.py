@@ -46,7 +46,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
-from results_file import checked_out
+from results_file import checked_out, write_json
 
 from jaxmodel.models import get_model
 
@@ -222,11 +222,9 @@ def main() -> None:
            for k, v in summary.items()}
     for k, ok in met.items():
         print(f"target (ratio >= {args.target:g}), {k}: {'met' if ok else 'NOT met'}")
-    out.write_text(json.dumps({"rows": args.rows, "baseline": args.baseline,
-                               "target": args.target,
-                               "machine": platform.platform(), "jax": jax.__version__,
-                               "summary": summary, "target_met": met, "rounds": rounds},
-                              indent=2) + "\n")
+    write_json(out, {"rows": args.rows, "baseline": args.baseline, "target": args.target,
+                     "machine": platform.platform(), "jax": jax.__version__,
+                     "summary": summary, "target_met": met, "rounds": rounds})
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -16,3 +17,12 @@ def checked_out(name: str, example: str) -> Path:
         sys.exit(f"--out: {name!r} is not a file name; allowed: a name such as "
                  f"{example}, written under bench/results/")
     return RESULTS / name
+
+
+def write_json(path: Path, doc: object) -> None:
+    """Write ``doc`` as indented JSON to ``path`` through a ``.partial`` file renamed
+    into place, so that an interrupted bench never leaves a file looking complete."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(path.suffix + ".partial")
+    partial.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    partial.replace(path)

@@ -2191,8 +2191,7 @@ MLPERF_8B = SetTable(
     name="mlperf-llama31-8b",
     description="MLPerf Training Llama 3.1 8B (sequence 8192) on one 8-GPU node, v5.1 and "
                 "v6.0: AMD MI355X and MI350X and NVIDIA Blackwell systems (tokens/s per GPU, "
-                "from the "
-                "result logs)",
+                "from the result logs)",
     file="mlperf_training_llama31_8b.csv",
     every_row=(llm("llama3.1-8b"), NO_DROPOUT),
     columns={
