@@ -134,12 +134,18 @@ beside the rows that use it):
   another layout than the published one, are read at the presets of their own era
   (``BRIDGE_DEEPSEEK_B200_P16``, ``BRIDGE_QWEN3_235B_B200_PRE_2606``,
   ``BRIDGE_GB_PRE_2606``, ``BRIDGE_ERA``: the sources and how they are dated there).
+* Megatron-Bridge layouts that cannot have run: two rows print a layout whose weights,
+  gradients and least activations exceed the GPU's memory by plain arithmetic, and the
+  recipe of the same row sets one that fits; they are read at the recipe's layout
+  (``BRIDGE_UNRUNNABLE``, ``_bridge_read_row``: Llama 3 70B on 64 GB300 in 26.02.01,
+  printed t1 p1 MBS 2 without FSDP and t1 p4 MBS 2 without recompute, read at the
+  recipes' t1 p4 v5 MBS 1, where the releases before and after print them).
 * Megatron-Bridge batch cells that contradict each other: a row whose published
   gradient-accumulation count is not GBS / (MBS x DP) (the CSV's ``note``, "stated GA
   g != GBS/(MBS*DP) = m") has a wrong batch cell; where the recipe for its layout
   gives another micro-batch (``recipe_parallel_mismatch``, "micro_batch: table=X
   recipe=Y") the row is read at the recipe's micro-batch, its GBS kept and the
-  accumulation derived (listed, ``_bridge_batch_row``).  One row: 25.11's H100 GPT-OSS
+  accumulation derived (listed, ``_bridge_read_row``).  One row: 25.11's H100 GPT-OSS
   120B (mb0263) prints GBS 512, MBS 4, GA 2 -- the B200 and GB200 rows' cells, which
   hold only at DP 64 = 64 / (t1 p1) (512 / (4 x 64) = 2), beside p 4 (DP 16: GA 8 at
   MBS 4).  The H100 preset leaves the base micro-batch 1 where the Blackwell presets
@@ -358,6 +364,8 @@ class SetTable:
       label: the row's id.
       layout: the short description of a row's layout, from its inputs.
       workload: the row's workload apart from its GPU (``Case.workload``), or None.
+      reread: the row as read where the source's own cells are shown wrong (each
+        change noted by one of ``columns``), or None: every row as printed.
     """
 
     name: str
@@ -370,6 +378,7 @@ class SetTable:
     label: Callable[[Mapping[str, str]], str]
     layout: Callable[[Mapping[str, float]], str]
     workload: Callable[[Mapping[str, str]], str] | None = None
+    reread: Callable[[Mapping[str, str]], Mapping[str, str]] | None = None
 
 
 def _choose(cell: Cell, model_inputs: set[str], where: str) -> Way | Missing:
@@ -394,6 +403,8 @@ def express(table: SetTable, row: Mapping[str, str], path: str = "") -> Case:
     model = get_model(MODEL)
     names = set(model.input_names)
     label = table.label(row)
+    if table.reread is not None:
+        row = table.reread(row)
     ways: list[Way] = []
     numbers: dict[str, float] = {}
     reasons: list[str] = []
@@ -875,7 +886,8 @@ BRIDGE_2511_UNMATCHED = ("mg0164", "mg0173", "mg0169", "mg0178", "mg0175")
 #    graphs, TP overlap on.
 # Llama 3 70B on GB300 in 26.02.01 (mg0109, mg0111): no stored preset has the printed
 # layouts (every version: t1 p4 v5 MBS 1 for MXFP8 and NVFP4; PR 3284, proposing FSDP at
-# MBS 2, was closed unmerged), so they keep the CSV's columns.
+# MBS 2, was closed unmerged), and neither printed layout can have run: they are read at
+# the recipe's (BRIDGE_UNRUNNABLE).
 _NANO_H100 = {**_2511, "recipe_moe_token_dispatcher": "flex",
               "recipe_moe_flex_backend": "hybridep",
               "recipe_recompute_granularity": "selective"}
@@ -1271,32 +1283,73 @@ def _bridge_mtp(row: Mapping[str, str]) -> Cell:
     return multi_token_prediction(int(text) if text.isdigit() else _mtp_by_name(row))
 
 
-def _bridge_batch_row(row: Mapping[str, str]) -> Mapping[str, str]:
-    """The row with the recipe's micro-batch where its batch cells contradict each other.
+# Rows whose printed layout cannot have run, and which the recipe of the same row
+# (model, GPU, precision, GPU count, GBS) puts at a layout that can: they are read at
+# the recipe's layout (``_bridge_read_row``), each with the arithmetic that rules the
+# printed one out, in bytes that need no memory model (tests/models/
+# test_validation_sets.py repeats it).  Llama 3 70B (70.55 B weights, 80 layers of
+# 855.6 M, h 8192, FFN 28,672, 8 KV heads of 128) on 64 GB300 of 288 GiB = 309.2 GB,
+# sequence 8192, in 26.02.01.  Both recipes (llama3_70b_pretrain_64gpu_gb300_{nvfp4,
+# fp8mx}_config, every stored version) set t1 p4 v5 MBS 1, and both measured figures sit
+# with that layout's rows of the next and the previous release (NVFP4 7,002 tokens/s
+# between 6,798 and 7,296; MXFP8 4,798 beside 4,596 and 4,736), far above the FSDP rows
+# at t1 p1 MBS 2 (FP8 5,003-5,376).
+BRIDGE_UNRUNNABLE: dict[str, str] = {
+    "mg0109": "at t1 p1 and MBS 2 without FSDP every GPU keeps all 70.55 B weights and their "
+              "bf16 gradients (282.2 GB) and the optimizer's 12 bytes a weight "
+              "over 64 ranks (13.2 GB): 295.4 GB of 309.2 before the 21.5 GB of one bf16 "
+              "input a layer and token that even full recompute keeps",
+    "mg0111": "at t1 p4 without interleaving, MBS 2 and no recompute, the first stage holds 4 "
+              "micro-batches of 20 layers, each layer 237,568 bytes a "
+              "token at the least (the two norm inputs, q, k, v and the attention output "
+              "for the fused attention's backward, FC1's output for SwiGLU's, the four GEMM "
+              "inputs in FP8): 311.4 GB beside 86.3 GB of weights, gradients and optimizer "
+              "state, of 309.2",
+}
+# The layout cells a recipe_parallel_mismatch names ("pp: table=1 recipe=4").
+_LAYOUT_CELLS = ("tp", "pp", "cp", "vp", "ep", "micro_batch")
 
-    The CSV's ``note`` records a published gradient-accumulation count that is not
-    GBS / (MBS x DP) as "stated GA g != GBS/(MBS*DP) = m"; one of the three batch cells
-    is then wrong, and where ``recipe_parallel_mismatch`` names the recipe's micro-batch
-    ("micro_batch: table=X recipe=Y") for the row's layout, that is the one read (module
-    doc: 25.11's H100 GPT-OSS row, the Blackwell rows' cells beside p 4).  The GBS is
-    kept, and the accumulation derived from it.  Every other row is returned as is.
+
+def _bridge_read_row(row: Mapping[str, str]) -> Mapping[str, str]:
+    """The row as read where its own cells are shown wrong, with ``read_as`` saying why.
+
+    * Batch cells that contradict each other: the CSV's ``note`` records a published
+      gradient-accumulation count that is not GBS / (MBS x DP) as "stated GA g !=
+      GBS/(MBS*DP) = m"; one of the three batch cells is then wrong, and where
+      ``recipe_parallel_mismatch`` names the recipe's micro-batch ("micro_batch:
+      table=X recipe=Y") for the row's layout, that is the one read (module doc: 25.11's
+      H100 GPT-OSS row, the Blackwell rows' cells beside p 4).  The GBS is kept, and the
+      accumulation derived from it.
+    * A printed layout that cannot have run (``BRIDGE_UNRUNNABLE``): every layout cell
+      the ``recipe_parallel_mismatch`` names is read at the recipe's value, and the
+      mismatch is then none.
+
+    Every other row is returned as is.
     """
+    mismatch = _recipe(row).get("recipe_parallel_mismatch", "")
+    label = row.get("row_id", "")
+    if label in BRIDGE_UNRUNNABLE:
+        cells = dict(re.findall(r"(\w+): table=[^ ;]+ recipe=(\d+)", mismatch))
+        read = {k: v for k, v in cells.items() if k in _LAYOUT_CELLS}
+        printed = ", ".join(f"{k} {row[k].strip() or '-'}" for k in read)
+        wanted = ", ".join(f"{k} {v}" for k, v in read.items())
+        return {**row, **read, "recipe_parallel_mismatch": "none (read at the recipe's layout)",
+                "read_as": f"the recipe's layout ({wanted}) for the printed {printed}, which "
+                           f"cannot have run: {BRIDGE_UNRUNNABLE[label]}"}
     stated = re.search(r"stated GA (\d+) != GBS/\(MBS\*DP\)", row.get("note", ""))
-    recipe = re.search(r"micro_batch: table=(\d+) recipe=(\d+)",
-                       _recipe(row).get("recipe_parallel_mismatch", ""))
+    recipe = re.search(r"micro_batch: table=(\d+) recipe=(\d+)", mismatch)
     if not stated or not recipe or recipe.group(1) != row["micro_batch"].strip():
         return row
-    return {**row, "micro_batch": recipe.group(2)}
+    mbs = recipe.group(2)
+    return {**row, "micro_batch": mbs,
+            "read_as": f"micro-batch {mbs}, the recipe's, for the printed "
+                       f"{row['micro_batch'].strip()}: the row's {row['note'].strip()} (its "
+                       "batch cells are another layout's)"}
 
 
-def _bridge_micro_batch(row: Mapping[str, str]) -> Cell:
-    read = _bridge_batch_row(row)
-    mbs = _number(read["micro_batch"], 1)
-    if read is row:
-        return exact(micro_batch=mbs)
-    return approx(f"micro-batch {mbs:g}, the recipe's, for the printed {row['micro_batch']}: "
-                  f"the row's {row['note'].strip()} (its batch cells are another "
-                  "layout's)", micro_batch=mbs)
+def _bridge_read_as(row: Mapping[str, str]) -> Cell:
+    """The note of a row read other than printed (``_bridge_read_row``)."""
+    return approx(row["read_as"]) if row.get("read_as") else NOTHING
 
 
 def _bridge_mismatch(row: Mapping[str, str]) -> Cell:
@@ -1424,10 +1477,11 @@ BRIDGE = SetTable(
         "cp": "context_parallel",
         "vp": _bridge_vp,
         "ep": _bridge_ep,
-        "micro_batch": _bridge_micro_batch,
+        "micro_batch": "micro_batch",
+        "read_as": _bridge_read_as,
         "seq_length": "seq_length",
-        "global_batch": lambda row: _accumulation(_bridge_batch_row(row), "num_gpus",
-                                                  "global_batch", "micro_batch"),
+        "global_batch": lambda row: _accumulation(row, "num_gpus", "global_batch",
+                                                  "micro_batch"),
         "precision": _bridge_precision,
         "fsdp": _bridge_fsdp,
         "recipe_recompute_granularity": _bridge_recompute,
@@ -1441,8 +1495,9 @@ BRIDGE = SetTable(
         "pipeline_layout": _bridge_layout,
         "release": _bridge_release,
     },
-    blank={"cp": 1, "vp": 1, "ep": 1, "tp": 1, "pp": 1},
+    blank={"cp": 1, "vp": 1, "ep": 1, "tp": 1, "pp": 1, "micro_batch": 1},
     measure=_bridge_measure,
+    reread=_bridge_read_row,
     label=lambda row: row["row_id"],
     layout=_layout,
     # The summaries publish one workload on several systems, each with its own

@@ -299,6 +299,61 @@ def test_bridge_qwen3_235b_b200_rows_before_26_06_are_read_at_their_era_preset()
         assert other.inputs.get("virtual_stages", 1.0) == printed, label
 
 
+def test_bridge_unrunnable_layouts_by_hand():
+    # Llama 3 70B: h 8192, 80 layers, FFN 28,672 (SwiGLU: three matrices), 64 query and
+    # 8 KV heads of 128, vocabulary 128,256, untied.  A layer: q and o 2 h^2, k and v
+    # 2 h 1024, the MLP 3 h f; with the embedding and output layer, 70.55 B weights.
+    h, f, layers, vocab = 8192, 28672, 80, 128256
+    layer = 2 * h * h + 2 * h * 1024 + 3 * h * f
+    weights = layers * layer + 2 * vocab * h
+    assert weights / 1e9 == pytest.approx(70.55, abs=0.01)
+    capacity = 288 * 2**30 / 1e9  # GB300: 288 GiB
+    tokens = 2 * 8192  # MBS 2 x sequence 8192
+    # mg0109, printed t1 p1 MBS 2, no FSDP (the distributed optimizer over 64 ranks):
+    # bf16 weights and gradients (2 + 2 bytes) on every GPU, fp32 master, m and v (12)
+    # over 64, and one bf16 input a layer and token (the least full recompute keeps).
+    state = weights * 4 + weights * 12 / 64
+    assert state / 1e9 == pytest.approx(295.4, abs=0.1)
+    assert (state + layers * tokens * 2 * h) / 1e9 > capacity
+    # mg0111, printed t1 p4 (no interleaving) MBS 2, no recompute: the first stage (20
+    # layers and the embedding) holds p = 4 micro-batches (1F1B).  At the least, a layer
+    # keeps a token's two norm inputs (bf16, 2 x 2 h), q, k and v and the attention
+    # output for the fused attention's backward (2 (h + 2 x 1024) + 2 h), FC1's output
+    # for SwiGLU's (2 x 2 f) and the QKV, proj, FC1 and FC2 inputs in FP8 (3 h + f).
+    per_token = 4 * h + 2 * (h + 2048) + 2 * h + 4 * f + 3 * h + f
+    assert per_token == 237568
+    stage = 20 * layer + vocab * h
+    stage_state = stage * 4 + stage * 12 / 16
+    activations = 4 * 20 * tokens * per_token
+    assert (stage_state / 1e9, activations / 1e9) == pytest.approx((86.3, 311.4), abs=0.1)
+    assert (stage_state + activations) / 1e9 > capacity
+    # Both are read at their recipes' t1 p4 v5 MBS 1 (GBS 256 over DP 16: GA 16), the
+    # reading listed, and both fit; the model agrees the printed layouts do not.
+    model = get_model("refined")
+    cases = _by_label(BRIDGE_GB)
+    for label, precision in (("mg0109", 3), ("mg0111", 2)):
+        case = cases[label]
+        _has(case, tensor_parallel=1, pipeline_parallel=4, virtual_stages=5, micro_batch=1,
+             gradient_accum_steps=16, precision=precision, zero_stage=1)
+        assert any("which cannot have run" in n for n in case.notes), label
+        assert case.work == 256 * 8192 / 64
+        read = jaxmodel.api.evaluate_on_host(model, **{**model.defaults, **case.inputs})
+        assert float(read.fits_in_memory) == 1, label
+    printed = {"mg0109": dict(pipeline_parallel=1, virtual_stages=1, micro_batch=2,
+                              gradient_accum_steps=2),
+               "mg0111": dict(pipeline_parallel=4, virtual_stages=1, micro_batch=2,
+                              gradient_accum_steps=8)}
+    for label, layout in printed.items():
+        out = jaxmodel.api.evaluate_on_host(
+            model, **{**model.defaults, **cases[label].inputs, **layout})
+        assert float(out.fits_in_memory) == 0, label
+    # No other Bridge row is read other than printed but the two whose batch cells
+    # contradict each other (mb0263, mg0182: _bridge_read_row).
+    read = {label for table in (BRIDGE, BRIDGE_GB) for label, other in _by_label(table).items()
+            if any("for the printed" in n for n in other.notes)}
+    assert read == {"mg0109", "mg0111", "mb0263", "mg0182"}
+
+
 def test_bridge_gpt_oss_h100_memory_by_hand():
     # GPT-OSS 120B on H100, t1 p4 e8 (mb0263 as read, = mb0096's layout), seq 4096,
     # BF16, distributed optimizer, bf16 gradients, selective recompute of layernorm
@@ -538,9 +593,9 @@ def test_bridge_rows_read_at_their_era_preset_where_the_newest_recipe_has_anothe
     _has(gb["mg0119"], tensor_parallel=2, context_parallel=2, cuda_graphs=0, tp_overlap=1)
     for label in ("mb0112", "mb0199", "mb0228", "mb0227"):
         assert any("legacy preset of the row's era" in n for n in bridge[label].notes), label
-    # GB300 Llama 3 70B in 26.02.01: no stored preset has the printed layout; the CSV's
-    # columns stand (and the listed mismatch).
-    assert any("another layout" in n for n in gb["mg0111"].notes)
+    # GB300 Llama 3 70B in 26.02.01: no stored preset has the printed layout, which
+    # cannot have run; the recipe's is read (test_bridge_unrunnable_layouts_by_hand).
+    assert not any("another layout" in n for n in gb["mg0111"].notes)
 
 
 def test_bridge_gb200_25_09_rows_by_hand():
