@@ -524,7 +524,6 @@ GPUS: dict[str, Preset] = by_name((
          f"{(500 / 700) ** _CLOCK_POWER_EXPONENT:.3f} of each of the SXM's fractions of "
          "its peak (989 TFLOP/s bf16, 1,979 FP8: the same die's rating). Measured (H100 "
          "SXM, as fractions of the peak): " + _HOPPER_MEASURED +
-         "of the peak): " + _HOPPER_MEASURED +
          "; STREAM 2.90-2.97 of 3.35 TB/s (Azure AI-benchmarking-guide, ND H100 v5). "
          "Assumed: the same-die law's ratio for every tensor-core fraction (same kernels, "
          "same SMs, lower clock), the SXM's STREAM fraction for HBM2e, DGX H100's "
@@ -663,8 +662,9 @@ GPUS: dict[str, Preset] = by_name((
          "(400 Gb/s per GPU)",
          "AMD Instinct MI350 series datasheet (2025): the MI355X's 256 compute units, "
          "288 GB HBM3E at 8 TB/s and Infinity Fabric at 1,000 W TBP (MI355X 1,400 W); "
-         "rated 2.3 PFLOP/s bf16 dense at its 2.2 GHz top clock (2,306.9; FP8 4,613.7, "
-         "MXFP4 9,227.5). Derived: the MI355X's measured rates at 1,000 W by the same-"
+         "rated 2.3 PFLOP/s bf16 dense at its 2.2 GHz top clock "
+         f"({_MI350X_BF16:,}; FP8 {2 * _MI350X_BF16:,.1f}, MXFP4 {4 * _MI350X_BF16:,.1f}). "
+         "Derived: the MI355X's measured rates at 1,000 W by the same-"
          "die law measured on Hopper (NVIDIA's Cosmos-Predict2 performance guide: H100 "
          f"NVL and H200 NVL against the SXM), rate ~ P^{_CLOCK_POWER_EXPONENT:.3f}: "
          f"(1000/1400)^{_CLOCK_POWER_EXPONENT:.3f} of its TFLOP/s, each of its fractions "

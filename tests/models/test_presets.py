@@ -634,3 +634,16 @@ def test_issue_24_model_families_match_their_published_configs(name, shape):
         assert (values["sliding_window"], values["sliding_window_share"]) == (128, 0.5)
     else:
         assert "sliding_window" not in values
+
+
+def test_power_limited_sources_say_each_measurement_once_and_print_the_peaks_they_run():
+    # The 500 W H100's source carries the SXM's measurements once (it had them twice,
+    # joined by a stray "of the peak): "); the MI350X's prints the peaks its preset
+    # runs (it printed FP8 4,613.7 and MXFP4 9,227.5 beside 4,613.8 and 9,227.6).
+    from jaxmodel.models.presets import _HOPPER_MEASURED, PRECISION_PEAKS
+    assert GPUS["h100-96gb-500w"].source.count(_HOPPER_MEASURED) == 1
+    assert "nccl-tests issue 290)of" not in GPUS["h100-96gb-500w"].source
+    peaks = PRECISION_PEAKS["mi350x"]
+    assert peaks["fp8"] == pytest.approx(2 * 2306.9) and peaks["fp4"] == pytest.approx(4 * 2306.9)
+    for value in (peaks["bf16"], peaks["fp8"], peaks["fp4"]):
+        assert f"{value:,.1f}" in GPUS["mi350x"].source, value
