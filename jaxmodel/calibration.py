@@ -520,6 +520,23 @@ def _from_z(z, lo, hi):
     return jnp.where(bounded, lo + span * jax.nn.sigmoid(zb), lo + jnp.exp(zu))
 
 
+def _dx_dz(x: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """``dx / dz`` of ``_from_z`` at ``x``: ``(x - lo)(hi - x) / (hi - lo)`` on a
+    bounded range, ``x - lo`` on an unbounded one (0 at a bound)."""
+    bounded = np.isfinite(hi)
+    return np.where(bounded, (x - lo) * (hi - x) / np.where(bounded, hi - lo, 1.0), x - lo)
+
+
+def fit_bounds(m: Model, names: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """``(lo, hi)`` of the fitted ``names``: the model's physical range of each
+    (``Model.fit_ranges``), else its domain (``hi`` inf where it has no top)."""
+    fields = [m.input_field(n) for n in names]
+    lo = np.array([m.fit_ranges.get(f.name, (f.low, None))[0] for f in fields], np.float64)
+    hi = np.array([m.fit_ranges[f.name][1] if f.name in m.fit_ranges else
+                   (np.inf if f.high is None else f.high) for f in fields], np.float64)
+    return lo, hi
+
+
 def _to_z(x: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """Inverse of ``_from_z``, starting values nudged off the bounds."""
     bounded = np.isfinite(hi)
@@ -814,12 +831,7 @@ def calibrate(runs, fit: str | Sequence[str] | None = None, *,
                and n not in names and base[n] != preset_base[n]}
 
     fit_index = tuple(m.input_names.index(n) for n in names)
-    fields = [m.input_field(n) for n in names]
-    # Bounds: the model's physical range of the input (Model.fit_ranges), else
-    # its domain.
-    lo = np.array([m.fit_ranges.get(f.name, (f.low, None))[0] for f in fields], np.float64)
-    hi = np.array([m.fit_ranges[f.name][1] if f.name in m.fit_ranges else
-                   (np.inf if f.high is None else f.high) for f in fields], np.float64)
+    lo, hi = fit_bounds(m, names)
     x0 = np.array([base[n] for n in names], np.float64)
     z0 = _to_z(x0, lo, hi)
     x0 = np.clip(x0, lo, hi)
@@ -854,8 +866,7 @@ def calibrate(runs, fit: str | Sequence[str] | None = None, *,
             """d log prediction / d parameter over the measurements,
             ``(measurements, P)``, and the parameters at ``z``."""
             x = np.asarray(_from_z(jnp.asarray(z), lo_j, hi_j))
-            dx = np.where(np.isfinite(hi), (x - lo) * (hi - x) / np.where(
-                np.isfinite(hi), hi - lo, 1.0), x - lo)
+            dx = _dx_dz(x, lo, hi)
             jac = np.asarray(_jacobian_z(jnp.asarray(z), lo_j, hi_j, rows_j, **static))[:n]
             jac = np.where(mask[..., None], jac / np.where(dx > 0, dx, np.inf), 0.0)
             return jac.reshape(-1, len(names)), x
@@ -893,26 +904,15 @@ def calibrate(runs, fit: str | Sequence[str] | None = None, *,
             free = np.ones(len(names), bool)
             zs, ok = solve(free)
         else:
-            # The default set, by forward selection: the parameter that explains
-            # most of what the fitted ones do not joins while every fit of the
-            # batch still converges, inside the physical range, with the set
-            # separable (the warnings' tests); the rest stay at their start.
-            free, tried = np.zeros(len(names), bool), ~(effect > NO_EFFECT)
-            zs = ok = None
-            while free.sum() < max(1, min(len(names), n_meas - 1)):
-                order = ranked(log_jacobian(z0 if zs is None else zs[0]), ~tried,
-                               list(np.flatnonzero(free)))
-                if not order:
-                    break
-                trial = free.copy()
-                trial[order[0]] = True
-                tried[order[0]] = True
-                zs_t, ok_t = solve(trial)
-                jac, x_t = x_jacobian(zs_t[0])
-                inside = ~_at_bound(x_t, lo, hi, scale)[trial]
-                if zs is None or (ok_t.all() and inside.all()
-                                  and _separable((jac * x_t)[:, trial])):
-                    free, zs, ok = trial, zs_t, ok_t
+            # The default set, by forward selection (forward_select): one
+            # selection that every fit of the batch shares, judged by the fit on
+            # every run (row 0) over every measurement.
+            limit = max(1, min(len(names), n_meas - 1))
+            free, zs, ok = forward_select(
+                solve, log_jacobian, z0, lo, hi, scale, usable=effect > NO_EFFECT,
+                owner=np.zeros(weights.shape[0], int), head=np.array([0]),
+                seen=np.ones((1, n * len(out_names)), bool), limit=np.array([limit]))
+            free = free[0]
         sel = np.flatnonzero(free)
         finite = np.all(np.isfinite(zs), axis=1)
         z_hat, z_boot = zs[0], zs[1 + n:][finite[1 + n:]]
@@ -1120,10 +1120,72 @@ def _separable(jac: np.ndarray) -> bool:
     behind the warnings: no pair correlated at ``CORRELATED`` or more, and a
     smallest-to-largest singular value ratio of the column-normalised
     Jacobian of at least ``WEAK_SINGULAR_RATIO``."""
-    jn = jac / np.linalg.norm(jac, axis=0)
+    norms = np.linalg.norm(jac, axis=0)
+    if not (np.all(np.isfinite(jac)) and np.all(norms > 0)):
+        return False
+    jn = jac / norms
     s = np.linalg.svd(jn, compute_uv=False)
     corr = np.abs(_correlation(jn) - np.eye(jac.shape[1]))
     return bool(s[-1] >= WEAK_SINGULAR_RATIO * s[0] and np.all(corr < CORRELATED))
+
+
+def forward_select(solve, log_jacobian, z0, lo, hi, scale, *, usable, owner, head, seen,
+                   limit):
+    """Forward selection of the fitted parameters: ``calibrate``'s default set,
+    and ``cross_validate``'s, one selection per fold.
+
+    Each selection ``g`` starts from none: the parameter that explains most of
+    what its fitted ones do not (:func:`ranked`) joins while every fit the
+    selection owns still converges, inside the physical range, with the set
+    :func:`_separable` (the warnings' tests); the first joins whatever those
+    say; at most ``limit[g]`` join.  The selections run side by side, one
+    batched ``solve`` a round.
+
+    Args:
+      solve: ``free (R, P) -> (zs (R, P), converged (R,))``, the batch of fits
+        (:func:`fit_bounded` over the rows of a weights matrix).
+      log_jacobian: ``z (P,) -> (M, P)``, d log prediction / d log parameter
+        over the measurements at ``z``.
+      z0, lo, hi, scale: ``(P,)`` start (solver variables), range, and the scale
+        of "at a bound" (:func:`_at_bound`).
+      usable: ``(P,)`` the parameters that move some measurement.
+      owner: ``(R,)`` the selection each fit belongs to.
+      head: ``(G,)`` the fit whose parameters each selection's Jacobian and
+        range test use; seen: ``(G, M)`` the measurements it fits.
+      limit: ``(G,)`` the most parameters each selection may take.
+
+    Returns:
+      ``(free (G, P), zs (R, P), converged (R,))``; a selection that takes no
+      parameter keeps ``z0`` in its fits.
+    """
+    groups, p = len(head), len(z0)
+    free = np.zeros((groups, p), bool)
+    tried = np.broadcast_to(~np.asarray(usable, bool), (groups, p)).copy()
+    zs = np.broadcast_to(np.asarray(z0), (len(owner), p)).copy()
+    ok = np.ones(len(owner), bool)
+    first = np.ones(groups, bool)
+    open_ = np.ones(groups, bool)
+    lo_j, hi_j = jnp.asarray(lo), jnp.asarray(hi)
+    while True:
+        trial, moved = free.copy(), np.zeros(groups, bool)
+        for g in np.flatnonzero(open_):
+            order = [] if free[g].sum() >= limit[g] else ranked(
+                log_jacobian(zs[head[g]])[seen[g]], ~tried[g], list(np.flatnonzero(free[g])))
+            if not order:
+                open_[g] = False
+                continue
+            trial[g, order[0]] = tried[g, order[0]] = moved[g] = True
+        if not moved.any():
+            return free, zs, ok
+        zs_t, ok_t = solve(trial[owner])
+        for g in np.flatnonzero(moved):
+            rows = owner == g
+            z_h = zs_t[head[g]]
+            x_t = np.asarray(_from_z(jnp.asarray(z_h), lo_j, hi_j))
+            inside = ~_at_bound(x_t, lo, hi, scale)[trial[g]]
+            if first[g] or (ok_t[rows].all() and inside.all()
+                            and _separable(log_jacobian(z_h)[seen[g]][:, trial[g]])):
+                free[g], zs[rows], ok[rows], first[g] = trial[g], zs_t[rows], ok_t[rows], False
 
 
 def ranked(jac: np.ndarray, usable: np.ndarray, chosen: Sequence[int]) -> list[int]:
@@ -1141,7 +1203,9 @@ def ranked(jac: np.ndarray, usable: np.ndarray, chosen: Sequence[int]) -> list[i
       usable: ``(P,)`` the parameters that may join (not tried yet, moving something).
       chosen: indices of the parameters already in the set.
     """
-    chosen = list(chosen)
+    # A chosen parameter held at a bound (its column 0 there: fit_bounded pins
+    # it) moves nothing any more, and competes with none.
+    chosen = [c for c in chosen if np.linalg.norm(jac[:, c]) > 0]
     basis = np.linalg.qr(jac[:, chosen])[0] if chosen else np.zeros((jac.shape[0], 0))
     rest = np.linalg.norm(jac - basis @ (basis.T @ jac), axis=0)
     score = np.where(usable, rest, 0.0)
@@ -1215,20 +1279,26 @@ def calibrate_runs(runs: Sequence[Any] | None = None, fit=None, *,
 def cross_validate(inputs: Mapping[str, np.ndarray], measured: np.ndarray, folds: np.ndarray,
                    output: str, fit: str | Sequence[str] | None = None, *,
                    model: str | Model = DEFAULT_MODEL, rows: int | None = None,
-                   num_folds: int | None = None) -> np.ndarray:
-    """k-fold predictions: for each fold, fit the cluster parameters on the runs of
-    the other folds, and predict the runs of that fold.
+                   num_folds: int | None = None, select: bool | None = None) -> np.ndarray:
+    """k-fold predictions: for each fold, calibrate on the runs of the other folds
+    as :func:`calibrate` does, and predict the runs of that fold.
 
-    The fits are one vmapped batch of Levenberg-Marquardt solves (``fit_batch``, as
-    :func:`calibrate`'s leave-one-out: a fold is a row of weights, 0 for its own
-    runs), from the runs' shared starting values.
+    As :func:`calibrate`: the parameters are bounded by their physical range
+    (``Model.fit_ranges``), and by default the fitted set is chosen by forward
+    selection (:func:`forward_select`), here on each fold's training runs alone,
+    so that the held-out runs choose nothing.  The fits are vmapped batches of
+    Levenberg-Marquardt solves (``fit_bounded``: a fold is a row of weights, 0
+    for its own runs), from the runs' shared starting values.
 
     Args:
       inputs: every input of ``model`` by name, arrays of shape ``(n,)``.
       measured: ``(n,)`` measured values of ``output`` (a float output, > 0).
       folds: ``(n,)`` the fold of each run, 0 .. F - 1.
-      fit: the inputs to fit (default: the model's ``cluster`` set); their values
-        must be the same for every run (the starting point).
+      fit: the inputs to fit, or to choose from with ``select`` (default: the
+        model's ``cluster`` set); their values must be the same for every run
+        (the starting point).
+      select: choose the fitted set from ``fit`` per fold (default: when ``fit``
+        is not given, as :func:`calibrate`); False fits all of ``fit``.
       rows, num_folds: pad the runs (with zero-weighted copies) and the folds
         (with fits that see no run) to these sizes, so that calls of different
         sizes share one compiled program.
@@ -1242,6 +1312,8 @@ def cross_validate(inputs: Mapping[str, np.ndarray], measured: np.ndarray, folds
     """
     m = get_model(model)
     names = check_fit(m, fit, ())
+    if select is None:
+        select = fit is None or fit == "" or fit == []
     measured = np.asarray(measured, np.float64)
     folds = np.asarray(folds, np.int64)
     n = measured.shape[0]
@@ -1252,10 +1324,11 @@ def cross_validate(inputs: Mapping[str, np.ndarray], measured: np.ndarray, folds
         if np.any(base[:, j] != base[0, j]):
             raise InputError(name, sorted(set(base[:, j].tolist())),
                              "one value for every run (a fit starts from it)")
-    fields = [m.input_field(k) for k in names]
-    lo = np.array([f.low for f in fields], np.float64)
-    hi = np.array([np.inf if f.high is None else f.high for f in fields], np.float64)
-    z0 = _to_z(base[0, list(fit_index)], lo, hi)
+    lo, hi = fit_bounds(m, names)
+    x0 = base[0, list(fit_index)]
+    z0 = _to_z(x0, lo, hi)
+    x0 = np.clip(x0, lo, hi)
+    scale = np.where(np.isfinite(hi), hi - lo, np.maximum(np.abs(x0), 1e-12))
     size = max(rows or n, n)
     count = max(num_folds or 0, int(folds.max()) + 1)
     padded = np.concatenate([base, np.repeat(base[:1], size - n, axis=0)])
@@ -1267,7 +1340,21 @@ def cross_validate(inputs: Mapping[str, np.ndarray], measured: np.ndarray, folds
     static = {"model": m, "fit_index": fit_index, "out_names": (output,)}
     with computing():
         lo_j, hi_j, base_j = jnp.asarray(lo), jnp.asarray(hi), jnp.asarray(padded)
-        zs, _ = fit_bounded(z0, lo_j, hi_j, base_j, jnp.asarray(log_measured),
-                            jnp.asarray(weights), np.ones(len(names), bool), **static)
+        batch = (z0, lo_j, hi_j, base_j, jnp.asarray(log_measured), jnp.asarray(weights))
+        if select:
+            def log_jacobian(z):
+                x = np.asarray(_from_z(jnp.asarray(z), lo_j, hi_j))
+                dx = _dx_dz(x, lo, hi)
+                jac = np.asarray(_jacobian_z(jnp.asarray(z), lo_j, hi_j, base_j, **static))
+                return (jac / np.where(dx > 0, dx, np.inf)).reshape(size, len(names)) * x
+
+            train = weights[:, :, 0] > 0
+            _, zs, _ = forward_select(
+                lambda free: fit_bounded(*batch, free, **static), log_jacobian, z0, lo, hi,
+                scale, usable=np.ones(len(names), bool), owner=np.arange(count),
+                head=np.arange(count), seen=train,
+                limit=np.maximum(1, np.minimum(len(names), train.sum(axis=1) - 1)))
+        else:
+            zs, _ = fit_bounded(*batch, np.ones(len(names), bool), **static)
         preds = np.asarray(_predict_many(jnp.asarray(zs), lo_j, hi_j, base_j, **static))
     return np.exp(preds[folds, np.arange(n), 0])

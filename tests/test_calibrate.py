@@ -559,6 +559,18 @@ def test_validate_calibrate_prints_both_errors():
     assert 0.6 < cal["values"]["matmul_efficiency"] < 0.95
 
 
+def _calibrated_fold(runs, folds, f):
+    """``calibrate`` (the seed's default fit) on the runs outside fold ``f``, the
+    runs of ``f``, and its prediction of their steps."""
+    keep = folds != f
+    cal = jaxmodel.calibrate({k: v[keep] for k, v in runs.items()}, model="seed",
+                             bootstrap=20, suggest=0)
+    held = np.flatnonzero(~keep)
+    pred = evaluate("seed", x64=True, **cal.values,
+                    **{k: runs[k][held] for k in LAYOUT_NAMES}).step_time_ms
+    return cal, held, pred
+
+
 @pytest.mark.slow
 def test_cross_validate_predicts_each_fold_by_the_fit_on_the_others():
     # k = 3 folds (run i in fold i mod 3): each run's prediction is that of a
@@ -576,13 +588,37 @@ def test_cross_validate_predicts_each_fold_by_the_fit_on_the_others():
                               num_folds=5)
     assert padded == pytest.approx(got, rel=1e-9)
     for f in (0, 2):
-        keep = folds != f
-        cal = jaxmodel.calibrate({k: v[keep] for k, v in runs.items()}, model="seed",
-                                 bootstrap=20, suggest=0)
-        held = np.flatnonzero(~keep)
-        pred = evaluate("seed", x64=True, **cal.values,
-                        **{k: runs[k][held] for k in LAYOUT_NAMES}).step_time_ms
+        _, held, pred = _calibrated_fold(runs, folds, f)
         assert got[held] == pytest.approx(pred, rel=1e-6)
+
+
+@pytest.mark.slow
+def test_cross_validate_chooses_each_folds_parameters_as_calibrate_does():
+    """A fold's prediction is ``calibrate``'s default fit on the other folds,
+    forward selection included: on these runs (one to four nodes' worth of
+    tensor parallelism) one fold's runs cannot tell the link bandwidth from the
+    compute rate, so its calibration holds the bandwidth, and so does its fold of
+    the k-fold; fitting both there (``select=False``, what the k-fold did before
+    it chose) predicts otherwise."""
+    layouts = [(8, 2, 1, 1, m) for m in (4, 8, 16)] + [(16, 2, 1, 1, 4), (16, 2, 1, 1, 16),
+                                                        (16, 4, 1, 1, 8)]
+    runs = seed_runs(layouts=layouts, noise=0.03)
+    n = len(layouts)
+    folds = np.arange(n) % 3
+    inputs = {k: np.full(n, v, float) for k, v in get_model("seed").defaults.items()}
+    inputs.update({k: runs[k] for k in LAYOUT_NAMES})
+    measured = runs["measured_step_time_ms"]
+    got = C.cross_validate(inputs, measured, folds, "step_time_ms", model="seed")
+    both = C.cross_validate(inputs, measured, folds, "step_time_ms", model="seed", select=False)
+    held_somewhere = False
+    for f in range(3):
+        cal, held, pred = _calibrated_fold(runs, folds, f)
+        assert got[held] == pytest.approx(pred, rel=1e-6)
+        if cal.held:
+            held_somewhere = True
+            assert cal.held == ("link_bandwidth_gb_s",)
+            assert np.max(np.abs(both[held] / got[held] - 1.0)) > 1e-5
+    assert held_somewhere
 
 
 def test_cross_validate_needs_one_starting_value_per_fitted_input():
@@ -646,6 +682,32 @@ def test_a_fit_stays_in_its_physical_range_and_says_when_it_moved_far(truth, val
         assert len(far) == 1 and far[0].startswith(warning), far
         assert "allowed 2 .. 20" in far[0] or "moved" in far[0]
 
+
+
+def test_a_default_fit_with_a_parameter_pinned_at_its_bound_tries_the_next_one():
+    """Regression (``validate --all --calibrated`` died in numpy's SVD): forward
+    selection took the offload time first; the truth (30) lies beyond its bound
+    (20), so the fit pinned it there, where it moves nothing (its Jacobian
+    column is 0), and the separability test of the next candidate (the layer
+    count, which scales the compute term) divided by that column's norm.  Now
+    the candidate is weighed against the parameters that still move something,
+    and tried: it does not join, as every parameter of the set must end inside
+    its range and the offload does not; the fit says where it stopped."""
+    import dataclasses
+
+    from jaxmodel.models.common import positive
+
+    toy, runs = _toy_runs(30.0)
+    inputs = tuple(positive("num_layers", "", "L", 4) if f.name == "num_layers" else f
+                   for f in toy.inputs)
+    toy = dataclasses.replace(toy, inputs=inputs,
+                              cluster=("offload_ms_per_step", "num_layers"),
+                              fit_ranges={"offload_ms_per_step": (2.0, 20.0)})
+    cal = jaxmodel.calibrate(runs, model=toy, bootstrap=20, suggest=0)
+    assert (cal.fit, cal.held) == (("offload_ms_per_step",), ("num_layers",))
+    assert cal.values["offload_ms_per_step"] == 20.0
+    assert any(w.startswith("offload_ms_per_step ran to the edge of its physical range")
+               for w in cal.warnings)
 
 
 @pytest.mark.parametrize("max_steps", [8, 25])

@@ -32,13 +32,16 @@ what a user choosing hardware reads, and what a per-GPU offset cannot fake.
 
 Calibrated (``--calibrated``): per GPU preset, over the out-of-the-box runs of all
 sets on it, k-fold cross-validation (k = 5, leave-one-out with fewer than 5 runs;
-run i is in fold i mod k, in table order): the cluster parameters are fitted on the
-other folds' step times (``cross_validate``, handed in: the calibration machinery)
-and the held-out fold is predicted; besides the model's cluster set, a GPU's fit
-takes the other achieved rates of its preset that its runs use (``RATES``: the
-FP8 GEMM ceiling, the attention fractions, the host's time per kernel).  A GPU
-with too few runs to pin the parameters down (fewer training runs than
-parameters) gets no calibrated figure.
+run i is in fold i mod k, in table order): each fold is calibrated on the other
+folds' step times as ``jaxmodel calibrate`` calibrates by default
+(``cross_validate``, handed in: the calibration machinery), and the held-out fold
+is predicted.  The candidates are the model's cluster set and the other achieved
+rates of the GPU's preset that its runs use (``RATES``: the FP8 GEMM ceiling, the
+attention fractions, the host's time per kernel); each fold chooses among them by
+forward selection on its own training runs (a parameter joins while the fits
+converge inside its physical range and the runs can tell it from the others),
+so a GPU with few runs fits few parameters.  A GPU with one run gets no
+calibrated figure.
 
 Evaluation is handed in (``evaluate``: ``jaxmodel.api.evaluate``'s signature), so
 that this module does not depend on the public API; all the runs of all the sets
@@ -320,20 +323,18 @@ def calibrate_folds(sets: Sequence[SetRun], judged: list[list[Judged]],
         rows = [{**defaults, **j.case.inputs, capacity: LIFTED_MEMORY_GB} for j in js]
         fit = tuple(model.cluster) + (used_rates(rows, evaluate) if evaluate else ())
         n = len(js)
+        if n < 2:
+            skipped[gpu] = "1 run: no other run to calibrate on"
+            continue
         k = min(folds, n)
         assignment = np.arange(n) % k
-        smallest_training = n - int(np.max(np.bincount(assignment)))
-        if smallest_training < len(fit):
-            skipped[gpu] = (f"{n} run(s): fewer training runs than the {len(fit)} fitted "
-                            "parameters")
-            continue
         inputs = {name: np.array([r[name] for r in rows], dtype=np.float64)
                   for name in model.input_names}
         # A throughput scales as 1 / step: the measured step is the predicted one
         # times predicted / measured throughput.
         measured_ms = np.array([1e3 * j.step_s * j.predicted / j.case.measured for j in js])
         step_ms = cross_validate(inputs, measured_ms, assignment, "step_time_ms", fit,
-                                 model=model, rows=size, num_folds=folds)
+                                 model=model, rows=size, num_folds=folds, select=True)
         for j, s_ms in zip(js, step_ms, strict=True):
             j.calibrated = j.predicted * (1e3 * j.step_s) / float(s_ms)
             j.calibrated_error_percent = 100.0 * (j.calibrated / j.case.measured - 1.0)

@@ -25,6 +25,7 @@ from jaxmodel.models.validation_all import (
     OUT_OF_BOX,
     Judged,
     SetRun,
+    calibrate_folds,
     gpu_pairs,
     summarise,
 )
@@ -1158,6 +1159,37 @@ def test_gpu_pairs_set_measured_against_predicted_speed_ratios_by_hand():
     errors = [100 * ((250 / 110) / 2 - 1), 100 * (3.3 / 3 - 1)]
     assert pair["ratio_error_percent"]["mean"] == pytest.approx(sum(errors) / 2)
     assert pair["ratio_error_percent"]["max"] == pytest.approx(max(errors))
+
+
+def test_calibrated_folds_choose_their_parameters_and_skip_only_a_lone_run():
+    """``calibrate_folds`` hands each GPU's runs to the calibration machinery (a
+    stand-in here that records what it was asked and returns a step 10% longer
+    than the measured one) with forward selection on, the model's cluster set as
+    the candidates; a GPU with one run has nothing to calibrate on and is said
+    so; the calibrated throughput is the measured one over 1.1."""
+    model = get_model("refined")
+    asked = []
+
+    def cross_validate(inputs, measured_ms, folds, output, fit, **kw):
+        asked.append((len(measured_ms), list(folds), fit, kw["select"]))
+        return 1.1 * measured_ms
+
+    def run(gpu, label, measured, predicted, step_s):
+        return Judged(Case("s", label, gpu, {"num_gpus": 8.0}, measured=measured, work=1.0),
+                      predicted=predicted, error_percent=100.0 * (predicted / measured - 1.0),
+                      step_s=step_s)
+
+    runs = [run("h100-sxm", f"r{i}", 100.0 + i, 110.0, 0.5) for i in range(6)]
+    runs.append(run("b200", "lone", 200.0, 190.0, 0.25))
+    sets = [SetRun("s", OUT_OF_BOX, [j.case for j in runs])]
+    skipped = calibrate_folds(sets, [runs], cross_validate)
+    assert skipped == {"b200": "1 run: no other run to calibrate on"}
+    # Six runs in five folds (run i in fold i mod 5), the cluster set, selection on.
+    assert asked == [(6, [0, 1, 2, 3, 4, 0], tuple(model.cluster), True)]
+    for i, j in enumerate(runs[:6]):
+        assert j.calibrated == pytest.approx((100.0 + i) / 1.1)
+        assert j.calibrated_error_percent == pytest.approx(100.0 * (1.0 / 1.1 - 1.0))
+    assert math.isnan(runs[6].calibrated)
 
 
 def test_bridge_rows_name_their_workload_apart_from_the_gpu():
