@@ -201,7 +201,7 @@ from __future__ import annotations
 import csv
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -364,8 +364,10 @@ class SetTable:
       label: the row's id.
       layout: the short description of a row's layout, from its inputs.
       workload: the row's workload apart from its GPU (``Case.workload``), or None.
-      reread: the row as read where the source's own cells are shown wrong (each
-        change noted by one of ``columns``), or None: every row as printed.
+      reread: the row as read where the source's own cells are shown wrong or
+        leave out what the others give (each change noted by one of
+        ``columns``), from the row and every row of its file, or None: every row
+        as printed.
     """
 
     name: str
@@ -378,7 +380,8 @@ class SetTable:
     label: Callable[[Mapping[str, str]], str]
     layout: Callable[[Mapping[str, float]], str]
     workload: Callable[[Mapping[str, str]], str] | None = None
-    reread: Callable[[Mapping[str, str]], Mapping[str, str]] | None = None
+    reread: Callable[[Mapping[str, str], Sequence[Mapping[str, str]]],
+                     Mapping[str, str]] | None = None
 
 
 def _choose(cell: Cell, model_inputs: set[str], where: str) -> Way | Missing:
@@ -393,8 +396,10 @@ def _choose(cell: Cell, model_inputs: set[str], where: str) -> Way | Missing:
     return Missing(f"{where}: the model has no input {' or '.join(names)}")
 
 
-def express(table: SetTable, row: Mapping[str, str], path: str = "") -> Case:
-    """The row as the refined model's inputs, through ``table`` (module doc).
+def express(table: SetTable, row: Mapping[str, str], path: str = "",
+            rows: Sequence[Mapping[str, str]] = ()) -> Case:
+    """The row as the refined model's inputs, through ``table`` (module doc);
+    ``rows``: every row of its file (``SetTable.reread`` reads across them).
 
     Raises:
       InputError: a value the table does not know, or a malformed number (naming
@@ -404,7 +409,7 @@ def express(table: SetTable, row: Mapping[str, str], path: str = "") -> Case:
     names = set(model.input_names)
     label = table.label(row)
     if table.reread is not None:
-        row = table.reread(row)
+        row = table.reread(row, rows)
     ways: list[Way] = []
     numbers: dict[str, float] = {}
     reasons: list[str] = []
@@ -460,7 +465,8 @@ def express(table: SetTable, row: Mapping[str, str], path: str = "") -> Case:
 def read_set(table: SetTable, path: str | Path | None = None) -> list[Case]:
     """Every row of the set's CSV (default: the copy in ``jaxmodel/data``)."""
     path = Path(path) if path is not None else DATA / table.file
-    return [express(table, row, path.name) for row in _read_csv(path)]
+    rows = _read_csv(path)
+    return [express(table, row, path.name, rows) for row in rows]
 
 
 def _layout(x: Mapping[str, float]) -> str:
@@ -1310,8 +1316,10 @@ BRIDGE_UNRUNNABLE: dict[str, str] = {
 _LAYOUT_CELLS = ("tp", "pp", "cp", "vp", "ep", "micro_batch")
 
 
-def _bridge_read_row(row: Mapping[str, str]) -> Mapping[str, str]:
-    """The row as read where its own cells are shown wrong, with ``read_as`` saying why.
+def _bridge_read_row(row: Mapping[str, str], rows: Sequence[Mapping[str, str]] = ()
+                     ) -> Mapping[str, str]:
+    """The row as read where its own cells are shown wrong or leave out what its
+    primary gives, with ``read_as`` saying why.
 
     * Batch cells that contradict each other: the CSV's ``note`` records a published
       gradient-accumulation count that is not GBS / (MBS x DP) as "stated GA g !=
@@ -1324,8 +1332,13 @@ def _bridge_read_row(row: Mapping[str, str]) -> Mapping[str, str]:
       the ``recipe_parallel_mismatch`` names is read at the recipe's value, and the
       mismatch is then none.
 
+    * A figure in parentheses that gives only the source's Model TFLOP/s
+      (``_bridge_tokens_from_tflops``): its tokens/s at the tokens per TFLOP of
+      its primary figure, the same workload by the source's own FLOP count.
+
     Every other row is returned as is.
     """
+    row = _bridge_tokens_from_tflops(row, rows)
     mismatch = _recipe(row).get("recipe_parallel_mismatch", "")
     label = row.get("row_id", "")
     if label in BRIDGE_UNRUNNABLE:
@@ -1333,18 +1346,62 @@ def _bridge_read_row(row: Mapping[str, str]) -> Mapping[str, str]:
         read = {k: v for k, v in cells.items() if k in _LAYOUT_CELLS}
         printed = ", ".join(f"{k} {row[k].strip() or '-'}" for k in read)
         wanted = ", ".join(f"{k} {v}" for k, v in read.items())
-        return {**row, **read, "recipe_parallel_mismatch": "none (read at the recipe's layout)",
-                "read_as": f"the recipe's layout ({wanted}) for the printed {printed}, which "
-                           f"cannot have run: {BRIDGE_UNRUNNABLE[label]}"}
+        return _read_as({**row, **read,
+                         "recipe_parallel_mismatch": "none (read at the recipe's layout)"},
+                        f"the recipe's layout ({wanted}) for the printed {printed}, which "
+                        f"cannot have run: {BRIDGE_UNRUNNABLE[label]}")
     stated = re.search(r"stated GA (\d+) != GBS/\(MBS\*DP\)", row.get("note", ""))
     recipe = re.search(r"micro_batch: table=(\d+) recipe=(\d+)", mismatch)
     if not stated or not recipe or recipe.group(1) != row["micro_batch"].strip():
         return row
     mbs = recipe.group(2)
-    return {**row, "micro_batch": mbs,
-            "read_as": f"micro-batch {mbs}, the recipe's, for the printed "
-                       f"{row['micro_batch'].strip()}: the row's {row['note'].strip()} (its "
-                       "batch cells are another layout's)"}
+    return _read_as({**row, "micro_batch": mbs},
+                    f"micro-batch {mbs}, the recipe's, for the printed "
+                    f"{row['micro_batch'].strip()}: the row's {row['note'].strip()} (its "
+                    "batch cells are another layout's)")
+
+
+# The cells that name one measured workload: a figure in parentheses shares them
+# with its primary (the CSV's note: "other config columns taken as shared with the
+# primary value").
+_WORKLOAD_CELLS = ("release", "system", "model", "num_gpus", "global_batch", "micro_batch",
+                   "seq_length", "tp", "pp", "cp", "vp", "ep")
+
+
+def _bridge_tokens_from_tflops(row: Mapping[str, str], rows: Sequence[Mapping[str, str]]
+                               ) -> Mapping[str, str]:
+    """A parenthetical row with Model TFLOP/s but no tokens/s, given its tokens/s.
+
+    The source's TFLOP/s is its own FLOP count per token times tokens/s; the
+    primary figure of the same cell (same release, system, model, GPUs, batch and
+    layout) gives both, so its tokens per TFLOP is that count's inverse, and the
+    parenthetical's tokens/s is its TFLOP/s times it.  25.09's DeepSeek-V3 on
+    1,024 H100 (mb0291: 330 TFLOP/s, blockwise FP8) beside its primary (mb0290:
+    1,297 tokens/s at 338 TFLOP/s): 330 x 1,297 / 338 = 1,266.3 tokens/s.  Other
+    rows are returned as they are.
+    """
+    if (row.get("variant", "").strip() != "parenthetical"
+            or row["tokens_per_s_per_gpu"].strip() or not row["model_tflops_per_gpu"].strip()):
+        return row
+    key = tuple(row[c].strip() for c in _WORKLOAD_CELLS)
+    primary = [r for r in rows if r.get("variant", "").strip() == "primary"
+               and tuple(r[c].strip() for c in _WORKLOAD_CELLS) == key
+               and r["tokens_per_s_per_gpu"].strip() and r["model_tflops_per_gpu"].strip()]
+    if len(primary) != 1:
+        return row
+    (p,) = primary
+    tokens, tflops = _number(p["tokens_per_s_per_gpu"]), _number(p["model_tflops_per_gpu"])
+    value = _number(row["model_tflops_per_gpu"]) * tokens / tflops
+    return _read_as({**row, "tokens_per_s_per_gpu": f"{value:.6g}"},
+                    f"tokens/s {value:.1f} from the figure's {row['model_tflops_per_gpu']} "
+                    f"TFLOP/s at its primary's {p['row_id']} {p['tokens_per_s_per_gpu']} "
+                    f"tokens/s per {p['model_tflops_per_gpu']} TFLOP/s (the source gives "
+                    "no tokens/s in parentheses)")
+
+
+def _read_as(row: Mapping[str, str], why: str) -> Mapping[str, str]:
+    """``row`` with ``why`` added to its ``read_as`` note (``_bridge_read_row``)."""
+    return {**row, "read_as": "; ".join(n for n in (row.get("read_as", ""), why) if n)}
 
 
 def _bridge_read_as(row: Mapping[str, str]) -> Cell:

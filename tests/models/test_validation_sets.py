@@ -41,6 +41,7 @@ from jaxmodel.models.validation_sets import (
     TORCHTITAN,
     TORCHTITAN_2024,
     Case,
+    express,
     megatron_flops,
     megatron_recompute,
     read_set,
@@ -353,6 +354,28 @@ def test_bridge_unrunnable_layouts_by_hand():
     read = {label for table in (BRIDGE, BRIDGE_GB) for label, other in _by_label(table).items()
             if any("for the printed" in n for n in other.notes)}
     assert read == {"mg0109", "mg0111", "mb0263", "mg0182"}
+
+
+def test_bridge_parenthetical_tflops_row_is_read_at_its_primarys_tokens_per_tflop():
+    """25.09's DeepSeek-V3 on 1,024 H100 gives its blockwise-FP8 figure in
+    parentheses as Model TFLOP/s alone (mb0291: 330); its primary (mb0290) gives
+    1,297 tokens/s at 338 TFLOP/s, the same workload by the source's own FLOP
+    count, so the figure is 330 x 1,297 / 338 = 1,266.3 tokens/s.  No other row
+    of either Bridge file is read so."""
+    cases = {c.label: c for c in read_set(BRIDGE)}
+    c = cases["mb0291"]
+    assert c.inputs is not None and c.reason == ""
+    assert c.measured == pytest.approx(330 * 1297 / 338, rel=1e-5)
+    assert c.notes[0].startswith("tokens/s 1266.3 from the figure's 330 TFLOP/s at its "
+                                 "primary's mb0290 1297 tokens/s per 338 TFLOP/s")
+    # The same layout and settings as the primary but for the FP8 granularity (and
+    # the FP8 weight gather, which the note says is not counted for blockwise).
+    fp8 = ("precision", "fp8_param_gather")
+    assert {k: v for k, v in c.inputs.items() if k not in fp8} == {
+        k: v for k, v in cases["mb0290"].inputs.items() if k not in fp8}
+    read = [x.label for t in (BRIDGE, BRIDGE_GB) for x in read_set(t)
+            if any(n.startswith("tokens/s ") and "TFLOP/s at its primary" in n for n in x.notes)]
+    assert read == ["mb0291"]
 
 
 def test_bridge_gpt_oss_h100_memory_by_hand():
@@ -770,14 +793,18 @@ def test_bridge_rows_the_model_cannot_express_say_why():
     _has(cases["mb0119"], tensor_parallel=1, moe_latent_size=1024, mamba_layers=40,
          attention_layers=8, num_layers=88)
     _has(cases["mb0120"], tensor_parallel=2)
-    # mb0291: no tokens/s in the source.
-    assert cases["mb0291"].reason.startswith("no tokens/s per GPU")
+    # mb0291: no tokens/s in the source; read at its primary's tokens per TFLOP/s
+    # (test_bridge_parenthetical_tflops_row_is_read_at_its_primarys_tokens_per_tflop),
+    # without which it says why it cannot be scored.
+    [raw] = [r for r in _rows(BRIDGE.file) if r["row_id"] == "mb0291"]
+    assert express(BRIDGE, raw).reason.startswith("no tokens/s per GPU")
+    assert cases["mb0291"].reason == ""
     # The rows with multi-token prediction (the recipe's mtp_num_layers, 25.09's
     # DeepSeek-V3 recipe's one module, or "w/ MTP" in 25.11's name) express it; the
     # others set none.
     assert [label for label, c in cases.items() if c.inputs and c.inputs["mtp_layers"]] == [
         "mb0091", "mb0119", "mb0120", "mb0137", "mb0159", "mb0163", "mb0181", "mb0218",
-        "mb0256", "mb0282", "mb0283", "mb0290"]
+        "mb0256", "mb0282", "mb0283", "mb0290", "mb0291"]
 
 
 def test_bridge_partial_recompute_and_cuda_graph_rows_by_hand():
