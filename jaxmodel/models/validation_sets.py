@@ -1331,7 +1331,6 @@ def _bridge_read_row(row: Mapping[str, str], rows: Sequence[Mapping[str, str]] =
     * A printed layout that cannot have run (``BRIDGE_UNRUNNABLE``): every layout cell
       the ``recipe_parallel_mismatch`` names is read at the recipe's value, and the
       mismatch is then none.
-
     * A figure in parentheses that gives only the source's Model TFLOP/s
       (``_bridge_tokens_from_tflops``): its tokens/s at the tokens per TFLOP of
       its primary figure, the same workload by the source's own FLOP count.
