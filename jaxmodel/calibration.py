@@ -527,6 +527,17 @@ def _dx_dz(x: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return np.where(bounded, (x - lo) * (hi - x) / np.where(bounded, hi - lo, 1.0), x - lo)
 
 
+def _jacobian_x(z, lo: np.ndarray, hi: np.ndarray, rows, static) -> tuple[np.ndarray, np.ndarray]:
+    """``(d log prediction / d parameter (C, k, P), the parameters x)`` at solver
+    variables ``z`` over ``rows`` (``_jacobian_z`` divided by ``dx / dz``; 0 at a
+    bound, where the parameter no longer moves)."""
+    lo_j, hi_j = jnp.asarray(lo), jnp.asarray(hi)
+    x = np.asarray(_from_z(jnp.asarray(z), lo_j, hi_j))
+    dx = _dx_dz(x, lo, hi)
+    jac = np.asarray(_jacobian_z(jnp.asarray(z), lo_j, hi_j, rows, **static))
+    return jac / np.where(dx > 0, dx, np.inf), x
+
+
 def fit_bounds(m: Model, names: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """``(lo, hi)`` of the fitted ``names``: the model's physical range of each
     (``Model.fit_ranges``), else its domain (``hi`` inf where it has no top)."""
@@ -865,10 +876,8 @@ def calibrate(runs, fit: str | Sequence[str] | None = None, *,
         def x_jacobian(z):
             """d log prediction / d parameter over the measurements,
             ``(measurements, P)``, and the parameters at ``z``."""
-            x = np.asarray(_from_z(jnp.asarray(z), lo_j, hi_j))
-            dx = _dx_dz(x, lo, hi)
-            jac = np.asarray(_jacobian_z(jnp.asarray(z), lo_j, hi_j, rows_j, **static))[:n]
-            jac = np.where(mask[..., None], jac / np.where(dx > 0, dx, np.inf), 0.0)
+            jac, x = _jacobian_x(z, lo, hi, rows_j, static)
+            jac = np.where(mask[..., None], jac[:n], 0.0)
             return jac.reshape(-1, len(names)), x
 
         # A parameter that moves no measured output (over its range, or the
@@ -1166,11 +1175,15 @@ def forward_select(solve, log_jacobian, z0, lo, hi, scale, *, usable, owner, hea
     first = np.ones(groups, bool)
     open_ = np.ones(groups, bool)
     lo_j, hi_j = jnp.asarray(lo), jnp.asarray(hi)
+    # Each selection's Jacobian at its current parameters, computed once: every
+    # selection starts at z0, and an accepted trial's is the one its test took.
+    start = log_jacobian(z0)
+    jacs = [start] * groups
     while True:
         trial, moved = free.copy(), np.zeros(groups, bool)
         for g in np.flatnonzero(open_):
             order = [] if free[g].sum() >= limit[g] else ranked(
-                log_jacobian(zs[head[g]])[seen[g]], ~tried[g], list(np.flatnonzero(free[g])))
+                jacs[g][seen[g]], ~tried[g], list(np.flatnonzero(free[g])))
             if not order:
                 open_[g] = False
                 continue
@@ -1183,9 +1196,12 @@ def forward_select(solve, log_jacobian, z0, lo, hi, scale, *, usable, owner, hea
             z_h = zs_t[head[g]]
             x_t = np.asarray(_from_z(jnp.asarray(z_h), lo_j, hi_j))
             inside = ~_at_bound(x_t, lo, hi, scale)[trial[g]]
-            if first[g] or (ok_t[rows].all() and inside.all()
-                            and _separable(log_jacobian(z_h)[seen[g]][:, trial[g]])):
-                free[g], zs[rows], ok[rows], first[g] = trial[g], zs_t[rows], ok_t[rows], False
+            if first[g] or (ok_t[rows].all() and inside.all()):
+                jac = log_jacobian(z_h)
+                if first[g] or _separable(jac[seen[g]][:, trial[g]]):
+                    free[g], zs[rows], ok[rows], first[g] = (trial[g], zs_t[rows], ok_t[rows],
+                                                             False)
+                    jacs[g] = jac
 
 
 def ranked(jac: np.ndarray, usable: np.ndarray, chosen: Sequence[int]) -> list[int]:
@@ -1343,10 +1359,8 @@ def cross_validate(inputs: Mapping[str, np.ndarray], measured: np.ndarray, folds
         batch = (z0, lo_j, hi_j, base_j, jnp.asarray(log_measured), jnp.asarray(weights))
         if select:
             def log_jacobian(z):
-                x = np.asarray(_from_z(jnp.asarray(z), lo_j, hi_j))
-                dx = _dx_dz(x, lo, hi)
-                jac = np.asarray(_jacobian_z(jnp.asarray(z), lo_j, hi_j, base_j, **static))
-                return (jac / np.where(dx > 0, dx, np.inf)).reshape(size, len(names)) * x
+                jac, x = _jacobian_x(z, lo, hi, base_j, static)
+                return jac.reshape(size, len(names)) * x
 
             train = weights[:, :, 0] > 0
             _, zs, _ = forward_select(
