@@ -704,10 +704,11 @@ def _pair_counts(num_gpus: int, hidden_dim: int, num_layers: int, global_batch: 
     ``uneven``), counted by why they give no candidate (or that they give some)."""
     ps = np.arange(1, num_layers + 1, dtype=np.int64) if uneven else divisors(num_layers)
     t, p = (a.ravel() for a in np.meshgrid(divisors(hidden_dim), ps, indexing="ij"))
+    sel = np.ones(t.shape, bool)
     for name, col in ((TENSOR, t), (PIPELINE, p)):
         if name in pinned:
-            sel = np.isin(col, pinned[name])
-            t, p = t[sel], p[sel]
+            sel &= np.isin(col, pinned[name])
+    t, p = t[sel], p[sel]
     tp = t * p
     big = tp > num_gpus
     idle = ~big & (num_gpus % tp != 0) & (not allow_idle)

@@ -152,3 +152,25 @@ def test_eval_table_shows_per_gpu_rates_and_only_the_terms_in_use():
                               "--pipeline-parallel", "8", "--format", "table", "--no-profile"])
     assert moe.exit_code == 0, moe.output
     assert "exposed expert all-to-all" in moe.output
+
+
+def test_best_explains_no_valid_layout_with_tensor_and_pipeline_both_pinned():
+    """Regression: with both ``--tensor-parallel`` and ``--pipeline-parallel`` given and
+    no valid layout, the explanation filtered the pipeline column against the tensor
+    column's already-filtered length (IndexError, a traceback).  Llama-3-8B on 8 GPUs at
+    t2 p2: the one (t, p) pair, d = 8 / 4 = 2 dividing the batch of 16, gives
+    candidates; none fits in 1 GB."""
+    result = runner.invoke(app, ["best", "--model", "refined", "--gpu", "h100-sxm", "--llm",
+                                 "llama3-8b", "--num-gpus", "8", "--tensor-parallel", "2",
+                                 "--pipeline-parallel", "2", "--global-batch", "16",
+                                 "--gpu-memory-gb", "1", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    why = json.loads(result.output)["why_no_valid"]
+    assert why["counts"] == {"do not fit in memory": 4}  # b = 1, 2, 4, 8 (G / d = 8)
+    assert (why["closest"]["tensor_parallel"], why["closest"]["pipeline_parallel"]) == (2, 2)
+    text = runner.invoke(app, ["best", "--model", "refined", "--gpu", "h100-sxm", "--llm",
+                               "llama3-8b", "--num-gpus", "8", "--tensor-parallel", "2",
+                               "--pipeline-parallel", "2", "--global-batch", "16",
+                               "--gpu-memory-gb", "1"])
+    assert text.exit_code == 0, text.output
+    assert re.search(r"\n  1  give candidates\n", text.output), text.output
