@@ -166,8 +166,18 @@ class LayoutSpace:
 
     def global_batch(self, values: Mapping[str, float], global_batch: int | None = None,
                      global_batch_tokens: int | None = None) -> int:
-        """:func:`global_batch_of`."""
-        return global_batch_of(values, global_batch, global_batch_tokens)
+        """:func:`global_batch_of` (``d = N / (t p c)`` with the configuration's ``c``)."""
+        return global_batch_of(values, global_batch, global_batch_tokens,
+                               context=self.fixed_context(values))
+
+    def fixed_context(self, values: Mapping[str, float],
+                      vary: Mapping[str, Any] | None = None) -> int:
+        """The context-parallel degree every candidate shares: the configuration's
+        ``c`` (a sequence split over ``c`` ranks, so ``d = N / (t c p)``), or 1 where
+        the model has no context parallelism or the search varies it."""
+        if not self.context or CONTEXT in (vary or {}) or CONTEXT not in values:
+            return 1
+        return max(int(round(float(values[CONTEXT]))), 1)
 
     def sequence_length(self, values: Mapping[str, float]) -> int:
         return int(values[SEQUENCE])
@@ -224,6 +234,7 @@ class LayoutSpace:
           each row runs on (``d t c p``).  Empty columns when no layout fits
           (:meth:`no_layout_error` says why).
         """
+        fixed = self.fixed_context(values, vary)
         cand, axes, own, pinned = self._parts(values, global_batch, allow_idle=allow_idle,
                                               pinned=pinned, vary=vary, also=also,
                                               extra=extra, cross_node_tp=cross_node_tp)
@@ -235,7 +246,7 @@ class LayoutSpace:
         if self.meaningless is not None and len(cand[TENSOR]):
             cand = _rows(cand, self._meaningful(values, cand))
         if allow_idle:
-            cand[GPUS] = (cand[DATA] * cand[TENSOR] * cand.get(CONTEXT, 1) * cand[PIPELINE])
+            cand[GPUS] = (cand[DATA] * cand[TENSOR] * cand.get(CONTEXT, fixed) * cand[PIPELINE])
         return cand
 
     def crossed(self, values: Mapping[str, float], global_batch: int, *,
@@ -254,11 +265,12 @@ class LayoutSpace:
         so 1.3M rule rows instead of the 21.2M of the whole cross (and of a
         10.8M-row table of 14 columns, 1.2 GB, issue 26).
         """
+        fixed = self.fixed_context(values, vary)
         cand, axes, own, pinned = self._parts(values, global_batch, allow_idle=allow_idle,
                                               pinned=pinned, vary=vary, also=also,
                                               extra=True, cross_node_tp=cross_node_tp)
         if allow_idle:
-            cand[GPUS] = (cand[DATA] * cand[TENSOR] * cand.get(CONTEXT, 1) * cand[PIPELINE])
+            cand[GPUS] = (cand[DATA] * cand[TENSOR] * cand.get(CONTEXT, fixed) * cand[PIPELINE])
         rows = len(cand[TENSOR])
         combos = math.prod(len(v) for v in axes.values())
         ruled = self.admissible is not None or self.meaningless is not None
@@ -306,6 +318,7 @@ class LayoutSpace:
         the axes crossed with each (the varied inputs, then the model's own
         axes, the last fastest), the model's own axes and the pinned axes."""
         pinned = dict(pinned or {})
+        fixed = self.fixed_context(values, vary)
         vary = dict(vary or {})
         for name in self.axes:
             if name in vary:
@@ -313,7 +326,10 @@ class LayoutSpace:
         if not cross_node_tp and TENSOR not in pinned and NODE in values:
             node = int(values[NODE])
             pinned[TENSOR] = [int(t) for t in divisors(int(values[HIDDEN])) if t <= node]
-        n_gpus, hidden, layers = int(values[GPUS]), int(values[HIDDEN]), int(values[LAYERS])
+        # A context degree every candidate shares takes c of the GPUs of each
+        # replica: the layouts of N GPUs at that c are those of N / c GPUs.
+        n_gpus = replica_gpus(int(values[GPUS]), fixed, allow_idle)
+        hidden, layers = int(values[HIDDEN]), int(values[LAYERS])
         contexts = ([int(v) for v in vary.pop(CONTEXT)] if self.context and CONTEXT in vary
                     else None)
         cand = enumerate_layouts(n_gpus, hidden, layers, global_batch, allow_idle=allow_idle,
@@ -356,7 +372,7 @@ class LayoutSpace:
         they give none, and the nearest global batches that have layouts)."""
         return _layout_error(int(values[GPUS]), int(values[HIDDEN]), int(values[LAYERS]),
                              global_batch, allow_idle, dict(pinned or {}),
-                             self.uneven_pipeline)
+                             self.uneven_pipeline, context=self.fixed_context(values))
 
     def vary_values(self, model: Model, name: str, values: Sequence[float] | None,
                     inputs: Mapping[str, float]) -> list[float]:
@@ -676,9 +692,15 @@ def vary_values(model: Model, name: str, values: Sequence[float] | None,
 
 
 def _layout_error(num_gpus: int, hidden_dim: int, num_layers: int, global_batch: int,
-                  allow_idle: bool, pinned: Mapping[str, int], uneven: bool = False
-                  ) -> SpecError:
+                  allow_idle: bool, pinned: Mapping[str, int], uneven: bool = False,
+                  context: int = 1) -> SpecError:
     what = f"a global batch of {global_batch} sequences on {num_gpus} GPUs"
+    if context > 1:
+        # (every layout shares c: the (t, p) pairs of N / c GPUs, counted below)
+        left = replica_gpus(num_gpus, context, allow_idle)
+        what += (f" at context_parallel={context} (" + (f"t p d on {left} GPUs, times c)" if left
+                 else f"which does not divide {num_gpus} GPUs)"))
+        num_gpus = left
     if pinned:
         what += " with " + ", ".join(
             f"{k}={v}" if np.ndim(v) == 0 else f"{k} in {{{','.join(map(str, v))}}}"
@@ -713,7 +735,7 @@ def _pair_counts(num_gpus: int, hidden_dim: int, num_layers: int, global_batch: 
     big = tp > num_gpus
     idle = ~big & (num_gpus % tp != 0) & (not allow_idle)
     ok = ~big & ~idle
-    d = num_gpus // np.where(ok, tp, 1)
+    d = np.maximum(num_gpus // np.where(ok, tp, 1), 1)
     if allow_idle:  # some d <= floor(N / (t p)) divides G: the smallest, 1, always does
         batch = np.zeros_like(ok)
     else:
@@ -804,14 +826,17 @@ def explain_no_valid(model: Model, values: Mapping[str, float], *,
 
     pinned = dict(pinned or {})
     n_gpus, h, L = (int(values[k]) for k in (GPUS, HIDDEN, LAYERS))
+    # (a context degree every layout shares: the layouts of N / c GPUs, as LayoutSpace._parts)
+    context = model.layout.fixed_context(values) if model.layout is not None else 1
+    n_gpus = replica_gpus(n_gpus, context, allow_idle)
     counts: dict[str, int] = {}
     examples: dict[str, str] = {}
     pairs = _pair_counts(n_gpus, h, L, global_batch, allow_idle, pinned, uneven)
     cand = enumerate_layouts(n_gpus, h, L, global_batch, allow_idle=allow_idle, pinned=pinned,
                              uneven=uneven)
     layout = {k: cand[k].astype(float) for k in LAYOUT_AXES}
-    layout[GPUS] = (cand[DATA] * cand[TENSOR]
-                          * cand[PIPELINE]).astype(float)
+    layout[GPUS] = (cand[DATA] * cand[TENSOR] * context
+                    * cand[PIPELINE]).astype(float)
     out = evaluate(model, x64=x64, **{**values, **layout})
     valid = np.asarray(getattr(out, "valid_layout", np.ones(len(layout[GPUS]), bool)))
     closest, changes = None, []
@@ -858,9 +883,19 @@ def explain_no_valid(model: Model, values: Mapping[str, float], *,
                    closest=closest, changes=changes)
 
 
+def replica_gpus(num_gpus: int, context: int, allow_idle: bool) -> int:
+    """The GPUs a layout of ``t p d`` spans when every layout shares context degree
+    ``c``: ``N / c`` (floored with ``allow_idle``; none where ``c`` does not divide
+    ``N`` without it)."""
+    if context > 1 and num_gpus % context and not allow_idle:
+        return 0
+    return num_gpus // context
+
+
 def global_batch_of(values: Mapping[str, float], global_batch: int | None,
-                    global_batch_tokens: int | None) -> int:
-    """Global batch in sequences: given, from tokens, or the configuration's own b m d.
+                    global_batch_tokens: int | None, *, context: int = 1) -> int:
+    """Global batch in sequences: given, from tokens, or the configuration's own b m d,
+    ``d = N / (t p c)`` with ``context`` ``c`` (the configuration's context degree).
 
     Raises:
       SpecError: both given, or tokens not a multiple of ``seq_length``.
@@ -877,7 +912,7 @@ def global_batch_of(values: Mapping[str, float], global_batch: int | None,
     if global_batch is not None:
         check_global_batch(global_batch)
         return global_batch
-    d = int(values[GPUS]) // int(values[TENSOR] * values[PIPELINE])
+    d = int(values[GPUS]) // (int(values[TENSOR] * values[PIPELINE]) * context)
     return max(d, 1) * int(values[MICRO_BATCH] * values[ACCUMULATION])
 
 

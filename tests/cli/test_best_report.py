@@ -174,3 +174,42 @@ def test_best_explains_no_valid_layout_with_tensor_and_pipeline_both_pinned():
                                "--gpu-memory-gb", "1"])
     assert text.exit_code == 0, text.output
     assert re.search(r"\n  1  give candidates\n", text.output), text.output
+
+
+LLAMA3_8B_16 = ["best", "--model", "refined", "--gpu", "h100-sxm", "--llm", "llama3-8b",
+                "--num-gpus", "16", "--seq-length", "8192"]
+
+
+@pytest.mark.slow
+def test_best_holds_the_global_batch_at_the_configurations_context_degree():
+    """Regression: a context degree given as an input (not searched) split each
+    replica's GPUs but not the batch's count of replicas: the search took d = N / (t p)
+    and every layout trained G / c sequences (32 asked at c = 2: 16 trained), and the
+    configuration's own batch read c times too large.  By hand, on 16 GPUs at c = 2:
+    t p d = 8, so each listed layout holds b m d = 32 sequences, 262,144 tokens; the
+    configuration t2 p2 b1 m4 has d = 16 / (2 2 2) = 2 and a batch of 1 x 4 x 2 = 8."""
+    result = runner.invoke(app, [*LLAMA3_8B_16, "--context-parallel", "2", "--global-batch",
+                                 "32", "--top", "40", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert doc["question"]["global_batch"] == 32 and doc["top"]
+    for row in doc["top"]:
+        assert row["context_parallel"] == 2
+        assert (row["tensor_parallel"] * row["pipeline_parallel"] * row["data_parallel"]
+                * row["context_parallel"]) == 16
+        assert row["micro_batch"] * row["gradient_accum_steps"] * row["data_parallel"] == 32
+        assert row["tokens_per_step"] == 32 * 8192
+    own = runner.invoke(app, [*LLAMA3_8B_16, "--context-parallel", "2", "--tensor-parallel",
+                              "2", "--pipeline-parallel", "2", "--micro-batch", "1",
+                              "--gradient-accum-steps", "4", "--top", "1", "--format", "json"])
+    assert own.exit_code == 0, own.output
+    assert json.loads(own.output)["question"]["global_batch"] == 8
+
+
+def test_best_says_a_context_degree_that_does_not_divide_the_gpus():
+    result = runner.invoke(app, [*LLAMA3_8B_16, "--context-parallel", "3", "--global-batch",
+                                 "8"])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [result.output.strip()]
+    assert ("no layout fits a global batch of 8 sequences on 16 GPUs at context_parallel=3 "
+            "(which does not divide 16 GPUs)") in result.output
