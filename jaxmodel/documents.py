@@ -525,6 +525,30 @@ def _rows_text(labels: list[str], limit: int = 8) -> str:
     return shown + (f" and {len(labels) - limit} more" if len(labels) > limit else "")
 
 
+def row_validation_text(run: dict[str, Any]) -> str:
+    """``jaxmodel validate --row``'s heading: the published run, what it measured, what
+    the model predicts of it out of the box, and how its inputs approximate it (the
+    evaluation's table follows it)."""
+    def num(v):
+        return "-" if v is None else f"{v:,.4g}"
+
+    def err(v):
+        return "-" if v is None else f"{v:+.1f}%"
+
+    lines = [f"{run['set']} {run['row']} ({run['variant']}): {run['source']}",
+             f"GPU {run['gpu']}, layout {run['layout']}",
+             f"measured {num(run['measured'])}, predicted {num(run['predicted'])} "
+             f"({err(run['error_percent'])})"]
+    memory = (f"memory {num(run['memory_gb'])} GB of {num(run['gpu_memory_gb'])}"
+              f" ({'fits' if run['fits'] else 'does not fit'})")
+    if run["measured_memory_gb"] is not None:
+        memory += (f"; measured {num(run['measured_memory_gb'])} GB "
+                   f"({err(run['memory_error_percent'])})")
+    lines.append(memory)
+    lines += [f"approximation: {note}" for note in run["approximations"]]
+    return "\n".join(lines)
+
+
 def all_validation_text(doc: dict[str, Any]) -> str:
     """``jaxmodel validate --all``'s Markdown (and ``docs/validation.md``): a line per set
     and variant, then what could not be expressed, what was approximated, and which

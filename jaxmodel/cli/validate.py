@@ -10,7 +10,9 @@ from jaxmodel.cli.common import ConfigOption, reports_errors
 from jaxmodel.config import load_config
 from jaxmodel.documents import (
     all_validation_text,
+    evaluation_document,
     moe_validation_text,
+    row_validation_text,
     validation_document,
     validation_markdown,
     validation_text,
@@ -67,12 +69,21 @@ def validate_command(
     calibrated: Annotated[bool, typer.Option(
         "--calibrated", help="with --all: add k-fold calibrated errors (per GPU, k = 5; "
         "minutes)")] = False,
+    row: Annotated[str | None, typer.Option(
+        "--row", metavar="LABEL", help="one published run of --all's sets (its label: "
+        "mb0039, mg0005, ...; with --set where a label is in several sets), out of the "
+        "box: measured against predicted, the approximations, the step-time terms; "
+        "--format json writes an eval document whose inputs --config reads")] = None,
     output: Annotated[str | None, typer.Option(
-        "-o", "--output", metavar="FILE", help="with --all: write the result to FILE "
-        "instead of printing it")] = None,
+        "-o", "--output", metavar="FILE", help="with --all or --row: write the result to "
+        "FILE instead of printing it")] = None,
 ) -> None:
     """Predicted against measured: SC21 Table 1 (TFLOP/s and step time), Megatron-LM H100 (MFU);
     --all: every set in one table (docs/validation.md)."""
+    if row is not None:
+        _validate_row(row, every_set, data, set_name, config, calibrate or fit is not None,
+                      calibrated, output_format, output)
+        return
     if every_set:
         _validate_all(data, set_name, config, calibrate or fit is not None, calibrated,
                       output_format, output)
@@ -80,7 +91,8 @@ def validate_command(
     for flag, given in (("--calibrated", calibrated), ("--output", output),
                         ("--format markdown", output_format == "markdown")):
         if given:
-            raise SpecError(f"{flag}: allowed only with --all")
+            raise SpecError(f"{flag}: allowed only with --all"
+                            + (" or --row" if flag == "--output" else ""))
     if set_name == MOE_SET and (config or calibrate):
         raise SpecError(f"--set: got {MOE_SET!r} with --config/--calibrate; allowed: "
                         "sc21, megatron-h100 or a --data file")
@@ -112,6 +124,39 @@ def validate_command(
         typer.echo(validation_text(table, rows, cal))
 
 
+def _validate_row(row, every_set, data, set_name, config, calibrate, calibrated,
+                  output_format, output) -> None:
+    from jaxmodel.models.validation_all import MODEL, find_row, judge_row, row_inputs
+    from jaxmodel.profile import answer as evaluate  # on the host, no compile (issue 26)
+    from jaxmodel.report import table
+
+    for flag, given in (("--all", every_set), ("--data", data), ("--config", config),
+                        ("--calibrate/--fit", calibrate), ("--calibrated", calibrated),
+                        ("--format markdown", output_format == "markdown")):
+        if given:
+            raise SpecError(f"{flag}: not with --row (it judges one published run, out of "
+                            "the box; write it with --format json and evaluate that file "
+                            "with --config to change it)")
+    s, case = find_row(row, set_name)
+    run = judge_row(s, case, evaluate)
+    model = get_model(MODEL)
+    doc = evaluation_document(model, row_inputs(case), x64=True, profile=False)
+    if output_format == "json":
+        text = json.dumps({**doc, "validation": run})
+    else:
+        text = row_validation_text(run) + "\n\n" + table(doc, model)
+    _write_or_echo(text, output)
+
+
+def _write_or_echo(text: str, output: str | None) -> None:
+    if output:
+        from jaxmodel.calibration import write_atomic
+
+        write_atomic(output, text if text.endswith("\n") else text + "\n")
+    else:
+        typer.echo(text)
+
+
 def _validate_all(data, set_name, config, calibrate, calibrated, output_format, output) -> None:
     from jaxmodel.models.validation_all import validate_all
     from jaxmodel.profile import answer as evaluate  # on the host, no compile (issue 26)
@@ -131,9 +176,4 @@ def _validate_all(data, set_name, config, calibrate, calibrated, output_format, 
         text = validation_markdown(doc)
     else:
         text = all_validation_text(doc)
-    if output:
-        from jaxmodel.calibration import write_atomic
-
-        write_atomic(output, text if text.endswith("\n") else text + "\n")
-    else:
-        typer.echo(text)
+    _write_or_echo(text, output)

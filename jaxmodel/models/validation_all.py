@@ -58,6 +58,7 @@ from typing import Any
 
 import numpy as np
 
+from jaxmodel.errors import InputError, closest
 from jaxmodel.models import get_model
 from jaxmodel.models.presets import GPUS
 from jaxmodel.models.validation import (
@@ -459,6 +460,49 @@ def run_row(j: Judged) -> dict[str, Any]:
             "memory_error_percent": num(j.memory_error_percent),
             "calibrated": num(j.calibrated),
             "calibrated_error_percent": num(j.calibrated_error_percent)}
+
+
+def find_row(row: str, set_name: str | None = None) -> tuple[SetRun, Case]:
+    """The out-of-the-box run ``row`` (its label in its source: ``mb0039``, ``step 6: CUDA
+    Graphs``), in set ``set_name`` where given (a label may repeat across sets).
+
+    Raises:
+      InputError: no set of that name, no run of that label, a label in several sets
+        without ``set_name``, or a run the model cannot express (with its reason).
+    """
+    sets = [s for s in all_sets() if s.variant.endswith(OUT_OF_BOX)]
+    names = [s.name for s in sets]
+    if set_name is not None and set_name not in names:
+        raise InputError("--set", set_name, "one of " + ", ".join(names) + closest(set_name, names))
+    found = [(s, c) for s in sets if set_name in (None, s.name) for c in s.cases
+             if c.label == row]
+    if not found:
+        labels = [c.label for s in sets if set_name in (None, s.name) for c in s.cases]
+        where = f"set {set_name}'s" if set_name else "a validation set's"
+        raise InputError("--row", row, f"the label of {where} run, as in `jaxmodel validate "
+                         f"--all --format json` (runs[].row){closest(row, labels)}")
+    if len(found) > 1:
+        raise InputError("--row", row, "with --set, one of " + ", ".join(s.name for s, _ in found)
+                         + " (the label is in each)")
+    s, c = found[0]
+    if c.inputs is None:
+        raise InputError("--row", row, f"an expressible run; the model cannot express it: "
+                         f"{c.reason}")
+    return s, c
+
+
+def row_inputs(case: Case) -> dict[str, float]:
+    """Every input of an expressible run: the model's defaults, the row's inputs, and
+    its GPU's memory as the capacity it is judged against."""
+    model = get_model(MODEL)
+    return {**model.defaults, **case.inputs, model.memory_capacity: case.memory_gb}
+
+
+def judge_row(s: SetRun, case: Case, evaluate: Callable[..., Any], *, x64: bool = True
+              ) -> dict[str, Any]:
+    """One run as ``validate --all`` judges it (``judge``, ``run_row``)."""
+    (j,), = judge([SetRun(s.name, s.variant, [case], s.description)], evaluate, x64=x64)
+    return dict(run_row(j), variant=s.variant, source=s.description)
 
 
 def validate_all(evaluate: Callable[..., Any], *,

@@ -1285,6 +1285,59 @@ def test_all_refuses_options_of_one_set():
     assert result.exit_code == 2 and "--calibrated: allowed only with --all" in result.output
 
 
+def test_validate_row_judges_one_published_run_and_writes_its_inputs(tmp_path):
+    # mb0039: Llama 3.1 405B FP8 on 1,024 H100, GBS 1536 at sequence 8192, 326 tokens/s
+    # per GPU (the CSV's cells).  A step trains 1536 x 8192 / 1024 = 12,288 tokens per GPU,
+    # so the predicted throughput is 12,288 over the predicted step in seconds.
+    out = tmp_path / "mb0039.json"
+    result = runner.invoke(app, ["validate", "--row", "mb0039", "--format", "json", "-o",
+                                 str(out)])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(out.read_text())
+    run, step_s = doc["validation"], doc["outputs"]["step_time_ms"] / 1e3
+    assert (run["set"], run["row"], run["gpu"], run["measured"]) == (
+        "megatron-bridge", "mb0039", "h100-sxm", 326.0)
+    # (the document's step is printed to the microsecond)
+    assert run["predicted"] == pytest.approx(1536 * 8192 / 1024 / step_s, rel=1e-7)
+    assert run["error_percent"] == pytest.approx(100 * (run["predicted"] / 326 - 1), rel=1e-9)
+    assert (doc["inputs"]["num_gpus"], doc["inputs"]["tensor_parallel"],
+            doc["inputs"]["context_parallel"]) == (1024, 8, 2)
+    # The file is an eval document: `eval --config` reads its inputs back, same step.
+    again = runner.invoke(app, ["eval", "--config", str(out), "--no-profile"])
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.output)["outputs"]["step_time_ms"] == pytest.approx(
+        doc["outputs"]["step_time_ms"], rel=1e-12)
+    # The text: the run, its approximations, then eval's step-time table.
+    text = runner.invoke(app, ["validate", "--row", "mg0005"])
+    assert text.exit_code == 0, text.output
+    assert text.output.startswith("megatron-bridge-gb mg0005 (out of the box): ")
+    assert "GPU gb300-nvl72, layout t1 p1 v1 e16 b4" in text.output
+    assert "measured 3.302e+04, predicted 3.481e+04 (+5.4%)" in text.output
+    assert "approximation: recipe settings read from the newest stored version" in text.output
+    assert "step time" in text.output and "memory per GPU" in text.output
+
+
+def test_validate_row_names_what_it_cannot_answer():
+    for args, words in (
+            (["--row", "mb9999"], "--row: got 'mb9999'; allowed: the label of a validation "
+                                  "set's run"),
+            (["--row", "mg0003"], "--row: got 'mg0003'; allowed: an expressible run; the model "
+                                  "cannot express it: no preset for DeepSeekV4 Flash"),
+            (["--row", "1.7B"], "--row: got '1.7B'; allowed: with --set, one of sc21, "
+                                "megatron-h100"),
+            (["--row", "1.7B", "--set", "sc22"], "--set: got 'sc22'"),
+            (["--row", "mb0039", "--all"], "--all: not with --row"),
+            (["--row", "mb0039", "--format", "markdown"], "--format markdown: not with --row")):
+        result = runner.invoke(app, ["validate", *args])
+        assert result.exit_code == 2, (args, result.output)
+        assert words in result.output and len(result.output.strip().splitlines()) == 1, (
+            args, result.output)
+    result = runner.invoke(app, ["validate", "--row", "1.7B", "--set", "megatron-h100",
+                                 "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["validation"]["set"] == "megatron-h100"
+
+
 def test_megatron_fine_grained_offload_modules_map_to_moe_offload():
     from jaxmodel.models.validation_sets import Missing, _bridge_offload
 
