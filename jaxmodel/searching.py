@@ -247,7 +247,8 @@ def search(model: str | Model, values: Mapping[str, float], *, global_batch: int
                                 cross_node_tp=cross_node_tp)
         n = len(next(iter(cand.values())))
     if n == 0:
-        raise space.no_layout_error(values, global_batch, allow_idle=allow_idle, pinned=pinned)
+        raise space.no_layout_error(values, global_batch, allow_idle=allow_idle, pinned=pinned,
+                                    vary=vary)
     if group_by and crossed is None:
         stacked = np.stack([cand[g] for g in group_by], axis=1)
         group_keys, group_ids = np.unique(stacked, axis=0, return_inverse=True)

@@ -35,6 +35,7 @@ combinations the rules admit, which the device decodes from the index.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -367,12 +368,18 @@ class LayoutSpace:
 
     def no_layout_error(self, values: Mapping[str, float], global_batch: int, *,
                         allow_idle: bool = False,
-                        pinned: Mapping[str, int] | None = None) -> SpecError:
+                        pinned: Mapping[str, int] | None = None,
+                        vary: Mapping[str, Sequence[float]] | None = None) -> SpecError:
         """Why no layout fits (one line, with counts of the (t, p) pairs by why
-        they give none, and the nearest global batches that have layouts)."""
+        they give none, and the nearest global batches that have layouts), at the
+        configuration's context degree or each one the search varies."""
+        if self.context and CONTEXT in (vary or {}):
+            contexts = tuple(sorted({int(c) for c in vary[CONTEXT]}))
+        else:
+            contexts = (self.fixed_context(values),)
         return _layout_error(int(values[GPUS]), int(values[HIDDEN]), int(values[LAYERS]),
                              global_batch, allow_idle, dict(pinned or {}),
-                             self.uneven_pipeline, context=self.fixed_context(values))
+                             self.uneven_pipeline, contexts=contexts)
 
     def vary_values(self, model: Model, name: str, values: Sequence[float] | None,
                     inputs: Mapping[str, float]) -> list[float]:
@@ -693,25 +700,32 @@ def vary_values(model: Model, name: str, values: Sequence[float] | None,
 
 def _layout_error(num_gpus: int, hidden_dim: int, num_layers: int, global_batch: int,
                   allow_idle: bool, pinned: Mapping[str, int], uneven: bool = False,
-                  context: int = 1) -> SpecError:
+                  contexts: Sequence[int] = (1,)) -> SpecError:
     what = f"a global batch of {global_batch} sequences on {num_gpus} GPUs"
-    if context > 1:
-        # (every layout shares c: the (t, p) pairs of N / c GPUs, counted below)
-        left = replica_gpus(num_gpus, context, allow_idle)
-        what += (f" at context_parallel={context} (" + (f"t p d on {left} GPUs, times c)" if left
-                 else f"which does not divide {num_gpus} GPUs)"))
-        num_gpus = left
+    # A context degree c leaves the (t, p) pairs of N / c GPUs (LayoutSpace._parts):
+    # counted, and the nearest batches found, over each c searched.
+    gpus = [replica_gpus(num_gpus, c, allow_idle) for c in contexts]
+    if contexts != (1,):
+        shown = (f"={contexts[0]}" if len(contexts) == 1
+                 else " in {" + ",".join(map(str, contexts)) + "}")
+        bad = [str(c) for c, n in zip(contexts, gpus, strict=True) if not n]
+        what += f" at context_parallel{shown} (t p d on N / c GPUs"
+        what += f"; {', '.join(bad)} does not divide {num_gpus})" if bad else ")"
     if pinned:
         what += " with " + ", ".join(
             f"{k}={v}" if np.ndim(v) == 0 else f"{k} in {{{','.join(map(str, v))}}}"
             for k, v in pinned.items())
     rule = ("d <= floor(N / (t p)) must divide the global batch" if allow_idle
             else "d = N / (t p) must be whole and divide the global batch (or --allow-idle)")
-    counts = ", ".join(f"{n:,} {why}" for why, n in
-                       _pair_counts(num_gpus, hidden_dim, num_layers, global_batch,
-                                    allow_idle, pinned, uneven).items() if n)
-    nearest = nearest_batches(num_gpus, hidden_dim, num_layers, global_batch, allow_idle,
-                              pinned, uneven=uneven)
+    total: Counter = Counter()
+    for n in gpus:
+        total.update(_pair_counts(n, hidden_dim, num_layers, global_batch, allow_idle, pinned,
+                                  uneven))
+    counts = ", ".join(f"{n:,} {why}" for why, n in total.items() if n)
+    found = {g for n in gpus if n
+             for g in nearest_batches(n, hidden_dim, num_layers, global_batch, allow_idle,
+                                      pinned, uneven=uneven).split(" or ") if g}
+    nearest = " or ".join(sorted(found, key=lambda g: int(g.replace(",", ""))))
     hint = f"; nearest global batches with layouts: {nearest}" if nearest else ""
     pipeline = "p <= num_layers" if uneven else "p | num_layers"
     counts = f" ({counts})" if counts else " (no (t, p) pair is allowed)"

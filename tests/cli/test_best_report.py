@@ -207,9 +207,13 @@ def test_best_holds_the_global_batch_at_the_configurations_context_degree():
 
 
 def test_best_says_a_context_degree_that_does_not_divide_the_gpus():
-    result = runner.invoke(app, [*LLAMA3_8B_16, "--context-parallel", "3", "--global-batch",
-                                 "8"])
-    assert result.exit_code == 2
-    assert result.output.strip().splitlines() == [result.output.strip()]
-    assert ("no layout fits a global batch of 8 sequences on 16 GPUs at context_parallel=3 "
-            "(which does not divide 16 GPUs)") in result.output
+    """Given as an input or searched (--vary), c = 3 leaves no layout of 16 GPUs: the
+    error says so, and counts no (t, p) pair as giving candidates (searched, it counted
+    the pairs of c = 1: "10 give candidates" beside "no layout fits")."""
+    for option in (["--context-parallel", "3"], ["--vary", "context_parallel=3"]):
+        result = runner.invoke(app, [*LLAMA3_8B_16, *option, "--global-batch", "8"])
+        assert result.exit_code == 2
+        assert result.output.strip().splitlines() == [result.output.strip()]
+        assert ("no layout fits a global batch of 8 sequences on 16 GPUs at context_parallel=3 "
+                "(t p d on N / c GPUs; 3 does not divide 16)") in result.output
+        assert "give candidates" not in result.output
