@@ -233,12 +233,12 @@ def judge(sets: Sequence[SetRun], evaluate: Callable[..., Any], *, x64: bool = T
     flat = [j for js in judged for j in js if j.case.inputs is not None]
     if not flat:
         return judged
-    defaults = model.defaults
     rows = []
     for lifted in (False, True):
         for j in flat:
-            x = {**defaults, **j.case.inputs}
-            x[capacity] = LIFTED_MEMORY_GB if lifted else j.case.memory_gb
+            x = row_inputs(j.case)
+            if lifted:
+                x[capacity] = LIFTED_MEMORY_GB
             rows.append(x)
     batch = {k: np.array([r[k] for r in rows], dtype=np.float64) for k in model.input_names}
     out = evaluate(model, x64=x64, **batch)
