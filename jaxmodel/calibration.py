@@ -538,14 +538,26 @@ def _jacobian_x(z, lo: np.ndarray, hi: np.ndarray, rows, static) -> tuple[np.nda
     return jac / np.where(dx > 0, dx, np.inf), x
 
 
-def fit_bounds(m: Model, names: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """``(lo, hi)`` of the fitted ``names``: the model's physical range of each
-    (``Model.fit_ranges``), else its domain (``hi`` inf where it has no top)."""
+def fit_start(m: Model, names: Sequence[str], x0: np.ndarray):
+    """``(lo, hi, z0, x0, scale)`` of a fit of ``names`` from ``x0``: the model's
+    physical range of each (``Model.fit_ranges``), else its domain (``hi`` inf where
+    it has no top); the solver's start (``_to_z``, nudged off the bounds); ``x0``
+    clipped to the range; and the scale of "at a bound" and of a parameter's effect
+    (the range, or the start's size where the range has no top)."""
     fields = [m.input_field(n) for n in names]
     lo = np.array([m.fit_ranges.get(f.name, (f.low, None))[0] for f in fields], np.float64)
     hi = np.array([m.fit_ranges[f.name][1] if f.name in m.fit_ranges else
                    (np.inf if f.high is None else f.high) for f in fields], np.float64)
-    return lo, hi
+    x0 = np.asarray(x0, np.float64)
+    z0 = _to_z(x0, lo, hi)
+    x0 = np.clip(x0, lo, hi)
+    scale = np.where(np.isfinite(hi), hi - lo, np.maximum(np.abs(x0), 1e-12))
+    return lo, hi, z0, x0, scale
+
+
+def fit_named(fit: str | Sequence[str] | None) -> bool:
+    """Whether ``fit`` names inputs (else the default set, chosen by selection)."""
+    return not (fit is None or fit == "" or fit == [])
 
 
 def _to_z(x: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -752,7 +764,7 @@ def check_fit(model: Model, fit: str | Sequence[str] | None, per_run: Sequence[s
     Raises:
       InputError: naming the offending name and what is allowed.
     """
-    if fit is None or fit == "" or fit == []:
+    if not fit_named(fit):
         if not model.cluster:
             raise InputError("--fit", "", f"names of continuous inputs (model {model.name!r} "
                              "declares no cluster parameters)")
@@ -842,10 +854,7 @@ def calibrate(runs, fit: str | Sequence[str] | None = None, *,
                and n not in names and base[n] != preset_base[n]}
 
     fit_index = tuple(m.input_names.index(n) for n in names)
-    lo, hi = fit_bounds(m, names)
-    x0 = np.array([base[n] for n in names], np.float64)
-    z0 = _to_z(x0, lo, hi)
-    x0 = np.clip(x0, lo, hi)
+    lo, hi, z0, x0, scale = fit_start(m, names, [base[n] for n in names])
     base_matrix = np.stack([data.inputs[n] for n in m.input_names], axis=1)
     mask = ~np.isnan(data.measured)
     log_measured = np.where(mask, np.log(np.where(mask, data.measured, 1.0)), 0.0)
@@ -853,7 +862,7 @@ def calibrate(runs, fit: str | Sequence[str] | None = None, *,
     static = {"model": m, "fit_index": fit_index, "out_names": out_names}
 
     n_meas = int(mask.sum())
-    chosen = not (fit is None or fit == "" or fit == [])
+    chosen = fit_named(fit)
     if chosen and n_meas < len(names):
         raise InputError("--fit", ",".join(names), f"at most {n_meas} parameters: "
                          f"{n_meas} measurements cannot pin down {len(names)}")
@@ -882,7 +891,6 @@ def calibrate(runs, fit: str | Sequence[str] | None = None, *,
 
         # A parameter that moves no measured output (over its range, or the
         # size of its start) cannot be fitted.
-        scale = np.where(np.isfinite(hi), hi - lo, np.maximum(np.abs(x0), 1e-12))
         effect = np.max(np.abs(x_jacobian(z0)[0]), axis=0) * scale
         for j, name in enumerate(names):
             if chosen and not effect[j] > NO_EFFECT:
@@ -1329,7 +1337,7 @@ def cross_validate(inputs: Mapping[str, np.ndarray], measured: np.ndarray, folds
     m = get_model(model)
     names = check_fit(m, fit, ())
     if select is None:
-        select = fit is None or fit == "" or fit == []
+        select = not fit_named(fit)
     measured = np.asarray(measured, np.float64)
     folds = np.asarray(folds, np.int64)
     n = measured.shape[0]
@@ -1340,11 +1348,7 @@ def cross_validate(inputs: Mapping[str, np.ndarray], measured: np.ndarray, folds
         if np.any(base[:, j] != base[0, j]):
             raise InputError(name, sorted(set(base[:, j].tolist())),
                              "one value for every run (a fit starts from it)")
-    lo, hi = fit_bounds(m, names)
-    x0 = base[0, list(fit_index)]
-    z0 = _to_z(x0, lo, hi)
-    x0 = np.clip(x0, lo, hi)
-    scale = np.where(np.isfinite(hi), hi - lo, np.maximum(np.abs(x0), 1e-12))
+    lo, hi, z0, _, scale = fit_start(m, names, base[0, list(fit_index)])
     size = max(rows or n, n)
     count = max(num_folds or 0, int(folds.max()) + 1)
     padded = np.concatenate([base, np.repeat(base[:1], size - n, axis=0)])

@@ -723,9 +723,9 @@ def _layout_error(num_gpus: int, hidden_dim: int, num_layers: int, global_batch:
                                   uneven))
     counts = ", ".join(f"{n:,} {why}" for why, n in total.items() if n)
     found = {g for n in gpus if n
-             for g in nearest_batches(n, hidden_dim, num_layers, global_batch, allow_idle,
-                                      pinned, uneven=uneven).split(" or ") if g}
-    nearest = " or ".join(sorted(found, key=lambda g: int(g.replace(",", ""))))
+             for g in _nearest(n, hidden_dim, num_layers, global_batch, allow_idle, pinned,
+                               uneven=uneven)}
+    nearest = " or ".join(f"{g:,}" for g in sorted(found))
     hint = f"; nearest global batches with layouts: {nearest}" if nearest else ""
     pipeline = "p <= num_layers" if uneven else "p | num_layers"
     counts = f" ({counts})" if counts else " (no (t, p) pair is allowed)"
@@ -764,6 +764,15 @@ def nearest_batches(num_gpus: int, hidden_dim: int, num_layers: int, global_batc
                     allow_idle: bool, pinned: Mapping[str, int], limit: int = 4096,
                     uneven: bool = False) -> str:
     """The global batches nearest ``global_batch`` (below and above) with layouts."""
+    return " or ".join(f"{g:,}" for g in _nearest(num_gpus, hidden_dim, num_layers,
+                                                   global_batch, allow_idle, pinned, limit,
+                                                   uneven))
+
+
+def _nearest(num_gpus: int, hidden_dim: int, num_layers: int, global_batch: int,
+             allow_idle: bool, pinned: Mapping[str, int], limit: int = 4096,
+             uneven: bool = False) -> list[int]:
+    """:func:`nearest_batches`, as numbers."""
     found = []
     for step in (-1, 1):
         g = global_batch + step
@@ -771,10 +780,10 @@ def nearest_batches(num_gpus: int, hidden_dim: int, num_layers: int, global_batc
             if len(enumerate_layouts(num_gpus, hidden_dim, num_layers, g,
                                      allow_idle=allow_idle, pinned=pinned,
                                      uneven=uneven)[MICRO_BATCH]):
-                found.append(f"{g:,}")
+                found.append(g)
                 break
             g += step
-    return " or ".join(found)
+    return found
 
 
 @dataclass

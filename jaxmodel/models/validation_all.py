@@ -228,18 +228,11 @@ def judge(sets: Sequence[SetRun], evaluate: Callable[..., Any], *, x64: bool = T
           ) -> list[list[Judged]]:
     """Evaluate every expressible run of every set in one batched call (module doc)."""
     model = get_model(MODEL)
-    capacity = model.memory_capacity
     judged = [[Judged(c) for c in s.cases] for s in sets]
     flat = [j for js in judged for j in js if j.case.inputs is not None]
     if not flat:
         return judged
-    rows = []
-    for lifted in (False, True):
-        for j in flat:
-            x = row_inputs(j.case)
-            if lifted:
-                x[capacity] = LIFTED_MEMORY_GB
-            rows.append(x)
+    rows = [row_inputs(j.case, lifted=lifted) for lifted in (False, True) for j in flat]
     batch = {k: np.array([r[k] for r in rows], dtype=np.float64) for k in model.input_names}
     out = evaluate(model, x64=x64, **batch)
     n = len(flat)
@@ -307,7 +300,6 @@ def calibrate_folds(sets: Sequence[SetRun], judged: list[list[Judged]],
     Returns a note per GPU that got no calibrated figure, and why.
     """
     model = get_model(MODEL)
-    capacity = model.memory_capacity
     by_gpu: dict[str, list[Judged]] = {}
     for s, js in zip(sets, judged, strict=True):
         if s.variant.startswith(DOCUMENTED) and not s.variant.endswith(OUT_OF_BOX):
@@ -320,8 +312,7 @@ def calibrate_folds(sets: Sequence[SetRun], judged: list[list[Judged]],
     size = max(len(js) for js in by_gpu.values())
     skipped = {}
     for gpu, js in by_gpu.items():
-        defaults = model.defaults
-        rows = [{**defaults, **j.case.inputs, capacity: LIFTED_MEMORY_GB} for j in js]
+        rows = [row_inputs(j.case, lifted=True) for j in js]
         fit = tuple(model.cluster) + (used_rates(rows, evaluate) if evaluate else ())
         n = len(js)
         if n < 2:
@@ -491,11 +482,13 @@ def find_row(row: str, set_name: str | None = None) -> tuple[SetRun, Case]:
     return s, c
 
 
-def row_inputs(case: Case) -> dict[str, float]:
+def row_inputs(case: Case, *, lifted: bool = False) -> dict[str, float]:
     """Every input of an expressible run: the model's defaults, the row's inputs, and
-    its GPU's memory as the capacity it is judged against."""
+    its GPU's memory as the capacity it is judged against (``lifted``: no limit, so
+    that a step is predicted whatever the memory model says)."""
     model = get_model(MODEL)
-    return {**model.defaults, **case.inputs, model.memory_capacity: case.memory_gb}
+    return {**model.defaults, **case.inputs,
+            model.memory_capacity: LIFTED_MEMORY_GB if lifted else case.memory_gb}
 
 
 def judge_row(s: SetRun, case: Case, evaluate: Callable[..., Any], *, x64: bool = True
