@@ -115,8 +115,13 @@ def plain_number(v: float, *, sign: bool = False) -> str:
 
 def zero_step(model: Model, name: str) -> float:
     """The step that ranks an input sitting at 0, where an elasticity is 0 whatever
-    the slope: 1% of its range, or 0.01 of its unit when it has no top."""
+    the slope: one for a whole-number input (one more layer, module, expert: the
+    smallest change it can make; 1% of a count's nominal top, 2^24, would rank
+    ``mtp_layers`` at 0 by 167,772 modules), else 1% of its range, or 0.01 of its
+    unit when it has no top."""
     f = model.input_field(name)
+    if f.integer:
+        return 1.0
     return 0.01 * (f.high - f.low) if f.high is not None else 0.01
 
 
@@ -163,8 +168,8 @@ def sensitivity_table(model: Model, values: Mapping[str, float], s: Sensitivitie
         lines.append("")
     if at_zero:
         lines.append(f"({', '.join(at_zero)}: at 0, where an elasticity is 0 whatever the "
-                     "slope; ranked by the effect of +1% of the range, or +0.01 of the unit "
-                     "when unbounded)")
+                     "slope; ranked by the effect of +1 for a whole number, else of +1% of the "
+                     "range, or +0.01 of the unit when unbounded)")
     unasked = [w for w in model.used(tuple(stepped_inputs(model)), values) if w not in s.wrt]
     if unasked and not wrt_asked:
         lines.append(f"({', '.join(unasked)}: stepped, not shown; ask with --wrt "
