@@ -486,13 +486,14 @@ def row_dicts(model: Model, rows: Mapping[str, np.ndarray]) -> list[dict[str, An
 # moved into the models)
 def explain_no_valid(model: str | Model, values: Mapping[str, float], *, global_batch: int,
                      allow_idle: bool = False, pinned: Mapping[str, int] | None = None,
-                     x64: bool = False) -> NoValid:
+                     x64: bool = False, contexts: Sequence[int] | None = None) -> NoValid:
     """Why a search found no valid layout (``jaxmodel.models.layout.explain_no_valid``),
-    its candidates evaluated again by the API's ``evaluate``."""
+    its candidates evaluated again by the API's ``evaluate``; ``contexts``: the
+    context-parallel degrees the search varied."""
     model = get_model(model)
     return explain_layouts(model, values, evaluate=evaluate,
                            global_batch=global_batch, allow_idle=allow_idle, pinned=pinned,
-                           x64=x64, uneven=model.layout.uneven_pipeline)
+                           x64=x64, uneven=model.layout.uneven_pipeline, contexts=contexts)
 
 
 __all__ = ["CANDIDATE_COLUMNS", "LAYOUT_AXES", "MAX_GLOBAL_BATCH", "NoValid", "SearchResult",

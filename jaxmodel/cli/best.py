@@ -288,7 +288,7 @@ def best_command(
     why = None
     if result.valid == 0:
         why = explain_no_valid(m, values, global_batch=batch, allow_idle=allow_idle, pinned=pinned,
-                               x64=x64)
+                               x64=x64, contexts=space.varied_contexts(varied))
         doc["why_no_valid"] = why.document()
     notes = _notes(m, values, bool(doc["top"]))
     doc["notes"] = notes

@@ -180,6 +180,14 @@ class LayoutSpace:
             return 1
         return max(int(round(float(values[CONTEXT]))), 1)
 
+    def varied_contexts(self, vary: Mapping[str, Any] | None) -> tuple[int, ...] | None:
+        """The context-parallel degrees a search varies (``--vary
+        context_parallel``), sorted; None where it varies none (every layout then
+        shares ``fixed_context``)."""
+        if not self.context or CONTEXT not in (vary or {}):
+            return None
+        return tuple(sorted({int(c) for c in vary[CONTEXT]}))
+
     def sequence_length(self, values: Mapping[str, float]) -> int:
         return int(values[SEQUENCE])
 
@@ -373,10 +381,7 @@ class LayoutSpace:
         """Why no layout fits (one line, with counts of the (t, p) pairs by why
         they give none, and the nearest global batches that have layouts), at the
         configuration's context degree or each one the search varies."""
-        if self.context and CONTEXT in (vary or {}):
-            contexts = tuple(sorted({int(c) for c in vary[CONTEXT]}))
-        else:
-            contexts = (self.fixed_context(values),)
+        contexts = self.varied_contexts(vary) or (self.fixed_context(values),)
         return _layout_error(int(values[GPUS]), int(values[HIDDEN]), int(values[LAYERS]),
                              global_batch, allow_idle, dict(pinned or {}),
                              self.uneven_pipeline, contexts=contexts)
@@ -799,6 +804,8 @@ class NoValid:
       closest: the candidate closest to fitting in memory (row dict) or None,
         with ``memory_over_gb``.
       changes: single changes that would give a valid layout, as text.
+      contexts: the context-parallel degrees searched, where several were (the
+        pairs and candidates are counted at each).
     """
 
     pairs: dict[str, int]
@@ -806,9 +813,12 @@ class NoValid:
     examples: dict[str, str]
     closest: dict[str, Any] | None
     changes: list[str]
+    contexts: tuple[int, ...] = ()
 
     def lines(self) -> list[str]:
-        out = ["no valid layout.", "(t, p) pairs with t | hidden_dim and p | num_layers:"]
+        each = (f", at each context degree searched (c in {{{','.join(map(str, self.contexts))}}})"
+                if len(self.contexts) > 1 else "")
+        out = ["no valid layout.", f"(t, p) pairs with t | hidden_dim and p | num_layers{each}:"]
         width = max(len(f"{n:,}") for n in (*self.counts.values(), *self.pairs.values()))
         out += [f"  {n:>{width},}  {why}" for why, n in self.pairs.items()]
         out.append(f"candidates evaluated ({sum(self.counts.values()):,}), by reason:")
@@ -817,7 +827,8 @@ class NoValid:
             out.append(f"  {n:>{width},}  " + (f"like: {example}" if example else why))
         if self.closest is not None:
             c = self.closest
-            out.append(f"closest to fitting: t{c['tensor_parallel']} p{c['pipeline_parallel']} "
+            cp = f" c{c[CONTEXT]}" if c.get(CONTEXT, 1) > 1 else ""
+            out.append(f"closest to fitting: t{c['tensor_parallel']}{cp} p{c['pipeline_parallel']} "
                        f"d{c['data_parallel']} b{c['micro_batch']} m{c['gradient_accum_steps']}"
                        f" needs {c['memory_gb_per_gpu']:,.1f} GB per GPU, "
                        f"{c['memory_over_gb']:,.1f} GB over {c['gpu_memory_gb']:g} GB")
@@ -832,7 +843,8 @@ class NoValid:
 def explain_no_valid(model: Model, values: Mapping[str, float], *,
                      evaluate: Callable[..., Any], global_batch: int,
                      allow_idle: bool = False, pinned: Mapping[str, int] | None = None,
-                     x64: bool = False, uneven: bool = False) -> NoValid:
+                     x64: bool = False, uneven: bool = False,
+                     contexts: Sequence[int] | None = None) -> NoValid:
     """Count a search's candidates by why they are invalid; find the nearest fix.
 
     The candidates are evaluated again on the host side by ``evaluate``
@@ -844,13 +856,56 @@ def explain_no_valid(model: Model, values: Mapping[str, float], *,
     model's ``layout_reasons``, grouped by kind.  The enumeration's own
     rejections ((t, p) pairs leaving GPUs idle or not dividing the batch) and,
     without ``allow_idle``, how many candidates ``--allow-idle`` would add.
+    ``contexts``: the context-parallel degrees a search varies (``--vary
+    context_parallel``); each is explained over its ``N / c`` GPUs, as the
+    search enumerated it, and the counts are added (without it, the degree the
+    configuration gives every layout).
     """
+    if not contexts:
+        context = model.layout.fixed_context(values) if model.layout is not None else 1
+        parts = [_explain_context(model, values, context, evaluate=evaluate,
+                                  global_batch=global_batch, allow_idle=allow_idle,
+                                  pinned=pinned, x64=x64, uneven=uneven)]
+    else:
+        contexts = tuple(sorted({int(c) for c in contexts}))
+        parts = [_explain_context(model, {**values, CONTEXT: float(c)}, c, evaluate=evaluate,
+                                  global_batch=global_batch, allow_idle=allow_idle,
+                                  pinned=pinned, x64=x64, uneven=uneven)
+                 for c in contexts]
+    pairs: dict[str, int] = {}
+    counts: dict[str, int] = {}
+    examples: dict[str, str] = {}
+    for part, _ in parts:
+        for mine, theirs in ((pairs, part.pairs), (counts, part.counts)):
+            for why, n in theirs.items():
+                mine[why] = mine.get(why, 0) + n
+        for why, example in part.examples.items():
+            examples.setdefault(why, example)
+    missed = [part.closest for part, _ in parts if part.closest is not None]
+    closest = min(missed, key=lambda c: c["memory_over_gb"]) if missed else None
+    changes = []
+    if closest is not None:
+        need = math.ceil(closest["memory_gb_per_gpu"] * 10) / 10
+        changes.append(f"gpu_memory_gb >= {need:g} (the closest layout then fits)")
+    more = sum(n for _, n in parts)
+    if more:
+        changes.append(f"--allow-idle adds {more:,} candidates with idle GPUs")
+    return NoValid(pairs={k: v for k, v in pairs.items() if v}, counts=counts,
+                   examples={k: v for k, v in examples.items() if k != v},
+                   closest=closest, changes=changes, contexts=tuple(contexts or ()))
+
+
+def _explain_context(model: Model, values: Mapping[str, float], context: int, *,
+                     evaluate: Callable[..., Any], global_batch: int, allow_idle: bool,
+                     pinned: Mapping[str, int] | None, x64: bool, uneven: bool
+                     ) -> tuple[NoValid, int]:
+    """``explain_no_valid`` at one context degree ``context`` shared by every layout
+    (the layouts of ``N / c`` GPUs, as ``LayoutSpace._parts``): the explanation
+    without its changes, and how many candidates ``--allow-idle`` would add."""
     import re
 
     pinned = dict(pinned or {})
     n_gpus, h, L = (int(values[k]) for k in (GPUS, HIDDEN, LAYERS))
-    # (a context degree every layout shares: the layouts of N / c GPUs, as LayoutSpace._parts)
-    context = model.layout.fixed_context(values) if model.layout is not None else 1
     n_gpus = replica_gpus(n_gpus, context, allow_idle)
     counts: dict[str, int] = {}
     examples: dict[str, str] = {}
@@ -862,7 +917,7 @@ def explain_no_valid(model: Model, values: Mapping[str, float], *,
                     * cand[PIPELINE]).astype(float)
     out = evaluate(model, x64=x64, **{**values, **layout})
     valid = np.asarray(getattr(out, "valid_layout", np.ones(len(layout[GPUS]), bool)))
-    closest, changes = None, []
+    closest = None
     memory = getattr(out, "memory_gb_per_gpu", None)
     fits = getattr(out, "fits_in_memory", None)
     rule_rows = ~valid
@@ -875,11 +930,11 @@ def explain_no_valid(model: Model, values: Mapping[str, float], *,
             excess = np.where(over_mem, memory - values["gpu_memory_gb"], np.inf)
             i = int(np.argmin(excess))
             closest = {**{k: int(cand[k][i]) for k in (*LAYOUT_AXES, DATA)},
+                       **({CONTEXT: int(context)} if model.layout is not None
+                          and model.layout.context else {}),
                        "memory_gb_per_gpu": float(memory[i]),
                        "gpu_memory_gb": float(values["gpu_memory_gb"]),
                        "memory_over_gb": float(excess[i])}
-            need = math.ceil(float(memory[i]) * 10) / 10
-            changes.append(f"gpu_memory_gb >= {need:g} (the closest layout then fits)")
     if rule_rows.any() and model.layout_reasons is not None:
         seen: dict[tuple, str] = {}
         for i in np.flatnonzero(rule_rows):
@@ -895,15 +950,14 @@ def explain_no_valid(model: Model, values: Mapping[str, float], *,
             examples.setdefault(kind, problem)
     elif rule_rows.any():
         counts["break the model's layout rule"] = int(rule_rows.sum())
+    more = 0
     if not allow_idle:
-        more = len(enumerate_layouts(n_gpus, h, L, global_batch, allow_idle=True,
+        whole = replica_gpus(int(values[GPUS]), context, True)
+        more = len(enumerate_layouts(whole, h, L, global_batch, allow_idle=True,
                                      pinned=pinned, uneven=uneven)[MICRO_BATCH]
                    ) - len(cand[MICRO_BATCH])
-        if more:
-            changes.append(f"--allow-idle adds {more:,} candidates with idle GPUs")
-    return NoValid(pairs={k: v for k, v in pairs.items() if v}, counts=counts,
-                   examples={k: v for k, v in examples.items() if k != v},
-                   closest=closest, changes=changes)
+    return NoValid(pairs=pairs, counts=counts, examples=examples, closest=closest,
+                   changes=[]), more
 
 
 def replica_gpus(num_gpus: int, context: int, allow_idle: bool) -> int:

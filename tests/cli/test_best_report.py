@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 import jaxmodel
 from jaxmodel.cli import app
+from jaxmodel.presets import apply_presets
 from jaxmodel.searching import enumerate_layouts, explain_no_valid
 
 runner = CliRunner()
@@ -217,3 +218,36 @@ def test_best_says_a_context_degree_that_does_not_divide_the_gpus():
         assert ("no layout fits a global batch of 8 sequences on 16 GPUs at context_parallel=3 "
                 "(t p d on N / c GPUs; 3 does not divide 16)") in result.output
         assert "give candidates" not in result.output
+
+
+def test_best_explains_no_valid_layout_at_each_varied_context_degree():
+    """Regression: under ``--vary context_parallel`` the no-valid explanation evaluated
+    the configuration's own degree only (c = 1: 4 candidates, its closest at c = 1).
+    Llama-3-8B on 8 GPUs at t2 p2, global batch 16, 1 GB: at c = 1, d = 2 and b m = 8
+    (b = 1, 2, 4, 8); at c = 2, the 4 GPUs of N / c give d = 1 and b m = 16 (b = 1 ...
+    16): 4 + 5 candidates, none fits.  The closest, recomputed here, is at c = 2."""
+    argv = ["best", "--model", "refined", "--gpu", "h100-sxm", "--llm", "llama3-8b",
+            "--num-gpus", "8", "--tensor-parallel", "2", "--pipeline-parallel", "2",
+            "--vary", "context_parallel=1,2", "--global-batch", "16", "--gpu-memory-gb", "1"]
+    result = runner.invoke(app, [*argv, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    why = json.loads(result.output)["why_no_valid"]
+    assert why["counts"] == {"do not fit in memory": 4 + 5}
+    c = why["closest"]
+    assert (c["tensor_parallel"], c["context_parallel"], c["pipeline_parallel"],
+            c["data_parallel"]) == (2, 2, 2, 1)
+    values = {**apply_presets(REFINED, gpu="h100-sxm", llm="llama3-8b"), "num_gpus": 8,
+              "tensor_parallel": 2, "pipeline_parallel": 2, "context_parallel": 2,
+              "micro_batch": c["micro_batch"], "gradient_accum_steps": c["gradient_accum_steps"],
+              "gpu_memory_gb": 1}
+    assert c["micro_batch"] * c["gradient_accum_steps"] == 16
+    alone = jaxmodel.evaluate(REFINED, **values)
+    assert c["memory_gb_per_gpu"] == pytest.approx(float(alone.memory_gb_per_gpu), rel=1e-6)
+    # No candidate at c = 1 comes closer: the smallest micro-batch there needs more.
+    at_one = jaxmodel.evaluate(REFINED, **{**values, "context_parallel": 1, "micro_batch": 1,
+                                           "gradient_accum_steps": 8})
+    assert float(at_one.memory_gb_per_gpu) > c["memory_gb_per_gpu"]
+    text = runner.invoke(app, argv)
+    assert text.exit_code == 0, text.output
+    assert "at each context degree searched (c in {1,2}):" in text.output
+    assert "closest to fitting: t2 c2 p2 d1 b1 m16" in text.output
