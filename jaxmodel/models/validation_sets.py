@@ -131,10 +131,12 @@ beside the rows that use it):
   one their release ran: DeepSeek-V3 on B200 at t1 p16 e8 and Qwen3-235B on B200 at t1
   p8 e8 before 26.06, the MXFP8 rows of DeepSeek-V3, Qwen3-30B-A3B and Qwen3-235B-A22B
   on GB300, GB200 and B300 in 26.02-26.04.01 (whose newest recipes run the
-  full-iteration graphs of 26.06), and the rows of 26.02-26.06 whose newest recipe has
+  full-iteration graphs of 26.06), Qwen3-30B-A3B on B200 and H100 in 26.02.01-26.04.01
+  (whose newest recipes overlap the all-to-all, or graph the attention, where their
+  releases' presets did not), and the rows of 26.02-26.06 whose newest recipe has
   another layout than the published one, are read at the presets of their own era
   (``BRIDGE_DEEPSEEK_B200_P16``, ``BRIDGE_QWEN3_235B_B200_PRE_2606``,
-  ``BRIDGE_GB_PRE_2606``, ``BRIDGE_ERA``: the sources and how they are dated there).
+  ``BRIDGE_PRE_2606``, ``BRIDGE_ERA``: the sources and how they are dated there).
 * Megatron-Bridge layouts that cannot have run: two rows print a layout whose weights,
   gradients and least activations exceed the GPU's memory by plain arithmetic, and the
   recipe of the same row sets one that fits; they are read at the recipe's layout
@@ -1012,9 +1014,19 @@ BRIDGE_QWEN3_235B_B200_RELEASES: tuple[str, ...] = ("26.02", "26.04.01")
 #   3252, 2026-04-09) and the driver's explicit "alltoall" (01b2977e) in 26.04, and the
 #   hybridep flex dispatcher in 26.04.01 (PR 3490, cherry-picked as PR 3675, 2026-05-05;
 #   issue 3399 is labelled 26.04.01).
+# * Qwen3-30B-A3B on 8 B200 and 16 H100 (the H100 / B200 set), whose CSV columns come
+#   from the newest perf recipe (perf_recipes/qwen/b200/qwen3_moe.py: overlap_moe_expert_
+#   parallel_comm on for B200; TE graphs of ["attn", "moe_router", "moe_preprocess"] for
+#   H100): the same file at 01b2977e (after PR 2499, 2026-02-23, which gave B200 its
+#   micro-batch 4 and HybridEP: 26.02.01's row prints micro-batch 4, so it ran it; 26.02's
+#   micro-batch 1 row is BRIDGE_ERA's) has B200_FP8_MX_V1 = B200_BF16_V1, micro-batch 4,
+#   moe_flex_dispatcher_backend "hybridep", graphs of ["attn", "moe_router",
+#   "moe_preprocess"] and no moe_a2a_overlap (WorkloadBaseConfig's default, False);
+#   H100_FP8_CS_V1 ep 16, HybridEP, moe_a2a_overlap=False and no graphs (f29a269f's is
+#   the same).  26.02.01's H100 row, at another layout, is BRIDGE_ERA's.
 # Every layout above is the row's own (the published pp, vp, ep and micro-batch).  Where
 # a setting is not pinned to a release by a stored file it is listed with the row
-# (BRIDGE_GB_PRE_2606_NOTES).
+# (BRIDGE_PRE_2606_NOTES).
 _PRE_2606: dict[str, str] = {
     "recipe_recompute_granularity": "None", "recipe_recompute_method": "None",
     "recipe_recompute_num_layers": "None", "recipe_recompute_modules": "None",
@@ -1033,7 +1045,7 @@ _QWEN3_235B_B300_2602 = {**_PRE_2606, "recipe_cuda_graph_impl": "none",
                          "recipe_moe_flex_backend": "", "recipe_ep_a2a_overlap": "True"}
 _EARLY = ("26.02", "26.02.01")
 _LATE = ("26.04", "26.04.01")
-BRIDGE_GB_PRE_2606: dict[tuple[str, str, str], dict[str, str]] = {
+BRIDGE_PRE_2606: dict[tuple[str, str, str], dict[str, str]] = {
     **{("DeepSeekV3", "DGX-GB300", r): _DSV3_GB300_PRE_2606 for r in _EARLY + _LATE},
     **{("DeepSeekV3", "DGX-GB200", r): _DSV3_PRE_2606 for r in _EARLY},
     **{("DeepSeekV3", "DGX-GB200", r): {**_DSV3_PRE_2606, "recipe_recompute_modules": '["mlp"]'}
@@ -1047,11 +1059,14 @@ BRIDGE_GB_PRE_2606: dict[tuple[str, str, str], dict[str, str]] = {
         **_QWEN3_235B_B300_2602, "recipe_ep_a2a_overlap": "False"},
     ("Qwen3_235B_a22B", "DGX-B300", "26.04.01"): _PRE_2606 | {
         "recipe_cuda_graph_impl": "none", "recipe_cuda_graph_scope": "[]"},
+    **{("Qwen3_30B_a3B", "DGX-B200", r): _PRE_2606 for r in ("26.02.01", *_LATE)},
+    **{("Qwen3_30B_a3B", "DGX-H100", r): _PRE_2606 | {
+        "recipe_cuda_graph_impl": "none", "recipe_cuda_graph_scope": "[]"} for r in _LATE},
 }
 # What each pre-26.06 reading leaves open, listed with the rows it applies to.
 _FLEX_2602 = ("the flex dispatcher for 26.02's hybridep backend (its driver sets the backend; "
               "that the dispatcher type followed is not dated)")
-BRIDGE_GB_PRE_2606_NOTES: dict[tuple[str, str, str], str] = {
+BRIDGE_PRE_2606_NOTES: dict[tuple[str, str, str], str] = {
     **{("Qwen3_30B_a3B", system, r): _FLEX_2602
        for system in ("DGX-GB300", "DGX-GB200", "DGX-B300") for r in _EARLY},
     **{("Qwen3_235B_a22B", system, r): _FLEX_2602
@@ -1060,6 +1075,10 @@ BRIDGE_GB_PRE_2606_NOTES: dict[tuple[str, str, str], str] = {
        "preset sets no flex backend (not read from the release's recipe)" for r in _EARLY},
     ("Qwen3_235B_a22B", "DGX-B300", "26.04"): "no stored preset is 26.04's: 01b2977e's "
     "(alltoall, no overlap, no graphs) with PR 3252's micro-batch 2, as the row prints",
+    **{("Qwen3_30B_a3B", "DGX-B200", r): "no all-to-all overlap (the newest recipe's came "
+       "later)" for r in ("26.02.01", *_LATE)},
+    **{("Qwen3_30B_a3B", "DGX-H100", r): "no CUDA graphs (the newest recipe's came later)"
+       for r in _LATE},
 }
 
 
@@ -1067,8 +1086,9 @@ def _recipe(row: Mapping[str, str]) -> Mapping[str, str]:
     """The row with 25.09's recipe settings (``BRIDGE_2509``) filled in, those of the
     DeepSeek-V3 B200 t1 p16 e8 preset (``BRIDGE_DEEPSEEK_B200_P16``) for its rows, those
     of the Qwen3-235B B200 preset before 26.06 (``BRIDGE_QWEN3_235B_B200_PRE_2606``) for
-    its rows, those of the GB300, GB200 and B300 MoE presets before 26.06
-    (``BRIDGE_GB_PRE_2606``) for theirs, and by row id those of 25.11's presets
+    its rows, those of the GB300, GB200 and B300 MoE presets and of Qwen3-30B-A3B's B200
+    and H100 presets before 26.06 (``BRIDGE_PRE_2606``) for theirs, and by row id those
+    of 25.11's presets
     (``BRIDGE_2511``) and of other eras' (``BRIDGE_ERA``)."""
     release = row["release"].strip()
     layout = (row["tp"].strip(), row["pp"].strip(), row["ep"].strip())
@@ -1078,7 +1098,7 @@ def _recipe(row: Mapping[str, str]) -> Mapping[str, str]:
     if (row["model"].strip() == "Qwen3_235B_a22B" and row["system"].strip() == "DGX-B200"
             and layout == ("1", "8", "8") and release in BRIDGE_QWEN3_235B_B200_RELEASES):
         return {**row, **BRIDGE_QWEN3_235B_B200_PRE_2606}
-    era = BRIDGE_GB_PRE_2606.get((row["model"].strip(), row["system"].strip(), release))
+    era = BRIDGE_PRE_2606.get(_era_key(row))
     if era is not None:
         return {**row, **era}
     label = row.get("row_id", "")
@@ -1420,8 +1440,9 @@ def _bridge_mismatch(row: Mapping[str, str]) -> Cell:
 
 def _bridge_release(row: Mapping[str, str]) -> Cell:
     """Where a row's settings were read when not from its CSV columns: a 25.11 preset
-    (``BRIDGE_2511``) or another era's (``BRIDGE_ERA``); else nothing (the H100 / B200
-    set's other rows: their recipe columns as the CSV read them)."""
+    (``BRIDGE_2511``), another era's (``BRIDGE_ERA``) or the legacy presets of the
+    row's era (``BRIDGE_PRE_2606``); else nothing (the H100 / B200 set's other rows:
+    their recipe columns as the CSV read them)."""
     label = row["row_id"]
     if row["release"].strip() == "25.11" and label in BRIDGE_2511:
         return approx("; ".join(filter(None, (
@@ -1433,7 +1454,22 @@ def _bridge_release(row: Mapping[str, str]) -> Cell:
             "recipe settings read from the legacy preset of the row's era with the row's "
             "layout (scripts/performance/configs, dated by the PRs that changed it), not "
             "from the release branch", BRIDGE_ERA_NOTES.get(label)))))
+    if _era_key(row) in BRIDGE_PRE_2606:
+        return _pre_2606_note(row)
     return NOTHING
+
+
+def _era_key(row: Mapping[str, str]) -> tuple[str, str, str]:
+    """The key of ``BRIDGE_PRE_2606``: model, system and release as the CSV spells them."""
+    return row["model"].strip(), row["system"].strip(), row["release"].strip()
+
+
+def _pre_2606_note(row: Mapping[str, str]) -> Cell:
+    """The approximation of a row read at its era's legacy presets (``BRIDGE_PRE_2606``)."""
+    return approx("; ".join(filter(None, (
+        "recipe settings read from the legacy presets of the row's era (scripts/"
+        "performance/configs, dated by their content), not from the release branch",
+        BRIDGE_PRE_2606_NOTES.get(_era_key(row))))))
 
 
 # The pipeline layout Megatron-Bridge's DeepSeek-V3 recipe sets for every (pp, vp) it
@@ -1610,7 +1646,7 @@ def _bridge_gb_release(row: Mapping[str, str]) -> Cell:
     """Where a row's settings were read.  26.02 on: the newest stored version of each
     recipe chain, not the release branch (the search index holds no branches), or, for
     the MoE rows whose newest recipe runs full-iteration graphs their release did not
-    have, the legacy presets of their era (``BRIDGE_GB_PRE_2606``).  25.09:
+    have, the legacy presets of their era (``BRIDGE_PRE_2606``).  25.09:
     the performance scripts of that era (``BRIDGE_2509``, the DGX-GB200 entries).  25.11
     ran presets that live on its release branch: not read, so not expressed (the
     index's stored presets without a version suffix match 5 of its 18 Blackwell rows'
@@ -1631,12 +1667,8 @@ def _bridge_gb_release(row: Mapping[str, str]) -> Cell:
                        "configs live on a release branch the search index does not hold)")
     if row["row_id"] in BRIDGE_ERA:
         return _bridge_release(row)
-    key = (row["model"].strip(), row["system"].strip(), row["release"].strip())
-    if key in BRIDGE_GB_PRE_2606:
-        return approx("; ".join(filter(None, (
-            "recipe settings read from the legacy presets of the row's era (scripts/"
-            "performance/configs, dated by their content, before full-iteration graphs), not "
-            "from the release branch", BRIDGE_GB_PRE_2606_NOTES.get(key)))))
+    if _era_key(row) in BRIDGE_PRE_2606:
+        return _pre_2606_note(row)
     return approx("recipe settings read from the newest stored version of each recipe "
                   "chain, not from the row's release branch (the search index holds no "
                   "branches)")

@@ -550,6 +550,34 @@ def test_bridge_gb_moe_rows_before_26_06_are_read_at_their_era_presets():
     assert not any("legacy presets" in n for n in cases["mg0025"].notes)
 
 
+def test_bridge_qwen3_30b_b200_and_h100_rows_before_26_06_are_read_at_their_era_presets():
+    """Regression: the B200 rows of 26.02.01-26.04.01 took the newest recipe's expert
+    all-to-all overlap (CSV ``recipe_ep_a2a_overlap`` True), which the legacy preset
+    they ran does not set (Megatron-Bridge 01b2977e, QWEN3_30B_A3B_PRETRAIN_CONFIG_
+    B200_FP8_MX_V1 = B200_BF16_V1: micro-batch 4, HybridEP, graphs of attn, moe_router
+    and moe_preprocess, moe_a2a_overlap at WorkloadBaseConfig's False), and the H100
+    rows of 26.04-26.04.01 the newest recipe's graphs, which H100_FP8_CS_V1 does not
+    set.  By hand from those presets; the rows at other layouts keep BRIDGE_ERA's."""
+    rows = {r["row_id"]: r for r in _rows(BRIDGE.file)}
+    cases = _by_label(BRIDGE)
+    for label in ("mb0190", "mb0146", "mb0100"):  # 26.02.01, 26.04, 26.04.01
+        assert rows[label]["recipe_ep_a2a_overlap"] == "True"  # what the CSV read
+        # GA = 512 / (4 x 8) = 16 on 8 GPUs, ep 8.
+        _has(cases[label], ep_overlap=0, micro_batch=4, gradient_accum_steps=16,
+             expert_parallel=8, cuda_graphs=1, moe_dispatcher=1, recompute=0)
+        assert any("legacy presets of the row's era" in n and "no all-to-all overlap" in n
+                   for n in cases[label].notes), label
+    for label in ("mb0147", "mb0101"):  # 26.04, 26.04.01: 16 H100, ep 16
+        assert rows[label]["recipe_cuda_graph_impl"] == "transformer_engine"
+        _has(cases[label], cuda_graphs=0, ep_overlap=0, expert_parallel=16,
+             moe_dispatcher=1)
+    # 26.02 (mb0227, micro-batch 1) and the H100 pp 2 rows keep their era's reading.
+    _has(cases["mb0227"], micro_batch=1, moe_dispatcher=0)
+    _has(cases["mb0191"], pipeline_parallel=2, virtual_stages=12, ep_overlap=1)
+    # The 26.06 H100 row reads its own recipe.
+    assert not any("legacy presets" in n for n in cases["mb0050"].notes)
+
+
 def _release_of(row):
     return tuple(int(p) for p in row["release"].split("."))
 
