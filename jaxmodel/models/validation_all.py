@@ -264,10 +264,11 @@ def judge(sets: Sequence[SetRun], evaluate: Callable[..., Any], *, x64: bool = T
 # Beyond the model's cluster set (what ``jaxmodel calibrate`` fits by default),
 # the other achieved rates every GPU preset sets: the FP8 GEMM ceiling (most of
 # Megatron-Bridge's rows train in FP8, so the bf16 ceiling alone cannot move
-# them), the fused-attention fractions and the host's time per kernel.  A GPU's
-# fit takes those its runs use (``used_rates``).
+# them), the fused-attention fractions, the host's time per kernel and the
+# hierarchical expert dispatcher's share of NVLink.  A GPU's fit takes those its
+# runs use (``used_rates``).
 RATES = ("fp8_matmul_efficiency", "attention_efficiency", "fa2_attention_efficiency",
-         "host_kernel_us")
+         "host_kernel_us", "ep_link_efficiency")
 # The relative change of a step that counts as a run using a rate, when the rate
 # moves by RATE_PROBE.
 RATE_PROBE = 1.1

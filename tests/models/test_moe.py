@@ -28,7 +28,7 @@ MOE_ONLY = ("experts_per_token", "moe_ffn_hidden_dim", "shared_experts", "dense_
             "expert_tensor_parallel", "moe_dispatcher", "max_nodes_per_token", "moe_overlap",
             "moe_imbalance", "capacity_factor", "moe_recompute", "moe_host_overhead_us",
             "ep_overlap", "host_kernel_us", "moe_latent_size", "glu_clamp", "expert_bias",
-            "router_fusion", "moe_offload")
+            "router_fusion", "moe_offload", "ep_link_efficiency")
 
 
 def qwen3(**overrides):
@@ -156,11 +156,14 @@ def test_flat_dispatch_bytes_by_hand():
 def test_hierarchical_dispatch_sends_once_per_remote_node():
     # DeepEP: 4 nodes; a token's 8 experts hit 4 (1 - (3/4)^8) = 3.60 distinct
     # nodes on average, 3/4 of them remote: 2.70 network copies instead of 6.
-    # Node-limited routing to 2 nodes: 2 x 3/4 = 1.5 copies.
+    # Node-limited routing to 2 nodes: 2 x 3/4 = 1.5 copies.  Over NVLink a
+    # token goes once to each GPU holding one of its experts: 32 (1 - (31/32)^8)
+    # = 7.18 of the 32 ranks, 7/8 of them off the GPU: 6.28 copies, not 8 x 31/32.
     token = 2048 * 4096 * 2
     intra, inter = moe.dispatch_bytes(2048.0, dispatch_inputs(moe_dispatcher=1.0), 8.0)
     assert float(inter) == pytest.approx(token * 4 * (1 - 0.75**8) * 0.75)
-    assert float(intra) == pytest.approx(token * 8 * 31 / 32)
+    assert float(intra) == pytest.approx(token * 32 * (1 - (31 / 32) ** 8) * 7 / 8)
+    assert float(intra) / token == pytest.approx(6.28, abs=5e-3)
     _, limited = moe.dispatch_bytes(
         2048.0, dispatch_inputs(moe_dispatcher=1.0, max_nodes_per_token=2.0), 8.0)
     assert float(limited) == pytest.approx(token * 2 * 0.75)
@@ -173,18 +176,48 @@ def test_hierarchical_dispatch_sends_once_per_remote_node():
 
 def test_hybridep_on_an_nvl72_domain_stays_on_nvlink():
     # HybridEP / DeepEP on GB200 NVL72: the NVLink domain (gpus_per_node) is the
-    # rack's 72 GPUs, so EP 64 is one "node": the dispatch sends 63/64 of the 8
-    # copies over NVLink and nothing over the network; on DGX-B200 (8 GPUs a
-    # node) the same EP 64 spans 8 nodes: 8 (1 - (7/8)^8) = 5.26 distinct nodes a
-    # token, 7/8 of them remote.
+    # rack's 72 GPUs, so EP 64 is one "node": the dispatch sends a token to the
+    # 64 (1 - (63/64)^8) = 7.58 GPUs holding its 8 experts, 63/64 of them over
+    # NVLink, and nothing over the network; on DGX-B200 (8 GPUs a node) the same
+    # EP 64 spans 8 nodes: 8 (1 - (7/8)^8) = 5.26 distinct nodes a token, 7/8 of
+    # them remote.
     from jaxmodel.models.presets import GPUS
     domain = GPUS["gb200-nvl72"].values["gpus_per_node"]
     token = 2048 * 4096 * 2
     x = dispatch_inputs(expert_parallel=64.0, moe_dispatcher=1.0)
     intra, inter = moe.dispatch_bytes(2048.0, x, domain)
-    assert float(inter) == 0.0 and float(intra) == pytest.approx(token * 8 * 63 / 64)
+    assert float(inter) == 0.0
+    assert float(intra) == pytest.approx(token * 64 * (1 - (63 / 64) ** 8) * 63 / 64)
     _, dgx = moe.dispatch_bytes(2048.0, x, GPUS["b200"].values["gpus_per_node"])
     assert float(dgx) == pytest.approx(token * 8 * (1 - (7 / 8) ** 8) * 7 / 8)
+
+
+def test_hierarchical_dispatch_time_at_the_dispatcher_s_nvlink_rate_by_hand():
+    # EP 8 in one DGX H100 node, 2048 tokens of 4096 (bf16), top 8: the flat
+    # all-to-all sends the 8 copies, 7/8 of them over NVLink at NCCL's ring
+    # fraction (370 of 450 GB/s); DeepEP / HybridEP send a token once to each of
+    # the 8 (1 - (7/8)^8) = 5.25 GPUs holding its experts, 7/8 of them off the
+    # GPU, at the rate its kernels reach: 337.35 GB/s of "algorithm bandwidth"
+    # on 8 H20 (DeepEP issue 16), 7/8 of it over NVLink.  Each pays 7 steps of
+    # 1 us.
+    from jaxmodel.collectives import Network
+    from jaxmodel.models.presets import GPUS
+    h100 = GPUS["h100-sxm"].values
+    assert h100["ep_link_efficiency"] == pytest.approx(7 / 8 * 337.35 / 450, abs=1e-3)
+    net = Network(450e9 * h100["intra_node_efficiency"], 50e9 * 0.94, 1e-6, 5e-6)
+    token = 2048 * 4096 * 2
+    x = dispatch_inputs(expert_parallel=8.0, link_bandwidth_gb_s=450.0,
+                        ep_link_efficiency=h100["ep_link_efficiency"])
+    flat = moe.dispatch_seconds(2048.0, x, 8.0, net)
+    assert float(flat) == pytest.approx(token * 8 * 7 / 8 / (450e9 * 0.822) + 7e-6, rel=2e-3)
+    deep = moe.dispatch_seconds(2048.0, dispatch_inputs(
+        expert_parallel=8.0, moe_dispatcher=1.0, link_bandwidth_gb_s=450.0,
+        ep_link_efficiency=h100["ep_link_efficiency"]), 8.0, net)
+    sent = token * 8 * (1 - (7 / 8) ** 8) * 7 / 8
+    assert float(deep) == pytest.approx(sent / (7 / 8 * 337.35e9) + 7e-6, rel=2e-3)
+    # fewer bytes at a lower rate: 5.25 / 0.656 against 8 / 0.822 of a copy
+    assert float(deep) / float(flat) == pytest.approx(
+        (1 - (7 / 8) ** 8) * 8 / 0.656 / (8 / 0.822), rel=5e-3)
 
 
 def test_load_factor_is_imbalance_capped_by_capacity():
@@ -848,7 +881,8 @@ def test_dense_results_do_not_see_the_moe_inputs(x64):
                  ep_overlap=rng.choice([0, 1], n), host_kernel_us=rng.uniform(0, 50, n),
                  moe_latent_size=rng.choice([0, 1024], n), glu_clamp=rng.choice([0, 1], n),
                  expert_bias=rng.choice([0, 1], n), router_fusion=rng.choice([0, 1], n),
-                 moe_offload=rng.choice([0, 1, 2], n))
+                 moe_offload=rng.choice([0, 1, 2], n),
+                 ep_link_efficiency=rng.uniform(0.3, 0.9, n))
     assert set(knobs) == set(MOE_ONLY) == set(moe.DENSE_UNUSED)
     plain = jaxmodel.evaluate(REFINED, x64=x64, **base)
     knobbed = jaxmodel.evaluate(REFINED, x64=x64, **base,

@@ -408,6 +408,30 @@ def test_collective_efficiencies_are_the_measured_bus_bandwidths():
     assert GPUS["h800"].values["intra_node_efficiency"] == pytest.approx(160 / 200)
 
 
+def test_ep_dispatcher_nvlink_fractions_are_the_published_benchmarks():
+    # DeepEP's and HybridEP's benchmarks print "algorithm bandwidth": the bytes a
+    # rank receives (its own tokens among them) over the time; of g ranks, (g - 1)
+    # / g of those bytes cross NVLink.  HybridEP, 16 SMs, torch API (DeepEP
+    # Hybrid-EP_Implementation.md): 8 B200 dispatch 535.94 / combine 530.86, 32
+    # GB200 ranks 485.50 / 423.19; DeepEP: 8 H20 337.35 (issue 16), 8 H800
+    # combine 158 (README).
+    expected = {"b200": 7 / 8 * (535.94 + 530.86) / 2 / 900,
+                "b300": 7 / 8 * (535.94 + 530.86) / 2 / 900,
+                "gb200-nvl72": 31 / 32 * (485.50 + 423.19) / 2 / 900,
+                "gb300-nvl72": 31 / 32 * (485.50 + 423.19) / 2 / 900,
+                "h100-sxm": 7 / 8 * 337.35 / 450, "h200": 7 / 8 * 337.35 / 450,
+                "h800": 7 / 8 * 158 / 200}
+    for name, fraction in expected.items():
+        values = GPUS[name].values
+        assert values["ep_link_efficiency"] == pytest.approx(fraction, abs=1e-3), name
+        # below NCCL's ring on the same links
+        assert values["ep_link_efficiency"] < values["intra_node_efficiency"], name
+    # no EP dispatcher benchmark for these: the ring's fraction
+    for name in ("a100-80gb-sxm", "mi300x", "mi355x"):
+        values = GPUS[name].values
+        assert values["ep_link_efficiency"] == values["intra_node_efficiency"], name
+
+
 def test_a100_rates_are_the_azure_harness_s():
     """ND A100 v4 (Azure AI-benchmarking-guide): FlashAttention-2 forward+backward
     179.5 TFLOP/s of 312 for both attention inputs (Ampere's fused kernels are

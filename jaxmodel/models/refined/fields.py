@@ -310,6 +310,12 @@ INPUTS: tuple[InputField, ...] = (
                "bandwidth in collectives", False, 0.0, False, 0.8, 1.0),
     InputField("inter_node_efficiency", "fraction", "achieved fraction of network "
                "bandwidth in collectives", False, 0.0, False, 0.9, 1.0),
+    # The hierarchical expert dispatcher's kernels (DeepEP, HybridEP) move tokens
+    # with a few SMs (Megatron-Core's moe_hybridep_num_sms 16, moe_deepep_num_sms
+    # 20) and reach less of NVLink than NCCL's ring does (jaxmodel.models.presets).
+    InputField("ep_link_efficiency", "fraction", "achieved fraction of intra-node "
+               "bandwidth in the hierarchical expert dispatch and combine (DeepEP / "
+               "HybridEP kernels, moe_dispatcher 1)", False, 0.0, False, 0.65, 1.0),
     InputField("intra_node_latency_us", "us", "latency per collective step in a node",
                False, 0.0, True, 1.0, None),
     InputField("inter_node_latency_us", "us", "latency per collective step across nodes",
@@ -445,6 +451,7 @@ CLUSTER: tuple[str, ...] = (
 FIT_RANGES = {"matmul_efficiency": (0.3, 0.9), "hbm_efficiency": (0.4, 0.95),
               "intra_node_efficiency": (0.3, 0.95), "inter_node_efficiency": (0.3, 0.97),
               "intra_node_latency_us": (0.5, 50.0), "inter_node_latency_us": (1.0, 100.0),
+              "ep_link_efficiency": (0.2, 0.95),
               "fp8_matmul_efficiency": (0.3, 0.9), "attention_efficiency": (0.15, 0.9),
               "fa2_attention_efficiency": (0.15, 0.9), "host_kernel_us": (1.0, 100.0)}
 

@@ -63,12 +63,17 @@ as Megatron-Core requires sequence parallelism with TP and MoE):
   the ``k T`` copies of ``h`` bf16 values (full recompute's second forward
   adds two more).  Flat (``moe_dispatcher`` 0,
   Megatron's alltoall): ``(g - 1) / e`` of them to the ``g`` EP peers in the
-  node, ``(e - g) / e`` over the NIC.  Hierarchical (1, DeepEP): a token
-  crosses the network once per remote *node* that holds one of its experts
-  (``(K - 1)(1 - (1 - 1/K)^k)`` of the ``K = e / g`` nodes for uniform routing,
-  at most ``max_nodes_per_token``) and is forwarded over NVLink to each expert
-  GPU.  Both levels run at once, the slower sets the time
-  (``jaxmodel.collectives``).
+  node, ``(e - g) / e`` over the NIC.  Hierarchical (1, DeepEP, HybridEP): a
+  token crosses the network once per remote *node* that holds one of its
+  experts (``(K - 1)(1 - (1 - 1/K)^k)`` of the ``K = e / g`` nodes for uniform
+  routing, at most ``max_nodes_per_token``) and goes over NVLink once to each
+  other *GPU* that holds one of its experts (``ranks_reached``: ``R (1 - (1 -
+  1/R)^k)`` of the ``R`` ranks it may reach, ``(g - 1) / g`` of them off the
+  GPU), which permutes it to its experts locally; the combine returns one sum
+  per GPU.  Those kernels run on a few SMs and reach ``ep_link_efficiency`` of
+  the NVLink rate (measured: ``jaxmodel.models.presets``), not the ring's
+  ``intra_node_efficiency``.  Both levels run at once, the slower sets the
+  time (``jaxmodel.collectives``).
 * **Kernels and host**: an MoE layer launches the router's kernels (31 fused,
   72 not: ``router_fusion``), the dispatcher's (counts, permutation, dispatch
   and combine: ``dispatch_kernels``, by dispatcher, expert parallelism and
@@ -175,7 +180,7 @@ DENSE_UNUSED = ("experts_per_token", "moe_ffn_hidden_dim", "shared_experts", "de
                 "expert_tensor_parallel", "moe_dispatcher", "max_nodes_per_token",
                 "moe_overlap", "moe_imbalance", "capacity_factor", "moe_recompute",
                 "moe_host_overhead_us", "ep_overlap", "host_kernel_us", "router_fusion",
-                "glu_clamp", "expert_bias", "moe_offload")
+                "glu_clamp", "expert_bias", "moe_offload", "ep_link_efficiency")
 
 
 def is_plain(x):
@@ -367,9 +372,19 @@ def dispatch_bytes(tokens, x, gpus_per_node):
     limit = jnp.where(x.max_nodes_per_token > 0.5, x.max_nodes_per_token, nodes)
     distinct = jnp.minimum(hit, limit)
     deep_inter = copy * distinct * (nodes - 1.0) / nodes
-    deep_intra = copy * k * (e - 1.0) / e
+    deep_intra = copy * ranks_reached(x, nodes, limit, g) * (g - 1.0) / g
     deep = x.moe_dispatcher > 0.5
     return jnp.where(deep, deep_intra, flat_intra), jnp.where(deep, deep_inter, flat_inter)
+
+
+def ranks_reached(x, nodes, node_limit, ranks_per_node):
+    """Distinct EP ranks holding a token's ``k`` experts, uniform routing over the
+    ``min(node_limit, nodes) g`` ranks it may reach: ``R (1 - (1 - 1/R)^k)``.  The
+    hierarchical dispatchers send a token once to each such rank (DeepEP's
+    ``is_token_in_rank``; HybridEP's dispatch, then a local permute to the
+    rank's experts) and the combine returns one sum per rank."""
+    reach = jnp.minimum(node_limit, nodes) * ranks_per_node
+    return reach * (1.0 - (1.0 - 1.0 / reach) ** x.experts_per_token)
 
 
 def expert_gemm_tokens(tokens, x):
@@ -398,15 +413,17 @@ def dispatch_seconds(tokens, x, gpus_per_node, net):
     """One dispatch (or combine) all-to-all on the busiest rank, seconds.
 
     Flat (``moe_dispatcher`` 0): ``jaxmodel.collectives.all_to_all`` of the
-    ``k T h`` copies; hierarchical (1): the node-deduplicated bytes of
-    ``dispatch_bytes`` through ``all_to_all_two_level``.
+    ``k T h`` copies; hierarchical (1): the node- and rank-deduplicated bytes
+    of ``dispatch_bytes`` through ``all_to_all_two_level``, NVLink at the
+    dispatcher's ``ep_link_efficiency``.
     """
     e = x.expert_parallel
     g = ep_ranks_per_node(x, gpus_per_node)
     buffer = tokens * routed_width(x) * DISPATCH_BYTES * load_factor(x) * x.experts_per_token
     flat = all_to_all(buffer, e, g, net)
     intra, inter = dispatch_bytes(tokens, x, gpus_per_node)
-    deep = all_to_all_two_level(intra, inter, e, g, net)
+    kernels = net._replace(intra_bw=x.link_bandwidth_gb_s * 1e9 * x.ep_link_efficiency)
+    deep = all_to_all_two_level(intra, inter, e, g, kernels)
     return jnp.where(x.moe_dispatcher > 0.5, deep, flat)
 
 
