@@ -271,3 +271,14 @@ def test_crossed_groups_are_numbered_as_the_table_numbers_them(names):
     assert count == len(keys) > 1
     assert np.array_equal(ids[of_layout[r], of_combo[combo]], want.reshape(-1))
     assert crossed.groups(names, limit=1) is None  # (then the search crosses the table)
+
+
+def test_the_dispatcher_backends_searched_are_those_whose_rates_differ():
+    # DeepEP (1) and HybridEP (2) move the same bytes; on B200 their measured NVLink
+    # rates differ (0.380, 0.519), so both are plans; on H100 the preset takes
+    # DeepEP's for both, so HybridEP would repeat DeepEP's rows.
+    from jaxmodel.models.presets import GPUS
+    from jaxmodel.models.refined.space import layout_axes
+    for gpu, codes in (("b200", [0, 1, 2]), ("h100-sxm", [0, 1])):
+        values = {**TOY_MOE, **GPUS[gpu].values}
+        assert layout_axes(values)["moe_dispatcher"].tolist() == codes, gpu

@@ -76,7 +76,7 @@ MAX_GLOBAL_BATCH = 2**24
 SYMBOLS: dict[str, str] = {TENSOR: "t", CONTEXT: "c", PIPELINE: "p", "virtual_stages": "v",
                            DATA: "d", "expert_parallel": "e", "expert_tensor_parallel": "etp",
                            MICRO_BATCH: "b", ACCUMULATION: "m", "moe_overlap": "ovl",
-                           "max_nodes_per_token": "nodes", "moe_dispatcher": "deepep",
+                           "max_nodes_per_token": "nodes", "moe_dispatcher": "disp",
                            "idle_gpus": "idle"}
 # Short names of inputs in plot labels (``t=8 p=4``); others keep their names.
 LABELS: dict[str, str] = {TENSOR: "t", PIPELINE: "p", MICRO_BATCH: "b", ACCUMULATION: "m",

@@ -215,38 +215,50 @@ _NVLINK5 = 0.755
 _XGMI_MI300X = 0.707
 _XGMI_MI355X = round(406.76 / 538, 3)
 #
-# NVLink in the hierarchical expert dispatch and combine (ep_link_efficiency;
-# moe_dispatcher 1): DeepEP's and HybridEP's kernels run on a few SMs (Megatron-
-# Core's TransformerConfig: moe_hybridep_num_sms 16, "In pure NVL scenarios, 16
-# SMs can generally achieve good bandwidth"; moe_deepep_num_sms 20) and reach
-# less of the link than NCCL's ring.  Their benchmarks count "algorithm
-# bandwidth": the bytes of the tokens a rank receives (one copy per token and
-# receiving rank, its own among them: recv_x.numel() x 2) over the time; of g
-# ranks in the domain, (g - 1) / g of those bytes cross NVLink.
-# - NVLink 5, DGX (B200, B300): HybridEP on 8 B200, 16 SMs, through its torch
-#   API, 4,096 tokens of 7,168, top 8, uniform routing: dispatch (BF16) 535.94,
-#   combine 530.86 GB/s (deepseek-ai/DeepEP Hybrid-EP_Implementation.md, "B200
-#   Platform"); 7/8 of their mean over 900 GB/s = 0.519.
-# - NVLink 5, NVL72 (GB200, GB300): the same on 32 GB200 ranks of one NVL72
-#   domain, 16 SMs: 485.50 and 423.19 GB/s ("GB200 Platform"; 8 ranks 550.10 /
-#   538.44, 36 ranks 469.96 / 418.27); 31/32 of their mean over 900 = 0.489.
+# NVLink in the hierarchical expert dispatch and combine (deepep_link_efficiency,
+# moe_dispatcher 1; hybridep_link_efficiency, 2): the dispatchers' kernels run
+# on a few SMs (Megatron-Core's TransformerConfig: moe_deepep_num_sms 20;
+# moe_hybridep_num_sms 16, "In pure NVL scenarios, 16 SMs can generally achieve
+# good bandwidth") and reach less of the link than NCCL's ring.  Their
+# benchmarks count "algorithm bandwidth": the bytes of the tokens a rank
+# receives (one copy per token and receiving rank, its own among them:
+# recv_x.numel() x 2) over the time; of g ranks in the domain, (g - 1) / g of
+# those bytes cross NVLink.  NVIDIA's tables (deepseek-ai/DeepEP
+# Hybrid-EP_Implementation.md; 4,096 tokens of 7,168, top 8, uniform routing,
+# through the torch API), dispatch (BF16) and combine, GB/s:
+# - B200, 8 ranks: HybridEP at 16 SMs 535.94 and 530.86 -> 7/8 of their mean
+#   over 900 = 0.519; DeepEP at 16 SMs 348 and 302, at 24 SMs 494 and 420 ->
+#   at its 20, halfway, 421 and 361 -> 0.380.
+# - GB200, one NVL72 domain: HybridEP on 32 ranks at 16 SMs 485.50 and 423.19
+#   (8 ranks 550.10 / 538.44, 36 ranks 469.96 / 418.27) -> 31/32 of the mean
+#   over 900 = 0.489; DeepEP on 24 ranks (its widest) at 16 SMs 324.64 and
+#   126.53, at 24 SMs 450.22 and 163.62 -> at 20, 387.43 and 145.08 -> 23/24 of
+#   the mean over 900 = 0.284 (on 8 ranks it reached 0.39: its combine falls
+#   away across the rack).
 #   GB300 and B300 keep their Blackwell neighbours' (none is published).
 # - NVLink 4 (H100, H200): DeepEP's intranode test on 8 H20 (NVLink 4, 18
 #   links, 450 GB/s a direction): "the max bandwidth is 337.35 GB/s"
-#   (deepseek-ai/DeepEP issue 16); 7/8 of it over 450 = 0.656.
+#   (deepseek-ai/DeepEP issue 16); 7/8 of it over 450 = 0.656.  HybridEP's
+#   Hopper table is over InfiniBand only: DeepEP's fraction is taken for it.
 # - NVLink 4 on H800 (8 links, 200 GB/s): DeepEP's README (docs/legacy.md), 8
-#   ranks: combine (BF16) 158 GB/s, dispatch (FP8) 153; 7/8 x 158 / 200 = 0.691.
+#   ranks: combine (BF16) 158 GB/s, dispatch (FP8) 153; 7/8 x 158 / 200 =
+#   0.691; HybridEP alike.
 # No EP dispatcher benchmark is published for A100 or the AMD parts (whose
 # MoE dispatch runs other kernels): their ring fraction is assumed.
-_EP_NVLINK5 = round(7 / 8 * (535.94 + 530.86) / 2 / 900, 3)
-_EP_NVL72 = round(31 / 32 * (485.50 + 423.19) / 2 / 900, 3)
-_EP_NVLINK4 = round(7 / 8 * 337.35 / 450, 3)
-_EP_H800 = round(7 / 8 * 158 / 200, 3)
-_EP_HOPPER_SOURCE = "; DeepEP intranode 337.35 GB/s on 8 H20 (NVLink 4; github.com/deepseek-ai/DeepEP/issues/16)"
-_EP_B200_SOURCE = ("; HybridEP dispatch 535.94 and combine 530.86 GB/s on 8 B200, 16 SMs "
-                   "(DeepEP Hybrid-EP_Implementation.md)")
-_EP_GB200_SOURCE = ("; HybridEP dispatch 485.50 and combine 423.19 GB/s on 32 GB200 ranks, "
-                    "16 SMs (DeepEP Hybrid-EP_Implementation.md)")
+_HYBRIDEP_B200 = round(7 / 8 * (535.94 + 530.86) / 2 / 900, 3)
+_HYBRIDEP_NVL72 = round(31 / 32 * (485.50 + 423.19) / 2 / 900, 3)
+_DEEPEP_B200 = round(7 / 8 * ((348 + 494) / 2 + (302 + 420) / 2) / 2 / 900, 3)
+_DEEPEP_NVL72 = round(23 / 24 * ((324.64 + 450.22) / 2 + (126.53 + 163.62) / 2) / 2 / 900, 3)
+_DEEPEP_NVLINK4 = round(7 / 8 * 337.35 / 450, 3)
+_DEEPEP_H800 = round(7 / 8 * 158 / 200, 3)
+_EP_HOPPER_SOURCE = ("; DeepEP intranode 337.35 GB/s on 8 H20 (NVLink 4; "
+                     "github.com/deepseek-ai/DeepEP/issues/16; HybridEP's taken alike)")
+_EP_B200_SOURCE = ("; HybridEP dispatch 535.94 and combine 530.86 GB/s on 8 B200 at 16 "
+                   "SMs, DeepEP 348 / 302 at 16 and 494 / 420 at 24 (DeepEP "
+                   "Hybrid-EP_Implementation.md)")
+_EP_GB200_SOURCE = ("; HybridEP dispatch 485.50 and combine 423.19 GB/s on 32 GB200 ranks "
+                    "at 16 SMs, DeepEP on 24 ranks 324.64 / 126.53 at 16 and 450.22 / 163.62 "
+                    "at 24 (DeepEP Hybrid-EP_Implementation.md)")
 #
 # Network (inter_node_efficiency): "For NDR @ 400Gbps you should see 46-48GB/s
 # per NIC" (NVIDIA NCCL team, NVIDIA/nccl-tests issue 290), 47 of 50 GB/s.
@@ -410,13 +422,15 @@ _HOST_MI355X = (_HOST_MI300X[0], _HOST_MI300X[1] + "; none is published for MI35
                 "MI300X's PCIe Gen5 x16 figure assumed")
 
 
-def _rates(*, attention, hbm, intra, inter=_NDR, fa2=None, fp8_attention=None, ep=None):
+def _rates(*, attention, hbm, intra, inter=_NDR, fa2=None, fp8_attention=None, deepep=None,
+           hybridep=None):
     return {"attention_efficiency": attention,
             "fa2_attention_efficiency": attention if fa2 is None else fa2,
             "fp8_attention_efficiency": attention if fp8_attention is None else fp8_attention,
             "hbm_efficiency": hbm,
             "intra_node_efficiency": intra, "inter_node_efficiency": inter,
-            "ep_link_efficiency": intra if ep is None else ep, **_LATENCY_US,
+            "deepep_link_efficiency": intra if deepep is None else deepep,
+            "hybridep_link_efficiency": intra if hybridep is None else hybridep, **_LATENCY_US,
             **_HOST_KERNEL_US}
 
 
@@ -543,7 +557,8 @@ GPUS: dict[str, Preset] = by_name((
          tflops=989, sms=132, mamf=0.803, memory_gb=80,
          hbm_tb_s=3.35, nvlink_gb_s=450, network_gb_s=50, per_node=8, host=_HOST_H100,
          rates=_rates(attention=_ATTN_H100, hbm=_HBM_H100, intra=_NVLINK4, fa2=_FA2_H100,
-                      fp8_attention=_FP8_ATTN_H100, ep=_EP_NVLINK4)),
+                      fp8_attention=_FP8_ATTN_H100, deepep=_DEEPEP_NVLINK4,
+                      hybridep=_DEEPEP_NVLINK4)),
     _gpu("h100-96gb-500w", "NVIDIA H100 SXM 96 GB HBM2e at a 500 W power limit (Meta Grand "
          "Teton host: 8 GPUs, NVLink, 400 Gb/s RDMA per GPU)",
          "torchtitan benchmarks/llama3_h100_202412_torchtitan.md (Hardware): 96GB HBM2e, "
@@ -566,7 +581,8 @@ GPUS: dict[str, Preset] = by_name((
          tflops=989, sms=132, mamf=0.803, memory_gb=96,
          hbm_tb_s=2.4, nvlink_gb_s=450, network_gb_s=50, per_node=8, host=_HOST_H100_500W,
          rates=_rates(attention=_ATTN_H100, hbm=_HBM_H100, intra=_NVLINK4, fa2=_FA2_H100,
-                      fp8_attention=_FP8_ATTN_H100, ep=_EP_NVLINK4)),
+                      fp8_attention=_FP8_ATTN_H100, deepep=_DEEPEP_NVLINK4,
+                      hybridep=_DEEPEP_NVLINK4)),
     _gpu("h800", "NVIDIA H800 80 GB SXM5 (export H100: NVLink 400 GB/s), 8-GPU node, "
          "8 x 400 Gb/s",
          "NVIDIA H800 datasheet: the H100 SXM5 compute (989 TFLOP/s bf16, 1,979 FP8 dense, "
@@ -579,7 +595,7 @@ GPUS: dict[str, Preset] = by_name((
          tflops=989, sms=132, mamf=0.803, memory_gb=80,
          hbm_tb_s=3.35, nvlink_gb_s=200, network_gb_s=50, per_node=8, host=_HOST_H800,
          rates=_rates(attention=_ATTN_H100, hbm=_HBM_H100, intra=0.80, fa2=_FA2_H100,
-                      fp8_attention=_FP8_ATTN_H100, ep=_EP_H800)),
+                      fp8_attention=_FP8_ATTN_H100, deepep=_DEEPEP_H800, hybridep=_DEEPEP_H800)),
     _gpu("h200", "NVIDIA H200 141 GB SXM, HGX H200 node (8 x NDR 400 Gb/s)",
          "NVIDIA H200 datasheet (2024): 989 TFLOP/s bf16 dense, 1,979 FP8 dense, 141 GB "
          "HBM3e, 4.8 TB/s, NVLink 900 GB/s, 132 SMs (the H100 die); HGX H200: 8 GPUs, "
@@ -590,7 +606,8 @@ GPUS: dict[str, Preset] = by_name((
          tflops=989, sms=132, mamf=0.803, memory_gb=141,
          hbm_tb_s=4.8, nvlink_gb_s=450, network_gb_s=50, per_node=8, host=_HOST_H200,
          rates=_rates(attention=_ATTN_H100, hbm=_HBM_H200, intra=_NVLINK4, fa2=_FA2_H100,
-                      fp8_attention=_FP8_ATTN_H100, ep=_EP_NVLINK4)),
+                      fp8_attention=_FP8_ATTN_H100, deepep=_DEEPEP_NVLINK4,
+                      hybridep=_DEEPEP_NVLINK4)),
     _gpu("b200", "NVIDIA B200 180 GB, DGX B200 node (8 x 400 Gb/s)",
          "NVIDIA HGX B200 datasheet (2024): per GPU 2.25 PFLOP/s bf16 and 4.5 FP8 dense "
          "(9 PFLOP/s FP4; twice each with sparsity), 180 GB HBM3e, "
@@ -608,7 +625,8 @@ GPUS: dict[str, Preset] = by_name((
          "B200, 0.87 and 0.84 of 7.7, bracket it); latencies within NCCL's cost model",
          tflops=2250, sms=148, mamf=0.776, memory_gb=180,
          hbm_tb_s=7.7, nvlink_gb_s=900, network_gb_s=50, per_node=8, host=_HOST_B200,
-         rates=_rates(attention=_ATTN_BLACKWELL, hbm=_HBM_H200, intra=_NVLINK5, ep=_EP_NVLINK5,
+         rates=_rates(attention=_ATTN_BLACKWELL, hbm=_HBM_H200, intra=_NVLINK5,
+                      deepep=_DEEPEP_B200, hybridep=_HYBRIDEP_B200,
                       fp8_attention=_FP8_ATTN_BLACKWELL,
                       fa2=_FA2_BLACKWELL)),
     _gpu("b300", "NVIDIA B300 (Blackwell Ultra) 288 GB, HGX B300 node (8 x 800 Gb/s)",
@@ -617,15 +635,16 @@ GPUS: dict[str, Preset] = by_name((
          "PFLOP/s dense per GPU, NVLink 5 1.8 TB/s, ConnectX-8 800 Gb/s per GPU; 160 SMs "
          "(NVIDIA technical blog 'Inside NVIDIA Blackwell Ultra', 2025). Measured: MAMF "
          "bf16 1769.0 of 2250 (Bekman, MAMF table); NVLink 5 ring bus bandwidth 679.6 of "
-         "900 GB/s (Azure, ND GB200 v6). Assumed: B200's HybridEP NVLink fraction (none "
-         "is published for B300), GB300's measured cuDNN 9.19 attention "
+         "900 GB/s (Azure, ND GB200 v6). Assumed: B200's DeepEP and HybridEP NVLink "
+         "fractions (none is published for B300), GB300's measured cuDNN 9.19 attention "
          "fractions (bf16 0.641, FP8 0.778; the same die and kernels), GB300's "
          "measured HBM fraction (0.877: the same die and HBM3e), GB200's "
          "FlashAttention-2 fraction (0.150), the "
          "NDR per-NIC fraction for ConnectX-8, latencies within NCCL's cost model",
          tflops=2250, sms=160, mamf=_MAMF_B300, memory_gb=288,
          hbm_tb_s=8.0, nvlink_gb_s=900, network_gb_s=100, per_node=8, host=_HOST_B300,
-         rates=_rates(attention=_ATTN_ULTRA, hbm=_HBM_ULTRA, intra=_NVLINK5, ep=_EP_NVLINK5,
+         rates=_rates(attention=_ATTN_ULTRA, hbm=_HBM_ULTRA, intra=_NVLINK5,
+                      deepep=_DEEPEP_B200, hybridep=_HYBRIDEP_B200,
                       fp8_attention=_FP8_ATTN_ULTRA,
                       fa2=_FA2_BLACKWELL)),
     _gpu("gb200-nvl72", "NVIDIA GB200 NVL72: 72 Blackwell GPUs in one NVLink domain",
@@ -643,7 +662,8 @@ GPUS: dict[str, Preset] = by_name((
          "latencies within NCCL's cost model",
          tflops=2500, sms=148, mamf=0.729, memory_gb=186,
          hbm_tb_s=8.0, nvlink_gb_s=900, network_gb_s=50, per_node=72, host=_HOST_GRACE,
-         rates=_rates(attention=_ATTN_BLACKWELL, hbm=_HBM_H200, intra=_NVLINK5, ep=_EP_NVL72,
+         rates=_rates(attention=_ATTN_BLACKWELL, hbm=_HBM_H200, intra=_NVLINK5,
+                      deepep=_DEEPEP_NVL72, hybridep=_HYBRIDEP_NVL72,
                       fp8_attention=_FP8_ATTN_BLACKWELL,
                       fa2=_FA2_BLACKWELL)),
     _gpu("gb300-nvl72", "NVIDIA GB300 NVL72: 72 Blackwell Ultra GPUs in one NVLink domain",
@@ -657,13 +677,15 @@ GPUS: dict[str, Preset] = by_name((
          "SDPA training benchmark, head dim 128, 8K, no mask; FP8 2780 / 1590 causal); "
          "a STREAM-like triad of 7.140 of 8 TB/s (meta-pytorch/KernelAgent, oink "
          "benchmarks), taken to the four-kernel mean at the H200's ratio (0.877). "
-         "Assumed: GB200's HybridEP NVLink fraction (none is published for GB300), the B300's "
+         "Assumed: GB200's DeepEP and HybridEP NVLink fractions (none is published for "
+         "GB300), the B300's "
          "MAMF fractions (bf16 0.786, FP8 0.745: the same Blackwell Ultra die and kernels; "
          "no GB300 MAMF is published), the NDR "
          "per-NIC fraction for ConnectX-8, latencies within NCCL's cost model",
          tflops=2500, sms=160, mamf=_MAMF_B300, memory_gb=288,
          hbm_tb_s=8.0, nvlink_gb_s=900, network_gb_s=100, per_node=72, host=_HOST_GRACE,
-         rates=_rates(attention=_ATTN_ULTRA, hbm=_HBM_ULTRA, intra=_NVLINK5, ep=_EP_NVL72,
+         rates=_rates(attention=_ATTN_ULTRA, hbm=_HBM_ULTRA, intra=_NVLINK5,
+                      deepep=_DEEPEP_NVL72, hybridep=_HYBRIDEP_NVL72,
                       fp8_attention=_FP8_ATTN_ULTRA,
                       fa2=_FA2_GB300)),
     _gpu("mi300x", "AMD Instinct MI300X 192 GB, 8-GPU platform (400 Gb/s per GPU)",

@@ -23,7 +23,7 @@ or a physical default, nothing fitted per row:
   ``moe_recompute`` 1 for ``act``/``moe_act``, 2 for ``moe``,
   ``norm_recompute`` 1 for ``norm``/``layernorm`` (``recompute_inputs``);
   ``dropout`` 0 (Qwen3's config.json: attention dropout 0.0);
-  dispatcher ``deepep`` / ``hybridep`` -> hierarchical (1), ``a2a`` -> flat (0);
+  dispatcher ``deepep`` -> DeepEP (1), ``hybridep`` -> HybridEP (2), ``a2a`` -> flat (0);
   precision ``mxfp8`` -> ``precision`` 2 (block-scaled FP8); the embedding and
   the loss each count as a layer in the pipeline split (94 + 2 = 96 units, as the zoo's
   ``--account-for-embedding/loss-in-pipeline-split``).
@@ -115,6 +115,8 @@ QWEN3_SETTINGS: dict[str, float] = {
     "router_fusion": 1,
     "dropout": 0,
 }
+# The dispatcher column -> moe_dispatcher (flat all-to-all, DeepEP, HybridEP).
+DISPATCHERS = {"a2a": 0.0, "deepep": 1.0, "hybridep": 2.0}
 _RECOMPUTE = {"none": 0, "full": 2}
 # Megatron-Core --recompute-modules names as the table prints them -> the
 # refined model's inputs.  core_attn is the model's selective mode.
@@ -215,7 +217,7 @@ class MoeRun:
             "gradient_accum_steps": self.global_batch // (self.micro_batch * d),
             "zero_stage": 3 if self.fsdp else 1,
             **recompute_inputs(self.recompute),
-            "moe_dispatcher": 0 if self.dispatcher == "a2a" else 1,
+            "moe_dispatcher": DISPATCHERS[self.dispatcher],
             "precision": 2 if self.precision == "mxfp8" else 0,
             "moe_imbalance": 1.0 if self.forced_balance else DROPLESS_IMBALANCE,
             "moe_overlap": A2A_OVERLAP if "overlap" in self.notes else 0.0,
@@ -277,6 +279,9 @@ def read_moe_runs(path: str | Path | None = None) -> list[MoeRun]:
                              "moe_qwen3_235b_megatron.csv") from None
         if runs[-1].gpu not in GPUS:
             raise InputError("gpu", f"{path}:{i}: {runs[-1].gpu}", "one of " + ", ".join(GPUS))
+        if runs[-1].dispatcher not in DISPATCHERS:
+            raise InputError("dispatcher", f"{path}:{i}: {runs[-1].dispatcher}",
+                             "one of " + ", ".join(DISPATCHERS))
     return runs
 
 

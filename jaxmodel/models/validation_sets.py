@@ -1203,13 +1203,35 @@ def _bridge_graphs(row: Mapping[str, str]) -> Cell:
                      "full_iteration")
 
 
+# The flex dispatcher's backends (Megatron-Core moe_flex_dispatcher_backend):
+# DeepEP 1, HybridEP 2 (refined.moe: the same bytes, each its measured NVLink rate).
+FLEX_BACKENDS = {"deepep": 1.0, "hybridep": 2.0}
+# NCCL's EP kernels (the recipes' "ncclep" backend) have no published benchmark.
+NCCLEP = ("NCCL EP's dispatch (the ncclep backend) as HybridEP's, at its NVLink rate "
+          "(no benchmark of NCCL EP is published)")
+
+
+def _flex_backend(text: str, backend: str) -> Cell:
+    """``moe_dispatcher`` of a flex dispatcher: the backend the dispatcher column
+    names in parentheses (the era readings' "flex (DeepEP)"), else the backend
+    column's."""
+    named = text.partition("(")[2].partition(")")[0].strip().lower()
+    name = named if named in FLEX_BACKENDS else backend.strip().lower()
+    if name in FLEX_BACKENDS:
+        return exact(moe_dispatcher=FLEX_BACKENDS[name])
+    if name == "ncclep":
+        return approx(NCCLEP, moe_dispatcher=FLEX_BACKENDS["hybridep"])
+    raise InputError("recipe_moe_flex_backend", backend, "deepep, hybridep or ncclep with the "
+                     "flex dispatcher")
+
+
 def _bridge_dispatcher(row: Mapping[str, str]) -> Cell:
     row = _recipe(row)
     text = row["recipe_moe_token_dispatcher"]
     if _unread(row, "recipe_moe_token_dispatcher"):
         return _not_read(row)
     if "flex" in text:
-        return exact(moe_dispatcher=1)
+        return _flex_backend(text, row["recipe_moe_flex_backend"])
     # "unset": Megatron-Core's own default, TransformerConfig.moe_token_dispatcher_type
     # "allgather" (the dense Llama 3 recipes on GB200/GB300 set none).
     if text.strip() in ("alltoall", "allgather", "unset"):
@@ -1867,9 +1889,12 @@ def _recipe_graphs(row: Mapping[str, str]) -> Cell:
 
 
 def _recipe_dispatcher(row: Mapping[str, str]) -> Cell:
-    kind = _settings(row["yaml_moe_dispatcher"]).get("moe_token_dispatcher_type", "allgather")
+    args = _settings(row["yaml_moe_dispatcher"])
+    kind = args.get("moe_token_dispatcher_type", "allgather")
     if kind == "flex":
-        return exact(moe_dispatcher=1)
+        # Megatron-Core's moe_flex_dispatcher_backend defaults to DeepEP (so does
+        # the older moe_enable_deepep switch).
+        return _flex_backend("", args.get("moe_flex_dispatcher_backend", "deepep"))
     if kind in ("alltoall", "allgather"):
         return exact(moe_dispatcher=0)
     raise InputError("yaml_moe_dispatcher", kind, "flex, alltoall or allgather")

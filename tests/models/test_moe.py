@@ -28,7 +28,8 @@ MOE_ONLY = ("experts_per_token", "moe_ffn_hidden_dim", "shared_experts", "dense_
             "expert_tensor_parallel", "moe_dispatcher", "max_nodes_per_token", "moe_overlap",
             "moe_imbalance", "capacity_factor", "moe_recompute", "moe_host_overhead_us",
             "ep_overlap", "host_kernel_us", "moe_latent_size", "glu_clamp", "expert_bias",
-            "router_fusion", "moe_offload", "ep_link_efficiency")
+            "router_fusion", "moe_offload", "deepep_link_efficiency",
+            "hybridep_link_efficiency")
 
 
 def qwen3(**overrides):
@@ -203,21 +204,50 @@ def test_hierarchical_dispatch_time_at_the_dispatcher_s_nvlink_rate_by_hand():
     from jaxmodel.collectives import Network
     from jaxmodel.models.presets import GPUS
     h100 = GPUS["h100-sxm"].values
-    assert h100["ep_link_efficiency"] == pytest.approx(7 / 8 * 337.35 / 450, abs=1e-3)
+    assert h100["deepep_link_efficiency"] == pytest.approx(7 / 8 * 337.35 / 450, abs=1e-3)
     net = Network(450e9 * h100["intra_node_efficiency"], 50e9 * 0.94, 1e-6, 5e-6)
     token = 2048 * 4096 * 2
     x = dispatch_inputs(expert_parallel=8.0, link_bandwidth_gb_s=450.0,
-                        ep_link_efficiency=h100["ep_link_efficiency"])
+                        deepep_link_efficiency=h100["deepep_link_efficiency"],
+                        hybridep_link_efficiency=h100["hybridep_link_efficiency"])
     flat = moe.dispatch_seconds(2048.0, x, 8.0, net)
     assert float(flat) == pytest.approx(token * 8 * 7 / 8 / (450e9 * 0.822) + 7e-6, rel=2e-3)
     deep = moe.dispatch_seconds(2048.0, dispatch_inputs(
         expert_parallel=8.0, moe_dispatcher=1.0, link_bandwidth_gb_s=450.0,
-        ep_link_efficiency=h100["ep_link_efficiency"]), 8.0, net)
+        deepep_link_efficiency=h100["deepep_link_efficiency"],
+        hybridep_link_efficiency=h100["hybridep_link_efficiency"]), 8.0, net)
     sent = token * 8 * (1 - (7 / 8) ** 8) * 7 / 8
     assert float(deep) == pytest.approx(sent / (7 / 8 * 337.35e9) + 7e-6, rel=2e-3)
     # fewer bytes at a lower rate: 5.25 / 0.656 against 8 / 0.822 of a copy
     assert float(deep) / float(flat) == pytest.approx(
         (1 - (7 / 8) ** 8) * 8 / 0.656 / (8 / 0.822), rel=5e-3)
+
+
+def test_deepep_and_hybridep_on_gb200_by_hand():
+    # DeepSeek-V3's EP 32 in one GB200 NVL72 domain, 4096 tokens of 7168, top 8:
+    # both send a token to the 32 (1 - (31/32)^8) = 7.18 GPUs holding its
+    # experts, 31/32 of them over NVLink; DeepEP at 20 SMs reaches 23/24 of the
+    # mean of its dispatch and combine on 24 ranks (halfway between 16 and 24
+    # SMs: 387.43 and 145.08 GB/s), HybridEP at 16 SMs 31/32 of 485.50 and 423.19
+    # on 32 ranks (DeepEP Hybrid-EP_Implementation.md).  31 steps of 1 us each.
+    from jaxmodel.collectives import Network
+    from jaxmodel.models.presets import GPUS
+    gb200 = GPUS["gb200-nvl72"].values
+    deepep = 23 / 24 * (387.43 + 145.08) / 2 / 900
+    hybridep = 31 / 32 * (485.50 + 423.19) / 2 / 900
+    assert gb200["deepep_link_efficiency"] == pytest.approx(deepep, abs=1e-3)
+    assert gb200["hybridep_link_efficiency"] == pytest.approx(hybridep, abs=1e-3)
+    net = Network(900e9 * gb200["intra_node_efficiency"], 50e9, 1e-6, 5e-6)
+    sent = 4096 * 7168 * 2 * 32 * (1 - (31 / 32) ** 8) * 31 / 32
+    times = [float(moe.dispatch_seconds(4096.0, dispatch_inputs(
+        expert_parallel=32.0, hidden_dim=7168.0, moe_dispatcher=code,
+        link_bandwidth_gb_s=900.0, **{k: gb200[k] for k in (
+            "deepep_link_efficiency", "hybridep_link_efficiency")}), 72.0, net))
+        for code in (1.0, 2.0)]
+    assert times[0] == pytest.approx(sent / (900e9 * deepep) + 31e-6, rel=2e-3)
+    assert times[1] == pytest.approx(sent / (900e9 * hybridep) + 31e-6, rel=2e-3)
+    # HybridEP's all-to-all takes 0.58 of DeepEP's there
+    assert times[1] / times[0] == pytest.approx(0.58, abs=0.01)
 
 
 def test_load_factor_is_imbalance_capped_by_capacity():
@@ -873,7 +903,8 @@ def test_dense_results_do_not_see_the_moe_inputs(x64):
                  moe_layer_interval=rng.choice([1, 2], n), q_lora_rank=rng.choice([0, 1536], n),
                  kv_lora_rank=rng.choice([0, 512], n), qk_rope_dim=rng.choice([0, 64], n),
                  expert_tensor_parallel=rng.choice([1, 2], n),
-                 moe_dispatcher=rng.choice([0, 1], n), max_nodes_per_token=rng.choice([0, 4], n),
+                 moe_dispatcher=rng.choice([0, 1, 2], n),
+                 max_nodes_per_token=rng.choice([0, 4], n),
                  moe_overlap=rng.uniform(0, 1, n), moe_imbalance=rng.uniform(1, 2, n),
                  capacity_factor=rng.choice([0.0, 1.25], n),
                  moe_recompute=rng.choice([0, 1, 2], n),
@@ -882,7 +913,8 @@ def test_dense_results_do_not_see_the_moe_inputs(x64):
                  moe_latent_size=rng.choice([0, 1024], n), glu_clamp=rng.choice([0, 1], n),
                  expert_bias=rng.choice([0, 1], n), router_fusion=rng.choice([0, 1], n),
                  moe_offload=rng.choice([0, 1, 2], n),
-                 ep_link_efficiency=rng.uniform(0.3, 0.9, n))
+                 deepep_link_efficiency=rng.uniform(0.3, 0.9, n),
+                 hybridep_link_efficiency=rng.uniform(0.3, 0.9, n))
     assert set(knobs) == set(MOE_ONLY) == set(moe.DENSE_UNUSED)
     plain = jaxmodel.evaluate(REFINED, x64=x64, **base)
     knobbed = jaxmodel.evaluate(REFINED, x64=x64, **base,

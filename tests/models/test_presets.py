@@ -411,25 +411,31 @@ def test_collective_efficiencies_are_the_measured_bus_bandwidths():
 def test_ep_dispatcher_nvlink_fractions_are_the_published_benchmarks():
     # DeepEP's and HybridEP's benchmarks print "algorithm bandwidth": the bytes a
     # rank receives (its own tokens among them) over the time; of g ranks, (g - 1)
-    # / g of those bytes cross NVLink.  HybridEP, 16 SMs, torch API (DeepEP
-    # Hybrid-EP_Implementation.md): 8 B200 dispatch 535.94 / combine 530.86, 32
-    # GB200 ranks 485.50 / 423.19; DeepEP: 8 H20 337.35 (issue 16), 8 H800
-    # combine 158 (README).
-    expected = {"b200": 7 / 8 * (535.94 + 530.86) / 2 / 900,
-                "b300": 7 / 8 * (535.94 + 530.86) / 2 / 900,
-                "gb200-nvl72": 31 / 32 * (485.50 + 423.19) / 2 / 900,
-                "gb300-nvl72": 31 / 32 * (485.50 + 423.19) / 2 / 900,
-                "h100-sxm": 7 / 8 * 337.35 / 450, "h200": 7 / 8 * 337.35 / 450,
-                "h800": 7 / 8 * 158 / 200}
-    for name, fraction in expected.items():
+    # / g of those bytes cross NVLink.  Dispatch (BF16) and combine through the
+    # torch API (DeepEP Hybrid-EP_Implementation.md): HybridEP at 16 SMs on 8 B200
+    # 535.94 / 530.86, on 32 GB200 ranks 485.50 / 423.19; DeepEP on 8 B200 348 /
+    # 302 at 16 SMs and 494 / 420 at 24, on 24 GB200 ranks 324.64 / 126.53 and
+    # 450.22 / 163.62 (Megatron-Core runs it at 20: halfway); DeepEP on 8 H20
+    # 337.35 (DeepEP issue 16; HybridEP's Hopper table is InfiniBand only), on 8
+    # H800 combine 158 (README).
+    b200_deepep = 7 / 8 * ((348 + 494) / 2 + (302 + 420) / 2) / 2 / 900
+    gb200_deepep = 23 / 24 * ((324.64 + 450.22) / 2 + (126.53 + 163.62) / 2) / 2 / 900
+    expected = {"b200": (b200_deepep, 7 / 8 * (535.94 + 530.86) / 2 / 900),
+                "gb200-nvl72": (gb200_deepep, 31 / 32 * (485.50 + 423.19) / 2 / 900),
+                "h100-sxm": (7 / 8 * 337.35 / 450,) * 2, "h200": (7 / 8 * 337.35 / 450,) * 2,
+                "h800": (7 / 8 * 158 / 200,) * 2}
+    expected["b300"], expected["gb300-nvl72"] = expected["b200"], expected["gb200-nvl72"]
+    for name, (deepep, hybridep) in expected.items():
         values = GPUS[name].values
-        assert values["ep_link_efficiency"] == pytest.approx(fraction, abs=1e-3), name
+        assert values["deepep_link_efficiency"] == pytest.approx(deepep, abs=1e-3), name
+        assert values["hybridep_link_efficiency"] == pytest.approx(hybridep, abs=1e-3), name
         # below NCCL's ring on the same links
-        assert values["ep_link_efficiency"] < values["intra_node_efficiency"], name
+        assert values["hybridep_link_efficiency"] < values["intra_node_efficiency"], name
     # no EP dispatcher benchmark for these: the ring's fraction
     for name in ("a100-80gb-sxm", "mi300x", "mi355x"):
         values = GPUS[name].values
-        assert values["ep_link_efficiency"] == values["intra_node_efficiency"], name
+        assert values["deepep_link_efficiency"] == values["intra_node_efficiency"], name
+        assert values["hybridep_link_efficiency"] == values["intra_node_efficiency"], name
 
 
 def test_a100_rates_are_the_azure_harness_s():

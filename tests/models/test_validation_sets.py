@@ -41,6 +41,7 @@ from jaxmodel.models.validation_sets import (
     TORCHTITAN,
     TORCHTITAN_2024,
     Case,
+    _bridge_dispatcher,
     express,
     megatron_flops,
     megatron_recompute,
@@ -110,7 +111,30 @@ def test_the_deepseek_v3_gb200_history_reads_each_documented_change():
     _has(cases[3], **common, moe_dispatcher=1, router_fusion=1, mla_recompute=1)
     _has(cases[4], **common, moe_dispatcher=1, mla_recompute=0, moe_recompute=1, cuda_graphs=0)
     _has(cases[5], **common, moe_dispatcher=1, mla_recompute=0, moe_recompute=1, cuda_graphs=1)
+    # Step 11 swaps DeepEP (moe_flex_dispatcher_backend=deepep, 1) for HybridEP (2).
+    _has(cases[9], **common, moe_dispatcher=1)
+    _has(cases[10], **common, moe_dispatcher=2)
+    assert {k: v for k, v in cases[10].inputs.items() if cases[9].inputs[k] != v} == {
+        "moe_dispatcher": 2}
     assert cases[1].inputs["hidden_dim"] == 7168 and cases[1].gpu == "gb200-nvl72"
+
+
+def test_bridge_flex_dispatcher_backends_are_read_as_deepep_or_hybridep():
+    """The flex dispatcher's backend column: deepep -> 1 (mb0091, DeepSeek-V3 on B200,
+    the backend apply_flex_dispatcher_backend picks there), hybridep -> 2 (mg0088,
+    DeepSeek-V3 on GB200), ncclep -> 2 with the approximation named (mg0005, GPT-OSS on
+    GB300: no benchmark of NCCL EP is published); an alltoall row keeps 0 whatever its
+    backend column says (mg0057, GPT-OSS on GB200: alltoall with backend deepep)."""
+    cases = {c.label: c for c in read_set(BRIDGE)} | {c.label: c for c in read_set(BRIDGE_GB)}
+    assert cases["mb0091"].inputs["moe_dispatcher"] == 1
+    assert cases["mg0088"].inputs["moe_dispatcher"] == 2
+    assert cases["mg0005"].inputs["moe_dispatcher"] == 2
+    assert any("NCCL EP" in n for n in cases["mg0005"].notes)
+    assert not any("NCCL EP" in n for n in cases["mg0088"].notes)
+    assert cases["mg0057"].inputs["moe_dispatcher"] == 0
+    row = next(r for r in _rows(BRIDGE_GB.file) if r["row_id"] == "mg0005")
+    with pytest.raises(InputError, match="recipe_moe_flex_backend: got 'mori'"):
+        _bridge_dispatcher({**row, "recipe_moe_flex_backend": "mori"})
 
 
 def test_the_gb_bridge_set_reads_its_rows_and_recipes_by_hand():
@@ -158,7 +182,7 @@ def test_the_gb_bridge_set_reads_its_rows_and_recipes_by_hand():
     assert (lightning.gpu, lightning.measured) == ("gb200-nvl72", 28672.0)
     _has(lightning, **apply_presets("refined", llm="nemotron3-nano"), mtp_layers=2,
          num_gpus=8, expert_parallel=8, micro_batch=2, gradient_accum_steps=32,
-         precision=2, moe_dispatcher=1, cuda_graphs=1, recompute=0)
+         precision=2, moe_dispatcher=2, cuda_graphs=1, recompute=0)
     assert {k: v for k, v in lightning.inputs.items() if k != "mtp_layers"} == {
         k: v for k, v in nano.inputs.items() if k != "mtp_layers"}
     assert nano.inputs["mtp_layers"] == 0
@@ -171,7 +195,7 @@ def test_the_gb_bridge_set_reads_its_rows_and_recipes_by_hand():
     # CUDA graphs, HybridEP, the native fused cross entropy; selective recompute of
     # moe_act with the fused grouped MLP's FC1 output offloaded to the host.
     ultra = dict(num_gpus=256, expert_parallel=64, micro_batch=1, precision=2,
-                 fp8_param_gather=1, mtp_layers=2, cuda_graphs=0, moe_dispatcher=1,
+                 fp8_param_gather=1, mtp_layers=2, cuda_graphs=0, moe_dispatcher=2,
                  cross_entropy_fusion=1, zero_stage=3, recompute=0, moe_recompute=1,
                  moe_offload=1, tp_overlap=0, ep_overlap=0)
     _has(cases["mg0017"], **apply_presets("refined", llm="nemotron3-ultra"), **ultra,
@@ -523,19 +547,19 @@ def test_bridge_gb_moe_rows_before_26_06_are_read_at_their_era_presets():
     # (flex), no a2a overlap, no graphs, selective recompute of mla_up_proj; MTP 1.
     # d = 256 / (2 x 32 ... ) -> DP = 256 / 2 = 128, GA = 4096 / (2 x 128) = 16.
     _has(cases["mg0149"], pipeline_parallel=2, virtual_stages=8, expert_parallel=32,
-         micro_batch=2, gradient_accum_steps=16, cuda_graphs=0, moe_dispatcher=1,
+         micro_batch=2, gradient_accum_steps=16, cuda_graphs=0, moe_dispatcher=2,
          ep_overlap=0, mla_recompute=1, mtp_layers=1)
     # DeepSeek-V3 GB200 (mg0150, 26.02; mg0088, 26.04): pp 4, vp 4, ep 64, per-layer TE
     # graphs of attn, moe_router, moe_preprocess; mla_up_proj recompute in 26.02 and
     # the dense MLP's ("mlp", not counted) from PR 3031 (26.04).
     _has(cases["mg0150"], pipeline_parallel=4, virtual_stages=4, expert_parallel=64,
-         cuda_graphs=1, moe_dispatcher=1, ep_overlap=0, mla_recompute=1)
-    _has(cases["mg0088"], cuda_graphs=1, moe_dispatcher=1, ep_overlap=0, mla_recompute=0)
+         cuda_graphs=1, moe_dispatcher=2, ep_overlap=0, mla_recompute=1)
+    _has(cases["mg0088"], cuda_graphs=1, moe_dispatcher=2, ep_overlap=0, mla_recompute=0)
     # Qwen3-30B-A3B GB200 (mg0060, 26.04.01): micro-batch 4, ep 8, graphs of the router
     # and the dispatcher's preprocessing, hybridep, no overlap, no recompute;
     # GA = 512 / (4 x 8) = 16.
     _has(cases["mg0060"], expert_parallel=8, micro_batch=4, gradient_accum_steps=16,
-         cuda_graphs=1, moe_dispatcher=1, ep_overlap=0, recompute=0)
+         cuda_graphs=1, moe_dispatcher=2, ep_overlap=0, recompute=0)
     # Qwen3-235B B300: 26.02 (mg0160) p8 vp4 ep8 MBS 1 with the a2a overlap, no graphs,
     # alltoall; 26.04 (mg0098) p8 MBS 2, no overlap, alltoall; 26.04.01 (mg0064) the
     # hybridep flex dispatcher.  DP = 256 / 8 = 32: GA 8192 / 32 = 256 and 128.
@@ -543,7 +567,7 @@ def test_bridge_gb_moe_rows_before_26_06_are_read_at_their_era_presets():
          gradient_accum_steps=256, cuda_graphs=0, moe_dispatcher=0, ep_overlap=1)
     _has(cases["mg0098"], virtual_stages=1, micro_batch=2, gradient_accum_steps=128,
          cuda_graphs=0, moe_dispatcher=0, ep_overlap=0)
-    _has(cases["mg0064"], cuda_graphs=0, moe_dispatcher=1, ep_overlap=0)
+    _has(cases["mg0064"], cuda_graphs=0, moe_dispatcher=2, ep_overlap=0)
     assert any("no stored preset is 26.04's" in n for n in cases["mg0098"].notes)
     # The 26.06 rows of the same models keep their own (full-iteration) recipe.
     _has(cases["mg0025"], cuda_graphs=2)
@@ -564,13 +588,13 @@ def test_bridge_qwen3_30b_b200_and_h100_rows_before_26_06_are_read_at_their_era_
         assert rows[label]["recipe_ep_a2a_overlap"] == "True"  # what the CSV read
         # GA = 512 / (4 x 8) = 16 on 8 GPUs, ep 8.
         _has(cases[label], ep_overlap=0, micro_batch=4, gradient_accum_steps=16,
-             expert_parallel=8, cuda_graphs=1, moe_dispatcher=1, recompute=0)
+             expert_parallel=8, cuda_graphs=1, moe_dispatcher=2, recompute=0)
         assert any("legacy presets of the row's era" in n and "no all-to-all overlap" in n
                    for n in cases[label].notes), label
     for label in ("mb0147", "mb0101"):  # 26.04, 26.04.01: 16 H100, ep 16
         assert rows[label]["recipe_cuda_graph_impl"] == "transformer_engine"
         _has(cases[label], cuda_graphs=0, ep_overlap=0, expert_parallel=16,
-             moe_dispatcher=1)
+             moe_dispatcher=2)
     # 26.02 (mb0227, micro-batch 1) and the H100 pp 2 rows keep their era's reading.
     _has(cases["mb0227"], micro_batch=1, moe_dispatcher=0)
     _has(cases["mb0191"], pipeline_parallel=2, virtual_stages=12, ep_overlap=1)
@@ -612,7 +636,7 @@ def test_bridge_25_11_rows_by_hand():
     # mg0174, DEEPSEEK_V3_GB200_BASE_CONFIG (BF16): p4 v4 e64, graphs of moe_router and
     # moe_preprocess, HybridEP (flex), no overlap, mla_up_proj recompute, no MTP.
     _has(gb["mg0174"], pipeline_parallel=4, virtual_stages=4, expert_parallel=64,
-         cuda_graphs=1, moe_dispatcher=1, ep_overlap=0, mla_recompute=1, mtp_layers=0,
+         cuda_graphs=1, moe_dispatcher=2, ep_overlap=0, mla_recompute=1, mtp_layers=0,
          precision=0)
     # mg0170 (GB200 FP8-CS): no graphs (NVIDIA's file; listed); mg0171 (MXFP8): the local
     # full-iteration graph.
@@ -636,7 +660,7 @@ def test_bridge_rows_read_at_their_era_preset_where_the_newest_recipe_has_anothe
     # norms and the attention core, HybridEP, no overlap; GA = 1024 / (1 x 16) = 64.
     assert rows["mb0112"]["recipe_parallel_mismatch"] == "ep: table=8 recipe=16"
     _has(bridge["mb0112"], expert_parallel=8, gradient_accum_steps=64, cuda_graphs=1,
-         moe_recompute=2, norm_recompute=1, recompute=1, moe_dispatcher=1, ep_overlap=0)
+         moe_recompute=2, norm_recompute=1, recompute=1, moe_dispatcher=2, ep_overlap=0)
     assert not any("another layout" in n for n in bridge["mb0112"].notes)
     # mb0199 (26.02.01): no graphs, recompute of the MoE layer and the norms only.
     _has(bridge["mb0199"], cuda_graphs=0, moe_recompute=2, norm_recompute=1, recompute=0)
@@ -797,7 +821,7 @@ def test_bridge_deepseek_v3_b200_p16_rows_read_their_own_preset():
     cases = _by_label(BRIDGE)
     for label in ("mb0137", "mb0181", "mb0218"):
         _has(cases[label], pipeline_parallel=16, expert_parallel=8, gradient_accum_steps=256,
-             moe_dispatcher=1, ep_overlap=0, cuda_graphs=0, recompute=0, mla_recompute=1,
+             moe_dispatcher=2, ep_overlap=0, cuda_graphs=0, recompute=0, mla_recompute=1,
              moe_recompute=0, precision=2)
         assert not any(n.startswith("recipe settings read from a recipe of another layout")
                        for n in cases[label].notes), label
@@ -858,14 +882,14 @@ def test_bridge_partial_recompute_and_cuda_graph_rows_by_hand():
     _has(cases["mb0252"], precision=1, cuda_graphs=2)
     _has(cases["mb0253"], precision=2, cuda_graphs=2)
     # mb0050: Transformer Engine graphs of attn, moe_router, moe_preprocess; HybridEP.
-    _has(cases["mb0050"], cuda_graphs=1, moe_dispatcher=1)
+    _has(cases["mb0050"], cuda_graphs=1, moe_dispatcher=2)
 
 
 def test_moe_recipe_qwen3_235b_b200_row_by_hand():
     case = _by_label(MOE_RECIPES)["Qwen3-235B-A22B B200 MXFP8"]
     # 128 GPUs t2 p4 ep16 etp1, MBS 3, GBS 3072, seq 4096; layers_per_vstage=2 over
     # 94 + 2 (embedding, loss) layers: v = 96 / (4 x 2) = 12; d = 128 / 8 = 16,
-    # m = 3072 / (3 x 16) = 64; MXFP8 -> precision 2; flex -> hierarchical;
+    # m = 3072 / (3 x 16) = 64; MXFP8 -> precision 2; flex with DeepEP -> 1;
     # overlap_grad_reduce, overlap_param_gather, sequence_parallel and the EP overlap on.
     _has(case, num_gpus=128, tensor_parallel=2, pipeline_parallel=4, expert_parallel=16,
          expert_tensor_parallel=1, micro_batch=3, gradient_accum_steps=64, seq_length=4096,

@@ -310,12 +310,15 @@ INPUTS: tuple[InputField, ...] = (
                "bandwidth in collectives", False, 0.0, False, 0.8, 1.0),
     InputField("inter_node_efficiency", "fraction", "achieved fraction of network "
                "bandwidth in collectives", False, 0.0, False, 0.9, 1.0),
-    # The hierarchical expert dispatcher's kernels (DeepEP, HybridEP) move tokens
-    # with a few SMs (Megatron-Core's moe_hybridep_num_sms 16, moe_deepep_num_sms
-    # 20) and reach less of NVLink than NCCL's ring does (jaxmodel.models.presets).
-    InputField("ep_link_efficiency", "fraction", "achieved fraction of intra-node "
-               "bandwidth in the hierarchical expert dispatch and combine (DeepEP / "
-               "HybridEP kernels, moe_dispatcher 1)", False, 0.0, False, 0.65, 1.0),
+    # The hierarchical expert dispatchers' kernels move tokens with a few SMs
+    # (Megatron-Core's moe_deepep_num_sms 20, moe_hybridep_num_sms 16) and reach
+    # less of NVLink than NCCL's ring does (jaxmodel.models.presets).
+    InputField("deepep_link_efficiency", "fraction", "achieved fraction of intra-node "
+               "bandwidth in DeepEP's expert dispatch and combine (moe_dispatcher 1)",
+               False, 0.0, False, 0.65, 1.0),
+    InputField("hybridep_link_efficiency", "fraction", "achieved fraction of intra-node "
+               "bandwidth in HybridEP's expert dispatch and combine (moe_dispatcher 2)",
+               False, 0.0, False, 0.65, 1.0),
     InputField("intra_node_latency_us", "us", "latency per collective step in a node",
                False, 0.0, True, 1.0, None),
     InputField("inter_node_latency_us", "us", "latency per collective step across nodes",
@@ -368,8 +371,9 @@ INPUTS: tuple[InputField, ...] = (
            low=0.0),
     count("expert_parallel", "ways", "expert-parallel degree e (divides num_experts)", 1),
     count("expert_tensor_parallel", "ways", "tensor parallelism inside each expert", 1),
-    switch("moe_dispatcher", "token dispatcher: 0 flat all-to-all, 1 hierarchical "
-            "(DeepEP: once per node over the network, then NVLink)", 0),
+    switch("moe_dispatcher", "token dispatcher: 0 flat all-to-all (NCCL); hierarchical, "
+            "a token once per node over the network, then once per GPU over NVLink: "
+            "1 DeepEP, 2 HybridEP", 0, high=2.0),
     # Megatron-Core --moe-router-fusion (TransformerConfig.moe_router_fusion,
     # default False): the router's kernels (refined.moe.router_kernels).
     switch("router_fusion", "fused MoE router (TE)", 0),
@@ -451,7 +455,7 @@ CLUSTER: tuple[str, ...] = (
 FIT_RANGES = {"matmul_efficiency": (0.3, 0.9), "hbm_efficiency": (0.4, 0.95),
               "intra_node_efficiency": (0.3, 0.95), "inter_node_efficiency": (0.3, 0.97),
               "intra_node_latency_us": (0.5, 50.0), "inter_node_latency_us": (1.0, 100.0),
-              "ep_link_efficiency": (0.2, 0.95),
+              "deepep_link_efficiency": (0.2, 0.95), "hybridep_link_efficiency": (0.2, 0.95),
               "fp8_matmul_efficiency": (0.3, 0.9), "attention_efficiency": (0.15, 0.9),
               "fa2_attention_efficiency": (0.15, 0.9), "host_kernel_us": (1.0, 100.0)}
 

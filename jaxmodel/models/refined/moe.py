@@ -63,17 +63,17 @@ as Megatron-Core requires sequence parallelism with TP and MoE):
   the ``k T`` copies of ``h`` bf16 values (full recompute's second forward
   adds two more).  Flat (``moe_dispatcher`` 0,
   Megatron's alltoall): ``(g - 1) / e`` of them to the ``g`` EP peers in the
-  node, ``(e - g) / e`` over the NIC.  Hierarchical (1, DeepEP, HybridEP): a
+  node, ``(e - g) / e`` over the NIC.  Hierarchical (1 DeepEP, 2 HybridEP): a
   token crosses the network once per remote *node* that holds one of its
   experts (``(K - 1)(1 - (1 - 1/K)^k)`` of the ``K = e / g`` nodes for uniform
   routing, at most ``max_nodes_per_token``) and goes over NVLink once to each
   other *GPU* that holds one of its experts (``ranks_reached``: ``R (1 - (1 -
   1/R)^k)`` of the ``R`` ranks it may reach, ``(g - 1) / g`` of them off the
   GPU), which permutes it to its experts locally; the combine returns one sum
-  per GPU.  Those kernels run on a few SMs and reach ``ep_link_efficiency`` of
-  the NVLink rate (measured: ``jaxmodel.models.presets``), not the ring's
-  ``intra_node_efficiency``.  Both levels run at once, the slower sets the
-  time (``jaxmodel.collectives``).
+  per GPU.  Those kernels run on a few SMs and reach ``deepep_link_efficiency``
+  or ``hybridep_link_efficiency`` of the NVLink rate (measured: ``jaxmodel.
+  models.presets``), not the ring's ``intra_node_efficiency``.  Both levels
+  run at once, the slower sets the time (``jaxmodel.collectives``).
 * **Kernels and host**: an MoE layer launches the router's kernels (31 fused,
   72 not: ``router_fusion``), the dispatcher's (counts, permutation, dispatch
   and combine: ``dispatch_kernels``, by dispatcher, expert parallelism and
@@ -180,7 +180,8 @@ DENSE_UNUSED = ("experts_per_token", "moe_ffn_hidden_dim", "shared_experts", "de
                 "expert_tensor_parallel", "moe_dispatcher", "max_nodes_per_token",
                 "moe_overlap", "moe_imbalance", "capacity_factor", "moe_recompute",
                 "moe_host_overhead_us", "ep_overlap", "host_kernel_us", "router_fusion",
-                "glu_clamp", "expert_bias", "moe_offload", "ep_link_efficiency")
+                "glu_clamp", "expert_bias", "moe_offload", "deepep_link_efficiency",
+                "hybridep_link_efficiency")
 
 
 def is_plain(x):
@@ -415,14 +416,17 @@ def dispatch_seconds(tokens, x, gpus_per_node, net):
     Flat (``moe_dispatcher`` 0): ``jaxmodel.collectives.all_to_all`` of the
     ``k T h`` copies; hierarchical (1): the node- and rank-deduplicated bytes
     of ``dispatch_bytes`` through ``all_to_all_two_level``, NVLink at the
-    dispatcher's ``ep_link_efficiency``.
+    dispatcher's measured fraction (``deepep_link_efficiency``,
+    ``hybridep_link_efficiency``).
     """
     e = x.expert_parallel
     g = ep_ranks_per_node(x, gpus_per_node)
     buffer = tokens * routed_width(x) * DISPATCH_BYTES * load_factor(x) * x.experts_per_token
     flat = all_to_all(buffer, e, g, net)
     intra, inter = dispatch_bytes(tokens, x, gpus_per_node)
-    kernels = net._replace(intra_bw=x.link_bandwidth_gb_s * 1e9 * x.ep_link_efficiency)
+    fraction = jnp.where(x.moe_dispatcher > 1.5, x.hybridep_link_efficiency,
+                         x.deepep_link_efficiency)
+    kernels = net._replace(intra_bw=x.link_bandwidth_gb_s * 1e9 * fraction)
     deep = all_to_all_two_level(intra, inter, e, g, kernels)
     return jnp.where(x.moe_dispatcher > 0.5, deep, flat)
 

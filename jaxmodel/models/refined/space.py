@@ -15,7 +15,8 @@ Besides the 3D layout (``jaxmodel.models.layout``) a search tries
   ``moe_overlap`` 0 or ``A2A_OVERLAP`` (the 1F1B all-to-all overlap, as the
   validation rows take it), node-limited routing ``max_nodes_per_token`` 0
   (no limit) or 4 (DeepSeek-V3's limit), and the dispatcher
-  ``moe_dispatcher`` flat (0) or hierarchical (1, DeepEP).
+  ``moe_dispatcher`` flat (0) or hierarchical (1 DeepEP, and 2 HybridEP where
+  the GPU's rates for the two differ).
 
 A column means nothing (:func:`meaningless`) where it cannot change the step:
 virtual stages and the pipeline schedule without a pipeline (p = 1), the
@@ -54,7 +55,11 @@ def layout_axes(values: Mapping[str, float], also=frozenset()) -> dict[str, np.n
     if int(values["num_experts"]) > 1:
         axes["moe_overlap"] = np.asarray([0.0, A2A_OVERLAP])
         axes["max_nodes_per_token"] = np.asarray([0, NODE_LIMIT], np.int64)
-        axes["moe_dispatcher"] = np.asarray([0, 1], np.int64)
+        # HybridEP is a plan of its own only where its rate differs from DeepEP's
+        # (the Hopper presets take DeepEP's measured one for both).
+        backends = [1] if (values["hybridep_link_efficiency"]
+                           == values["deepep_link_efficiency"]) else [1, 2]
+        axes["moe_dispatcher"] = np.asarray([0, *backends], np.int64)
     return axes
 
 
