@@ -268,7 +268,7 @@ def judge(sets: Sequence[SetRun], evaluate: Callable[..., Any], *, x64: bool = T
 # hierarchical expert dispatcher's share of NVLink.  A GPU's fit takes those its
 # runs use (``used_rates``).
 RATES = ("fp8_matmul_efficiency", "attention_efficiency", "fa2_attention_efficiency",
-         "host_kernel_us", "ep_link_efficiency")
+         "host_kernel_us", "deepep_link_efficiency", "hybridep_link_efficiency")
 # The relative change of a step that counts as a run using a rate, when the rate
 # moves by RATE_PROBE.
 RATE_PROBE = 1.1

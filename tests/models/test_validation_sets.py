@@ -1201,6 +1201,26 @@ def test_a_gpus_calibration_fits_the_rates_its_runs_use():
     fa2 = {**dense, "attention_kernel": 1.0, "precision": 1.0}
     assert used_rates([dense, fa2], jaxmodel.evaluate) == (
         "fp8_matmul_efficiency", "attention_efficiency", "fa2_attention_efficiency")
+    # Qwen3-30B-A3B on 8 B200 with HybridEP inside the node: HybridEP's NVLink
+    # fraction, not DeepEP's.
+    moe = {**model.defaults, **apply_presets(model, gpu="b200", llm="qwen3-30b-a3b"),
+           "num_gpus": 8.0, "tensor_parallel": 1.0, "pipeline_parallel": 1.0,
+           "expert_parallel": 8.0, "moe_dispatcher": 2.0,
+           "precision": 0.0, "attention_kernel": 0.0, "gradient_accum_steps": 4.0}
+    rates = used_rates([moe], jaxmodel.evaluate)
+    assert "hybridep_link_efficiency" in rates and "deepep_link_efficiency" not in rates
+
+
+def test_every_rate_a_calibration_may_fit_is_an_input_with_bounds():
+    # (validate --calibrated once probed a rate the presets had renamed: KeyError)
+    from jaxmodel.models.refined.fields import FIT_RANGES
+    from jaxmodel.models.validation_all import RATES
+
+    model = get_model("refined")
+    for name in RATES:
+        assert name in model.input_names and name in FIT_RANGES, name
+        for gpu in ("h100-sxm", "b200", "gb200-nvl72", "mi300x"):
+            assert name in apply_presets(model, gpu=gpu), (name, gpu)
 
 
 def test_repeated_configurations_set_a_floor_by_hand():
