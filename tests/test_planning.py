@@ -111,3 +111,38 @@ def test_plan_refuses_bad_input_in_one_line():
                                   *args])
         assert out.exit_code == 2, out.output
         assert what in out.output and "Traceback" not in out.output
+
+
+def test_the_plan_guides_405b_paragraph_is_the_models():
+    """docs/guide/plan.md's closing paragraph runs its second command (Llama 3.1
+    405B on four GPUs at 4K-32K): the layouts evaluated, H100's MFU at 4K, 16K and
+    32K GPUs and the 16K GB200 plan it prints are recomputed here (it printed
+    45.7% and 28.7% MFU and 26.5 days for $20.8M, long after the model had moved)."""
+    import json
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from jaxmodel.cli import app
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "guide" / "plan.md").read_text()
+    paragraph = " ".join(text[text.index("`jaxmodel plan` for Llama"):].split())
+    result = CliRunner().invoke(app, [
+        "plan", "--llm", "llama3.1-405b", "--train-tokens", "15.6e12", "--gpu",
+        "h100-sxm,h200,b200,gb200-nvl72", "--num-gpus", "4096-32768", "--set", "zero_stage=1",
+        "--set", "pipeline_split_embedding=1", "--price", "h100-sxm=2", "--price", "b200=3.5",
+        "--format", "json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert f"evaluated {doc['timing'].split()[0]} layouts" in paragraph
+    plans = {(p["gpu"], p["num_gpus"]): p for p in doc["plans"]}
+    h100 = [f"{plans['h100-sxm', n]['mfu_percent']:.1f}%" for n in (4096, 16384, 32768)]
+    assert f"({h100[0]} MFU at 4K GPUs, {h100[1]} at 16K, {h100[2]} at 32K" in paragraph
+    for n in (4096, 8192, 16384, 32768):
+        assert max(plans[g, n]["gpu_hours"] for g in ("h100-sxm", "h200", "b200",
+                                                      "gb200-nvl72")) == plans["h100-sxm", n][
+            "gpu_hours"], n
+    gb = plans["gb200-nvl72", 16384]
+    assert f"{gb['train_days']:.1f} days for ${gb['cost_usd'] / 1e6:.1f}M at 16K" in paragraph
+    assert {(p["gpu"], p["num_gpus"]) for p in doc["pareto"]} <= {
+        ("gb200-nvl72", n) for n in (4096, 8192, 16384, 32768)}

@@ -172,3 +172,29 @@ def test_deepseek_v3s_pre_training_against_the_gpu_hours_its_report_publishes():
     assert float(out.gpu_hours) == pytest.approx(published_hours, rel=0.15)
     assert float(out.train_days) == pytest.approx(published_hours / 2048 / 24, rel=0.15)
     assert float(out.cost_usd) == pytest.approx(5.328e6, rel=0.15)
+
+
+def test_the_plan_guides_published_runs_section_is_the_models():
+    """docs/guide/plan.md sets both published runs beside the model: every model
+    figure it prints is recomputed here (it printed 44.0% and 0.85 for Meta, and
+    Meta's layout as over an H100's memory, long after the model had moved)."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "guide" / "plan.md").read_text()
+    section = text[text.index("## Published runs"):]
+    runs = ((_meta_published(), 15.6e12, 30.84e6), (_deepseek_published(), 14.8e12, 2.664e6))
+    outs = [jaxmodel.evaluate(REFINED, **{**values, "train_tokens": tokens})
+            for values, tokens, _ in runs]
+    for out, (_, _, published) in zip(outs, runs, strict=True):
+        hours = float(out.gpu_hours)
+        row = f"| {float(out.mfu_percent):.1f}% | {hours / 1e6:.2f}M | "
+        assert row in section and f"| {hours / published:.2f} |" in section, row
+        assert bool(out.fits_in_memory)
+        assert f"{float(out.memory_gb_per_gpu):.2f} GB" in section
+        # the published GPU-hours as MFU at the model's FLOPs
+        assert f"{float(out.mfu_percent) * hours / published:.0f}% " in section
+    deepseek = _deepseek_published()
+    mtp = [float(jaxmodel.evaluate(REFINED, **{**deepseek, **extra}).throughput_tokens_s)
+           for extra in ({}, {"mtp_layers": 1}, {"mtp_layers": 1, "mtp_in_pipeline_split": 1})]
+    assert f"{mtp[0] / 1e6:.2f}M -> {mtp[1] / 1e6:.2f}M tokens/s" in section
+    assert f"{mtp[2] / 1e6:.2f}M)" in section
