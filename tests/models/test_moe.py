@@ -1070,6 +1070,27 @@ def test_validation_keeps_an_explicit_dropless_row(tmp_path):
     assert not run.forced_balance and run.inputs()["moe_imbalance"] == DROPLESS_IMBALANCE
 
 
+def test_validation_reads_each_dispatcher_and_names_an_unknown_one(tmp_path):
+    import csv
+
+    from jaxmodel import InputError
+    from jaxmodel.models.validation_moe import DATA
+
+    with open(DATA, newline="") as f:
+        rows = list(csv.DictReader(line for line in f if not line.startswith("#")))
+    codes = {r.dispatcher: r.inputs()["moe_dispatcher"] for r in read_moe_runs()}
+    assert codes == {"a2a": 0.0, "deepep": 1.0, "hybridep": 2.0}
+    rows[0]["dispatcher"] = "mori"
+    path = tmp_path / "mori.csv"
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerow(rows[0])
+    with pytest.raises(InputError, match="dispatcher: got '.*mori.csv:2: mori'; allowed: "
+                                         "one of a2a, deepep, hybridep"):
+        read_moe_runs(path)
+
+
 @pytest.mark.slow
 def test_validate_qwen3_set():
     result = runner.invoke(app, ["validate", "--set", "qwen3-235b", "--format", "json"])
