@@ -861,17 +861,13 @@ def explain_no_valid(model: Model, values: Mapping[str, float], *,
     search enumerated it, and the counts are added (without it, the degree the
     configuration gives every layout).
     """
-    if not contexts:
-        context = model.layout.fixed_context(values) if model.layout is not None else 1
-        parts = [_explain_context(model, values, context, evaluate=evaluate,
-                                  global_batch=global_batch, allow_idle=allow_idle,
-                                  pinned=pinned, x64=x64, uneven=uneven)]
-    else:
-        contexts = tuple(sorted({int(c) for c in contexts}))
-        parts = [_explain_context(model, {**values, CONTEXT: float(c)}, c, evaluate=evaluate,
-                                  global_batch=global_batch, allow_idle=allow_idle,
-                                  pinned=pinned, x64=x64, uneven=uneven)
-                 for c in contexts]
+    contexts = tuple(sorted({int(c) for c in contexts})) if contexts else ()
+    degrees = contexts or ((model.layout.fixed_context(values) if model.layout is not None
+                            else 1),)
+    parts = [_explain_context(model, {**values, CONTEXT: float(c)} if contexts else values, c,
+                              evaluate=evaluate, global_batch=global_batch,
+                              allow_idle=allow_idle, pinned=pinned, x64=x64, uneven=uneven)
+             for c in degrees]
     pairs: dict[str, int] = {}
     counts: dict[str, int] = {}
     examples: dict[str, str] = {}
@@ -892,7 +888,7 @@ def explain_no_valid(model: Model, values: Mapping[str, float], *,
         changes.append(f"--allow-idle adds {more:,} candidates with idle GPUs")
     return NoValid(pairs={k: v for k, v in pairs.items() if v}, counts=counts,
                    examples={k: v for k, v in examples.items() if k != v},
-                   closest=closest, changes=changes, contexts=tuple(contexts or ()))
+                   closest=closest, changes=changes, contexts=contexts)
 
 
 def _explain_context(model: Model, values: Mapping[str, float], context: int, *,

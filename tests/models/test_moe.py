@@ -1053,39 +1053,35 @@ def test_validation_reads_the_sources_settings():
         assert v["zero_stage"] == (3 if run.fsdp else 1)
 
 
-def test_validation_keeps_an_explicit_dropless_row(tmp_path):
+def _first_moe_row_as(path, **changes):
+    """The Qwen3-235B set's first row with ``changes``, alone in a CSV at ``path``."""
     import csv
 
-    from jaxmodel.models.validation_moe import DATA, DROPLESS_IMBALANCE
+    from jaxmodel.models.validation_moe import DATA
 
     with open(DATA, newline="") as f:
-        rows = list(csv.DictReader(line for line in f if not line.startswith("#")))
-    rows[0]["forced_balance"] = "0"
-    path = tmp_path / "dropless.csv"
+        row = next(csv.DictReader(line for line in f if not line.startswith("#")))
+    row.update(changes)
     with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer = csv.DictWriter(f, fieldnames=list(row))
         writer.writeheader()
-        writer.writerow(rows[0])
-    (run,) = read_moe_runs(path)
+        writer.writerow(row)
+    return path
+
+
+def test_validation_keeps_an_explicit_dropless_row(tmp_path):
+    from jaxmodel.models.validation_moe import DROPLESS_IMBALANCE
+
+    (run,) = read_moe_runs(_first_moe_row_as(tmp_path / "dropless.csv", forced_balance="0"))
     assert not run.forced_balance and run.inputs()["moe_imbalance"] == DROPLESS_IMBALANCE
 
 
 def test_validation_reads_each_dispatcher_and_names_an_unknown_one(tmp_path):
-    import csv
-
     from jaxmodel import InputError
-    from jaxmodel.models.validation_moe import DATA
 
-    with open(DATA, newline="") as f:
-        rows = list(csv.DictReader(line for line in f if not line.startswith("#")))
     codes = {r.dispatcher: r.inputs()["moe_dispatcher"] for r in read_moe_runs()}
     assert codes == {"a2a": 0.0, "deepep": 1.0, "hybridep": 2.0}
-    rows[0]["dispatcher"] = "mori"
-    path = tmp_path / "mori.csv"
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerow(rows[0])
+    path = _first_moe_row_as(tmp_path / "mori.csv", dispatcher="mori")
     with pytest.raises(InputError, match="dispatcher: got '.*mori.csv:2: mori'; allowed: "
                                          "one of a2a, deepep, hybridep"):
         read_moe_runs(path)
