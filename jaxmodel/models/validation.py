@@ -89,6 +89,11 @@ SC21_SETTINGS: dict[str, float] = {
     "cross_entropy_fusion": 0,
     # GPT of 2021 trained with dropout 0.1 (Megatron-LM's default): masks stored.
     "dropout": 1,
+    # The interleaved schedule of 2021 waited for each transfer (batched isend /
+    # irecv, then wait); the steady-state overlap came in 2023 (NVIDIA/apex PR
+    # 1616, "p2p communication overlap at interleaved pipelining", then
+    # Megatron-Core's overlap_p2p_comm).
+    "pp_overlap": 0,
 }
 
 

@@ -171,7 +171,12 @@ beside the rows that use it):
   Megatron-FSDP or an ``fsdp`` group -> ``zero_stage`` 3; TP communication overlap
   -> ``tp_overlap`` 1 where TP > 1 (Megatron-Bridge turns it off at run time
   otherwise, as the column says); no dropout (``dropout`` 0, or listed where the
-  model has no such input: the recipes' models train without dropout).
+  model has no such input: the recipes' models train without dropout); the
+  interleaved schedule's asynchronous pipeline transfers (``pp_overlap`` 1,
+  Megatron-Core's default), except where every stream shares one hardware queue
+  (``serial_streams`` 1: H100 with TP or CP > 1 and no all-to-all overlap, the
+  CUDA_DEVICE_MAX_CONNECTIONS=1 Megatron-LM asserts and Megatron-Bridge's launcher
+  sets; ``validation_moe.megatron_serial_streams``).
   Megatron-Bridge (every row): its perf recipes reduce gradients in bf16
   (``grad_buffer_bytes`` 2) and use Transformer Engine's in-place cross entropy
   (``cross_entropy_fusion`` 2), both read from the recipes' source (``BRIDGE_RECIPES``).
@@ -211,6 +216,7 @@ from pathlib import Path
 from jaxmodel.errors import InputError
 from jaxmodel.models import get_model
 from jaxmodel.models.presets import apply_presets
+from jaxmodel.models.validation_moe import megatron_serial_streams
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 MODEL = "refined"
@@ -1257,6 +1263,18 @@ def _bridge_ep_overlap(row: Mapping[str, str]) -> Cell:
     return exact(ep_overlap=0.0)
 
 
+def _bridge_streams(row: Mapping[str, str]) -> Cell:
+    """CUDA_DEVICE_MAX_CONNECTIONS as Megatron-Bridge's launcher sets it
+    (``validation_moe.megatron_serial_streams``); an unread recipe counts as no
+    all-to-all overlap."""
+    row = _recipe(row)
+    a2a = (not _unread(row, "recipe_ep_a2a_overlap")
+           and row["recipe_ep_a2a_overlap"].strip() == "True")
+    hopper = row["system"].strip() == "DGX-H100"
+    return exact(serial_streams=megatron_serial_streams(
+        hopper, _number(row["tp"], 1), _number(row["cp"], 1), a2a_overlap=a2a))
+
+
 def _bridge_ep(row: Mapping[str, str]) -> Cell:
     """The row's expert parallelism; not expressible where a figure in parentheses
     prints a layout of its own (its p, v) but no EP, and the primary figure's EP, which
@@ -1604,6 +1622,7 @@ BRIDGE = SetTable(
         "recipe_moe_token_dispatcher": _bridge_dispatcher,
         "recipe_tp_comm_overlap": _bridge_tp_overlap,
         "recipe_ep_a2a_overlap": _bridge_ep_overlap,
+        "streams": _bridge_streams,
         "recipe_activation_offload": _bridge_offload,
         "recipe_mtp_num_layers": _bridge_mtp,
         "recipe_parallel_mismatch": _bridge_mismatch,
@@ -1910,6 +1929,15 @@ def _recipe_overlap(row: Mapping[str, str]) -> Cell:
     return (Way(inputs),)
 
 
+def _recipe_streams(row: Mapping[str, str]) -> Cell:
+    """CUDA_DEVICE_MAX_CONNECTIONS as Megatron-LM asserts it
+    (``validation_moe.megatron_serial_streams``)."""
+    on = {k for k, v in _settings(row["yaml_overlap"]).items() if v == "True"}
+    return exact(serial_streams=megatron_serial_streams(
+        row["system"].strip() == "H100", _number(row["tp"], 1), _number(row["cp"], 1),
+        a2a_overlap="overlap_moe_expert_parallel_comm" in on))
+
+
 def _recipe_flag(reason: str) -> Mapping[str, Cell]:
     return {"": NOTHING, "False": NOTHING, "True": Missing(reason)}
 
@@ -1961,6 +1989,7 @@ MOE_RECIPES = SetTable(
         "yaml_cuda_graph": _recipe_graphs,
         "yaml_moe_dispatcher": _recipe_dispatcher,
         "yaml_overlap": _recipe_overlap,
+        "streams": _recipe_streams,
         "yaml_moe_paged_stash": _recipe_flag("paged stashing has no input"),
         "yaml_force_balance": {"True": exact(moe_imbalance=1.0),
                                "": Missing("routing not force-balanced: the load is not "

@@ -785,6 +785,34 @@ def test_zero_bubble_schedules():
     assert not run(pipeline_schedule=1, virtual_stages=2)["valid_layout"]
 
 
+def test_interleaved_transfers_hide_in_the_steady_state_not_in_warm_up_and_flush():
+    # v = 2, p = 2, m = 4 in one node: each transfer 20.97152 us (test_refined's
+    # test_pipeline_transfer_term), 2 v m = 16 of them.  Megatron-Core's
+    # num_warmup_microbatches for pipeline rank 0: 2 (p - 1) + (v - 1) p = 4 forward
+    # chunks, and the flush as many backward ones: 2 x 4 transfers waited for.  The
+    # other v m - 4 = 4 pairs run under their chunk passes (1269.825536 us / v a
+    # pair, far longer than the pair's 2 x 20.97152 us): hidden.
+    one = 20.97152e-3
+    assert run(virtual_stages=2)["pp_comm_ms"] == approx(2 * 4 * one)
+    # The NCCL kernels slow the passes they hide under: overlap_slowdown s over
+    # NVLink costs s / (1 + s) of each hidden second.
+    slowed = run(virtual_stages=2, overlap_slowdown=0.35)
+    assert slowed["pp_comm_ms"] == approx(2 * 4 * one + 4 * 2 * one * 0.35 / 1.35)
+    # Every transfer waited for: with pp_overlap 0, one hardware queue
+    # (serial_streams 1), or v = 1 (Megatron-Core overlaps the interleaved schedule only).
+    every = 2 * 2 * 4 * one
+    assert run(virtual_stages=2, pp_overlap=0)["pp_comm_ms"] == approx(every)
+    assert run(virtual_stages=2, serial_streams=1)["pp_comm_ms"] == approx(every)
+    assert run()["pp_comm_ms"] == approx(2 * 4 * one)
+    # m = 2: the warm-up, min(4, v m = 4), takes every chunk; nothing is hidden.
+    assert run(virtual_stages=2, gradient_accum_steps=2)["pp_comm_ms"] == approx(2 * 2 * 2 * one)
+    # A transfer longer than its pair's passes shows its excess: NVLink at 0.1 GB/s
+    # (the send 524,288 B / 1e8 = 5.24288 ms, the TP all-gather 3/4 x 2,097,152 B /
+    # 1e8 = 15.72864 ms: 20.97152 ms); a pair exposes 2 x 20.97152 - 1.269825536 / 2 ms.
+    slow = run(virtual_stages=2, link_bandwidth_gb_s=0.1)
+    assert slow["pp_comm_ms"] == approx(2 * 4 * 20.97152 + 4 * (2 * 20.97152 - 1.269825536 / 2))
+
+
 # --- memory items ----------------------------------------------------------------------
 
 

@@ -137,6 +137,15 @@ INPUTS: tuple[InputField, ...] = (
             "varlen interface; 0: the kernel reads the padded batch)", 0),
     switch("pipeline_schedule", "0 1F1B (interleaved when v > 1), 1 ZB-H1 (v = 1), 2 ZB-V "
             "(v = 2); Qi et al. 2023", 0, high=2.0),
+    switch("pp_overlap", "the interleaved schedule's steady-state pipeline sends and "
+            "receives run asynchronously under the chunk passes (1: Megatron-Core's "
+            "overlap_p2p_comm, its default with v > 1; the warm-up and flush ones stay "
+            "exposed); 0 every transfer exposed", 1),
+    switch("serial_streams", "one hardware queue for every CUDA stream "
+            "(CUDA_DEVICE_MAX_CONNECTIONS=1, which Megatron-LM requires before Blackwell "
+            "with TP or CP > 1): kernels run in the order the host issued them, and the "
+            "pipeline's asynchronous sends and receives do not run under the chunk passes "
+            "(pp_overlap has no effect); 0 several queues (the CUDA default, 8)", 0),
     switch("pipeline_split_embedding", "count the input embedding and the output layer + "
             "loss as one layer each in the pipeline split (Megatron-LM's account-for-embedding- "
             "and -loss-in-pipeline-split flags)", 0),

@@ -143,7 +143,7 @@ def refined_model(x: RefinedInputs) -> RefinedOutputs:
     # --- model-parallel collectives, the pipeline, the experts ---------------
     act_bytes, tp = tp_seconds(x, g, lt, stage_layers)
     kv_bytes, cp = cp_seconds(x, g, lt, stage_layers)
-    pp = transfer_seconds(g, act_bytes)
+    pp = transfer_seconds(x, g, act_bytes, stage.micro_compute)
     bubble = bubble_seconds(g, stage, tp, cp)
     moe_raw, moe_comm = moe.exposed_comm_seconds(x, g, stage_layers, lt.moe_layer_again,
                                                  compute, lt.ep_partners)

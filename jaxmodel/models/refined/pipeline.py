@@ -162,17 +162,62 @@ def crossing_share(g):
     return jnp.where(g.used_i > G, across, 0.0).astype(g.fdt)
 
 
-def transfer_seconds(g, act_bytes):
-    """Point-to-point seconds a step: ``2 v m`` sends of the ``[s / c, b, h]``
-    activation, ``crossing_share`` of them over the network."""
+def warmup_chunks(g):
+    """Forward chunk passes the first stage runs before its first backward in
+    the interleaved schedule, at most its ``v m``: Megatron-Core's
+    ``num_warmup_microbatches`` for pipeline rank 0, ``2 (p - 1) + (v - 1) p``
+    (``forward_backward_pipelining_with_interleaving``, with
+    ``microbatch_group_size_per_vp_stage`` at its default, ``p``); the flush
+    runs as many backward passes after the last forward."""
+    p, v, m = g.p, g.v, g.m
+    return jnp.minimum(2.0 * (p - 1.0) + (v - 1.0) * p, v * m)
+
+
+def transfer_seconds(x, g, act_bytes, micro_compute):
+    """Exposed point-to-point seconds a step: ``2 v m`` sends of the ``[s / c,
+    b, h]`` activation, ``crossing_share`` of them over the network.
+
+    With ``pp_overlap`` (Megatron-Core's ``overlap_p2p_comm``, on by default
+    where ``v > 1``) the interleaved schedule's steady-state sends and receives
+    are asynchronous: each 1F1B pair posts its forward's and its backward's and
+    waits for them only before the chunk that needs them, so a pair's two
+    transfers run under its chunk passes (``micro_compute / v``) and only what
+    they exceed it by is exposed.  The NCCL kernels that move them run on the
+    SMs beside those passes and slow them as the hidden data-parallel
+    collectives do (``overlap_slowdown`` over NVLink, in proportion to the rate
+    over the network; ``data.overlap_seconds``).  The warm-up and flush
+    transfers (``warmup_chunks`` of each) stay synchronous, as they are unless
+    ``--overlap-p2p-communication-warmup-flush`` is set.  Megatron-Core
+    overlaps only the interleaved 1F1B schedule (``v > 1``,
+    ``pipeline_schedule`` 0); elsewhere every transfer is exposed.  Nor does it
+    hide them with ``serial_streams`` (``CUDA_DEVICE_MAX_CONNECTIONS=1``, one
+    hardware queue for every stream): Megatron-Bridge's launcher gives
+    Blackwell 32 queues "to avoid serialization of streams" with data or
+    pipeline parallelism, and keeps 1 on Hopper with TP or CP for the TP
+    overlap's kernel order (``perf_plugins.PerfEnvPlugin``); Megatron-LM
+    asserts 1 there (``arguments.py``), and warns that FSDP wants more "for
+    better parallelization"."""
     sp, t, net, G = g.sp, g.t, g.net, g.G
     pp_active, v, m = g.pp_active, g.v, g.m
     share = crossing_share(g)
     gather = (1.0 - sp) * all_gather(act_bytes, t, jnp.minimum(t, G), net)
-    p2p_one = (share * point_to_point(act_bytes / t, 1.0, net)
-               + (1.0 - share) * point_to_point(act_bytes / t, 0.0, net) + gather)
-    pp = pp_active * 2.0 * v * m * p2p_one
-    return pp
+    across = share * point_to_point(act_bytes / t, 1.0, net)
+    inside = (1.0 - share) * point_to_point(act_bytes / t, 0.0, net) + gather
+    p2p_one = across + inside
+    every = 2.0 * v * m * p2p_one
+    # Of each second a transfer runs hidden, the seconds the compute beside it loses.
+    s_in = x.overlap_slowdown
+    s_out = s_in * net.inter_bw / net.intra_bw
+    lost = inside * s_in / (1.0 + s_in) + across * s_out / (1.0 + s_out)
+    growth = lost / jnp.where(p2p_one > 0.0, p2p_one, 1.0)
+    edge = warmup_chunks(g)
+    pair = 2.0 * p2p_one
+    chunk = micro_compute / v
+    steady = positive_part(pair - chunk) + growth * jnp.minimum(pair, chunk)
+    hidden = 2.0 * edge * p2p_one + (v * m - edge) * steady
+    overlapped = ((x.pp_overlap > 0.5) & (x.serial_streams < 0.5) & (v > 1.5)
+                  & (g.schedule == 0))
+    return pp_active * jnp.where(overlapped, hidden, every)
 
 
 def bubble_seconds(g, stage, tp, cp):
