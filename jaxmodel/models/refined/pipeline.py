@@ -53,7 +53,11 @@
   (none with sequence parallelism: the activation is already sharded);
   inter-node unless the job is one node, and half of them where stages share
   a node (``crossing_share``: an NVL72 domain holds several stages of a large
-  job, so the busiest stage sends only one direction across racks).
+  job, so the busiest stage sends only one direction across racks).  The
+  interleaved schedule hides its steady-state transfers under the chunk passes
+  (``pp_overlap``, Megatron-Core's ``overlap_p2p_comm``) unless every stream
+  shares one hardware queue (``serial_streams``); the warm-up and flush ones
+  stay exposed (``transfer_seconds``).
 * **Bubble**: 1F1B ``(p - 1) / (v m)`` of the busy time of the busiest stage;
   the zero-bubble schedules (Qi et al. 2023, sec. 2 and 6) fill it with
   weight-gradient passes: ZB-H1 ``(p - 1)(F + B - W)``, ZB-V the ZB-H2
