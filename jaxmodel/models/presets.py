@@ -856,10 +856,22 @@ NODE_POWER_W: dict[str, float] = {
     "h200": 575.0, "b200": 787.5, "b300": 650.0, "gb200-nvl72": 466.7,
     "gb300-nvl72": 475.0, "mi300x": 575.0, "mi355x": 575.0, "mi350x": 575.0,
 }
+# Compute capability, major version, as torch.cuda.get_device_capability()
+# reports it (compute_capability_major; Megatron-LM's get_device_arch_version, which
+# decides CUDA_DEVICE_MAX_CONNECTIONS: refined.pipeline.serial_streams): NVIDIA's
+# CUDA GPUs table, A100 8.0, H100 / H800 / H200 9.0, B200 / GB200 10.0, B300 /
+# GB300 10.3; under ROCm, torch reports the gfx target's major and minor, gfx942
+# (MI300X) 9.4 and gfx950 (MI350X, MI355X) 9.5 (AMD's LLVM AMDGPU processor table).
+COMPUTE_CAPABILITY_MAJOR: dict[str, float] = {
+    "a100-40gb-sxm": 8, "a100-80gb-sxm": 8, "h100-sxm": 9, "h100-96gb-500w": 9,
+    "h800": 9, "h200": 9, "b200": 10, "b300": 10, "gb200-nvl72": 10, "gb300-nvl72": 10,
+    "mi300x": 9, "mi355x": 9, "mi350x": 9,
+}
 # The refined model's run inputs (jaxmodel.models.run) from the two tables.
 for _name, _preset in GPUS.items():
     _preset.values.update(gpu_power_w=float(BOARD_POWER_W[_name]),
-                          node_power_w=NODE_POWER_W[_name])
+                          node_power_w=NODE_POWER_W[_name],
+                          compute_capability_major=float(COMPUTE_CAPABILITY_MAJOR[_name]))
     if _name in MMA_PER_EXPONENTIAL:
         _preset.values["mma_per_exponential"] = MMA_PER_EXPONENTIAL[_name]
 

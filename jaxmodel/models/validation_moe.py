@@ -44,10 +44,6 @@ or a physical default, nothing fitted per row:
   dispatch/combine with another's compute, but the communication kernels take
   about a fifth of the SMs and the first and last all-to-all of each pair are
   not covered); every other row 0.
-* streams: ``serial_streams`` 1 (CUDA_DEVICE_MAX_CONNECTIONS=1, which Megatron-LM
-  asserts before Blackwell with TP or CP > 1) on the H100 rows with TP or CP > 1,
-  except the FSDP and all-to-all-overlap rows (``megatron_serial_streams``): their
-  pipeline transfers are not hidden (``pipeline.transfer_seconds``).
 * host: ``moe_host_overhead_us`` ``MOE_HOST_OVERHEAD_US`` (1.7 ms per MoE
   layer forward pass).  Megatron-Core's dropless dispatch syncs the token
   counts per expert to the host in every MoE forward, and the router and
@@ -119,25 +115,6 @@ QWEN3_SETTINGS: dict[str, float] = {
     "router_fusion": 1,
     "dropout": 0,
 }
-# CUDA_DEVICE_MAX_CONNECTIONS=1 (the refined model's serial_streams) as Megatron-LM
-# sets it before Blackwell: megatron/training/arguments.py asserts it with TP or CP
-# > 1 ("Using tensor model parallelism or context parallelism require setting the
-# environment variable CUDA_DEVICE_MAX_CONNECTIONS to 1"), except with FSDP ("requires
-# not setting CUDA_DEVICE_MAX_CONNECTIONS=1 for better parallelization") or the
-# expert-parallel all-to-all overlap (which "requires setting a larger" one);
-# Megatron-Bridge's launcher sets the same (scripts/performance/perf_plugins.py,
-# PerfEnvPlugin._set_num_cuda_device_max_connections: 1 on Hopper with TP or CP > 1
-# and no all-to-all overlap, 32 on Blackwell "to avoid serialization of streams").
-
-
-def megatron_serial_streams(hopper: bool, tp: float, cp: float, fsdp: bool = False,
-                            a2a_overlap: bool = False) -> float:
-    """``serial_streams`` of a Megatron-LM or Megatron-Bridge run (the comment above):
-    1 on a GPU before Blackwell (``hopper``) with TP or CP > 1, unless it runs FSDP
-    or the all-to-all overlap; else 0."""
-    return float(hopper and (tp > 1 or cp > 1) and not (fsdp or a2a_overlap))
-
-
 # The dispatcher column -> moe_dispatcher (flat all-to-all, DeepEP, HybridEP).
 DISPATCHERS = {"a2a": 0.0, "deepep": 1.0, "hybridep": 2.0}
 _RECOMPUTE = {"none": 0, "full": 2}
@@ -244,10 +221,12 @@ class MoeRun:
             "precision": 2 if self.precision == "mxfp8" else 0,
             "moe_imbalance": 1.0 if self.forced_balance else DROPLESS_IMBALANCE,
             "moe_overlap": A2A_OVERLAP if "overlap" in self.notes else 0.0,
-            "serial_streams": megatron_serial_streams(
-                self.gpu == "h100", self.tensor_parallel, self.context_parallel,
-                self.fsdp, "overlap" in self.notes),
         }
+        if "overlap" in self.notes:
+            # The all-to-all overlap runs with more than one hardware queue
+            # (Megatron-LM's rule, refined.pipeline.serial_streams, reads
+            # ep_overlap, for which moe_overlap stands here).
+            values["serial_streams"] = 0.0
         command = ZOO_COMMANDS.get((self.gpu, self.precision, self.seq_length))
         return {**values, **(command.inputs if command else {})}
 

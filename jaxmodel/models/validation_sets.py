@@ -173,10 +173,9 @@ beside the rows that use it):
   otherwise, as the column says); no dropout (``dropout`` 0, or listed where the
   model has no such input: the recipes' models train without dropout); the
   interleaved schedule's asynchronous pipeline transfers (``pp_overlap`` 1,
-  Megatron-Core's default), except where every stream shares one hardware queue
-  (``serial_streams`` 1: H100 with TP or CP > 1 and no all-to-all overlap, the
-  CUDA_DEVICE_MAX_CONNECTIONS=1 Megatron-LM asserts and Megatron-Bridge's launcher
-  sets; ``validation_moe.megatron_serial_streams``).
+  Megatron-Core's default) and Megatron-LM's CUDA_DEVICE_MAX_CONNECTIONS
+  (``serial_streams`` 2: one hardware queue on H100 with TP or CP > 1 and no
+  all-to-all overlap; ``refined.pipeline.serial_streams``), the model's defaults.
   Megatron-Bridge (every row): its perf recipes reduce gradients in bf16
   (``grad_buffer_bytes`` 2) and use Transformer Engine's in-place cross entropy
   (``cross_entropy_fusion`` 2), both read from the recipes' source (``BRIDGE_RECIPES``).
@@ -216,7 +215,6 @@ from pathlib import Path
 from jaxmodel.errors import InputError
 from jaxmodel.models import get_model
 from jaxmodel.models.presets import apply_presets
-from jaxmodel.models.validation_moe import megatron_serial_streams
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 MODEL = "refined"
@@ -1263,18 +1261,6 @@ def _bridge_ep_overlap(row: Mapping[str, str]) -> Cell:
     return exact(ep_overlap=0.0)
 
 
-def _bridge_streams(row: Mapping[str, str]) -> Cell:
-    """CUDA_DEVICE_MAX_CONNECTIONS as Megatron-Bridge's launcher sets it
-    (``validation_moe.megatron_serial_streams``); an unread recipe counts as no
-    all-to-all overlap."""
-    row = _recipe(row)
-    a2a = (not _unread(row, "recipe_ep_a2a_overlap")
-           and row["recipe_ep_a2a_overlap"].strip() == "True")
-    hopper = row["system"].strip() == "DGX-H100"
-    return exact(serial_streams=megatron_serial_streams(
-        hopper, _number(row["tp"], 1), _number(row["cp"], 1), a2a_overlap=a2a))
-
-
 def _bridge_ep(row: Mapping[str, str]) -> Cell:
     """The row's expert parallelism; not expressible where a figure in parentheses
     prints a layout of its own (its p, v) but no EP, and the primary figure's EP, which
@@ -1622,7 +1608,6 @@ BRIDGE = SetTable(
         "recipe_moe_token_dispatcher": _bridge_dispatcher,
         "recipe_tp_comm_overlap": _bridge_tp_overlap,
         "recipe_ep_a2a_overlap": _bridge_ep_overlap,
-        "streams": _bridge_streams,
         "recipe_activation_offload": _bridge_offload,
         "recipe_mtp_num_layers": _bridge_mtp,
         "recipe_parallel_mismatch": _bridge_mismatch,
@@ -1929,15 +1914,6 @@ def _recipe_overlap(row: Mapping[str, str]) -> Cell:
     return (Way(inputs),)
 
 
-def _recipe_streams(row: Mapping[str, str]) -> Cell:
-    """CUDA_DEVICE_MAX_CONNECTIONS as Megatron-LM asserts it
-    (``validation_moe.megatron_serial_streams``)."""
-    on = {k for k, v in _settings(row["yaml_overlap"]).items() if v == "True"}
-    return exact(serial_streams=megatron_serial_streams(
-        row["system"].strip() == "H100", _number(row["tp"], 1), _number(row["cp"], 1),
-        a2a_overlap="overlap_moe_expert_parallel_comm" in on))
-
-
 def _recipe_flag(reason: str) -> Mapping[str, Cell]:
     return {"": NOTHING, "False": NOTHING, "True": Missing(reason)}
 
@@ -1989,7 +1965,6 @@ MOE_RECIPES = SetTable(
         "yaml_cuda_graph": _recipe_graphs,
         "yaml_moe_dispatcher": _recipe_dispatcher,
         "yaml_overlap": _recipe_overlap,
-        "streams": _recipe_streams,
         "yaml_moe_paged_stash": _recipe_flag("paged stashing has no input"),
         "yaml_force_balance": {"True": exact(moe_imbalance=1.0),
                                "": Missing("routing not force-balanced: the load is not "
@@ -2147,8 +2122,10 @@ TORCHTITAN = SetTable(
     # Its TP is PyTorch DTensor's (parallelize_llama.py apply_tp), which keeps the
     # gathered input of each ColwiseParallel GEMM for the backward pass, AsyncTP
     # or not: tp_overlap_kind 1 on every row (refined/tensor.py, regathers).
+    # torchtitan sets no CUDA_DEVICE_MAX_CONNECTIONS: the CUDA default, several
+    # hardware queues (serial_streams 0, not Megatron-LM's rule).
     every_row=(exact(sequence_parallel=1, cp_comm=3, cross_entropy_fusion=3,
-                     foreach_optimizer=1, tp_overlap_kind=1),
+                     foreach_optimizer=1, tp_overlap_kind=1, serial_streams=0),
                approx("attention by PyTorch SDPA's flash backend (FlashAttention-2)",
                       attention_kernel=1), NO_DROPOUT),
     columns={

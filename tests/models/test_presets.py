@@ -577,6 +577,12 @@ def test_per_precision_tables_cover_every_gpu_preset():
     assert PRECISION_PEAKS["b300"]["fp4"] == 105e3 / 8
     # Board power rises with each generation's peak.
     assert BOARD_POWER_W["h100-sxm"] < BOARD_POWER_W["b200"] < BOARD_POWER_W["gb300-nvl72"]
+    # Compute capability, major (CUDA's table; torch under ROCm: gfx942 9.4, gfx950 9.5).
+    major = {name: GPUS[name].values["compute_capability_major"] for name in GPUS}
+    assert major == {**{n: 8 for n in ("a100-40gb-sxm", "a100-80gb-sxm")},
+                     **{n: 9 for n in ("h100-sxm", "h100-96gb-500w", "h800", "h200",
+                                       "mi300x", "mi355x", "mi350x")},
+                     **{n: 10 for n in ("b200", "b300", "gb200-nvl72", "gb300-nvl72")}}
     # Every preset runs at most its burst bf16 ceiling (at sustained load, below it
     # where a sustained figure is measured); the sustained FP8 ceilings of the Azure
     # guide (cuBLASLt, 10,000 warm-ups): GB200 2906.9 of 5000.

@@ -793,24 +793,42 @@ def test_interleaved_transfers_hide_in_the_steady_state_not_in_warm_up_and_flush
     # other v m - 4 = 4 pairs run under their chunk passes (1269.825536 us / v a
     # pair, far longer than the pair's 2 x 20.97152 us): hidden.
     one = 20.97152e-3
-    assert run(virtual_stages=2)["pp_comm_ms"] == approx(2 * 4 * one)
+    queues = dict(virtual_stages=2, serial_streams=0)  # several hardware queues
+    assert run(**queues)["pp_comm_ms"] == approx(2 * 4 * one)
     # The NCCL kernels slow the passes they hide under: overlap_slowdown s over
     # NVLink costs s / (1 + s) of each hidden second.
-    slowed = run(virtual_stages=2, overlap_slowdown=0.35)
+    slowed = run(**queues, overlap_slowdown=0.35)
     assert slowed["pp_comm_ms"] == approx(2 * 4 * one + 4 * 2 * one * 0.35 / 1.35)
     # Every transfer waited for: with pp_overlap 0, one hardware queue
     # (serial_streams 1), or v = 1 (Megatron-Core overlaps the interleaved schedule only).
     every = 2 * 2 * 4 * one
-    assert run(virtual_stages=2, pp_overlap=0)["pp_comm_ms"] == approx(every)
+    assert run(**queues, pp_overlap=0)["pp_comm_ms"] == approx(every)
     assert run(virtual_stages=2, serial_streams=1)["pp_comm_ms"] == approx(every)
-    assert run()["pp_comm_ms"] == approx(2 * 4 * one)
+    assert run(serial_streams=0)["pp_comm_ms"] == approx(2 * 4 * one)
     # m = 2: the warm-up, min(4, v m = 4), takes every chunk; nothing is hidden.
-    assert run(virtual_stages=2, gradient_accum_steps=2)["pp_comm_ms"] == approx(2 * 2 * 2 * one)
+    assert run(**queues, gradient_accum_steps=2)["pp_comm_ms"] == approx(2 * 2 * 2 * one)
     # A transfer longer than its pair's passes shows its excess: NVLink at 0.1 GB/s
     # (the send 524,288 B / 1e8 = 5.24288 ms, the TP all-gather 3/4 x 2,097,152 B /
     # 1e8 = 15.72864 ms: 20.97152 ms); a pair exposes 2 x 20.97152 - 1.269825536 / 2 ms.
-    slow = run(virtual_stages=2, link_bandwidth_gb_s=0.1)
+    slow = run(**queues, link_bandwidth_gb_s=0.1)
     assert slow["pp_comm_ms"] == approx(2 * 4 * 20.97152 + 4 * (2 * 20.97152 - 1.269825536 / 2))
+
+
+def test_one_hardware_queue_as_megatron_lm_sets_it():
+    # serial_streams 2 (the default), Megatron-LM's rule: CUDA_DEVICE_MAX_CONNECTIONS=1
+    # before Blackwell (compute capability major < 10) with TP or CP > 1, unless
+    # ZeRO-3 / FSDP or the expert all-to-all overlap.  TOY: t = 4, so on a Hopper
+    # (9) every one of the 16 transfers is waited for; on a Blackwell (10), or
+    # with ZeRO-3, only the warm-up's and flush's 8.
+    one = 20.97152e-3
+    assert REFINED.defaults["serial_streams"] == 2
+    assert run(virtual_stages=2, compute_capability_major=9)["pp_comm_ms"] == approx(16 * one)
+    assert run(virtual_stages=2, compute_capability_major=10)["pp_comm_ms"] == approx(8 * one)
+    assert run(virtual_stages=2, zero_stage=3)["pp_comm_ms"] == approx(8 * one)
+    # t = 1 (two GPUs, one per stage): no TP, several queues; the transfer is the
+    # send alone, 2,097,152 B / 1e11 B/s = 20.97152 us with no gather.
+    solo = run(virtual_stages=2, num_gpus=2, tensor_parallel=1)
+    assert solo["pp_comm_ms"] == approx(8 * 2_097_152 / 1e11 * 1e3)
 
 
 # --- memory items ----------------------------------------------------------------------

@@ -141,11 +141,12 @@ INPUTS: tuple[InputField, ...] = (
             "receives run asynchronously under the chunk passes (1: Megatron-Core's "
             "overlap_p2p_comm, its default with v > 1; the warm-up and flush ones stay "
             "exposed); 0 every transfer exposed", 1),
-    switch("serial_streams", "one hardware queue for every CUDA stream "
-            "(CUDA_DEVICE_MAX_CONNECTIONS=1, which Megatron-LM requires before Blackwell "
-            "with TP or CP > 1): kernels run in the order the host issued them, and the "
-            "pipeline's asynchronous sends and receives do not run under the chunk passes "
-            "(pp_overlap has no effect); 0 several queues (the CUDA default, 8)", 0),
+    switch("serial_streams", "1: one hardware queue for every CUDA stream "
+            "(CUDA_DEVICE_MAX_CONNECTIONS=1): kernels run in the order the host issued "
+            "them, and the pipeline's asynchronous sends and receives do not run under the "
+            "chunk passes (pp_overlap has no effect); 0: several queues (the CUDA default, "
+            "8); 2: as Megatron-LM sets it, 1 where compute_capability_major < 10 with TP "
+            "or CP > 1, unless ZeRO-3 / FSDP or ep_overlap, else 0", 2, high=2.0),
     switch("pipeline_split_embedding", "count the input embedding and the output layer + "
             "loss as one layer each in the pipeline split (Megatron-LM's account-for-embedding- "
             "and -loss-in-pipeline-split flags)", 0),
@@ -247,6 +248,10 @@ INPUTS: tuple[InputField, ...] = (
                "(0: no FP4 tensor cores)", False, 0.0, True, 0.0, None),
     count("num_sms", "SMs", "streaming multiprocessors (compute units) per GPU", 132,
            high=4096.0),
+    count("compute_capability_major", "version", "the GPU's compute capability, major "
+           "version, as torch.cuda.get_device_capability() reports it (what Megatron-LM's "
+           "get_device_arch_version tests): 8 Ampere, 9 Hopper (and CDNA 3 / 4 under "
+           "ROCm: gfx942 and gfx950 report 9), 10 Blackwell", 9, high=99.0),
     InputField("matmul_efficiency", "fraction", "achievable fraction of peak for large "
                "matrix multiplies (the ceiling of the shape model)", False, 0.0, False, 0.7,
                1.0),

@@ -194,13 +194,11 @@ def transfer_seconds(x, g, act_bytes, micro_compute):
     ``--overlap-p2p-communication-warmup-flush`` is set.  Megatron-Core
     overlaps only the interleaved 1F1B schedule (``v > 1``,
     ``pipeline_schedule`` 0); elsewhere every transfer is exposed.  Nor does it
-    hide them with ``serial_streams`` (``CUDA_DEVICE_MAX_CONNECTIONS=1``, one
-    hardware queue for every stream): Megatron-Bridge's launcher gives
-    Blackwell 32 queues "to avoid serialization of streams" with data or
-    pipeline parallelism, and keeps 1 on Hopper with TP or CP for the TP
-    overlap's kernel order (``perf_plugins.PerfEnvPlugin``); Megatron-LM
-    asserts 1 there (``arguments.py``), and warns that FSDP wants more "for
-    better parallelization"."""
+    hide them where every stream shares one hardware queue
+    (``CUDA_DEVICE_MAX_CONNECTIONS=1``, :func:`serial_streams`): Megatron-
+    Bridge's launcher gives Blackwell 32 queues "to avoid serialization of
+    streams" with data or pipeline parallelism, and keeps 1 on Hopper with TP
+    or CP for the TP overlap's kernel order."""
     sp, t, net, G = g.sp, g.t, g.net, g.G
     pp_active, v, m = g.pp_active, g.v, g.m
     share = crossing_share(g)
@@ -219,9 +217,26 @@ def transfer_seconds(x, g, act_bytes, micro_compute):
     chunk = micro_compute / v
     steady = positive_part(pair - chunk) + growth * jnp.minimum(pair, chunk)
     hidden = 2.0 * edge * p2p_one + (v * m - edge) * steady
-    overlapped = ((x.pp_overlap > 0.5) & (x.serial_streams < 0.5) & (v > 1.5)
+    overlapped = ((x.pp_overlap > 0.5) & ~serial_streams(x, g) & (v > 1.5)
                   & (g.schedule == 0))
     return pp_active * jnp.where(overlapped, hidden, every)
+
+
+def serial_streams(x, g):
+    """Whether every stream shares one hardware queue (``serial_streams``; 2:
+    Megatron-LM's rule).  Megatron-LM asserts ``CUDA_DEVICE_MAX_CONNECTIONS=1``
+    before Blackwell (``get_device_arch_version() < 10``) with TP or CP > 1,
+    except with FSDP ("requires not setting CUDA_DEVICE_MAX_CONNECTIONS=1 for
+    better parallelization") or the expert all-to-all overlap ("requires setting
+    a larger CUDA_DEVICE_MAX_CONNECTIONS"; megatron/training/arguments.py);
+    Megatron-Bridge's launcher sets the same on Hopper (1 with TP or CP and no
+    all-to-all overlap) and 32 on Blackwell (scripts/performance/perf_plugins.py,
+    ``PerfEnvPlugin._set_num_cuda_device_max_connections``)."""
+    mode = whole(x.serial_streams)
+    split = (g.t > 1.5) | (g.c > 1.5)
+    exempt = (g.zero_i == 3) | (x.ep_overlap > 0.5)
+    rule = (x.compute_capability_major < 9.5) & split & ~exempt
+    return jnp.where(mode == 2, rule, mode == 1)
 
 
 def bubble_seconds(g, stage, tp, cp):
