@@ -234,7 +234,7 @@ def serial_streams(x, g):
     ``PerfEnvPlugin._set_num_cuda_device_max_connections``)."""
     mode = whole(x.serial_streams)
     split = (g.t > 1.5) | (g.c > 1.5)
-    exempt = (g.zero_i == 3) | (x.ep_overlap > 0.5)
+    exempt = (g.zero_i == 3) | (g.has_experts & (x.ep_overlap > 0.5))
     rule = (x.compute_capability_major < 9.5) & split & ~exempt
     return jnp.where(mode == 2, rule, mode == 1)
 
