@@ -295,7 +295,12 @@ def validate_moe(runs: Sequence[MoeRun] | None = None, *, evaluate: Callable[...
     """Predicted against measured per-GPU TFLOP/s (Megatron's count), one row per run."""
     runs = read_moe_runs() if runs is None else list(runs)
     inputs = [r.inputs() for r in runs]
-    batch = {k: np.array([row[k] for row in inputs], dtype=np.float64) for k in inputs[0]}
+    # Every input any row sets (the GB200 rows' launch commands add some), the
+    # model's default where a row does not.
+    defaults = get_model("refined").defaults
+    names = sorted(set().union(*inputs))
+    batch = {k: np.array([row.get(k, defaults[k]) for row in inputs], dtype=np.float64)
+             for k in names}
     out = evaluate("refined", x64=x64, **batch)
     rows = []
     for i, r in enumerate(runs):

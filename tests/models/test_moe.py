@@ -1370,3 +1370,18 @@ def test_layers_between_two_syncs_run_at_the_host_pace_by_hand():
     # No MoE layer: nothing synced, nothing paced.
     x.num_experts = 1.0
     assert float(moe.paced_layer_share(x)) == 0.0
+
+
+def test_validate_moe_evaluates_each_row_with_its_own_inputs():
+    # validate --set qwen3-235b batches the rows; the batch once took its columns
+    # from the first row (an H100 one), dropping what the GB200 rows' launch commands
+    # add (CUDA graphs, the all-to-all overlap, the offload) and the overlap row's
+    # serial_streams.  Each row evaluated alone is the reference.
+    from jaxmodel.models.validation_moe import validate_moe
+
+    runs = read_moe_runs()
+    rows = validate_moe(runs, evaluate=jaxmodel.evaluate)
+    for run, row in zip(runs, rows, strict=True):
+        alone = jaxmodel.evaluate("refined", x64=True, **run.inputs())
+        assert row["predicted_step_s"] == pytest.approx(
+            float(alone.step_time_ms) / 1e3, rel=1e-9), row["notes"]
