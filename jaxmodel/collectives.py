@@ -90,6 +90,15 @@ def hierarchical_seconds(nbytes, ranks, ranks_per_node, net: Network, phases):
     return intra + inter
 
 
+def hidden_second_costs(slowdown, net: Network):
+    """``(in_node, across)``: the compute seconds one hidden second of transfer
+    costs over NVLink and over the network (``contention_growth``'s two levels):
+    ``s / (1 + s)`` with ``s`` the NVLink ``slowdown``, and with ``slowdown x
+    inter_bw / intra_bw`` across nodes."""
+    s_inter = slowdown * net.inter_bw / net.intra_bw
+    return slowdown / (1.0 + slowdown), s_inter / (1.0 + s_inter)
+
+
 def contention_growth(slowdown, ranks, ranks_per_node, net: Network):
     """Of each second a ring collective runs hidden behind compute, the seconds
     the compute loses to it.
@@ -111,8 +120,8 @@ def contention_growth(slowdown, ranks, ranks_per_node, net: Network):
     intra = (g - 1.0) / g / net.intra_bw
     inter = (k - 1.0) / k / g / net.inter_bw
     total = intra + inter
-    s_inter = slowdown * net.inter_bw / net.intra_bw
-    growth = (slowdown / (1.0 + slowdown) * intra + s_inter / (1.0 + s_inter) * inter)
+    in_node, across = hidden_second_costs(slowdown, net)
+    growth = in_node * intra + across * inter
     return jnp.where(total > 0.0, growth / jnp.where(total > 0.0, total, 1.0), 0.0)
 
 

@@ -69,7 +69,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from jaxmodel.collectives import all_gather, point_to_point
+from jaxmodel.collectives import all_gather, hidden_second_costs, point_to_point
 from jaxmodel.deferred import jax, jnp
 from jaxmodel.models.common import whole
 from jaxmodel.numerics import positive_part
@@ -208,9 +208,8 @@ def transfer_seconds(x, g, act_bytes, micro_compute):
     p2p_one = across + inside
     every = 2.0 * v * m * p2p_one
     # Of each second a transfer runs hidden, the seconds the compute beside it loses.
-    s_in = x.overlap_slowdown
-    s_out = s_in * net.inter_bw / net.intra_bw
-    lost = inside * s_in / (1.0 + s_in) + across * s_out / (1.0 + s_out)
+    cost_in, cost_out = hidden_second_costs(x.overlap_slowdown, net)
+    lost = inside * cost_in + across * cost_out
     growth = lost / jnp.where(p2p_one > 0.0, p2p_one, 1.0)
     edge = warmup_chunks(g)
     pair = 2.0 * p2p_one
@@ -235,7 +234,7 @@ def serial_streams(x, g):
     mode = whole(x.serial_streams)
     split = (g.t > 1.5) | (g.c > 1.5)
     exempt = (g.zero_i == 3) | (g.has_experts & (x.ep_overlap > 0.5))
-    rule = (x.compute_capability_major < 9.5) & split & ~exempt
+    rule = (whole(x.compute_capability_major) < 10) & split & ~exempt
     return jnp.where(mode == 2, rule, mode == 1)
 
 
