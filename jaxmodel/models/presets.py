@@ -210,6 +210,15 @@ _HBM_ULTRA = round(7.140 / 8.0 * _HBM_H200_MEAN_OVER_TRIAD, 3)
 #   153.6 GB/s both ways) at 8 and 16 GiB on one 8-GPU node (rccl-tests
 #   all_reduce_perf -g 8, RCCL 2.26.6; Oracle's MI355X quick start,
 #   oci-ai-incubations/oci-gpu-quickstarts@3fd1cb5 amd/MI355X/README.md).
+# The same fraction carries NCCL's all-to-all over NVLink (refined.moe's flat
+# dispatcher, collectives.all_to_all), checked where it was measured:
+# alltoall_perf on GB300 NVL72 at 16 GiB a rank (OCI GPU quick start for GB300,
+# oracle-quickstart/oci-gpu-quickstarts, NCCL 2.28.7, out of place / in place):
+# 20,527 / 18,929 us on the 4 GPUs of one host, 21,943 / 22,211 on 8 over two
+# hosts of one rack, 25,357 / 25,565 on 64 over 16 hosts (bus bandwidth 666.9, 0.741
+# of 900); the preset's 0.755 gives 18.96, 22.12 and 24.95 ms
+# (tests/models/test_presets.py).  Across two racks the same test fell to 47.7 GB/s
+# bus bandwidth, the network's.
 _NVLINK4 = 0.822
 _NVLINK5 = 0.755
 _XGMI_MI300X = 0.707

@@ -247,6 +247,29 @@ def test_blackwell_sustains_gb200_s_rate_scaled_by_sms_and_board_power(
     assert values["fp8_matmul_efficiency"] < burst[1]
 
 
+@pytest.mark.parametrize("ranks, measured_us", [
+    (4, (20527.0, 18929.0)), (8, (21943.0, 22211.0)), (64, (25357.0, 25565.0))])
+def test_nvlink_all_to_all_is_nccl_s_measured_on_gb300_nvl72(ranks, measured_us):
+    """The flat all-to-all the refined model runs over NVLink (the MoE dispatch of
+    moe_dispatcher 0), at the preset's intra-node fraction (NCCL's all-reduce ring
+    fraction), against NCCL's alltoall_perf on GB300 NVL72 at 16 GiB a rank: OCI's
+    GB300 quick start (NCCL 2.28.7), one host (4 GPUs), two hosts (8) and 16 hosts
+    (64) of one rack, out of place and in place.  By hand: (n - 1) / n x 16 GiB at
+    900 x 0.755 GB/s, plus n - 1 steps of 1 us: 18.96, 22.12, 24.95 ms; within 5% of
+    the mean of each measured pair."""
+    from jaxmodel.collectives import all_to_all
+    from jaxmodel.models.refined.rates import network
+
+    v = GPUS["gb300-nvl72"].values
+    x = type("X", (), {k: v[k] for k in (
+        "link_bandwidth_gb_s", "intra_node_efficiency", "network_bandwidth_gb_s",
+        "inter_node_efficiency", "intra_node_latency_us", "inter_node_latency_us")})
+    seconds = float(all_to_all(16.0 * 2**30, ranks, v["gpus_per_node"], network(x)))
+    by_hand = (ranks - 1) / ranks * 16 * 2**30 / (900e9 * 0.755) + (ranks - 1) * 1e-6
+    assert seconds == pytest.approx(by_hand, rel=1e-6)
+    assert seconds * 1e6 == pytest.approx(sum(measured_us) / 2, rel=0.05)
+
+
 def test_blackwell_ultra_at_its_higher_limit_outruns_gb200():
     # The same power-limited clock law: GB300 (160 SMs, 1,400 W) sustains 1.13 x
     # GB200's GEMM rate, B300 (160 SMs, 1,100 W) about GB200's, B200 0.9 x.
