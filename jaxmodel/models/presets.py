@@ -211,14 +211,16 @@ _HBM_ULTRA = round(7.140 / 8.0 * _HBM_H200_MEAN_OVER_TRIAD, 3)
 #   all_reduce_perf -g 8, RCCL 2.26.6; Oracle's MI355X quick start,
 #   oci-ai-incubations/oci-gpu-quickstarts@3fd1cb5 amd/MI355X/README.md).
 # The same fraction carries NCCL's all-to-all over NVLink (refined.moe's flat
-# dispatcher, collectives.all_to_all), checked where it was measured:
-# alltoall_perf on GB300 NVL72 at 16 GiB a rank (OCI GPU quick start for GB300,
-# oracle-quickstart/oci-gpu-quickstarts, NCCL 2.28.7, out of place / in place):
-# 20,527 / 18,929 us on the 4 GPUs of one host, 21,943 / 22,211 on 8 over two
-# hosts of one rack, 25,357 / 25,565 on 64 over 16 hosts (bus bandwidth 666.9, 0.741
-# of 900); the preset's 0.755 gives 18.96, 22.12 and 24.95 ms
-# (tests/models/test_presets.py).  Across two racks the same test fell to 47.7 GB/s
-# bus bandwidth, the network's.
+# dispatcher, collectives.all_to_all), checked where it was measured: nccl-tests
+# alltoall_perf at its largest printed size (OCI GPU quick starts,
+# oracle-quickstart/oci-gpu-quickstarts, out of place / in place), GB300 NVL72 at
+# 16 GiB a rank (NCCL 2.28.7): 20,527 / 18,929 us on the 4 GPUs of one host,
+# 21,943 / 22,211 on 8 over two hosts of one rack, 25,357 / 25,565 on 64 over 16
+# hosts (bus bandwidth 666.9, 0.741 of 900); GB200 NVL72, 64 ranks of one rack at
+# 8 GiB, 13,574 / 13,560 us; one B300 node (8 GPUs, NCCL 2.28.9) at 8 GiB, 11,126 /
+# 11,206 us (bus bandwidth 675.6).  The preset's 0.755 gives 18.96, 22.12, 24.95,
+# 12.51 and 11.06 ms (tests/models/test_presets.py).  Across two racks the same
+# test falls to the network's rate (47.7 GB/s bus bandwidth on 128 GB300).
 _NVLINK4 = 0.822
 _NVLINK5 = 0.755
 _XGMI_MI300X = 0.707
