@@ -220,7 +220,10 @@ _HBM_ULTRA = round(7.140 / 8.0 * _HBM_H200_MEAN_OVER_TRIAD, 3)
 # 8 GiB, 13,574 / 13,560 us; one B300 node (8 GPUs, NCCL 2.28.9) at 8 GiB, 11,126 /
 # 11,206 us (bus bandwidth 675.6).  The preset's 0.755 gives 18.96, 22.12, 24.95,
 # 12.51 and 11.06 ms (tests/models/test_presets.py).  Across two racks the same
-# test falls to the network's rate (47.7 GB/s bus bandwidth on 128 GB300).
+# test falls to the network's rate (47.7 GB/s bus bandwidth on 128 GB300).  At a
+# micro-batch's dispatch size (512 MiB a rank) NCCL's bandwidth has not finished
+# ramping on few ranks: 64 measure within 2% of the model, 8 ranks 12% and 4 ranks
+# 24% slower (the model has only the per-step latency below its ring fraction).
 _NVLINK4 = 0.822
 _NVLINK5 = 0.755
 _XGMI_MI300X = 0.707
