@@ -2,6 +2,7 @@
 
 import json
 import math
+from types import SimpleNamespace
 
 import pytest
 from typer.testing import CliRunner
@@ -9,7 +10,9 @@ from typer.testing import CliRunner
 import jaxmodel
 from jaxmodel import InputError
 from jaxmodel.cli import app
+from jaxmodel.collectives import all_to_all
 from jaxmodel.models.presets import TENSOR_CORE_RATES
+from jaxmodel.models.refined.rates import network
 from jaxmodel.presets import GPUS, LLMS, MOE_LLMS, apply_presets, get_preset
 
 runner = CliRunner()
@@ -247,6 +250,11 @@ def test_blackwell_sustains_gb200_s_rate_scaled_by_sms_and_board_power(
     assert values["fp8_matmul_efficiency"] < burst[1]
 
 
+def _preset_network(gpu):
+    """The refined model's achieved NVLink and network rates of GPU preset ``gpu``."""
+    return network(SimpleNamespace(**GPUS[gpu].values))
+
+
 @pytest.mark.parametrize("gpu, ranks, gib, measured_us", [
     ("gb300-nvl72", 4, 16, (20527.0, 18929.0)), ("gb300-nvl72", 8, 16, (21943.0, 22211.0)),
     ("gb300-nvl72", 64, 16, (25357.0, 25565.0)), ("gb200-nvl72", 64, 8, (13574.0, 13560.0)),
@@ -262,15 +270,9 @@ def test_nvlink_all_to_all_is_nccl_s_measured_on_blackwell(gpu, ranks, gib, meas
     GiB.  By hand: (n - 1) / n x the buffer at 900 x 0.755 GB/s, plus n - 1 steps of
     1 us (GB300: 18.96, 22.12, 24.95 ms; GB200 12.51; B300 11.06); within 10% of the
     mean of each measured pair (GB200's 64 ranks, -7.8%, the furthest)."""
-    from jaxmodel.collectives import all_to_all
-    from jaxmodel.models.refined.rates import network
-
-    v = GPUS[gpu].values
-    x = type("X", (), {k: v[k] for k in (
-        "link_bandwidth_gb_s", "intra_node_efficiency", "network_bandwidth_gb_s",
-        "inter_node_efficiency", "intra_node_latency_us", "inter_node_latency_us")})
     nbytes = gib * 2.0**30
-    seconds = float(all_to_all(nbytes, ranks, min(v["gpus_per_node"], ranks), network(x)))
+    per_node = min(GPUS[gpu].values["gpus_per_node"], ranks)
+    seconds = float(all_to_all(nbytes, ranks, per_node, _preset_network(gpu)))
     by_hand = (ranks - 1) / ranks * nbytes / (900e9 * 0.755) + (ranks - 1) * 1e-6
     assert seconds == pytest.approx(by_hand, rel=1e-6)
     assert seconds * 1e6 == pytest.approx(sum(measured_us) / 2, rel=0.10)
@@ -285,14 +287,7 @@ def test_nvlink_all_to_all_at_a_training_step_s_size(ranks, measured_us, within)
     679.5 GB/s, plus 63 steps of 1 us), 8 ranks 12% and 4 ranks 24% slower than it
     (NCCL's bandwidth ramps with the buffer and the model has only the per-step
     latency): the bound each size holds."""
-    from jaxmodel.collectives import all_to_all
-    from jaxmodel.models.refined.rates import network
-
-    v = GPUS["gb300-nvl72"].values
-    x = type("X", (), {k: v[k] for k in (
-        "link_bandwidth_gb_s", "intra_node_efficiency", "network_bandwidth_gb_s",
-        "inter_node_efficiency", "intra_node_latency_us", "inter_node_latency_us")})
-    seconds = float(all_to_all(2.0**29, ranks, ranks, network(x)))
+    seconds = float(all_to_all(2.0**29, ranks, ranks, _preset_network("gb300-nvl72")))
     assert seconds == pytest.approx((ranks - 1) / ranks * 2**29 / 679.5e9 + (ranks - 1) * 1e-6,
                                     rel=1e-6)
     assert seconds * 1e6 == pytest.approx(sum(measured_us) / 2, rel=within)
