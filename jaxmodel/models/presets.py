@@ -907,7 +907,12 @@ for _name, _preset in GPUS.items():
 # burst rate).  A check the law was not built on: the same Azure guide's ND GB300
 # v6 results (Azure_Results/ND_GB300_v6_results.md, cuBLASLt, random data, 10,000
 # warm-ups, best size) measure GB300 at 3308.5 TFLOP/s FP8 and 8640.3 FP4; the law
-# gives 2906.9 x 1.130 = 3285 (-0.7%) and 7627.6 x 1.130 = 8619 (-0.2%).
+# gives 2906.9 x 1.130 = 3285 (-0.7%) and 7627.6 x 1.130 = 8619 (-0.2%).  And whole
+# training steps: MLPerf Training's Llama 3.1 8B in NVIDIA's NVFP4 recipe on one
+# 8-GPU board of each (the seconds per step of the result logs, one round each)
+# runs GB200 1.167 x GB300's time (v5.1), B200 1.250 x and B300 1.136 x (v6.0);
+# the refined model, the same recipe on each preset, 1.171, 1.271 and 1.088
+# (tests/models/test_presets.py, test_blackwell_boards_against_one_another_in_mlperf).
 BLACKWELL_ANCHOR = "gb200-nvl72"
 BLACKWELL_CLOCK_POWER_EXPONENT = (
     math.log(PRECISION_PEAKS[BLACKWELL_ANCHOR]["fp8"] / PRECISION_PEAKS["b200"]["fp8"])
