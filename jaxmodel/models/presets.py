@@ -254,6 +254,10 @@ _XGMI_MI355X = round(406.76 / 538, 3)
 #   links, 450 GB/s a direction): "the max bandwidth is 337.35 GB/s"
 #   (deepseek-ai/DeepEP issue 16); 7/8 of it over 450 = 0.656.  HybridEP's
 #   Hopper table is over InfiniBand only: DeepEP's fraction is taken for it.
+#   That table checks the network leg instead: the RDMA bytes a rank sends
+#   over the time, 47.36 GB/s on 4 nodes and 41.24 on 8 (BF16 dispatch, 16
+#   SMs), against the NIC at inter_node_efficiency's 47 (tests/models/
+#   test_moe.py, test_hybridep_across_h100_nodes_is_its_measured_rdma_rate).
 # - NVLink 4 on H800 (8 links, 200 GB/s): DeepEP's README (docs/legacy.md), 8
 #   ranks: combine (BF16) 158 GB/s, dispatch (FP8) 153; 7/8 x 158 / 200 =
 #   0.691; HybridEP alike.
