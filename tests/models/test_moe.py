@@ -266,14 +266,8 @@ def test_hybridep_across_h100_nodes_is_its_measured_rdma_rate(nodes, measured_gb
     54.47, exceeds a 400 Gb/s NIC and is left out.)"""
     from jaxmodel.models.presets import GPUS
     from jaxmodel.models.refined.rates import network
-    h100 = GPUS["h100-sxm"].values
     x = dispatch_inputs(expert_parallel=8.0 * nodes, hidden_dim=7168.0, moe_dispatcher=2.0,
-                        **{k: h100[k] for k in (
-                            "link_bandwidth_gb_s", "hybridep_link_efficiency",
-                            "deepep_link_efficiency", "network_bandwidth_gb_s",
-                            "inter_node_efficiency", "intra_node_efficiency",
-                            "intra_node_latency_us",
-                            "inter_node_latency_us")})
+                        **GPUS["h100-sxm"].values)
     seconds = float(moe.dispatch_seconds(4096.0, x, 8.0, network(x)))
     copies = (nodes - 1) * (1 - (1 - 1 / nodes) ** 8)
     rdma_bytes = 4096 * copies * 7168 * 2
