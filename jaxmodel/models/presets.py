@@ -658,12 +658,14 @@ GPUS: dict[str, Preset] = by_name((
          "PFLOP/s dense per GPU, NVLink 5 1.8 TB/s, ConnectX-8 800 Gb/s per GPU; 160 SMs "
          "(NVIDIA technical blog 'Inside NVIDIA Blackwell Ultra', 2025). Measured: MAMF "
          "bf16 1769.0 of 2250 (Bekman, MAMF table); NVLink 5 ring bus bandwidth 679.6 of "
-         "900 GB/s (Azure, ND GB200 v6). Assumed: B200's DeepEP and HybridEP NVLink "
+         "900 GB/s (Azure, ND GB200 v6); ConnectX-8 at 96.5 of 100 GB/s (nccl-tests "
+         "alltoall_perf over two B300 nodes, 8 GiB a rank in 44.5 ms; OCI GPU quick "
+         "starts, BM.GPU.B300.8), within 3% of the NDR per-NIC fraction it keeps. Assumed: B200's DeepEP and HybridEP NVLink "
          "fractions (none is published for B300), GB300's measured cuDNN 9.19 attention "
          "fractions (bf16 0.641, FP8 0.778; the same die and kernels), GB300's "
          "measured HBM fraction (0.877: the same die and HBM3e), GB200's "
-         "FlashAttention-2 fraction (0.150), the "
-         "NDR per-NIC fraction for ConnectX-8, latencies within NCCL's cost model",
+         "FlashAttention-2 fraction (0.150), "
+         "latencies within NCCL's cost model",
          tflops=2250, sms=160, mamf=_MAMF_B300, memory_gb=288,
          hbm_tb_s=8.0, nvlink_gb_s=900, network_gb_s=100, per_node=8, host=_HOST_B300,
          rates=_rates(attention=_ATTN_ULTRA, hbm=_HBM_ULTRA, intra=_NVLINK5,
@@ -704,7 +706,8 @@ GPUS: dict[str, Preset] = by_name((
          "GB300), the B300's "
          "MAMF fractions (bf16 0.786, FP8 0.745: the same Blackwell Ultra die and kernels; "
          "no GB300 MAMF is published), the NDR "
-         "per-NIC fraction for ConnectX-8, latencies within NCCL's cost model",
+         "per-NIC fraction for ConnectX-8 (measured on the B300's, within 3%), latencies "
+         "within NCCL's cost model",
          tflops=2500, sms=160, mamf=_MAMF_B300, memory_gb=288,
          hbm_tb_s=8.0, nvlink_gb_s=900, network_gb_s=100, per_node=72, host=_HOST_GRACE,
          rates=_rates(attention=_ATTN_ULTRA, hbm=_HBM_ULTRA, intra=_NVLINK5,
