@@ -220,7 +220,10 @@ _HBM_ULTRA = round(7.140 / 8.0 * _HBM_H200_MEAN_OVER_TRIAD, 3)
 # 8 GiB, 13,574 / 13,560 us; one B300 node (8 GPUs, NCCL 2.28.9) at 8 GiB, 11,126 /
 # 11,206 us (bus bandwidth 675.6).  The preset's 0.755 gives 18.96, 22.12, 24.95,
 # 12.51 and 11.06 ms (tests/models/test_presets.py).  Across two racks the same
-# test falls to the network's rate (47.7 GB/s bus bandwidth on 128 GB300).  At a
+# test (128 GB300, 16 GiB a rank: 357.6 ms, bus bandwidth 47.7 GB/s) sends each
+# GPU's off-rack half at 24 GB/s, a quarter of its ConnectX-8 and a quarter of
+# what the model gives (91 ms); over two B300 nodes the NIC reaches 96.5 GB/s
+# (below), so that is OCI's cross-rack fabric, not the NIC, and not modelled.  At a
 # micro-batch's dispatch size (512 MiB a rank) NCCL's bandwidth has not finished
 # ramping on few ranks: 64 measure within 2% of the model, 8 ranks 12% and 4 ranks
 # 24% slower (the model has only the per-step latency below its ring fraction).
@@ -660,8 +663,9 @@ GPUS: dict[str, Preset] = by_name((
          "bf16 1769.0 of 2250 (Bekman, MAMF table); NVLink 5 ring bus bandwidth 679.6 of "
          "900 GB/s (Azure, ND GB200 v6); ConnectX-8 at 96.5 of 100 GB/s (nccl-tests "
          "alltoall_perf over two B300 nodes, 8 GiB a rank in 44.5 ms; OCI GPU quick "
-         "starts, BM.GPU.B300.8), within 3% of the NDR per-NIC fraction it keeps. Assumed: B200's DeepEP and HybridEP NVLink "
-         "fractions (none is published for B300), GB300's measured cuDNN 9.19 attention "
+         "starts, BM.GPU.B300.8), within 3% of the NDR per-NIC fraction it keeps. "
+         "Assumed: B200's DeepEP and HybridEP NVLink fractions (none is published for "
+         "B300), GB300's measured cuDNN 9.19 attention "
          "fractions (bf16 0.641, FP8 0.778; the same die and kernels), GB300's "
          "measured HBM fraction (0.877: the same die and HBM3e), GB200's "
          "FlashAttention-2 fraction (0.150), "
