@@ -887,7 +887,7 @@ NEMO_LONG_SEQUENCE = [(8, 8, 512, 1, 2, 1, 4, 13907), (16, 16, 256, 2, 1, 1, 8, 
 def _nemo_long_sequence_tokens(attention_kernel):
     from jaxmodel.presets import apply_presets
     base = {**apply_presets(REFINED, gpu="h100-sxm", llm="llama2-7b"), "precision": 1,
-            "attention_kernel": attention_kernel, "recompute": 0, "sequence_parallel": 1,
+            "attention_kernel": attention_kernel, "recompute": 0, "sequence_parallel": 0,
             "zero_stage": 1, "param_gather_overlap": 1.0, "dp_overlap": 1.0, "cuda_graphs": 0}
     rows = [{**base, "seq_length": k * 1024, "num_gpus": g, "tensor_parallel": t,
              "pipeline_parallel": p, "context_parallel": c, "micro_batch": 1,
@@ -904,7 +904,7 @@ def test_context_parallel_ring_to_a_million_tokens_on_1024_h100s():
     """The ring context parallelism (cp_comm 0: Transformer Engine's p2p exchange,
     each hop under the attention of the block in hand, c kernel calls a layer)
     against NeMo's published long-sequence runs, 8K to 1M tokens, CP 1 to 32, up
-    to 1,024 H100s, each within 6% of its tokens/s.  Settings as documented: the
+    to 1,024 H100s, each within 5% of its tokens/s.  Settings as documented: the
     table's layout and batch, FP8 (delayed scaling: the launcher's examples set
     fp8 and fp8_hybrid), and FlashAttention-2 (attention_kernel 1): the 24.03.01
     container's launcher config sets NVTE_FUSED_ATTN: 0, "Disable cudnn FA until
@@ -912,7 +912,8 @@ def test_context_parallel_ring_to_a_million_tokens_on_1024_h100s():
     config.yaml at 01d0773863a5b59f5575af36614b87649c1ec5ff, whose container is
     nvcr.io/nvidia/nemo:24.03.01.framework);
     the rest at the launcher's llama2_7b.yaml of the era (no activation
-    recompute, distributed Adam with overlapped gradient and parameter sync).
+    recompute, no sequence parallelism, distributed Adam with overlapped
+    gradient and parameter sync).
     Its 4K row (4 GPUs, DP 4) is left out: its gradient dtype is not documented,
     and with Apex's default fp32 gradients the model needs 94 GB of 80.
     The rows check the attention FLOPs of the causal load balance (s^2 / c a
@@ -921,7 +922,7 @@ def test_context_parallel_ring_to_a_million_tokens_on_1024_h100s():
     attention_kernel 0) the model runs the 1M row twice as fast as NeMo did."""
     measured = np.array([r[-1] for r in NEMO_LONG_SEQUENCE], dtype=float)
     fa2 = _nemo_long_sequence_tokens(1)
-    np.testing.assert_allclose(fa2, measured, rtol=0.06)
+    np.testing.assert_allclose(fa2, measured, rtol=0.05)
     cudnn_2026 = _nemo_long_sequence_tokens(0)
     assert cudnn_2026[-1] > 1.8 * measured[-1]
 
