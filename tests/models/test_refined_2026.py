@@ -886,16 +886,13 @@ NEMO_LONG_SEQUENCE = [(8, 8, 512, 1, 2, 1, 4, 13907), (16, 16, 256, 2, 1, 1, 8, 
 
 def _nemo_long_sequence_tokens(attention_kernel):
     from jaxmodel.presets import apply_presets
-    base = {**apply_presets(REFINED, gpu="h100-sxm", llm="llama2-7b"), "precision": 1,
-            "attention_kernel": attention_kernel, "recompute": 0, "sequence_parallel": 0,
-            "zero_stage": 1, "param_gather_overlap": 1.0, "dp_overlap": 1.0, "cuda_graphs": 0}
-    rows = [{**base, "seq_length": k * 1024, "num_gpus": g, "tensor_parallel": t,
-             "pipeline_parallel": p, "context_parallel": c, "micro_batch": 1,
-             "gradient_accum_steps": gbs // d}
-            for k, g, gbs, t, p, c, d, _ in NEMO_LONG_SEQUENCE]
-    batch = {n: np.array([r.get(n, REFINED.defaults[n]) for r in rows], dtype=np.float64)
-             for n in REFINED.input_names}
-    out = jaxmodel.evaluate(REFINED, x64=True, **batch)
+    k, g, gbs, t, p, c, d, _ = np.array(NEMO_LONG_SEQUENCE, dtype=np.float64).T
+    out = jaxmodel.evaluate(REFINED, x64=True, **{
+        **apply_presets(REFINED, gpu="h100-sxm", llm="llama2-7b"), "precision": 1,
+        "attention_kernel": attention_kernel, "recompute": 0, "sequence_parallel": 0,
+        "zero_stage": 1, "param_gather_overlap": 1.0, "dp_overlap": 1.0, "cuda_graphs": 0,
+        "seq_length": k * 1024, "num_gpus": g, "tensor_parallel": t, "pipeline_parallel": p,
+        "context_parallel": c, "micro_batch": 1, "gradient_accum_steps": gbs // d})
     assert np.all(np.asarray(out.valid_layout)) and np.all(np.asarray(out.fits_in_memory))
     return np.asarray(out.per_gpu_tokens_s)
 
