@@ -19,7 +19,7 @@ from jaxmodel.fields import InputField
 MAX_COUNT = float(2**24)
 # An integer input with at most this many allowed values is a switch (a flag,
 # a mode), not a count: it has no continuous relaxation.
-SWITCH_VALUES = 4
+SWITCH_VALUES = 5
 
 
 def count(name: str, unit: str, doc: str, default: float, high: float | None = MAX_COUNT,

@@ -237,6 +237,29 @@ def test_pytorch_cross_entropy_holds_three_or_four_fp32_logit_tensors():
         4 * 24 * 1024 * 4096 / 1e12 * 1e3)
 
 
+def test_compiled_pytorch_cross_entropy_keeps_the_bf16_logits_and_their_gradient():
+    # torchtitan's loss of 2025 under --training.compile (cross_entropy_fusion 4):
+    # F.cross_entropy(pred.float()) compiled, on the model's bf16 output.
+    # AOTAutograd saves the bf16 logits (the graph's input) and a max and a
+    # log-sum-exp a token; the fused backward writes a new bf16 gradient: 2 + 2 =
+    # 4 bytes a logit at the loss's backward pass.  TOY (t = 4) with 4096 tokens of
+    # vocabulary, every layer offloaded: the layer in transit 16, the output
+    # layer's input 1 and s V / t = 1 s b h of logits at 4: 21 s b h.
+    compiled = run(offload_layers=9, vocab_size=4096, cross_entropy_fusion=4)
+    assert compiled["activation_gb_per_gpu"] == approx(21 * SBH / 1e9)
+    # Without TP (t = 1, 2 GPUs): the layer in transit 34, the output layer's
+    # input 4, and s V = 4 s b h of logits at 4 bytes: 54 (86 eager).
+    one = run(offload_layers=9, vocab_size=4096, cross_entropy_fusion=4, tensor_parallel=1,
+              num_gpus=2)
+    assert one["activation_gb_per_gpu"] == approx(54 * SBH / 1e9)
+    # Its traffic: one read of the bf16 logits forward (the online softmax), a
+    # read and a write backward, 6 bytes a logit against a fused kernel's 12
+    # (TOY: s V / t = 262,144 logits a micro-batch, 4 micro-batches, 1e12 B/s).
+    fused = run(offload_layers=9, vocab_size=4096)
+    assert fused["compute_time_ms"] - compiled["compute_time_ms"] == approx(
+        4 * 6 * 1024 * 4096 / 4 / 1e12 * 1e3)
+
+
 def approx32(x):
     """The MoE functions on plain numbers compute in float32."""
     return pytest.approx(x, rel=1e-6)
@@ -399,6 +422,9 @@ def test_pytorch_pipelining_keeps_every_micro_batchs_fp32_logits_on_the_last_sta
     # bf16 logits where the loss takes them as they are: half the logits.
     bf16 = _pipeline_buffers(1.0, False, True, cross_entropy_fusion=2, **layout)
     assert last - bf16 == approx(16_810_770_432 / 2)
+    # ... as the compiled loss does (cross_entropy_fusion 4: the upcast is inside it).
+    compiled = _pipeline_buffers(1.0, False, True, cross_entropy_fusion=4, **layout)
+    assert compiled == approx(bf16)
     # Interleaved, v = 2, 16 micro-batches of 2, the first rank with 23 chunk
     # passes in flight: stage 0 receives no activation, stage 8 one a
     # micro-batch (16, of which its share of the chunks in flight, 11.5, are

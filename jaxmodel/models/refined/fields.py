@@ -116,7 +116,9 @@ INPUTS: tuple[InputField, ...] = (
             "writes the gradient into the bf16 logits in place (2 bytes a logit; "
             "--cross-entropy-fusion-impl te), 3 PyTorch's F.cross_entropy on fp32 logits "
             "(torchtitan: log_softmax and nll_loss, 12 bytes a logit, 16 under loss "
-            "parallelism)", 1, high=3.0),
+            "parallelism), 4 the same compiled by torch.compile (torchtitan's loss under "
+            "--training.compile, 2025): the bf16 logits and one fused backward kernel "
+            "writing a bf16 gradient, 4 bytes a logit", 1, high=4.0),
     switch("elementwise_fusion", "elementwise ops: 0 eager PyTorch, one kernel an op "
             "(torchtitan without torch.compile: fp32 RMSNorm, RoPE, SwiGLU, residual adds, "
             "repeat_kv), 1 fused kernels (Megatron-Core / Transformer Engine, torch.compile)",

@@ -182,6 +182,16 @@ _LOGIT_UNFUSED_BYTES = 52.0
 #   8 forward; zeros 4, exp 8, add 12, multiply 8, cast back 6 backward = 76.
 _LOGIT_TORCH_BYTES = 36.0
 _LOGIT_TORCH_PARALLEL_BYTES = 76.0
+#   The same compiled by torch.compile (cross_entropy_fusion 4; torchtitan's
+#   build_cross_entropy_loss wraps its loss in torch.compile under
+#   --training.compile, torchtitan/components/loss.py of 2025): Inductor fuses
+#   the fp32 upcast, log_softmax and nll_loss into one reduction over the bf16
+#   logits, a single read with its online softmax (torch._inductor.config
+#   online_softmax, on by default) 2, and the backward into one kernel that
+#   reads them and writes the bf16 gradient, 2 + 2 = 6 bytes.  Under loss
+#   parallelism the same kernels run on the vocabulary shard (the all-reduces
+#   move a few values a token).
+_LOGIT_COMPILED_BYTES = 6.0
 # Kernels per layer and micro-batch, forward and backward (Megatron-Core with
 # Transformer Engine: norms, 4 GEMMs + 8 gradient GEMMs, attention, bias,
 # activation and dropout-add kernels, TP/SP collectives, casts and copies).
@@ -725,9 +735,11 @@ def layer_times(x, g) -> LayerTimes:
     # Output layer and loss (last stage): logits GEMM in bf16, fused softmax
     # cross-entropy memory-bound.
     ce_bytes = jnp.where(x.cross_entropy_fusion > 0.5, _LOGIT_BYTES, _LOGIT_UNFUSED_BYTES)
-    ce_bytes = jnp.where(x.cross_entropy_fusion > 2.5,
+    ce_kind = whole(x.cross_entropy_fusion)
+    ce_bytes = jnp.where(ce_kind == 3,
                          jnp.where(t > 1.5, _LOGIT_TORCH_PARALLEL_BYTES, _LOGIT_TORCH_BYTES),
                          ce_bytes)
+    ce_bytes = jnp.where(ce_kind == 4, _LOGIT_COMPILED_BYTES, ce_bytes)
     logit_bytes = ce_bytes * tok * V / t
     logit_fwd_s = logit_gemms[0]
     # The output layer's weight gradient accumulates into the buffer as well.

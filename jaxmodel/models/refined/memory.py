@@ -37,7 +37,8 @@
   and the logits sit on the last stage (10 bytes a logit, or the
   bf16 logits alone, 2, under Transformer Engine's in-place cross entropy:
   ``cross_entropy_fusion`` 2; 12, or 16 under loss parallelism, with PyTorch's
-  F.cross_entropy: 3), the embedding's dropout mask on the first.
+  F.cross_entropy: 3; 4, the bf16 logits and their gradient, with it compiled by
+  torch.compile: 4), the embedding's dropout mask on the first.
 * **Multi-token prediction** (``mtp_layers``, ``jaxmodel.models.refined.mtp``):
   the last stage holds the modules' weights (and the input embedding of an
   untied model), their blocks' activations as one more layer's each, their
@@ -98,6 +99,14 @@ _LOGIT_IN_PLACE_BYTES = 2.0
 # saved output, ``grad_input``, ``exp(x)`` and their sum live at once, 16 bytes.
 _LOGIT_TORCH_BYTES = 12.0
 _LOGIT_TORCH_PARALLEL_BYTES = 16.0
+# ... with the same loss compiled by torch.compile (cross_entropy_fusion 4;
+# torchtitan's loss under --training.compile in 2025, on the model's bf16
+# output): AOTAutograd's partitioner saves the graph's bf16 input and the
+# per-token max and log-sum-exp (recomputing the pointwise upcast, subtraction
+# and exponential in the backward), and the fused backward writes a new bf16
+# gradient: at the loss's backward pass the bf16 logits (2) and their
+# gradient (2), 4 bytes (the per-token values are a few bytes a token).
+_LOGIT_COMPILED_MEMORY_BYTES = 4.0
 # A layer's stored activations per s b h (layer_activation_bytes): the inputs of
 # its two norms (bf16, 2 + 2); its two GEMM inputs that follow a norm (QKV and
 # FC1), 2 bytes each in bf16, 1 in FP8; its two dropout masks (1 byte each).
@@ -266,7 +275,7 @@ def pipeline_buffer_bytes(x, g, chunks, first, last):
     n_out = v - 1.0 if last else v
     receive = n_in * m - n_in / v * chunks + n_out * m
     outputs = jnp.where(mode >= 2, n_out * m, n_out / v * chunks)
-    logit_bytes = jnp.where(x.cross_entropy_fusion > 2.5, _HELD_LOGIT_TORCH_BYTES, BF16)
+    logit_bytes = jnp.where(whole(x.cross_entropy_fusion) == 3, _HELD_LOGIT_TORCH_BYTES, BF16)
     logits = m * logit_bytes * tok * V / t if last else 0.0
     return on * (act * (receive + outputs) + logits)
 
@@ -455,9 +464,11 @@ def stage_memory(x, g, params, layers_mid, layers_end, layers_last, z, edp, scor
     # logits: bf16 (2), the fp32 copy the fused cross-entropy works on (4) and
     # the fp32 softmax it keeps for the backward pass (4).
     torch_bytes = jnp.where(t > 1.5, _LOGIT_TORCH_PARALLEL_BYTES, _LOGIT_TORCH_BYTES)
-    logit_bytes = jnp.where(x.cross_entropy_fusion > 2.5, torch_bytes,
-                            jnp.where(x.cross_entropy_fusion > 1.5, _LOGIT_IN_PLACE_BYTES,
-                                      _LOGIT_MEMORY_BYTES))
+    ce_kind = whole(x.cross_entropy_fusion)
+    logit_bytes = jnp.where(ce_kind == 4, _LOGIT_COMPILED_MEMORY_BYTES,
+                            jnp.where(ce_kind == 3, torch_bytes,
+                                      jnp.where(ce_kind == 2, _LOGIT_IN_PLACE_BYTES,
+                                                _LOGIT_MEMORY_BYTES)))
     logits_mem = 4.0 * tok * h / t + logit_bytes * tok * V / t
     # The embedding's dropout mask (1 byte per element) for each micro-batch in flight.
     embedding_mem = x.dropout * tok * h / rep_split * first_in_flight
