@@ -1,6 +1,6 @@
 """The 2026 public record as validation sets: each row as the refined model's inputs.
 
-Eight sets, each a CSV in ``jaxmodel/data/`` with its source in its header:
+Nine sets, each a CSV in ``jaxmodel/data/`` with its source in its header:
 
 * ``megatron-bridge`` (``megatron_bridge_h100_b200.csv``): NVIDIA Megatron-Bridge's
   performance summaries 25.09-26.08, pre-training on DGX-H100 and DGX-B200.
@@ -21,6 +21,11 @@ Eight sets, each a CSV in ``jaxmodel/data/`` with its source in its header:
   earlier version: Llama 3.1 405B on 128 of the same H100s and Llama 3 8B and 70B on
   64 A100 80 GB, read with the ``torchtitan`` table (``TORCHTITAN_2024``).
   Measured: tokens/s per GPU (no memory).
+* ``torchtitan-2025`` (``torchtitan_2025_h200.csv``): torchtitan's 2025 benchmark on
+  H200, the Trainy team's Llama 3.1 8B with FSDP, torch.compile and Float8 on 32 and
+  64 GPUs, its command printed whole (``TORCHTITAN_2025``).  Measured: tokens/s per
+  GPU and peak reserved memory, as ``torchtitan``.  Another GPU and a year's newer
+  torchtitan, whose compiled loss the 2024 pages did not run.
 * ``deepseek-v3-gb200`` (``megatron_lm_deepseek_v3_gb200_history.csv``): Megatron-LM's
   DeepSeek-V3 on 256 GB200 optimization history, one documented change a row, in
   Megatron-LM's TFLOP/s per GPU.  Every row is predicted from its documented inputs;
@@ -41,11 +46,11 @@ Eight sets, each a CSV in ``jaxmodel/data/`` with its source in its header:
 every other input keeps the refined model's default, and the cluster parameters
 come from the GPU preset alone.  What each source column means in model inputs is
 declared in ONE table per set (``BRIDGE`` and ``BRIDGE_GB``, ``MOE_RECIPES``,
-``TORCHTITAN`` and ``TORCHTITAN_2024``, ``GB200_HISTORY``, ``LLM_FOUNDRY``, ``MLPERF_8B``: source
-column -> input name, or source value -> :class:`Way` s), so that a new model input changes only
-that table.  A :class:`Way` names the inputs that express a value; a
-value may list several, best first, and the first whose inputs the model has is
-used.  A way with a note is an
+``TORCHTITAN``, ``TORCHTITAN_2024`` and ``TORCHTITAN_2025``, ``GB200_HISTORY``,
+``LLM_FOUNDRY``, ``MLPERF_8B``: source column -> input name, or source value ->
+:class:`Way` s), so that a new model input changes only that table.  A :class:`Way`
+names the inputs that express a value; a value may list several, best first, and
+the first whose inputs the model has is used.  A way with a note is an
 approximation, and every approximation a row uses is listed with it.  Where no way
 fits (the model has no such input, or no preset for the architecture), the row is
 not expressible, with a one-line reason.
@@ -2098,6 +2103,12 @@ def _titan_measure(row: Mapping[str, str], x: Mapping[str, float]
             _number(row["memory_gib"], math.nan) * GIB)
 
 
+# What every torchtitan row runs (the comments in TORCHTITAN below), less its loss.
+_TITAN_EVERY_ROW = dict(sequence_parallel=1, cp_comm=3, foreach_optimizer=1, tp_overlap_kind=1,
+                        serial_streams=0)
+_TITAN_ATTENTION = approx("attention by PyTorch SDPA's flash backend (FlashAttention-2)",
+                          attention_kernel=1)
+
 TORCHTITAN = SetTable(
     name="torchtitan",
     description="torchtitan Llama 3.1 8B/70B/405B on H100 96 GB (tokens/s per GPU, peak "
@@ -2124,10 +2135,7 @@ TORCHTITAN = SetTable(
     # or not: tp_overlap_kind 1 on every row (refined/tensor.py, regathers).
     # torchtitan sets no CUDA_DEVICE_MAX_CONNECTIONS: the CUDA default, several
     # hardware queues (serial_streams 0, not Megatron-LM's rule).
-    every_row=(exact(sequence_parallel=1, cp_comm=3, cross_entropy_fusion=3,
-                     foreach_optimizer=1, tp_overlap_kind=1, serial_streams=0),
-               approx("attention by PyTorch SDPA's flash backend (FlashAttention-2)",
-                      attention_kernel=1), NO_DROPOUT),
+    every_row=(exact(**_TITAN_EVERY_ROW, cross_entropy_fusion=3), _TITAN_ATTENTION, NO_DROPOUT),
     columns={
         # The Grand Teton H100 (96 GB HBM2e, 2.4 TB/s, 500 W limit) has its own
         # preset, whose peak at 500 W is derived from NVIDIA's SXM and NVL ratings.
@@ -2202,6 +2210,36 @@ TORCHTITAN_2024 = SetTable(
     blank=TORCHTITAN.blank,
     measure=_titan_measure,
     label=lambda row: f"{row['model']} {row['system'].split(' ')[0]} {row['technique']}",
+    layout=_layout,
+)
+
+# torchtitan's 2025 benchmark on H200 (torchtitan_2025_h200.csv): the Trainy team's
+# Llama 3.1 8B with FSDP, torch.compile and Float8 on 32 and 64 HGX H200, its command
+# printed whole, read with the torchtitan table.  What 2025's torchtitan runs
+# differently is its loss: build_cross_entropy_loss (torchtitan/components/loss.py,
+# the config_manager version of 2025) wraps F.cross_entropy(pred.flatten(0, 1).float(),
+# ...) in torch.compile when --training.compile is set, on the model's bf16 output
+# (PR 642, Oct 2024, moved the upcast from the model into the loss):
+# cross_entropy_fusion 4.  The Float8 flags are the command's: the FP8 all-gather
+# (fp8_param_gather 1) and the FP8 weights recomputed in the backward pass, not
+# saved (--float8.force_recompute_fp8_weight_in_bwd: no FP8 weight copy, as the
+# model counts none under fp8_param_gather).
+TORCHTITAN_2025 = SetTable(
+    name="torchtitan-2025",
+    description="torchtitan's 2025 benchmark on H200 (Trainy): Llama 3.1 8B with FSDP, "
+                "torch.compile and Float8 on 32 and 64 GPUs (tokens/s per GPU, peak "
+                "reserved memory)",
+    file="torchtitan_2025_h200.csv",
+    every_row=(exact(**_TITAN_EVERY_ROW, cross_entropy_fusion=4), _TITAN_ATTENTION, NO_DROPOUT),
+    columns={**TORCHTITAN.columns,
+             # Eight GPUs a host all connected by NVLink: the HGX H200 board.
+             "system": {"H200 (HGX, 8 a host, 400 Gb/s CX-7 per GPU)": gpu("h200")},
+             "torch_compile": {"yes (2025)": TORCHTITAN.columns["torch_compile"]["yes"]},
+             "float8": {"yes (FSDP float8 all-gather)": exact(precision=1,
+                                                              fp8_param_gather=1)}},
+    blank=TORCHTITAN.blank,
+    measure=_titan_measure,
+    label=lambda row: f"{row['layout']} {row['technique']}",
     layout=_layout,
 )
 
@@ -2416,5 +2454,6 @@ MLPERF_8B = SetTable(
 
 NEW_SETS: dict[str, SetTable] = {s.name: s for s in (BRIDGE, BRIDGE_GB, MOE_RECIPES,
                                                       TORCHTITAN, TORCHTITAN_2024,
+                                                      TORCHTITAN_2025,
                                                       GB200_HISTORY, LLM_FOUNDRY,
                                                       MLPERF_8B)}

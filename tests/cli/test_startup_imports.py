@@ -83,9 +83,9 @@ def test_eval_answers_on_the_host_without_jax(model, tmp_path):
 def test_validate_all_answers_on_the_host_without_jax(tmp_path):
     report, stdout, message = _run(["validate", "--all", "--format", "json"], tmp_path)
     assert report == {"code": 0, "jax": False}, message
-    # Every row of every set and variant: 73 + 190 + 7 + 18 + 5 + 13 + 201 + 9 + 10
+    # Every row of every set and variant: 73 + 190 + 7 + 18 + 5 + 2 + 13 + 201 + 9 + 10
     # + 2 x 9 + 2 x 12.
-    assert len(json.loads(stdout)["runs"]) == 568
+    assert len(json.loads(stdout)["runs"]) == 570
 
 
 @pytest.mark.parametrize("model", ["seed", "refined"])
