@@ -86,8 +86,9 @@ _LOGIT_MEMORY_BYTES = 10.0
 # written in place: no fp32 copy of the [s, b, V / t] logits exists.
 _LOGIT_IN_PLACE_BYTES = 2.0
 # ... with PyTorch's F.cross_entropy on the fp32 logits (cross_entropy_fusion 3;
-# torchtitan's loss_fn, not compiled, on the model's ``output(h).float()``,
-# with ``del pred`` before ``loss.backward()``), at the loss's backward pass,
+# torchtitan's loss_fn, not compiled, ``F.cross_entropy(pred.flatten(0, 1).float(),
+# ...)`` on the model's bf16 output, with ``del pred`` before ``loss.backward()``),
+# at the loss's backward pass,
 # where the step's memory peaks (every layer's activations still stored): the
 # log_softmax output it saved (fp32, 4; the bf16 and fp32 logits are freed by
 # then), nll_loss_backward's gradient (``zeros_like`` then a scatter, 4) and
@@ -230,12 +231,6 @@ def op_sac_activation_bytes(x, sp):
     return replicated + saved_mms + BF16 * (x.mlp_weight_matrices - 2.0)
 
 
-# The logits a pipeline's last stage hands back per element: fp32 (4) when the
-# model's forward upcasts them for PyTorch's F.cross_entropy (torchtitan's
-# ``output(h).float()``, cross_entropy_fusion 3), else bf16 (2).
-_HELD_LOGIT_TORCH_BYTES = 4.0
-
-
 def pipeline_buffer_bytes(x, g, chunks, first, last):
     """Bytes a pipeline rank holds for its micro-batches besides its layers'
     activations (``pp_stage_buffers``), with ``chunks`` chunk passes in flight.
@@ -258,9 +253,10 @@ def pipeline_buffer_bytes(x, g, chunks, first, last):
       stage's output stays in ``fwd_cache`` until its backward pass (1).
 
     A stage's input and output are one layer's input, ``2 b s h / (c t_sp)``
-    bytes; the last stage's output is the logits, ``b s V / (c t)``, fp32 (4
-    bytes) when the model's forward upcasts them (cross_entropy_fusion 3) and
-    kept beside the loss's own buffers.  With ``v`` stages a rank, stage 0 on
+    bytes; the last stage's output is the logits, ``b s V / (c t)``, in bf16
+    (2 bytes: torchtitan's model returns the output layer's bf16 result and its
+    loss upcasts, ``pred.float()``, since PR 642 of Oct 2024), kept beside the
+    loss's own buffers.  With ``v`` stages a rank, stage 0 on
     the first rank receives nothing and the last stage sends nothing; the
     chunks in flight are spread evenly over a rank's stages.
 
@@ -275,8 +271,7 @@ def pipeline_buffer_bytes(x, g, chunks, first, last):
     n_out = v - 1.0 if last else v
     receive = n_in * m - n_in / v * chunks + n_out * m
     outputs = jnp.where(mode >= 2, n_out * m, n_out / v * chunks)
-    logit_bytes = jnp.where(whole(x.cross_entropy_fusion) == 3, _HELD_LOGIT_TORCH_BYTES, BF16)
-    logits = m * logit_bytes * tok * V / t if last else 0.0
+    logits = m * BF16 * tok * V / t if last else 0.0
     return on * (act * (receive + outputs) + logits)
 
 
