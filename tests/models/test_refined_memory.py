@@ -194,6 +194,16 @@ def test_interleaved_in_flight_never_exceeds_the_micro_batches():
     assert out["activation_gb_per_gpu"] == approx((4 * 2 * 2 * 16 + 4) * SBH / 1e9)
 
 
+def _loss_stage(cross_entropy_fusion=None, without_tp=False) -> dict:
+    """TOY with 4096 tokens of vocabulary and every layer offloaded, so that the
+    last stage's loss shows (``without_tp``: t = 1 on 2 GPUs)."""
+    changes = {} if cross_entropy_fusion is None else {
+        "cross_entropy_fusion": cross_entropy_fusion}
+    if without_tp:
+        changes.update(tensor_parallel=1, num_gpus=2)
+    return run(offload_layers=9, vocab_size=4096, **changes)
+
+
 def test_transformer_engines_cross_entropy_keeps_only_the_bf16_logits():
     # TOY with 4096 tokens of vocabulary and every layer offloaded: the last
     # stage holds the layer in transit 16, the output layer's input 1 and the
@@ -201,8 +211,8 @@ def test_transformer_engines_cross_entropy_keeps_only_the_bf16_logits():
     # fused kernel that keeps an fp32 softmax (27 s b h), 2 with Transformer
     # Engine's, which writes the gradient into the bf16 logits (19 s b h; the
     # first stage's 16 + 2 is less in both).
-    fused = run(offload_layers=9, vocab_size=4096)
-    in_place = run(offload_layers=9, vocab_size=4096, cross_entropy_fusion=2)
+    fused = _loss_stage()
+    in_place = _loss_stage(2)
     assert fused["activation_gb_per_gpu"] == approx(27 * SBH / 1e9)
     assert in_place["activation_gb_per_gpu"] == approx(19 * SBH / 1e9)
     # The loss kernel's traffic is a fused kernel's either way.
@@ -217,22 +227,21 @@ def test_pytorch_cross_entropy_holds_three_or_four_fp32_logit_tensors():
     # grad_output, holds x, grad_input, exp(x) and the sum: 16.  TOY (t = 4) with
     # 4096 tokens of vocabulary, every layer offloaded: the layer in transit 16,
     # the output layer's input 1 and s V / t = 1 s b h of logits at 16: 33 s b h.
-    torch_ce = run(offload_layers=9, vocab_size=4096, cross_entropy_fusion=3)
+    torch_ce = _loss_stage(3)
     assert torch_ce["activation_gb_per_gpu"] == approx(33 * SBH / 1e9)
     # Without TP (t = 1, 2 GPUs): the layer in transit 10 + 24 = 34 s b h, the
     # output layer's input 4, and s V = 4 s b h of logits at 12 bytes: 86.
-    one = run(offload_layers=9, vocab_size=4096, cross_entropy_fusion=3, tensor_parallel=1,
-              num_gpus=2)
+    one = _loss_stage(3, without_tp=True)
     assert one["activation_gb_per_gpu"] == approx(86 * SBH / 1e9)
     # Its traffic: 76 bytes a logit under loss parallelism instead of a fused
     # kernel's 12 (TOY: s V / t = 262,144 logits a micro-batch, 4 micro-batches,
     # 1e12 B/s).
-    fused = run(offload_layers=9, vocab_size=4096)
+    fused = _loss_stage()
     assert torch_ce["compute_time_ms"] - fused["compute_time_ms"] == approx(
         4 * 64 * 1024 * 4096 / 4 / 1e12 * 1e3)
     # ... and 36 without TP (cast 6, log_softmax 8, zeros 4, its backward 12,
     # cast back 6): 24 bytes more on each of the s V = 4,194,304 logits.
-    one_fused = run(offload_layers=9, vocab_size=4096, tensor_parallel=1, num_gpus=2)
+    one_fused = _loss_stage(without_tp=True)
     assert one["compute_time_ms"] - one_fused["compute_time_ms"] == approx(
         4 * 24 * 1024 * 4096 / 1e12 * 1e3)
 
@@ -245,17 +254,16 @@ def test_compiled_pytorch_cross_entropy_keeps_the_bf16_logits_and_their_gradient
     # 4 bytes a logit at the loss's backward pass.  TOY (t = 4) with 4096 tokens of
     # vocabulary, every layer offloaded: the layer in transit 16, the output
     # layer's input 1 and s V / t = 1 s b h of logits at 4: 21 s b h.
-    compiled = run(offload_layers=9, vocab_size=4096, cross_entropy_fusion=4)
+    compiled = _loss_stage(4)
     assert compiled["activation_gb_per_gpu"] == approx(21 * SBH / 1e9)
     # Without TP (t = 1, 2 GPUs): the layer in transit 34, the output layer's
     # input 4, and s V = 4 s b h of logits at 4 bytes: 54 (86 eager).
-    one = run(offload_layers=9, vocab_size=4096, cross_entropy_fusion=4, tensor_parallel=1,
-              num_gpus=2)
+    one = _loss_stage(4, without_tp=True)
     assert one["activation_gb_per_gpu"] == approx(54 * SBH / 1e9)
     # Its traffic: one read of the bf16 logits forward (the online softmax), a
     # read and a write backward, 6 bytes a logit against a fused kernel's 12
     # (TOY: s V / t = 262,144 logits a micro-batch, 4 micro-batches, 1e12 B/s).
-    fused = run(offload_layers=9, vocab_size=4096)
+    fused = _loss_stage()
     assert fused["compute_time_ms"] - compiled["compute_time_ms"] == approx(
         4 * 6 * 1024 * 4096 / 4 / 1e12 * 1e3)
 

@@ -734,12 +734,12 @@ def layer_times(x, g) -> LayerTimes:
 
     # Output layer and loss (last stage): logits GEMM in bf16, fused softmax
     # cross-entropy memory-bound.
-    ce_bytes = jnp.where(x.cross_entropy_fusion > 0.5, _LOGIT_BYTES, _LOGIT_UNFUSED_BYTES)
     ce_kind = whole(x.cross_entropy_fusion)
-    ce_bytes = jnp.where(ce_kind == 3,
-                         jnp.where(t > 1.5, _LOGIT_TORCH_PARALLEL_BYTES, _LOGIT_TORCH_BYTES),
-                         ce_bytes)
-    ce_bytes = jnp.where(ce_kind == 4, _LOGIT_COMPILED_BYTES, ce_bytes)
+    ce_bytes = jnp.where(
+        ce_kind == 4, _LOGIT_COMPILED_BYTES,
+        jnp.where(ce_kind == 3,
+                  jnp.where(t > 1.5, _LOGIT_TORCH_PARALLEL_BYTES, _LOGIT_TORCH_BYTES),
+                  jnp.where(ce_kind >= 1, _LOGIT_BYTES, _LOGIT_UNFUSED_BYTES)))
     logit_bytes = ce_bytes * tok * V / t
     logit_fwd_s = logit_gemms[0]
     # The output layer's weight gradient accumulates into the buffer as well.
